@@ -1,0 +1,40 @@
+//! groupwire's protocol core: time, units, wire formats and sans-IO machines.
+//!
+//! Nothing here does I/O, reads a clock or spawns a thread. A driver (the
+//! simulator in `groupwire-sim`, or the tokio driver) owns the sockets and
+//! the clock and runs a [`Machine`] like this:
+//!
+//! ```no_run
+//! use groupwire_proto::{Instant, Machine, Transmit};
+//! # fn send(_: Transmit) {}
+//! # fn recv() -> Option<(std::net::SocketAddr, Vec<u8>)> { None }
+//! # fn now() -> Instant { Instant::ZERO }
+//! fn run<M: Machine>(machine: &mut M, mut on_event: impl FnMut(M::Event)) {
+//!     loop {
+//!         while let Some(t) = machine.poll_transmit(now()) {
+//!             send(t);
+//!         }
+//!         while let Some(e) = machine.poll_event() {
+//!             on_event(e);
+//!         }
+//!         let _deadline = machine.poll_timeout();
+//!         // wait for a datagram or the deadline, whichever comes first
+//!         match recv() {
+//!             Some((src, data)) => machine.handle_datagram(now(), src, &data),
+//!             None => machine.handle_timeout(now()),
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! **After every `handle_*` call or command: drain `poll_transmit` until
+//! `None`, drain `poll_event` until `None`, then re-read `poll_timeout`.**
+
+pub mod machine;
+pub mod time;
+pub mod units;
+pub mod wire;
+
+pub use machine::{Machine, Transmit, Transport};
+pub use time::Instant;
+pub use units::{Bitrate, DataSize, Probability, UnitError};

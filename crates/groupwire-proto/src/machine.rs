@@ -1,0 +1,55 @@
+//! The contract between a protocol state machine and whatever drives it.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+
+use crate::time::Instant;
+
+/// Which transport a [`Transmit`] should go out on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Transport {
+    /// One UDP datagram.
+    Udp,
+    /// One length-prefixed frame on the TCP (or WebSocket) connection to `dst`.
+    TcpFrame,
+}
+
+/// A datagram the caller must send. `payload` is `Bytes` so a relay fans out
+/// without copies.
+#[derive(Debug, Clone)]
+#[must_use = "a Transmit must be sent (or counted as lost)"]
+pub struct Transmit {
+    /// Where to send it.
+    pub dst: SocketAddr,
+    /// How to send it.
+    pub transport: Transport,
+    /// The bytes on the wire, our header included.
+    pub payload: Bytes,
+}
+
+/// A protocol state machine with no I/O, no clock and no threads.
+///
+/// **Drain contract:** call one `handle_*` method or command, then drain:
+/// [`poll_transmit`](Machine::poll_transmit) until `None`,
+/// [`poll_event`](Machine::poll_event) until `None`, then read
+/// [`poll_timeout`](Machine::poll_timeout) and call
+/// [`handle_timeout`](Machine::handle_timeout) no later than that. `now` never
+/// goes backwards.
+pub trait Machine {
+    /// What the machine tells its application (delivered messages, QoS signals, ...).
+    type Event;
+    /// Feed one datagram from the network. Malformed input is counted in the
+    /// machine's stats and dropped; it never panics.
+    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]);
+    /// Let timers fire. Spurious or early calls are harmless no-ops.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The next datagram to send, if any. Call until `None` after every input.
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit>;
+    /// The next event for the application, if any. Call until `None` after every input.
+    fn poll_event(&mut self) -> Option<Self::Event>;
+    /// When [`handle_timeout`](Machine::handle_timeout) should next be called.
+    /// May change after any `handle_*`, command, or `poll_transmit` returning `Some`.
+    fn poll_timeout(&self) -> Option<Instant>;
+}
