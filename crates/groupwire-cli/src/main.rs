@@ -1,1 +1,2 @@
+//! The `groupwire` command (work in progress).
 fn main() {}

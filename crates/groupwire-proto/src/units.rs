@@ -127,7 +127,7 @@ impl FromStr for Bitrate {
         );
         let v: f64 = num.trim().parse().map_err(|_| syntax())?;
         let bps = v * mult;
-        if !bps.is_finite() || bps < 1.0 || bps > 1e15 {
+        if !bps.is_finite() || !(1.0..=1e15).contains(&bps) {
             return Err(UnitError::Range {
                 what: WHAT,
                 text: s.to_owned(),
@@ -227,7 +227,7 @@ impl FromStr for DataSize {
             hint: HINT,
         })?;
         let bytes = v * mult;
-        if !bytes.is_finite() || bytes < 0.0 || bytes > 1e18 {
+        if !bytes.is_finite() || !(0.0..=1e18).contains(&bytes) {
             return Err(UnitError::Range {
                 what: WHAT,
                 text: s.to_owned(),
