@@ -1,1 +1,52 @@
-//! placeholder
+//! Sans-IO, seeded, deterministic network impairment models, shared by the
+//! simulator (`groupwire-sim`) and the real-socket link emulator
+//! (`groupwire-tokio`).
+//!
+//! # Model
+//!
+//! A [`Link`] is one direction of a link. A packet offered at time `now`:
+//!
+//! 1. joins a FIFO **drop-tail queue** served at the link's **bit rate**; if
+//!    the queue (the packets not yet fully serialized, the one in service
+//!    included) is full, it is dropped ([`Fate::QueueDrop`]);
+//! 2. is **serialized**: it departs at `max(now, previous departure) +
+//!    8 len / rate`;
+//! 3. meets the **loss process** ([`LossModel`]): lost ([`Fate::Lost`]),
+//!    corrupted by bit errors ([`Fate::Corrupt`]) or delivered;
+//! 4. arrives after the **propagation delay** plus uniform **jitter**,
+//!    never before the packet ahead of it unless reordering is allowed
+//!    ([`Fate::Deliver`]).
+//!
+//! Nothing here reads a clock, sleeps or touches a socket: the caller passes
+//! `now` and schedules the arrival itself. All randomness comes from a
+//! ChaCha8 generator seeded from [`LinkConfig::seed`], so a seed replays the
+//! same fates. [`LossProcess`] can also be used alone with any RNG.
+//!
+//! The loss models and their analytic figures (long-run loss rate, mean
+//! burst length, burst-length distribution) are in [`loss`]; [`stats`]
+//! measures the same figures on a sequence of outcomes.
+//!
+//! ```
+//! use std::time::Duration;
+//! use groupwire_link::{Fate, LinkConfig, LossModel, QueueLimit};
+//! use groupwire_proto::{Bitrate, Instant};
+//!
+//! let mut link = LinkConfig::dialup_56k()
+//!     .loss(LossModel::dyck_burst(0.04, 5))
+//!     .queue(QueueLimit::Packets(20))
+//!     .seed(1)
+//!     .build()
+//!     .expect("valid config");
+//! match link.offer(Instant::ZERO, 100) {
+//!     Fate::Deliver { at } => assert!(at >= Instant::from_millis(60)),
+//!     Fate::Corrupt { .. } | Fate::Lost | Fate::QueueDrop => {}
+//! }
+//! ```
+
+pub mod link;
+pub mod loss;
+pub mod stats;
+
+pub use link::{Fate, Jitter, Link, LinkConfig, LinkStats, QueueLimit};
+pub use loss::{BitErrors, LossError, LossModel, LossProcess, PacketFate};
+pub use stats::LossStats;

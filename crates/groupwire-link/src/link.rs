@@ -1,0 +1,432 @@
+//! One direction of a link: serialization at a bit rate behind a drop-tail
+//! queue, propagation delay, jitter, and a loss process.
+//!
+//! A [`LinkConfig`] (serde, chained setters, presets) builds a [`Link`], a
+//! sans-IO model that answers "what happens to this packet?" with a
+//! [`Fate`]: the driver (simulator or real-socket emulator) schedules the
+//! delivery itself.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use groupwire_proto::time::duration_nanos;
+use groupwire_proto::{Bitrate, Instant};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::loss::{BitErrors, LossError, LossModel, LossProcess, PacketFate};
+
+/// The drop-tail queue's capacity. It counts the packets not yet fully
+/// serialized, the one being transmitted included (like an ns-3 queue plus
+/// its device's transmit slot).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum QueueLimit {
+    /// Never drops: latency grows without bound under overload.
+    #[default]
+    Unlimited,
+    /// At most this many packets.
+    Packets(u32),
+    /// At most this many bytes.
+    Bytes(u64),
+}
+
+/// Random extra delay per packet, uniform in `[0, max]` (nanosecond
+/// resolution, drawn independently for each arriving packet).
+///
+/// Without [`LinkConfig::allow_reorder`], a packet never arrives before the
+/// one sent ahead of it: jitter then delays packets behind a late one, as on
+/// a path whose variable delay comes from queueing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Jitter {
+    /// Largest extra delay.
+    pub max: Duration,
+}
+
+/// Configuration of one direction of a link.
+///
+/// Build with [`LinkConfig::new`] and chained setters, or start from a
+/// preset:
+///
+/// ```
+/// use std::time::Duration;
+/// use groupwire_link::{LinkConfig, LossModel};
+/// use groupwire_proto::Bitrate;
+///
+/// let config = LinkConfig::new()
+///     .rate(Bitrate::mbps(2))
+///     .latency(Duration::from_millis(40))
+///     .loss(LossModel::cellular())
+///     .seed(7);
+/// let link = config.build().expect("valid loss model");
+/// # let _ = link;
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct LinkConfig {
+    /// Serialization rate; `None` is unlimited (no serialization time and no
+    /// queue).
+    pub rate: Option<Bitrate>,
+    /// One-way propagation delay, added after serialization.
+    pub delay: Duration,
+    /// Random extra delay, if any.
+    pub jitter: Option<Jitter>,
+    /// Whether jitter may reorder packets.
+    pub reorder: bool,
+    /// Drop-tail queue capacity (only with a `rate`).
+    pub queue: QueueLimit,
+    /// Loss process applied to every serialized packet.
+    pub loss: LossModel,
+    /// Seed of the link's RNG.
+    pub seed: u64,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LinkConfig {
+    /// A perfect link: unlimited rate, zero delay, no jitter, no loss,
+    /// unlimited queue, seed 0.
+    pub fn new() -> Self {
+        Self {
+            rate: None,
+            delay: Duration::ZERO,
+            jitter: None,
+            reorder: false,
+            queue: QueueLimit::Unlimited,
+            loss: LossModel::None,
+            seed: 0,
+        }
+    }
+
+    /// Serializes packets at `rate`.
+    pub fn rate(mut self, rate: Bitrate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// One-way propagation delay.
+    pub fn latency(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Uniform jitter in `[0, max]`; a zero `max` removes jitter.
+    pub fn jitter(mut self, max: Duration) -> Self {
+        self.jitter = (!max.is_zero()).then_some(Jitter { max });
+        self
+    }
+
+    /// Whether jitter may reorder packets (default: no).
+    pub fn allow_reorder(mut self, reorder: bool) -> Self {
+        self.reorder = reorder;
+        self
+    }
+
+    /// Drop-tail queue capacity.
+    pub fn queue(mut self, limit: QueueLimit) -> Self {
+        self.queue = limit;
+        self
+    }
+
+    /// Loss process.
+    pub fn loss(mut self, loss: LossModel) -> Self {
+        self.loss = loss;
+        self
+    }
+
+    /// Seed of the link's RNG.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Dyck & Gutwin's dial-up line: 56 kbit/s (EXPERIMENTS, "Bandwidth").
+    ///
+    /// The paper emulated bandwidth and loss only (The Cloud on a LAN) and
+    /// states no delay; we add 60 ms one way, typical of a V.90 modem's own
+    /// latency. The queue is unlimited because the paper reports latency
+    /// growing, not loss, when AFEC's load exceeded the bandwidth
+    /// (DISCUSSION). Add the paper's loss patterns with
+    /// [`LinkConfig::loss`] and [`LossModel::dyck_burst`].
+    pub fn dialup_56k() -> Self {
+        Self::new()
+            .rate(Bitrate::kbps(56))
+            .latency(Duration::from_millis(DIALUP_DELAY_MS))
+    }
+
+    /// Dyck & Gutwin's 256 kbit/s line ("a Uniform Cable connection";
+    /// EXPERIMENTS, "Bandwidth"), with 10 ms one way (our choice: a cable
+    /// access network's delay; the paper states none) and an unlimited
+    /// queue, as for [`LinkConfig::dialup_56k`].
+    pub fn lan_256k() -> Self {
+        Self::new()
+            .rate(Bitrate::kbps(256))
+            .latency(Duration::from_millis(CABLE_DELAY_MS))
+    }
+
+    /// A cellular data link: 2 Mbit/s, 40 ms one way, up to 10 ms of jitter
+    /// (without reordering: the radio link layer delivers in order), a
+    /// 100-packet drop-tail queue (ns-3's default `DropTailQueue` size) and
+    /// the [`LossModel::cellular`] Gilbert-Elliott channel. Rate, delay and
+    /// jitter are our choices for a 3G-class link, not from a paper.
+    pub fn cellular() -> Self {
+        Self::new()
+            .rate(Bitrate::mbps(2))
+            .latency(Duration::from_millis(40))
+            .jitter(Duration::from_millis(10))
+            .queue(QueueLimit::Packets(NS3_DEFAULT_QUEUE_PACKETS))
+            .loss(LossModel::cellular())
+    }
+
+    /// Builds the link (validating the loss model and reading any trace).
+    pub fn build(&self) -> Result<Link, LossError> {
+        let loss = self.loss.build()?;
+        let loss_rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let mut jitter_rng = loss_rng.clone();
+        jitter_rng.set_stream(JITTER_STREAM);
+        Ok(Link {
+            loss,
+            loss_rng,
+            jitter_rng,
+            delay_nanos: duration_nanos(self.delay),
+            jitter_nanos: self.jitter.as_ref().map_or(0, |j| duration_nanos(j.max)),
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            last_departure: 0,
+            last_arrival: 0,
+            stats: LinkStats::default(),
+            config: self.clone(),
+        })
+    }
+}
+
+/// One direction of a link: a FIFO served at the configured rate behind a
+/// drop-tail queue, then propagation delay, jitter and a loss process.
+///
+/// Sans-IO: [`Link::offer`] says what happens to a packet and when it
+/// arrives; the caller schedules the arrival. Randomness comes from a
+/// ChaCha8 generator seeded with [`LinkConfig::seed`]: the loss process uses
+/// stream 0 and jitter stream 1, so the loss pattern (as a function of the
+/// packet's index among serialized packets) does not change when the rate,
+/// delay or jitter do.
+///
+/// Methods: [`Link::offer`] (the hot path), the queue getters
+/// [`Link::queue_packets`] and [`Link::queue_bytes`], [`Link::stats`],
+/// [`Link::config`], and [`Link::set_loss`] / [`Link::set_rate`] to change
+/// conditions mid-run.
+#[derive(Debug)]
+pub struct Link {
+    config: LinkConfig,
+    loss: LossProcess,
+    loss_rng: ChaCha8Rng,
+    jitter_rng: ChaCha8Rng,
+    /// `config.delay` in nanoseconds, precomputed for the hot path.
+    delay_nanos: u64,
+    /// `config.jitter`'s maximum in nanoseconds (0: no jitter).
+    jitter_nanos: u64,
+    /// (departure nanos, bytes) of packets not yet fully serialized, in order.
+    queue: VecDeque<(u64, u64)>,
+    queue_bytes: u64,
+    /// When the last accepted packet finishes serializing (nanos).
+    last_departure: u64,
+    /// When the last arriving packet arrives (nanos), for in-order delivery.
+    last_arrival: u64,
+    stats: LinkStats,
+}
+
+impl Link {
+    /// Offers a packet of `len` bytes at `now` and returns its fate.
+    ///
+    /// Calls must have non-decreasing `now`. The link is a FIFO served at
+    /// `rate`: departure = max(now, previous departure) + transmit time;
+    /// arrival = departure + delay + jitter, and without reordering arrival
+    /// = max(arrival, previous arrival). Drop-tail: the queue holds the
+    /// packets not yet fully serialized at `now` (the one in service
+    /// included); if adding this one would exceed the limit in packets or
+    /// bytes, it is a [`Fate::QueueDrop`] and does not touch the loss
+    /// process. With no rate there is no queue. The loss process decides the
+    /// fate of every serialized packet; lost packets still use their
+    /// serialization time.
+    ///
+    /// Allocation-free except when the queue grows past its previous peak or
+    /// a packet is corrupted.
+    pub fn offer(&mut self, now: Instant, len: usize) -> Fate {
+        let now = now.as_nanos();
+        let bytes = len as u64;
+        self.stats.offered += 1;
+        self.stats.offered_bytes += bytes;
+
+        let start = now.max(self.last_departure);
+        let departure = match self.config.rate {
+            None => start,
+            Some(rate) => {
+                self.drain(now);
+                let full = match self.config.queue {
+                    QueueLimit::Unlimited => false,
+                    QueueLimit::Packets(max) => self.queue.len() as u64 >= u64::from(max),
+                    QueueLimit::Bytes(max) => self.queue_bytes.saturating_add(bytes) > max,
+                };
+                if full {
+                    self.stats.queue_drops += 1;
+                    return Fate::QueueDrop;
+                }
+                let departure = start.saturating_add(transmit_nanos(rate, bytes));
+                self.queue.push_back((departure, bytes));
+                self.queue_bytes += bytes;
+                self.stats.max_queue_packets =
+                    self.stats.max_queue_packets.max(self.queue.len() as u64);
+                self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
+                departure
+            }
+        };
+        self.last_departure = departure;
+
+        let errors = match self.loss.on_packet(len, &mut self.loss_rng) {
+            PacketFate::Lost => {
+                self.stats.lost += 1;
+                return Fate::Lost;
+            }
+            PacketFate::Delivered => None,
+            PacketFate::Corrupted(errors) => Some(errors),
+        };
+
+        let mut arrival = departure.saturating_add(self.delay_nanos);
+        if self.jitter_nanos > 0 {
+            let extra = self.jitter_rng.random_range(0..=self.jitter_nanos);
+            arrival = arrival.saturating_add(extra);
+        }
+        if !self.config.reorder {
+            arrival = arrival.max(self.last_arrival);
+        }
+        self.last_arrival = self.last_arrival.max(arrival);
+        let at = Instant::from_nanos(arrival);
+        match errors {
+            None => {
+                self.stats.delivered += 1;
+                Fate::Deliver { at }
+            }
+            Some(errors) => {
+                self.stats.corrupted += 1;
+                Fate::Corrupt { at, errors }
+            }
+        }
+    }
+
+    /// Packets not yet fully serialized at `now` (the one in service
+    /// included). `now` must not precede the last `offer`.
+    pub fn queue_packets(&mut self, now: Instant) -> usize {
+        self.drain(now.as_nanos());
+        self.queue.len()
+    }
+
+    /// Bytes of the packets counted by [`Link::queue_packets`].
+    pub fn queue_bytes(&mut self, now: Instant) -> u64 {
+        self.drain(now.as_nanos());
+        self.queue_bytes
+    }
+
+    /// Counters since the link was built.
+    pub fn stats(&self) -> &LinkStats {
+        &self.stats
+    }
+
+    /// The configuration the link was built from (with any later
+    /// [`Link::set_loss`] / [`Link::set_rate`] applied).
+    pub fn config(&self) -> &LinkConfig {
+        &self.config
+    }
+
+    /// Replaces the loss process from now on (a fresh process in its
+    /// initial state; the RNG continues).
+    pub fn set_loss(&mut self, loss: LossModel) -> Result<(), LossError> {
+        self.loss = loss.build()?;
+        self.config.loss = loss;
+        Ok(())
+    }
+
+    /// Changes the rate for packets offered from now on; queued packets keep
+    /// their departure times.
+    pub fn set_rate(&mut self, rate: Option<Bitrate>) {
+        self.config.rate = rate;
+    }
+
+    /// Forgets the packets fully serialized by `now`.
+    fn drain(&mut self, now: u64) {
+        while let Some(&(departure, bytes)) = self.queue.front() {
+            if departure > now {
+                break;
+            }
+            self.queue.pop_front();
+            self.queue_bytes -= bytes;
+        }
+    }
+}
+
+/// What a link does with one packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Arrives whole at the far end at `at`.
+    Deliver {
+        /// Arrival time.
+        at: Instant,
+    },
+    /// Arrives at `at` with bit errors (bit-error loss models only).
+    Corrupt {
+        /// Arrival time.
+        at: Instant,
+        /// The flipped bits.
+        errors: BitErrors,
+    },
+    /// Lost on the wire, after using its share of the link's time (it was
+    /// serialized).
+    Lost,
+    /// Dropped at the tail of a full queue: never serialized.
+    QueueDrop,
+}
+
+/// Counters of a [`Link`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Packets offered.
+    pub offered: u64,
+    /// Bytes offered.
+    pub offered_bytes: u64,
+    /// Packets delivered intact.
+    pub delivered: u64,
+    /// Packets lost on the wire.
+    pub lost: u64,
+    /// Packets delivered with bit errors.
+    pub corrupted: u64,
+    /// Packets dropped at the tail of a full queue.
+    pub queue_drops: u64,
+    /// Largest queue occupancy in packets (right after an enqueue).
+    pub max_queue_packets: u64,
+    /// Largest queue occupancy in bytes (right after an enqueue).
+    pub max_queue_bytes: u64,
+}
+
+/// Stream of the link's ChaCha8 generator used for jitter (the loss
+/// process uses stream 0).
+const JITTER_STREAM: u64 = 1;
+/// One-way delay of [`LinkConfig::dialup_56k`]: typical V.90 modem latency.
+const DIALUP_DELAY_MS: u64 = 60;
+/// One-way delay of [`LinkConfig::lan_256k`]: a cable access network.
+const CABLE_DELAY_MS: u64 = 10;
+/// ns-3's `DropTailQueue` default `MaxSize` ("100p").
+const NS3_DEFAULT_QUEUE_PACKETS: u32 = 100;
+
+/// [`Bitrate::transmit_time`] in nanoseconds, in 64-bit arithmetic when it
+/// cannot overflow (every datagram), since this runs once per packet.
+fn transmit_nanos(rate: Bitrate, bytes: u64) -> u64 {
+    let bps = rate.as_bps();
+    match bytes.checked_mul(8_000_000_000) {
+        Some(bit_nanos) if bps > 0 => bit_nanos.div_ceil(bps),
+        _ => duration_nanos(rate.transmit_time(bytes)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1147 @@
+//! Packet loss processes: which packets a link loses or corrupts.
+//!
+//! A [`LossModel`] is configuration (parsed from a one-line text form such as
+//! `gilbert:p=0.006,r=0.05`); [`LossModel::build`] validates it and returns a
+//! running [`LossProcess`], which decides the [`PacketFate`] of each packet
+//! from a caller-supplied RNG and nothing else.
+//!
+//! Every model except trace replay also has analytic long-run figures
+//! ([`LossModel::mean_loss_rate`], [`LossModel::mean_burst_len`],
+//! [`LossModel::burst_len_pmf`]); the tests hold the running processes to them.
+//!
+//! # Text forms
+//!
+//! | form | model |
+//! |---|---|
+//! | `none` | [`LossModel::None`] |
+//! | `bernoulli:0.1`, `bernoulli:10%` | [`LossModel::Bernoulli`] |
+//! | `burst:start=0.04,len=1..5` | [`LossModel::Burst`] (`len=3` for a fixed length) |
+//! | `gilbert:p=0.006,r=0.05` | [`LossModel::Gilbert`] |
+//! | `ge:p=0.01,r=0.3,good=0.001,bad=0.5` | [`LossModel::GilbertElliott`] |
+//! | `ber:1e-5` | [`LossModel::BitError`] with one state |
+//! | `ber:p=0.006,r=0.05,good=1e-6,bad=1e-3` | [`LossModel::BitError`] with two states |
+//! | `trace:losses.txt` | [`LossModel::Trace`] |
+//!
+//! Keys may come in any order; probabilities accept `0.1`, `1e-5` or `10%`.
+
+use core::fmt;
+use core::str::FromStr;
+use std::path::{Path, PathBuf};
+
+use groupwire_proto::Probability;
+use rand::Rng;
+
+/// Configuration of a loss process.
+///
+/// Serialized (serde) as its one-line text form, so a TOML scenario says
+/// `loss = "gilbert:p=0.006,r=0.05"`. `Display` and `FromStr` round-trip.
+///
+/// The Markov models (Gilbert, Gilbert-Elliott, bit error) start in the
+/// Good state and, for each packet, first make one state transition and then
+/// decide the packet's fate from the new state.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+#[non_exhaustive]
+pub enum LossModel {
+    /// Nothing is lost (the default).
+    #[default]
+    None,
+    /// Each packet is lost independently with probability `p` (Dyck &
+    /// Gutwin's "random" pattern).
+    Bernoulli {
+        /// Loss probability of every packet.
+        p: Probability,
+    },
+    /// Dyck & Gutwin's burst pattern: on a packet not already in a burst, a
+    /// burst starts with probability `start`; its length (in packets,
+    /// including this one) is uniform in `min_len..=max_len`.
+    ///
+    /// A packet right after a burst is not in a burst, so it may start the
+    /// next one: bursts can abut, and a run of consecutive losses is a sum
+    /// of bursts (see [`LossModel::burst_len_pmf`]).
+    Burst {
+        /// Probability that a burst starts on a packet not in a burst.
+        start: Probability,
+        /// Shortest burst, in packets (at least 1).
+        min_len: u32,
+        /// Longest burst, in packets (at least `min_len`).
+        max_len: u32,
+    },
+    /// Gilbert's two-state Markov chain, one step per packet: `p` =
+    /// P(Good → Bad), `r` = P(Bad → Good); every packet in Bad is lost and
+    /// every packet in Good is delivered.
+    Gilbert {
+        /// P(Good → Bad) per packet.
+        p: Probability,
+        /// P(Bad → Good) per packet; must be positive when `p` is.
+        r: Probability,
+    },
+    /// Gilbert-Elliott: the Gilbert chain, with loss probability `good` in
+    /// the Good state and `bad` in the Bad state.
+    GilbertElliott {
+        /// P(Good → Bad) per packet.
+        p: Probability,
+        /// P(Bad → Good) per packet; must be positive when `p` is.
+        r: Probability,
+        /// Loss probability of a packet sent in the Good state.
+        good: Probability,
+        /// Loss probability of a packet sent in the Bad state.
+        bad: Probability,
+    },
+    /// Independent bit errors at a per-bit error probability that depends on
+    /// the state of a Gilbert chain stepped once per packet (with `p = 0` the
+    /// chain never leaves Good: one state with bit error rate `good`).
+    ///
+    /// A packet of `len` bytes with bit error rate `b` arrives intact with
+    /// probability `(1 - b)^(8 len)`; otherwise it is
+    /// [`PacketFate::Corrupted`] and the flipped bits are reported.
+    BitError {
+        /// P(Good → Bad) per packet.
+        p: Probability,
+        /// P(Bad → Good) per packet; must be positive when `p` is.
+        r: Probability,
+        /// Per-bit error probability in the Good state, in `[0, 1]`.
+        good: f64,
+        /// Per-bit error probability in the Bad state, in `[0, 1]`.
+        bad: f64,
+    },
+    /// Replay of a recorded loss pattern, one entry per packet, looping at
+    /// the end.
+    ///
+    /// The file holds one character per packet: `0` delivered, `1` lost
+    /// (one per line or several per line). Whitespace is ignored, and `#`
+    /// starts a comment that runs to the end of the line.
+    Trace {
+        /// The trace file, read by [`LossModel::build`].
+        path: PathBuf,
+    },
+}
+
+impl LossModel {
+    /// Dyck & Gutwin's "random" loss pattern: each packet lost independently
+    /// with probability `p` (they ran 0%, 10% and 20%; EXPERIMENTS,
+    /// "Loss patterns").
+    ///
+    /// # Panics
+    ///
+    /// If `p` is not in `[0, 1]`.
+    pub fn dyck_random(p: f64) -> Self {
+        Self::Bernoulli {
+            p: prob(p, "dyck_random: p"),
+        }
+    }
+
+    /// Dyck & Gutwin's "burst" loss pattern: a burst of 1 to `max_len`
+    /// packets starts with probability `start` on any packet not already in
+    /// a burst. Their four settings (EXPERIMENTS, "Loss patterns") are
+    /// `dyck_burst(0.04, 5)` (≈ 10% overall loss), `dyck_burst(0.08, 5)`
+    /// (≈ 20%), `dyck_burst(0.02, 10)` (≈ 10%) and `dyck_burst(0.04, 10)`
+    /// (≈ 20%).
+    ///
+    /// # Panics
+    ///
+    /// If `start` is not in `[0, 1]` (a `max_len` of 0 is reported by
+    /// [`LossModel::build`]).
+    pub fn dyck_burst(start: f64, max_len: u32) -> Self {
+        Self::Burst {
+            start: prob(start, "dyck_burst: start"),
+            min_len: 1,
+            max_len,
+        }
+    }
+
+    /// A Gilbert channel with P(Good → Bad) = `p` and P(Bad → Good) = `r`
+    /// (E. N. Gilbert, "Capacity of a burst-noise channel", BSTJ 39, 1960):
+    /// long-run loss `p / (p + r)`, mean burst `1 / r`.
+    ///
+    /// # Panics
+    ///
+    /// If `p` or `r` is not in `[0, 1]`.
+    pub fn gilbert(p: f64, r: f64) -> Self {
+        Self::Gilbert {
+            p: prob(p, "gilbert: p"),
+            r: prob(r, "gilbert: r"),
+        }
+    }
+
+    /// A Gilbert-Elliott channel: the Gilbert chain (`p`, `r`) with loss
+    /// probability `good` in Good and `bad` in Bad (Ebert & Willig, "A
+    /// Gilbert-Elliot bit error model and the efficient use in packet level
+    /// simulation", TKN-99-002, 1999; Dyck & Gutwin's reference \[6\]).
+    ///
+    /// # Panics
+    ///
+    /// If any argument is not in `[0, 1]`.
+    pub fn gilbert_elliott(p: f64, r: f64, good: f64, bad: f64) -> Self {
+        Self::GilbertElliott {
+            p: prob(p, "gilbert_elliott: p"),
+            r: prob(r, "gilbert_elliott: r"),
+            good: prob(good, "gilbert_elliott: good"),
+            bad: prob(bad, "gilbert_elliott: bad"),
+        }
+    }
+
+    /// Miyoshi et al.'s "lower BER case" Gilbert channel (§5, Table 2:
+    /// p_GE = 0.006, p_EG = 0.05): 10.7% long-run loss in bursts of 20
+    /// packets on average.
+    pub fn miyoshi_low_ber() -> Self {
+        Self::gilbert(0.006, 0.05)
+    }
+
+    /// Miyoshi et al.'s "higher BER case" Gilbert channel (§5, Table 2:
+    /// p_GE = 0.006, p_EG = 0.007): 46% long-run loss in bursts of 143
+    /// packets on average.
+    pub fn miyoshi_high_ber() -> Self {
+        Self::gilbert(0.006, 0.007)
+    }
+
+    /// A cellular radio link as a Gilbert-Elliott channel.
+    ///
+    /// The transitions are Miyoshi et al.'s "lower BER case" (§5, Table 2:
+    /// p_GE = 0.006, p_EG = 0.05, mean fade 20 packets, mean good spell 167
+    /// packets). Their simulation lost 4461 of 50,000 packets without FEC
+    /// (Table 3: 8.9%); a Bad-state loss probability of 0.83 gives that
+    /// long-run rate (0.107 × 0.83 = 0.089) while letting some packets
+    /// through a fade. The Good state loses 0.1% (residual loss outside
+    /// fades; our choice, not from the paper).
+    pub fn cellular() -> Self {
+        Self::gilbert_elliott(
+            CELLULAR_P_GOOD_TO_BAD,
+            CELLULAR_P_BAD_TO_GOOD,
+            CELLULAR_LOSS_GOOD,
+            CELLULAR_LOSS_BAD,
+        )
+    }
+
+    /// Builds the running process.
+    ///
+    /// Validates the parameters (burst lengths `1 <= min_len <= max_len`,
+    /// `r > 0` whenever `p > 0` since Bad would otherwise be absorbing, bit
+    /// error rates in `[0, 1]`) and reads trace files.
+    pub fn build(&self) -> Result<LossProcess, LossError> {
+        self.validate()?;
+        let state = match *self {
+            Self::None => State::None,
+            Self::Bernoulli { p } => State::Bernoulli {
+                lose: Chance::new(p.get()),
+            },
+            Self::Burst {
+                start,
+                min_len,
+                max_len,
+            } => State::Burst {
+                start: Chance::new(start.get()),
+                min_len,
+                max_len,
+                remaining: 0,
+            },
+            Self::Gilbert { p, r } => State::Markov {
+                chain: Chain::new(p, r),
+                good: Chance::Never,
+                bad: Chance::Always,
+            },
+            Self::GilbertElliott { p, r, good, bad } => State::Markov {
+                chain: Chain::new(p, r),
+                good: Chance::new(good.get()),
+                bad: Chance::new(bad.get()),
+            },
+            Self::BitError { p, r, good, bad } => State::BitError {
+                chain: Chain::new(p, r),
+                good: BitChannel::new(good),
+                bad: BitChannel::new(bad),
+            },
+            Self::Trace { ref path } => State::Trace {
+                pattern: load_trace(path)?,
+                next: 0,
+            },
+        };
+        Ok(LossProcess { state })
+    }
+
+    /// Analytic long-run packet loss rate for packets of `packet_len` bytes
+    /// (corrupted packets count as lost). `None` for [`LossModel::Trace`].
+    ///
+    /// Dyck burst model: each decision on a packet not in a burst either
+    /// delivers it (probability `1 - q`, one packet) or starts a burst
+    /// (probability `q`, `E[B]` lost packets), so by renewal-reward the loss
+    /// rate is `q E[B] / (q E[B] + 1 - q)`. Markov models: `π_G h_G + π_B
+    /// h_B` with `π_B = p / (p + r)` and `h` the per-state loss probability
+    /// (for bit errors `h = 1 - (1 - b)^(8 len)`).
+    ///
+    /// Like the other analytic figures, `None` for a model [`LossModel::build`]
+    /// would reject.
+    pub fn mean_loss_rate(&self, packet_len: usize) -> Option<f64> {
+        self.validate().ok()?;
+        match *self {
+            Self::None => Some(0.0),
+            Self::Burst {
+                start,
+                min_len,
+                max_len,
+            } => {
+                let q = start.get();
+                let mean = (f64::from(min_len) + f64::from(max_len)) / 2.0;
+                let lost = q * mean;
+                let total = lost + (1.0 - q);
+                Some(if total > 0.0 { lost / total } else { 0.0 })
+            }
+            Self::Trace { .. } => None,
+            _ => self.markov(packet_len).map(|m| m.loss_rate()),
+        }
+    }
+
+    /// Analytic mean length of a loss burst (a maximal run of consecutive
+    /// lost packets) for packets of `packet_len` bytes.
+    ///
+    /// `None` for [`LossModel::Trace`], and where bursts do not occur or
+    /// never end (no loss, or every packet lost).
+    ///
+    /// Markov models: the long-run loss rate divided by the rate at which
+    /// runs start, `P(packet n-1 delivered, packet n lost)`; for Gilbert this
+    /// is `1 / r`, for Bernoulli `1 / (1 - p)`. Dyck burst model: a run is
+    /// `N` abutting bursts with `P(N = n) = q^(n-1) (1 - q)`, so its mean is
+    /// `E[B] / (1 - q)`.
+    pub fn mean_burst_len(&self, packet_len: usize) -> Option<f64> {
+        self.validate().ok()?;
+        match *self {
+            Self::None | Self::Trace { .. } => None,
+            Self::Burst {
+                start,
+                min_len,
+                max_len,
+            } => {
+                let q = start.get();
+                if q <= 0.0 || q >= 1.0 {
+                    return None;
+                }
+                Some((f64::from(min_len) + f64::from(max_len)) / 2.0 / (1.0 - q))
+            }
+            _ => self.markov(packet_len).and_then(|m| m.mean_run()),
+        }
+    }
+
+    /// Analytic distribution of loss-burst (run) lengths: element `k - 1` is
+    /// the probability that a run of consecutive losses is exactly `k`
+    /// packets long, for `k` in `1..=max_len` (the rest of the mass is in
+    /// longer runs). `None` where [`LossModel::mean_burst_len`] is `None`.
+    ///
+    /// Markov models: with `v_1(s) = Σ_s' π_s' (1 - h_s') T(s', s) h_s` (a
+    /// run starts in state `s`) and `v_{k+1}(s) = Σ_s' v_k(s') T(s', s) h_s`,
+    /// `P(run ≥ k) = Σ v_k / Σ v_1`. For Gilbert this is geometric:
+    /// `P(k) = (1 - r)^(k-1) r`.
+    ///
+    /// Dyck burst model: a run ends only on a delivered packet, and the
+    /// packet after a burst starts another burst with probability `q`, so a
+    /// run `R` is `B + (R'` with probability `q)`, with `B` uniform on
+    /// `min_len..=max_len` and `R'` an independent copy of `R`. Hence
+    /// `P(R = k) = (1 - q) P(B = k) + q Σ_j P(B = j) P(R = k - j)`, computed
+    /// by dynamic programming.
+    pub fn burst_len_pmf(&self, packet_len: usize, max_len: u32) -> Option<Vec<f64>> {
+        self.mean_burst_len(packet_len)?;
+        let n = usize::try_from(max_len).expect("u32 fits in usize");
+        match *self {
+            Self::Burst {
+                start,
+                min_len,
+                max_len: burst_max,
+            } => {
+                let q = start.get();
+                let width = f64::from(burst_max) - f64::from(min_len) + 1.0;
+                let (lo, hi) = (min_len as usize, burst_max as usize);
+                // f[k] = P(R = k); f[0] = 0 since a run has at least one packet.
+                let mut f = vec![0.0; n + 1];
+                for k in 1..=n {
+                    let own = if (lo..=hi).contains(&k) {
+                        1.0 / width
+                    } else {
+                        0.0
+                    };
+                    // Σ_j P(B = j) P(R = k - j) over the burst lengths j < k.
+                    let abutting: f64 = (lo..=hi.min(k - 1)).map(|j| f[k - j]).sum::<f64>() / width;
+                    f[k] = (1.0 - q) * own + q * abutting;
+                }
+                f.remove(0);
+                Some(f)
+            }
+            _ => self.markov(packet_len).map(|m| m.run_pmf(n)),
+        }
+    }
+
+    /// Parameters as a two-state Markov-modulated loss process (Bernoulli is
+    /// the one-state case).
+    fn markov(&self, packet_len: usize) -> Option<Markov2> {
+        let bits = packet_bits(packet_len) as f64;
+        let ber_loss = |b: f64| -(bits * (-b).ln_1p()).exp_m1();
+        match *self {
+            Self::Bernoulli { p } => Some(Markov2 {
+                p: 0.0,
+                r: 0.0,
+                h_good: p.get(),
+                h_bad: p.get(),
+            }),
+            Self::Gilbert { p, r } => Some(Markov2 {
+                p: p.get(),
+                r: r.get(),
+                h_good: 0.0,
+                h_bad: 1.0,
+            }),
+            Self::GilbertElliott { p, r, good, bad } => Some(Markov2 {
+                p: p.get(),
+                r: r.get(),
+                h_good: good.get(),
+                h_bad: bad.get(),
+            }),
+            Self::BitError { p, r, good, bad } => Some(Markov2 {
+                p: p.get(),
+                r: r.get(),
+                h_good: ber_loss(good),
+                h_bad: ber_loss(bad),
+            }),
+            Self::None | Self::Burst { .. } | Self::Trace { .. } => None,
+        }
+    }
+
+    /// Checks what the types cannot.
+    fn validate(&self) -> Result<(), LossError> {
+        let invalid = |problem: String| LossError::Invalid {
+            model: self.to_string(),
+            problem,
+        };
+        match *self {
+            Self::Burst {
+                min_len, max_len, ..
+            } => {
+                if min_len == 0 {
+                    return Err(invalid(
+                        "a burst is at least 1 packet long: use len=1..N".to_owned(),
+                    ));
+                }
+                if min_len > max_len {
+                    return Err(invalid(format!(
+                        "burst length range {min_len}..{max_len} is empty: \
+                         the shortest length comes first, e.g. len=1..5"
+                    )));
+                }
+            }
+            Self::Gilbert { p, r }
+            | Self::GilbertElliott { p, r, .. }
+            | Self::BitError { p, r, .. } => {
+                if p.get() > 0.0 && r.get() <= 0.0 {
+                    return Err(invalid(format!(
+                        "with p={p} and r=0 the Bad state is never left: \
+                         r (P(Bad -> Good)) must be positive, e.g. r=0.05"
+                    )));
+                }
+                if let Self::BitError { good, bad, .. } = *self {
+                    for (name, v) in [("good", good), ("bad", bad)] {
+                        if !(0.0..=1.0).contains(&v) {
+                            return Err(invalid(format!(
+                                "bit error rate {name}={v} is out of range: \
+                                 it must be between 0 and 1, e.g. 1e-5"
+                            )));
+                        }
+                    }
+                }
+            }
+            Self::None | Self::Bernoulli { .. } | Self::Trace { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for LossModel {
+    /// The one-line text form accepted by `FromStr`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::Bernoulli { p } => write!(f, "bernoulli:{p}"),
+            Self::Burst {
+                start,
+                min_len,
+                max_len,
+            } => write!(f, "burst:start={start},len={min_len}..{max_len}"),
+            Self::Gilbert { p, r } => write!(f, "gilbert:p={p},r={r}"),
+            Self::GilbertElliott { p, r, good, bad } => {
+                write!(f, "ge:p={p},r={r},good={good},bad={bad}")
+            }
+            Self::BitError { p, r, good, bad } => {
+                if p.get() == 0.0 && r.get() == 0.0 && good == bad {
+                    write!(f, "ber:{good}")
+                } else {
+                    write!(f, "ber:p={p},r={r},good={good},bad={bad}")
+                }
+            }
+            Self::Trace { path } => write!(f, "trace:{}", path.display()),
+        }
+    }
+}
+
+impl FromStr for LossModel {
+    type Err = LossError;
+
+    /// Parses the text forms in the [module docs](self).
+    fn from_str(s: &str) -> Result<Self, LossError> {
+        let syntax = |problem: String| LossError::Syntax {
+            text: s.to_owned(),
+            problem,
+        };
+        let text = s.trim();
+        let (kind, args) = match text.split_once(':') {
+            Some((kind, args)) => (kind.trim(), Some(args.trim())),
+            None => (text, None),
+        };
+        let need_args = || {
+            args.ok_or_else(|| {
+                syntax(format!(
+                    "\"{kind}\" needs parameters after a colon; {FORMS_HINT}"
+                ))
+            })
+        };
+        let model = match kind.to_ascii_lowercase().as_str() {
+            "none" => {
+                if args.is_some_and(|a| !a.is_empty()) {
+                    return Err(syntax("\"none\" takes no parameters".to_owned()));
+                }
+                Self::None
+            }
+            "bernoulli" => Self::Bernoulli {
+                p: parse_prob("loss probability", need_args()?).map_err(syntax)?,
+            },
+            "burst" => {
+                let [start, len] = key_values(need_args()?, ["start", "len"]).map_err(syntax)?;
+                let (min_len, max_len) = parse_len_range(len).map_err(syntax)?;
+                Self::Burst {
+                    start: parse_prob("start", start).map_err(syntax)?,
+                    min_len,
+                    max_len,
+                }
+            }
+            "gilbert" => {
+                let [p, r] = key_values(need_args()?, ["p", "r"]).map_err(syntax)?;
+                Self::Gilbert {
+                    p: parse_prob("p", p).map_err(syntax)?,
+                    r: parse_prob("r", r).map_err(syntax)?,
+                }
+            }
+            "ge" | "gilbert-elliott" | "gilbert_elliott" => {
+                let [p, r, good, bad] =
+                    key_values(need_args()?, ["p", "r", "good", "bad"]).map_err(syntax)?;
+                Self::GilbertElliott {
+                    p: parse_prob("p", p).map_err(syntax)?,
+                    r: parse_prob("r", r).map_err(syntax)?,
+                    good: parse_prob("good", good).map_err(syntax)?,
+                    bad: parse_prob("bad", bad).map_err(syntax)?,
+                }
+            }
+            "ber" => {
+                let args = need_args()?;
+                if args.contains('=') {
+                    let [p, r, good, bad] =
+                        key_values(args, ["p", "r", "good", "bad"]).map_err(syntax)?;
+                    Self::BitError {
+                        p: parse_prob("p", p).map_err(syntax)?,
+                        r: parse_prob("r", r).map_err(syntax)?,
+                        good: parse_prob("good", good).map_err(syntax)?.get(),
+                        bad: parse_prob("bad", bad).map_err(syntax)?.get(),
+                    }
+                } else {
+                    let ber = parse_prob("bit error rate", args).map_err(syntax)?.get();
+                    Self::BitError {
+                        p: Probability::ZERO,
+                        r: Probability::ZERO,
+                        good: ber,
+                        bad: ber,
+                    }
+                }
+            }
+            "trace" => {
+                let path = need_args()?;
+                if path.is_empty() {
+                    return Err(syntax(
+                        "trace needs a file name, e.g. trace:losses.txt".to_owned(),
+                    ));
+                }
+                Self::Trace {
+                    path: PathBuf::from(path),
+                }
+            }
+            _ => {
+                return Err(syntax(format!(
+                    "unknown loss model \"{kind}\"; {FORMS_HINT}"
+                )));
+            }
+        };
+        model.validate().map_err(|e| match e {
+            LossError::Invalid { problem, .. } => syntax(problem),
+            other => other,
+        })?;
+        Ok(model)
+    }
+}
+
+impl TryFrom<String> for LossModel {
+    type Error = LossError;
+    fn try_from(s: String) -> Result<Self, LossError> {
+        s.parse()
+    }
+}
+
+impl From<LossModel> for String {
+    fn from(m: LossModel) -> String {
+        m.to_string()
+    }
+}
+
+/// Why a loss model was rejected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LossError {
+    /// The text form could not be parsed.
+    #[error("loss model {text:?}: {problem}")]
+    Syntax {
+        /// The offending text.
+        text: String,
+        /// What is wrong and what a valid value looks like.
+        problem: String,
+    },
+    /// The parameters are individually valid but describe no process.
+    #[error("loss model \"{model}\": {problem}")]
+    Invalid {
+        /// The model's text form.
+        model: String,
+        /// What is wrong and what a valid value looks like.
+        problem: String,
+    },
+    /// A trace file could not be read.
+    #[error("cannot read loss trace {}: {source}", path.display())]
+    TraceRead {
+        /// The trace file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A trace file holds something other than `0`, `1`, whitespace and
+    /// comments.
+    #[error("loss trace {}, line {line}: {problem}", path.display())]
+    TraceContent {
+        /// The trace file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A trace file holds no packets.
+    #[error(
+        "loss trace {} holds no packets: expected one 0 (delivered) or 1 (lost) per packet",
+        path.display()
+    )]
+    TraceEmpty {
+        /// The trace file.
+        path: PathBuf,
+    },
+}
+
+/// A running loss process, built by [`LossModel::build`].
+///
+/// Deterministic: its decisions depend only on its state and the RNG passed
+/// to [`LossProcess::on_packet`].
+#[derive(Debug, Clone)]
+pub struct LossProcess {
+    state: State,
+}
+
+impl LossProcess {
+    /// Decides the fate of one packet of `len` bytes, drawing randomness
+    /// only from `rng`. Only bit-error models look at `len`.
+    ///
+    /// Allocates only to report the bit errors of a corrupted packet.
+    pub fn on_packet<R: Rng + ?Sized>(&mut self, len: usize, rng: &mut R) -> PacketFate {
+        let lost = match &mut self.state {
+            State::None => false,
+            State::Bernoulli { lose } => lose.sample(rng),
+            State::Burst {
+                start,
+                min_len,
+                max_len,
+                remaining,
+            } => {
+                //= dyck-gutwin §5 (EXPERIMENTS, "Loss patterns")
+                //# For burst loss, two parameters determined the loss rate:
+                //# the number of packets that would be lost in a burst and
+                //# the probability of a burst loss occurrence. Burst loss
+                //# tests were run with 1-5 messages being lost with a 4%
+                //# chance of starting on any packet (10% overall loss)
+                //
+                // "Starting on any packet" is read as any packet not already
+                // in a burst: that gives the paper's overall figures (1-5 at
+                // 4%: 11.1%; 1-10 at 2%: 10.1%), whereas letting bursts
+                // start inside bursts would not change the loss rate of a
+                // packet already lost, and overlapping bursts would make the
+                // burst length parameter meaningless.
+                if *remaining > 0 {
+                    *remaining -= 1;
+                    true
+                } else if start.sample(rng) {
+                    let len = if min_len == max_len {
+                        *min_len
+                    } else {
+                        rng.random_range(*min_len..=*max_len)
+                    };
+                    // This packet is the burst's first.
+                    *remaining = len - 1;
+                    true
+                } else {
+                    false
+                }
+            }
+            State::Markov { chain, good, bad } => {
+                if chain.step(rng) {
+                    bad.sample(rng)
+                } else {
+                    good.sample(rng)
+                }
+            }
+            State::BitError { chain, good, bad } => {
+                let channel = if chain.step(rng) { bad } else { good };
+                return match channel.errors(len, rng) {
+                    Some(errors) => PacketFate::Corrupted(errors),
+                    None => PacketFate::Delivered,
+                };
+            }
+            State::Trace { pattern, next } => {
+                let lost = pattern[*next];
+                *next += 1;
+                if *next == pattern.len() {
+                    *next = 0;
+                }
+                lost
+            }
+        };
+        if lost {
+            PacketFate::Lost
+        } else {
+            PacketFate::Delivered
+        }
+    }
+}
+
+/// What a loss process did to one packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PacketFate {
+    /// Delivered intact.
+    Delivered,
+    /// Lost entirely.
+    Lost,
+    /// Delivered with bit errors (bit-error models only).
+    Corrupted(BitErrors),
+}
+
+impl PacketFate {
+    /// Whether the packet did not arrive intact (lost or corrupted).
+    pub fn is_loss(&self) -> bool {
+        !matches!(self, Self::Delivered)
+    }
+}
+
+/// The bits a bit-error model flipped in one packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BitErrors {
+    positions: Vec<u32>,
+}
+
+impl BitErrors {
+    /// Bit offsets from the start of the packet, ascending, each less than
+    /// `8 * len`. Bit `i` is bit `7 - i % 8` (most significant first) of
+    /// byte `i / 8`.
+    pub fn positions(&self) -> &[u32] {
+        &self.positions
+    }
+
+    /// Number of flipped bits (at least one, except after [`BitErrors::merged`]).
+    pub fn count(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// The combined effect of these errors followed by `other` on the same
+    /// packet (e.g. on two hops): a bit flipped twice is intact again, so
+    /// this is the symmetric difference of the positions, still ascending.
+    /// Empty if the second hop undid every flip of the first.
+    #[must_use]
+    pub fn merged(&self, other: &Self) -> Self {
+        let (a, b) = (&self.positions, &other.positions);
+        let mut positions = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].cmp(&b[j]) {
+                core::cmp::Ordering::Less => {
+                    positions.push(a[i]);
+                    i += 1;
+                }
+                core::cmp::Ordering::Greater => {
+                    positions.push(b[j]);
+                    j += 1;
+                }
+                core::cmp::Ordering::Equal => {
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        positions.extend_from_slice(&a[i..]);
+        positions.extend_from_slice(&b[j..]);
+        Self { positions }
+    }
+
+    /// Flips the reported bits in `packet` (bits past its end are ignored).
+    pub fn apply(&self, packet: &mut [u8]) {
+        for &pos in &self.positions {
+            if let Some(byte) = packet.get_mut(pos as usize / 8) {
+                *byte ^= 0x80 >> (pos % 8);
+            }
+        }
+    }
+}
+
+/// One-line summary of the text forms, for error messages.
+const FORMS_HINT: &str = "expected one of none, bernoulli:0.1, burst:start=0.04,len=1..5, \
+                          gilbert:p=0.006,r=0.05, ge:p=..,r=..,good=..,bad=.., ber:1e-5, \
+                          ber:p=..,r=..,good=..,bad=.., trace:FILE";
+
+/// Miyoshi et al. §5 Table 2, "lower BER case", p_GE.
+const CELLULAR_P_GOOD_TO_BAD: f64 = 0.006;
+/// Miyoshi et al. §5 Table 2, "lower BER case", p_EG.
+const CELLULAR_P_BAD_TO_GOOD: f64 = 0.05;
+/// Residual loss outside fades: our choice.
+const CELLULAR_LOSS_GOOD: f64 = 0.001;
+/// Fitted so the long-run loss matches Miyoshi et al.'s Table 3 (4461 of
+/// 50,000 packets lost without FEC).
+const CELLULAR_LOSS_BAD: f64 = 0.83;
+
+/// The running state of each model.
+#[derive(Debug, Clone)]
+enum State {
+    None,
+    Bernoulli {
+        lose: Chance,
+    },
+    Burst {
+        start: Chance,
+        min_len: u32,
+        max_len: u32,
+        /// Packets of the current burst still to lose.
+        remaining: u32,
+    },
+    /// Gilbert and Gilbert-Elliott.
+    Markov {
+        chain: Chain,
+        good: Chance,
+        bad: Chance,
+    },
+    BitError {
+        chain: Chain,
+        good: BitChannel,
+        bad: BitChannel,
+    },
+    Trace {
+        /// Non-empty; `true` = lost.
+        pattern: Vec<bool>,
+        next: usize,
+    },
+}
+
+/// A biased coin. Certain outcomes draw no random number, so a Gilbert
+/// chain with `p = 0` or a loss-free state costs nothing.
+#[derive(Debug, Clone, Copy)]
+enum Chance {
+    Never,
+    Always,
+    /// True when a uniform `u64` is below this (probability `t / 2^64`, as
+    /// in `rand::distr::Bernoulli`).
+    Below(u64),
+}
+
+impl Chance {
+    fn new(p: f64) -> Self {
+        if p <= 0.0 {
+            Self::Never
+        } else if p >= 1.0 {
+            Self::Always
+        } else {
+            // 2^64 as f64 is exact; `as` saturates should p * 2^64 round up to 2^64.
+            Self::Below((p * 18_446_744_073_709_551_616.0) as u64)
+        }
+    }
+
+    fn sample<R: Rng + ?Sized>(self, rng: &mut R) -> bool {
+        match self {
+            Self::Never => false,
+            Self::Always => true,
+            Self::Below(t) => rng.next_u64() < t,
+        }
+    }
+}
+
+/// A two-state (Good/Bad) Markov chain stepped once per packet.
+#[derive(Debug, Clone)]
+struct Chain {
+    to_bad: Chance,
+    to_good: Chance,
+    bad: bool,
+}
+
+impl Chain {
+    fn new(p: Probability, r: Probability) -> Self {
+        Self {
+            to_bad: Chance::new(p.get()),
+            to_good: Chance::new(r.get()),
+            bad: false,
+        }
+    }
+
+    /// Makes one transition; returns whether the new state is Bad.
+    fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> bool {
+        self.bad = if self.bad {
+            !self.to_good.sample(rng)
+        } else {
+            self.to_bad.sample(rng)
+        };
+        self.bad
+    }
+}
+
+/// Independent bit errors at one rate, sampled by geometric skips: one
+/// random draw per flipped bit plus one, not one per bit.
+#[derive(Debug, Clone, Copy)]
+enum BitChannel {
+    Clean,
+    /// Every bit flipped (a bit error rate of 1).
+    Inverting,
+    /// `ln(1 - b)`, negative and finite.
+    Noisy {
+        ln_keep: f64,
+    },
+}
+
+impl BitChannel {
+    fn new(b: f64) -> Self {
+        if b <= 0.0 {
+            Self::Clean
+        } else if b >= 1.0 {
+            Self::Inverting
+        } else {
+            Self::Noisy {
+                ln_keep: (-b).ln_1p(),
+            }
+        }
+    }
+
+    /// The flipped bits of a packet of `len` bytes, or `None` if it is intact.
+    fn errors<R: Rng + ?Sized>(self, len: usize, rng: &mut R) -> Option<BitErrors> {
+        let bits = packet_bits(len);
+        if bits == 0 {
+            return None;
+        }
+        match self {
+            Self::Clean => None,
+            Self::Inverting => Some(BitErrors {
+                positions: (0..bits).map(|b| b as u32).collect(),
+            }),
+            Self::Noisy { ln_keep } => {
+                // The number of intact bits before the next error is
+                // geometric: P(skip >= k) = (1 - b)^k = P(U <= (1 - b)^k)
+                // for U uniform on (0, 1], so skip = floor(ln U / ln(1 - b)).
+                let mut skip = || {
+                    let u = 1.0 - rng.random::<f64>();
+                    // Saturating float-to-int cast: a huge skip means "no more errors".
+                    (u.ln() / ln_keep) as u64
+                };
+                let mut pos = skip();
+                if pos >= bits {
+                    return None;
+                }
+                let mut positions = Vec::new();
+                while pos < bits {
+                    positions.push(pos as u32);
+                    pos = pos.saturating_add(1).saturating_add(skip());
+                }
+                Some(BitErrors { positions })
+            }
+        }
+    }
+}
+
+/// A two-state Markov-modulated loss process, for the analytic figures.
+#[derive(Debug, Clone, Copy)]
+struct Markov2 {
+    p: f64,
+    r: f64,
+    h_good: f64,
+    h_bad: f64,
+}
+
+impl Markov2 {
+    /// Stationary (π_G, π_B); a chain that never leaves Good stays there.
+    fn stationary(&self) -> [f64; 2] {
+        let sum = self.p + self.r;
+        let bad = if sum > 0.0 { self.p / sum } else { 0.0 };
+        [1.0 - bad, bad]
+    }
+
+    /// `T[from][to]`, state 0 = Good, 1 = Bad.
+    fn transitions(&self) -> [[f64; 2]; 2] {
+        [[1.0 - self.p, self.p], [self.r, 1.0 - self.r]]
+    }
+
+    fn h(&self) -> [f64; 2] {
+        [self.h_good, self.h_bad]
+    }
+
+    fn loss_rate(&self) -> f64 {
+        let pi = self.stationary();
+        pi[0] * self.h_good + pi[1] * self.h_bad
+    }
+
+    /// `v_1(s)`: probability that packet n-1 is delivered, packet n is lost
+    /// and the state at n is `s`.
+    fn run_start(&self) -> [f64; 2] {
+        let (pi, t, h) = (self.stationary(), self.transitions(), self.h());
+        let mut v = [0.0; 2];
+        for (s, vs) in v.iter_mut().enumerate() {
+            *vs = (0..2)
+                .map(|from| pi[from] * (1.0 - h[from]) * t[from][s])
+                .sum::<f64>()
+                * h[s];
+        }
+        v
+    }
+
+    fn mean_run(&self) -> Option<f64> {
+        let start: f64 = self.run_start().iter().sum();
+        // Below this, runs essentially never start (no loss) or never end.
+        if start <= f64::MIN_POSITIVE {
+            return None;
+        }
+        Some(self.loss_rate() / start)
+    }
+
+    fn run_pmf(&self, n: usize) -> Vec<f64> {
+        let (t, h) = (self.transitions(), self.h());
+        let mut v = self.run_start();
+        let total: f64 = v.iter().sum();
+        let mut out = Vec::with_capacity(n);
+        let mut at_least = 1.0;
+        for _ in 0..n {
+            let next = [
+                (v[0] * t[0][0] + v[1] * t[1][0]) * h[0],
+                (v[0] * t[0][1] + v[1] * t[1][1]) * h[1],
+            ];
+            let at_least_next = (next[0] + next[1]) / total;
+            out.push(at_least - at_least_next);
+            at_least = at_least_next;
+            v = next;
+        }
+        out
+    }
+}
+
+/// Bits in a packet of `len` bytes, capped so bit offsets fit in `u32`.
+fn packet_bits(len: usize) -> u64 {
+    (len as u64).saturating_mul(8).min(u64::from(u32::MAX))
+}
+
+/// `p` as a [`Probability`], for presets.
+fn prob(p: f64, what: &str) -> Probability {
+    match Probability::new(p) {
+        Ok(p) => p,
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+fn parse_prob(what: &str, text: &str) -> Result<Probability, String> {
+    text.parse::<Probability>()
+        .map_err(|e| format!("{what}: {e}"))
+}
+
+/// Splits `a=1,b=2` into the values of exactly `keys`, in that order.
+fn key_values<'a, const N: usize>(args: &'a str, keys: [&str; N]) -> Result<[&'a str; N], String> {
+    let mut values: [Option<&str>; N] = [None; N];
+    let expected = keys.join(", ");
+    for part in args.split(',') {
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(format!(
+                "expected key=value, found \"{}\"; keys are {expected}",
+                part.trim()
+            ));
+        };
+        let key = key.trim();
+        let Some(i) = keys.iter().position(|k| k.eq_ignore_ascii_case(key)) else {
+            return Err(format!("unknown key \"{key}\"; keys are {expected}"));
+        };
+        if values[i].replace(value.trim()).is_some() {
+            return Err(format!("key \"{key}\" given twice"));
+        }
+    }
+    let mut out = [""; N];
+    for (i, v) in values.iter().enumerate() {
+        out[i] = v.ok_or_else(|| format!("missing key \"{}\"; keys are {expected}", keys[i]))?;
+    }
+    Ok(out)
+}
+
+/// `1..5`, `1-5` (as in the paper) or `3`, inclusive.
+fn parse_len_range(text: &str) -> Result<(u32, u32), String> {
+    let hint = "len is a packet count or an inclusive range such as len=1..5";
+    let (lo, hi) = text
+        .split_once("..")
+        .or_else(|| text.split_once('-'))
+        .unwrap_or((text, text));
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("cannot read burst length \"{}\": {hint}", t.trim()))
+    };
+    Ok((num(lo)?, num(hi)?))
+}
+
+/// Reads a trace: `0`/`1` per packet, whitespace ignored, `#` comments.
+fn load_trace(path: &Path) -> Result<Vec<bool>, LossError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LossError::TraceRead {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_trace(path, &text)
+}
+
+fn parse_trace(path: &Path, text: &str) -> Result<Vec<bool>, LossError> {
+    let mut pattern = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let data = line.split_once('#').map_or(line, |(data, _)| data);
+        for c in data.chars() {
+            match c {
+                '0' => pattern.push(false),
+                '1' => pattern.push(true),
+                c if c.is_whitespace() => {}
+                c => {
+                    return Err(LossError::TraceContent {
+                        path: path.to_owned(),
+                        line: i + 1,
+                        problem: format!(
+                            "unexpected {c:?}: expected 0 (delivered) or 1 (lost) per packet, \
+                             whitespace, or a # comment"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    if pattern.is_empty() {
+        return Err(LossError::TraceEmpty {
+            path: path.to_owned(),
+        });
+    }
+    Ok(pattern)
+}
+
+#[cfg(test)]
+mod tests;
