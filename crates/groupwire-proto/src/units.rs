@@ -40,7 +40,7 @@ pub enum UnitError {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
-#[serde(try_from = "String", into = "String")]
+#[serde(try_from = "NumberOrText", into = "String")]
 pub struct Bitrate(u64);
 
 impl Bitrate {
@@ -138,10 +138,11 @@ impl FromStr for Bitrate {
     }
 }
 
-impl TryFrom<String> for Bitrate {
+impl TryFrom<NumberOrText> for Bitrate {
     type Error = UnitError;
-    fn try_from(s: String) -> Result<Self, UnitError> {
-        s.parse()
+    /// A bare number is bits per second; text takes the [`FromStr`] forms.
+    fn try_from(v: NumberOrText) -> Result<Self, UnitError> {
+        v.into_text().parse()
     }
 }
 
@@ -165,7 +166,7 @@ impl From<Bitrate> for String {
     serde::Serialize,
     serde::Deserialize,
 )]
-#[serde(try_from = "String", into = "String")]
+#[serde(try_from = "NumberOrText", into = "String")]
 pub struct DataSize(u64);
 
 impl DataSize {
@@ -238,10 +239,34 @@ impl FromStr for DataSize {
     }
 }
 
-impl TryFrom<String> for DataSize {
+impl TryFrom<NumberOrText> for DataSize {
     type Error = UnitError;
-    fn try_from(s: String) -> Result<Self, UnitError> {
-        s.parse()
+    /// A bare number is bytes; text takes the [`FromStr`] forms.
+    fn try_from(v: NumberOrText) -> Result<Self, UnitError> {
+        v.into_text().parse()
+    }
+}
+
+/// A unit as it appears in a config file: a bare number or text with a unit.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+#[doc(hidden)]
+pub enum NumberOrText {
+    /// A bare integer.
+    Int(i64),
+    /// A bare float.
+    Float(f64),
+    /// Text such as `56kbit/s`.
+    Text(String),
+}
+
+impl NumberOrText {
+    fn into_text(self) -> String {
+        match self {
+            Self::Int(i) => i.to_string(),
+            Self::Float(f) => f.to_string(),
+            Self::Text(t) => t,
+        }
     }
 }
 
