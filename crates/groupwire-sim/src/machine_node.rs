@@ -1,0 +1,176 @@
+//! Runs a sans-IO [`Machine`] from `groupwire-proto` as a simulator node:
+//! the same state machine that the tokio driver runs on real sockets.
+
+use groupwire_proto::{Instant, Machine, Transmit};
+
+use crate::core::{Ctx, Node, NodeId, Packet, Payload, addr_of, node_of};
+use crate::traffic::UDP_IP_HEADER;
+
+/// A node driving a [`Machine`]: datagrams in, transmits out, events kept
+/// with their times for the scenario to read after (or during) the run.
+#[derive(Debug)]
+pub struct MachineNode<M: Machine> {
+    me: NodeId,
+    machine: M,
+    /// Events the machine emitted, with the time they were polled.
+    pub events: Vec<(Instant, M::Event)>,
+    /// Transmits addressed to something that is not a simulated node.
+    pub unroutable: u64,
+}
+
+impl<M: Machine> MachineNode<M> {
+    /// Wraps `machine` as node `me`. Its socket address is [`addr_of`]`(me)`.
+    pub fn new(me: NodeId, machine: M) -> Self {
+        Self {
+            me,
+            machine,
+            events: Vec::new(),
+            unroutable: 0,
+        }
+    }
+
+    /// The machine, for reading its state.
+    pub fn machine(&self) -> &M {
+        &self.machine
+    }
+
+    /// The machine, for commands. After a command, drain with [`MachineNode::drain`].
+    pub fn machine_mut(&mut self) -> &mut M {
+        &mut self.machine
+    }
+
+    /// Sends every pending transmit and collects every pending event (the
+    /// drain contract of [`Machine`]).
+    pub fn drain(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        while let Some(Transmit { dst, payload, .. }) = self.machine.poll_transmit(now) {
+            let Some(dst) = node_of(dst) else {
+                self.unroutable += 1;
+                continue;
+            };
+            let size = u32::try_from(payload.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(UDP_IP_HEADER);
+            ctx.send(Packet::new(
+                self.me,
+                dst,
+                0,
+                size,
+                Payload::Datagram(payload),
+            ));
+        }
+        while let Some(e) = self.machine.poll_event() {
+            self.events.push((now, e));
+        }
+    }
+}
+
+impl<M: Machine + 'static> Node for MachineNode<M> {
+    fn handle_packet(&mut self, ctx: &mut Ctx<'_>, pkt: Packet) {
+        if let Payload::Datagram(data) = &pkt.payload {
+            self.machine
+                .handle_datagram(ctx.now(), addr_of(pkt.src), data);
+        }
+        self.drain(ctx);
+    }
+
+    fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        self.machine.handle_timeout(ctx.now());
+        self.drain(ctx);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use groupwire_link::link::LinkConfig;
+    use groupwire_proto::Transport;
+
+    use super::*;
+    use crate::core::Simulator;
+    use crate::topology::PointToPoint;
+
+    /// Pings its peer every 10 ms with a counter; reports every datagram it receives.
+    #[derive(Debug)]
+    struct Pinger {
+        peer: Option<SocketAddr>,
+        next: Instant,
+        count: u32,
+        out: VecDeque<Transmit>,
+        got: VecDeque<(SocketAddr, u32)>,
+    }
+
+    impl Machine for Pinger {
+        type Event = (SocketAddr, u32);
+        fn handle_datagram(&mut self, _now: Instant, src: SocketAddr, data: &[u8]) {
+            if let Ok(b) = <[u8; 4]>::try_from(data) {
+                self.got.push_back((src, u32::from_be_bytes(b)));
+            }
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            let Some(peer) = self.peer else { return };
+            while self.next <= now && self.count < 5 {
+                self.out.push_back(Transmit {
+                    dst: peer,
+                    transport: Transport::Udp,
+                    payload: Bytes::copy_from_slice(&self.count.to_be_bytes()),
+                });
+                self.count += 1;
+                self.next += Duration::from_millis(10);
+            }
+        }
+        fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+            self.out.pop_front()
+        }
+        fn poll_event(&mut self) -> Option<Self::Event> {
+            self.got.pop_front()
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            (self.peer.is_some() && self.count < 5).then_some(self.next)
+        }
+    }
+
+    #[test]
+    fn machines_exchange_datagrams_over_a_link() {
+        let mut sim = Simulator::new(3);
+        let a = sim.next_node_id();
+        let b = NodeId(a.0 + 1);
+        let pinger = |peer| Pinger {
+            peer,
+            next: Instant::ZERO,
+            count: 0,
+            out: VecDeque::new(),
+            got: VecDeque::new(),
+        };
+        sim.add_node(Box::new(MachineNode::new(a, pinger(Some(addr_of(b))))));
+        sim.add_node(Box::new(MachineNode::new(b, pinger(None))));
+        let link = LinkConfig::new().latency(Duration::from_millis(25));
+        PointToPoint::build(&mut sim, a, b, link.clone(), link).unwrap();
+        sim.run_until(Instant::from_secs(1), &mut |_| {});
+        let rx = sim
+            .view()
+            .node::<MachineNode<Pinger>>(b)
+            .unwrap()
+            .events
+            .clone();
+        let seen: Vec<(Instant, u32)> = rx
+            .iter()
+            .map(|(t, (src, n))| {
+                assert_eq!(*src, addr_of(a));
+                (*t, *n)
+            })
+            .collect();
+        let expect: Vec<(Instant, u32)> = (0..5)
+            .map(|i| (Instant::from_millis(25 + 10 * u64::from(i)), i))
+            .collect();
+        assert_eq!(seen, expect);
+    }
+}

@@ -1,0 +1,386 @@
+//! Experiments as data.
+//!
+//! A [`Scenario`] is a serde struct, so it reads from TOML (`groupwire sim
+//! run my.toml`) as well as from the built-in list, and single fields can
+//! be changed from the command line (`--set rtt=100ms`). Running one gives a
+//! [`Report`]: a summary (printed as a table and written as JSON), tables
+//! (written as CSV) and plots (written as CSV and PNG by the CLI).
+
+mod link_models;
+mod tcp_dumbbell;
+
+use std::time::Duration;
+
+use groupwire_proto::Instant;
+use serde::{Deserialize, Serialize};
+
+pub use self::link_models::LinkModels;
+pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
+use crate::metrics::TimeSeries;
+
+/// A runnable experiment. The `scenario` key of a TOML file names the kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "scenario", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Scenario {
+    /// Long-lived (and optionally short-lived) TCP flows through a dumbbell.
+    TcpDumbbell(Box<TcpDumbbell>),
+    /// Every loss model against its analytic loss rate and burst statistics.
+    LinkModels(LinkModels),
+}
+
+/// A built-in scenario: its name, a one-line description and its defaults.
+#[derive(Debug, Clone)]
+pub struct Builtin {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// What it shows, in one line.
+    pub about: &'static str,
+    /// Builds the default configuration.
+    pub make: fn() -> Scenario,
+}
+
+/// Every built-in scenario.
+pub fn builtins() -> Vec<Builtin> {
+    vec![
+        Builtin {
+            name: "tcp-dumbbell",
+            about: "N long-lived TCP flows (plus optional short flows and CBR) through one drop-tail bottleneck",
+            make: || Scenario::TcpDumbbell(Box::default()),
+        },
+        Builtin {
+            name: "link-models",
+            about: "every loss model drawn 10^6 times: empirical vs analytic loss rate and burst lengths",
+            make: || Scenario::LinkModels(LinkModels::default()),
+        },
+    ]
+}
+
+/// Why a scenario could not be built or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScenarioError {
+    /// No built-in scenario has this name.
+    #[error(
+        "unknown scenario {name:?}; `groupwire sim list` shows the built-in ones ({known}), or pass a .toml file"
+    )]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// The known names.
+        known: String,
+    },
+    /// The TOML text or a `--set` value does not fit the scenario.
+    #[error("{0}")]
+    Parse(String),
+    /// A parameter is impossible (zero flows, warm-up longer than the run, ...).
+    #[error("invalid parameter {key}: {why}")]
+    Invalid {
+        /// The parameter.
+        key: &'static str,
+        /// What is wrong and what would be valid.
+        why: String,
+    },
+    /// A loss model could not be built (bad trace file, ...).
+    #[error(transparent)]
+    Loss(#[from] groupwire_link::loss::LossError),
+}
+
+impl Scenario {
+    /// The built-in scenario `name`.
+    pub fn builtin(name: &str) -> Result<Self, ScenarioError> {
+        let all = builtins();
+        all.iter()
+            .find(|b| b.name == name)
+            .map(|b| (b.make)())
+            .ok_or_else(|| ScenarioError::Unknown {
+                name: name.to_owned(),
+                known: all.iter().map(|b| b.name).collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// Reads a scenario from TOML text. Missing fields take their defaults;
+    /// unknown fields are errors.
+    pub fn from_toml(text: &str) -> Result<Self, ScenarioError> {
+        toml::from_str(text).map_err(|e| ScenarioError::Parse(one_line(&e.to_string())))
+    }
+
+    /// The scenario as TOML (what `groupwire sim show` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("scenarios serialize to TOML")
+    }
+
+    /// The kind's name, as in the `scenario` key.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TcpDumbbell(_) => "tcp-dumbbell",
+            Self::LinkModels(_) => "link-models",
+        }
+    }
+
+    /// Sets `key` (dotted for nested tables: `short_flows.rate`) to `value`,
+    /// given as a TOML value or a bare string (`rtt=100ms`, `flows=100`,
+    /// `sack=false`).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ScenarioError> {
+        let mut doc = toml::Value::try_from(&*self).expect("scenarios serialize to TOML values");
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+        let mut table = doc.as_table_mut().expect("a scenario is a table");
+        let mut parts = key.split('.').peekable();
+        while let Some(part) = parts.next() {
+            if part == "scenario" {
+                return Err(ScenarioError::Parse(
+                    "the scenario kind cannot be changed with --set".into(),
+                ));
+            }
+            if parts.peek().is_none() {
+                table.insert(part.to_owned(), parsed.clone());
+                break;
+            }
+            let entry = table
+                .entry(part.to_owned())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            table = entry.as_table_mut().ok_or_else(|| {
+                ScenarioError::Parse(format!("--set {key}: {part} is not a table"))
+            })?;
+        }
+        *self = doc.try_into().map_err(|e: toml::de::Error| {
+            ScenarioError::Parse(format!("--set {key}={value}: {}", one_line(&e.to_string())))
+        })?;
+        Ok(())
+    }
+
+    /// Checks every parameter; the first impossible one is the error.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        match self {
+            Self::TcpDumbbell(s) => s.validate(),
+            Self::LinkModels(s) => s.validate(),
+        }
+    }
+
+    /// How far the run goes, in the units its progress reports: simulated
+    /// time, or for scenarios without time a count (packets drawn, as nanoseconds).
+    pub fn duration(&self) -> Duration {
+        match self {
+            Self::TcpDumbbell(s) => s.duration,
+            Self::LinkModels(s) => Duration::from_nanos(s.total_packets()),
+        }
+    }
+
+    /// What [`duration`](Self::duration) counts, for progress bars.
+    pub fn progress_unit(&self) -> ProgressUnit {
+        match self {
+            Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
+            Self::LinkModels(_) => ProgressUnit::Count,
+        }
+    }
+
+    /// Runs the scenario with `seed`. `progress` receives the simulated time now and then.
+    pub fn run(
+        &self,
+        seed: u64,
+        progress: &mut dyn FnMut(Instant),
+    ) -> Result<Report, ScenarioError> {
+        self.validate()?;
+        match self {
+            Self::TcpDumbbell(s) => s.run(seed, progress),
+            Self::LinkModels(s) => s.run(seed, progress),
+        }
+    }
+}
+
+/// What a scenario's progress counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProgressUnit {
+    /// Simulated time.
+    SimulatedTime,
+    /// Items (packets, runs), reported as nanoseconds of an [`Instant`].
+    Count,
+}
+
+/// One plot: series sharing axes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plot {
+    /// File stem for the CSV and PNG.
+    pub file: String,
+    /// Title.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// The lines.
+    pub series: Vec<TimeSeries>,
+}
+
+/// A table for CSV output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    /// File stem.
+    pub file: String,
+    /// Column names.
+    pub columns: Vec<String>,
+    /// Rows of cells.
+    pub rows: Vec<Vec<serde_json::Value>>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The scenario kind.
+    pub scenario: String,
+    /// The seed it ran with.
+    pub seed: u64,
+    /// Headline numbers in display order (machine-readable keys).
+    pub summary: serde_json::Map<String, serde_json::Value>,
+    /// Tables for CSV files.
+    pub tables: Vec<Table>,
+    /// Plots.
+    pub plots: Vec<Plot>,
+}
+
+/// Serde for durations as human strings (`10ms`, `1.5s`, `200us`).
+pub mod serde_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `d` as a human string.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(*d))
+    }
+
+    /// Reads a human string such as `10ms`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+
+    /// Parses `10ms`, `1.5s`, `200us`, `2m`.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let t = text.trim();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let v: f64 = num.parse().map_err(|_| bad(text))?;
+        let scale = match unit.trim() {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad(text)),
+        };
+        let secs = v * scale;
+        if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+            return Err(bad(text));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+
+    /// Formats with the largest unit that keeps it exact (`10ms`, `1.5s`).
+    pub fn format(d: Duration) -> String {
+        let ns = d.as_nanos();
+        for (unit, div) in [("s", 1_000_000_000u128), ("ms", 1_000_000), ("us", 1_000)] {
+            if ns >= div && ns % (div / 1000).max(1) == 0 {
+                let v = ns as f64 / div as f64;
+                return format!("{v}{unit}");
+            }
+        }
+        format!("{ns}ns")
+    }
+
+    fn bad(text: &str) -> String {
+        format!(
+            "cannot read duration {text:?}: expected a number with a unit, e.g. 10ms, 1.5s, 200us"
+        )
+    }
+
+    /// The same for `Option<Duration>`, with `"off"` for `None`.
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        /// Writes `None` as `"off"`.
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => s.serialize_str(&super::format(*d)),
+                None => s.serialize_str("off"),
+            }
+        }
+
+        /// Reads `"off"` as `None`.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            let text = String::deserialize(d)?;
+            if matches!(text.trim(), "off" | "none" | "false") {
+                return Ok(None);
+            }
+            super::parse(&text)
+                .map(Some)
+                .map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+/// Folds a multi-line parser message into one line.
+fn one_line(s: &str) -> String {
+    s.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_round_trip() {
+        for s in ["10ms", "1.5s", "200us", "100ms", "0.1ms"] {
+            let d = serde_duration::parse(s).unwrap();
+            assert_eq!(
+                serde_duration::parse(&serde_duration::format(d)).unwrap(),
+                d,
+                "{s}"
+            );
+        }
+        assert!(serde_duration::parse("fast").is_err());
+        assert!(serde_duration::parse("-1s").is_err());
+    }
+
+    #[test]
+    fn set_changes_one_field_and_names_bad_keys() {
+        let mut s = Scenario::builtin("tcp-dumbbell").unwrap();
+        s.set("flows", "3").unwrap();
+        s.set("rtt", "100ms").unwrap();
+        let Scenario::TcpDumbbell(d) = &s else {
+            panic!("tcp-dumbbell builds a TcpDumbbell")
+        };
+        assert_eq!(d.flows, 3);
+        assert_eq!(d.rtt, Duration::from_millis(100));
+        let e = s.set("no_such_key", "1").unwrap_err().to_string();
+        assert!(e.contains("no_such_key"), "{e}");
+        let e = s.set("bottleneck_rate", "0").unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn toml_round_trips_and_rejects_unknown_scenarios() {
+        let s = Scenario::builtin("tcp-dumbbell").unwrap();
+        assert_eq!(Scenario::from_toml(&s.to_toml()).unwrap(), s);
+        assert!(
+            Scenario::builtin("nope")
+                .unwrap_err()
+                .to_string()
+                .contains("sim list")
+        );
+        assert!(Scenario::from_toml("scenario = \"nope\"").is_err());
+    }
+}

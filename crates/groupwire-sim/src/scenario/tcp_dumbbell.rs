@@ -1,0 +1,571 @@
+//! `tcp-dumbbell`: TCP flows sharing one drop-tail bottleneck.
+//!
+//! The topology and defaults follow the GENEVA evaluation's dumbbell
+//! (Matsuzono et al. §4.1): fast access links, 1500-byte packets, a
+//! drop-tail queue of min(BDP, 2048) packets. It is also the scenario the
+//! TCP model is validated on against ns-3 (`validation/ns3/`).
+
+use std::time::Duration;
+
+use groupwire_link::link::QueueLimit;
+use groupwire_link::loss::LossModel;
+use groupwire_proto::{Bitrate, Instant};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use crate::core::{NodeId, Simulator};
+use crate::metrics::{TimeSeries, jain_fairness};
+use crate::rng;
+use crate::tcp::{HEADER_BYTES, TcpConfig, Variant};
+use crate::tcpnode::{ShortFlows, TcpApp, TcpHost, TcpSinkHost};
+use crate::topology::{Dumbbell, DumbbellConfig};
+use crate::traffic::{Cbr, UDP_IP_HEADER, UdpSender, UdpSink, schedule};
+
+/// The largest queue the GENEVA evaluation uses, in packets (§4.1).
+const MAX_AUTO_QUEUE: u64 = 2048;
+/// Flows whose congestion window is plotted.
+const CWND_PLOTTED: usize = 4;
+
+/// The bottleneck queue size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueSpec {
+    /// min(BDP, 2048) packets, as in the GENEVA evaluation.
+    Auto,
+    /// A fixed number of packets.
+    Packets(u32),
+    /// A fixed number of bytes.
+    Bytes(u64),
+}
+
+impl Serialize for QueueSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Packets(p) => s.serialize_u32(*p),
+            Self::Bytes(b) => s.serialize_str(&format!("{b}B")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for QueueSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u32),
+            Text(String),
+        }
+        const HINT: &str = "queue must be \"auto\" (min(BDP, 2048) packets), a number of packets, or a size such as \"64KiB\"";
+        match Raw::deserialize(d)? {
+            Raw::Int(p) => Ok(Self::Packets(p)),
+            Raw::Text(t) if t.trim() == "auto" => Ok(Self::Auto),
+            Raw::Text(t) => {
+                if let Ok(p) = t.trim().trim_end_matches('p').parse::<u32>() {
+                    return Ok(Self::Packets(p));
+                }
+                t.parse::<groupwire_proto::DataSize>()
+                    .map(|s| Self::Bytes(s.as_bytes()))
+                    .map_err(|_| serde::de::Error::custom(HINT))
+            }
+        }
+    }
+}
+
+/// Short-lived TCP flows (GENEVA §4.1: Poisson arrivals, Pareto sizes with shape 1.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShortFlowSpec {
+    /// Mean arrivals per second (the paper's r_tcp: 12.5 or 25).
+    pub rate: f64,
+    /// Mean flow size in packets (the paper's s_tcp).
+    pub mean_packets: f64,
+    /// Pareto shape (paper: 1.5).
+    pub shape: f64,
+}
+
+impl Default for ShortFlowSpec {
+    fn default() -> Self {
+        Self {
+            rate: 25.0,
+            mean_packets: 40.0,
+            shape: 1.5,
+        }
+    }
+}
+
+/// Parameters of the `tcp-dumbbell` scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpDumbbell {
+    /// Bottleneck rate.
+    pub bottleneck_rate: Bitrate,
+    /// Two-way propagation delay (RTTmin).
+    #[serde(with = "serde_duration")]
+    pub rtt: Duration,
+    /// Access link rate (GENEVA: 10 Gbit/s).
+    pub access_rate: Bitrate,
+    /// One-way delay of each access link.
+    #[serde(with = "serde_duration")]
+    pub access_delay: Duration,
+    /// Bottleneck queue: "auto" = min(BDP, 2048) packets.
+    pub queue: QueueSpec,
+    /// Bytes per full-sized packet on the wire (MSS = this − 40).
+    pub packet_size: u32,
+    /// Long-lived TCP flows.
+    pub flows: u32,
+    /// Long-lived flows start uniformly at random in `[0, start_spread)`.
+    #[serde(with = "serde_duration")]
+    pub start_spread: Duration,
+    /// Simulated time.
+    #[serde(with = "serde_duration")]
+    pub duration: Duration,
+    /// Throughput, loss and fairness are measured after this.
+    #[serde(with = "serde_duration")]
+    pub warmup: Duration,
+    /// Time-series resolution.
+    #[serde(with = "serde_duration")]
+    pub sample_interval: Duration,
+    /// Loss recovery without SACK (and the cwnd response with it).
+    pub variant: Variant,
+    /// SACK-based loss recovery (RFC 6675).
+    pub sack: bool,
+    /// Lower bound of the retransmission timeout.
+    #[serde(with = "serde_duration")]
+    pub min_rto: Duration,
+    /// Initial congestion window, segments.
+    pub initial_cwnd: u32,
+    /// Delayed-ACK timeout, or "off".
+    #[serde(with = "serde_duration::option")]
+    pub delayed_ack: Option<Duration>,
+    /// Nagle's algorithm.
+    pub nagle: bool,
+    /// Extra random loss on the forward bottleneck (e.g. "bernoulli:0.01").
+    pub loss: LossModel,
+    /// Short-lived flows from one more sender, if set.
+    pub short_flows: Option<ShortFlowSpec>,
+    /// Constant-bit-rate UDP flows sharing the bottleneck.
+    pub cbr_flows: u32,
+    /// Rate of each CBR flow.
+    pub cbr_rate: Bitrate,
+}
+
+impl Default for TcpDumbbell {
+    fn default() -> Self {
+        let tcp = TcpConfig::default();
+        Self {
+            bottleneck_rate: Bitrate::mbps(100),
+            rtt: Duration::from_millis(20),
+            access_rate: Bitrate::gbps(10),
+            access_delay: Duration::from_micros(100),
+            queue: QueueSpec::Auto,
+            packet_size: 1500,
+            flows: 10,
+            start_spread: Duration::from_secs(1),
+            duration: Duration::from_secs(30),
+            warmup: Duration::from_secs(5),
+            sample_interval: Duration::from_millis(100),
+            variant: tcp.variant,
+            sack: tcp.sack,
+            min_rto: tcp.min_rto,
+            initial_cwnd: tcp.initial_cwnd,
+            delayed_ack: tcp.delayed_ack,
+            nagle: tcp.nagle,
+            loss: LossModel::None,
+            short_flows: None,
+            cbr_flows: 0,
+            cbr_rate: Bitrate::mbps(30),
+        }
+    }
+}
+
+impl TcpDumbbell {
+    /// The bottleneck queue limit this configuration gives.
+    pub fn queue_limit(&self) -> QueueLimit {
+        match self.queue {
+            QueueSpec::Auto => {
+                let bdp =
+                    self.bottleneck_rate.bytes_in(self.rtt) / u64::from(self.packet_size.max(1));
+                QueueLimit::Packets(
+                    u32::try_from(bdp.clamp(1, MAX_AUTO_QUEUE)).expect("clamped to 2048"),
+                )
+            }
+            QueueSpec::Packets(p) => QueueLimit::Packets(p),
+            QueueSpec::Bytes(b) => QueueLimit::Bytes(b),
+        }
+    }
+
+    fn tcp_config(&self) -> TcpConfig {
+        TcpConfig {
+            variant: self.variant,
+            sack: self.sack,
+            mss: self.packet_size - HEADER_BYTES,
+            initial_cwnd: self.initial_cwnd,
+            min_rto: self.min_rto,
+            delayed_ack: self.delayed_ack,
+            nagle: self.nagle,
+            ..TcpConfig::default()
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ScenarioError> {
+        let invalid = |key, why: &str| {
+            Err(ScenarioError::Invalid {
+                key,
+                why: why.to_owned(),
+            })
+        };
+        if self.flows == 0 && self.cbr_flows == 0 && self.short_flows.is_none() {
+            return invalid(
+                "flows",
+                "there must be at least one flow (flows, cbr_flows or short_flows)",
+            );
+        }
+        if self.flows > 100_000 || self.cbr_flows > 100_000 {
+            return invalid("flows", "at most 100000 flows of each kind");
+        }
+        if self.packet_size <= HEADER_BYTES || self.packet_size > 65_535 {
+            return invalid("packet_size", "must be between 41 and 65535 bytes");
+        }
+        if self.duration.is_zero() {
+            return invalid("duration", "must be positive, e.g. 30s");
+        }
+        if self.warmup >= self.duration {
+            return invalid("warmup", "must be shorter than duration");
+        }
+        if self.sample_interval.is_zero() || self.sample_interval > self.duration {
+            return invalid(
+                "sample_interval",
+                "must be positive and no longer than duration",
+            );
+        }
+        if self.rtt < self.access_delay * 4 {
+            return invalid(
+                "rtt",
+                "must be at least four access delays (the access links alone take that long)",
+            );
+        }
+        if self.initial_cwnd == 0 {
+            return invalid("initial_cwnd", "must be at least 1 segment");
+        }
+        if matches!(
+            self.queue_limit(),
+            QueueLimit::Packets(0) | QueueLimit::Bytes(0)
+        ) {
+            return invalid("queue", "must hold at least one packet");
+        }
+        if let Some(s) = &self.short_flows {
+            if !(s.rate > 0.0 && s.rate.is_finite()) {
+                return invalid(
+                    "short_flows.rate",
+                    "must be a positive number of flows per second",
+                );
+            }
+            if !(s.shape > 1.0 && s.shape.is_finite()) {
+                return invalid(
+                    "short_flows.shape",
+                    "must be greater than 1 (the Pareto mean is infinite otherwise)",
+                );
+            }
+            if !(s.mean_packets >= 1.0 && s.mean_packets.is_finite()) {
+                return invalid("short_flows.mean_packets", "must be at least 1 packet");
+            }
+        }
+        if self.cbr_flows > 0 && u64::from(self.packet_size) <= u64::from(UDP_IP_HEADER) {
+            return invalid("packet_size", "too small for a UDP datagram");
+        }
+        self.loss.build()?;
+        Ok(())
+    }
+
+    pub(super) fn run(
+        &self,
+        seed: u64,
+        progress: &mut dyn FnMut(Instant),
+    ) -> Result<Report, ScenarioError> {
+        let mut sim = Simulator::new(seed);
+        let tcp = self.tcp_config();
+        let end = Instant::ZERO + self.duration;
+        let warmup = Instant::ZERO + self.warmup;
+        let n_tcp = self.flows as usize;
+        let n_cbr = self.cbr_flows as usize;
+        let n_short = usize::from(self.short_flows.is_some());
+        let pairs = n_tcp + n_cbr + n_short;
+        let base = sim.next_node_id().0;
+        let id = |i: usize| NodeId(base + u32::try_from(i).expect("validated flow counts fit u32"));
+        let left: Vec<NodeId> = (0..pairs).map(id).collect();
+        let right: Vec<NodeId> = (pairs..2 * pairs).map(id).collect();
+
+        // Senders, in node-id order.
+        let mut starts = rng::stream(seed, "flow-start", 0);
+        for i in 0..n_tcp {
+            let mut host = TcpHost::new(left[i], tcp.clone());
+            let start = Instant::ZERO + self.start_spread.mul_f64(starts.random::<f64>());
+            host.connect(0, right[i], TcpApp::Bulk, start);
+            sim.add_node(Box::new(host));
+        }
+        let cbr_size = self.packet_size - UDP_IP_HEADER;
+        for j in 0..n_cbr {
+            let i = n_tcp + j;
+            let start = Instant::ZERO + self.start_spread.mul_f64(starts.random::<f64>());
+            let mut src = Cbr::new(self.cbr_rate, cbr_size, start);
+            let msgs = schedule(&mut src, end, &mut rng::stream(seed, "cbr", j as u64));
+            sim.add_node(Box::new(UdpSender::new(left[i], right[i], 0, msgs)));
+        }
+        if let Some(s) = &self.short_flows {
+            let i = n_tcp + n_cbr;
+            let mut host = TcpHost::new(left[i], tcp.clone());
+            host.short_flows(
+                ShortFlows {
+                    rate: s.rate,
+                    mean_packets: s.mean_packets,
+                    shape: s.shape,
+                    start: Instant::ZERO,
+                },
+                right[i],
+            );
+            sim.add_node(Box::new(host));
+        }
+        for (i, &r) in right.iter().enumerate() {
+            if (n_tcp..n_tcp + n_cbr).contains(&i) {
+                sim.add_node(Box::new(UdpSink::new()));
+            } else {
+                sim.add_node(Box::new(TcpSinkHost::new(r, tcp.clone())));
+            }
+        }
+        let topo = DumbbellConfig {
+            bottleneck_rate: self.bottleneck_rate,
+            rtt: self.rtt,
+            access_rate: self.access_rate,
+            access_delay: self.access_delay,
+            queue: self.queue_limit(),
+            loss: self.loss.clone(),
+        };
+        let bell = Dumbbell::build(&mut sim, &topo, &left, &right)?;
+
+        // Step through time, sampling at each boundary.
+        let mut aggregate = TimeSeries::new("aggregate");
+        let mut queue = TimeSeries::new("bottleneck queue");
+        let mut cwnds: Vec<TimeSeries> = (0..n_tcp.min(CWND_PLOTTED))
+            .map(|i| TimeSeries::new(format!("flow {i}")))
+            .collect();
+        let delivered = |sim: &Simulator| -> Vec<u64> {
+            let view = sim.view();
+            (0..n_tcp)
+                .map(|i| {
+                    view.node::<TcpSinkHost>(right[i])
+                        .map_or(0, |h| h.delivered(left[i], 0))
+                })
+                .collect()
+        };
+        let mut last = vec![0u64; n_tcp];
+        let mut at_warmup = (vec![0u64; n_tcp], bell_counters(&sim, bell.bottleneck));
+        let mut queue_sum = 0.0;
+        let mut queue_samples = 0u64;
+        let mut t = Instant::ZERO;
+        while t < end {
+            let mut next = t + self.sample_interval;
+            if t < warmup && next > warmup {
+                next = warmup;
+            }
+            let next = next.min(end);
+            sim.run_until(next, progress);
+            let now = sim.now();
+            let secs = now.as_secs_f64();
+            let dt = (now - t).as_secs_f64();
+            let d = delivered(&sim);
+            let bytes: u64 = d.iter().zip(&last).map(|(a, b)| a - b).sum();
+            aggregate.push(secs, bytes as f64 * 8.0 / dt / 1e6);
+            last = d;
+            let q = sim.link_mut(bell.bottleneck).link.queue_packets(now) as f64;
+            queue.push(secs, q);
+            if now > warmup {
+                queue_sum += q;
+                queue_samples += 1;
+            }
+            for (i, s) in cwnds.iter_mut().enumerate() {
+                let view = sim.view();
+                let cwnd = view
+                    .node::<TcpHost>(left[i])
+                    .and_then(|h| h.sender(0))
+                    .map_or(0, |s| s.cwnd());
+                s.push(secs, cwnd as f64 / f64::from(tcp.mss));
+            }
+            if now == warmup {
+                at_warmup = (last.clone(), bell_counters(&sim, bell.bottleneck));
+            }
+            t = now;
+        }
+
+        // Summary over the measurement window.
+        let window = (end - warmup).as_secs_f64();
+        let per_flow: Vec<f64> = last
+            .iter()
+            .zip(&at_warmup.0)
+            .map(|(a, b)| (a - b) as f64 * 8.0 / window)
+            .collect();
+        let throughput: f64 = per_flow.iter().sum();
+        let (offered, dropped) = {
+            let (o1, d1) = bell_counters(&sim, bell.bottleneck);
+            (o1 - at_warmup.1.0, d1 - at_warmup.1.1)
+        };
+        let loss_rate = if offered == 0 {
+            0.0
+        } else {
+            dropped as f64 / offered as f64
+        };
+        let view = sim.view();
+        let (mut retransmits, mut timeouts) = (0u64, 0u64);
+        for &l in &left {
+            if let Some(h) = view.node::<TcpHost>(l) {
+                let (r, t) = h.loss_recovery_counts();
+                retransmits += r;
+                timeouts += t;
+            }
+        }
+        let queue_packets = match self.queue_limit() {
+            QueueLimit::Packets(p) => json!(p),
+            QueueLimit::Bytes(b) => json!(format!("{b}B")),
+            other => json!(format!("{other:?}")),
+        };
+        let mut summary = serde_json::Map::new();
+        let mut put = |k: &str, v: Value| {
+            summary.insert(k.to_owned(), v);
+        };
+        put("simulator", json!("groupwire"));
+        put("rate_bps", json!(self.bottleneck_rate.as_bps()));
+        put("rtt_ms", json!(self.rtt.as_secs_f64() * 1e3));
+        put("flows", json!(self.flows));
+        put("duration_s", json!(self.duration.as_secs_f64()));
+        put("warmup_s", json!(self.warmup.as_secs_f64()));
+        put("queue_packets", queue_packets);
+        put("throughput_bps", json!(throughput.round()));
+        put(
+            "utilization",
+            json!(throughput / self.bottleneck_rate.as_bps() as f64),
+        );
+        put("jain_fairness", json!(jain_fairness(&per_flow)));
+        put("bottleneck_loss_rate", json!(loss_rate));
+        put("bottleneck_packets", json!(offered));
+        put("drops", json!(dropped));
+        put(
+            "mean_queue_packets",
+            json!(if queue_samples == 0 {
+                0.0
+            } else {
+                queue_sum / queue_samples as f64
+            }),
+        );
+        put("retransmits", json!(retransmits));
+        put("timeouts", json!(timeouts));
+        if self.short_flows.is_some() {
+            let i = n_tcp + n_cbr;
+            let h = view
+                .node::<TcpHost>(left[i])
+                .expect("the short-flow host is a TcpHost");
+            let fct: Vec<f64> = h
+                .completed
+                .iter()
+                .map(|(_, d, _)| d.as_secs_f64())
+                .collect();
+            put("short_flows_completed", json!(fct.len()));
+            put("short_flows_open", json!(h.open_connections()));
+            let mean = if fct.is_empty() {
+                0.0
+            } else {
+                fct.iter().sum::<f64>() / fct.len() as f64
+            };
+            put("short_flow_mean_fct_s", json!(mean));
+        }
+        if n_cbr > 0 {
+            let (mut lost, mut pkts) = (0u64, 0u64);
+            for &r in &right[n_tcp..n_tcp + n_cbr] {
+                if let Some(s) = view.node::<UdpSink>(r) {
+                    lost += s.loss.lost();
+                    pkts += s.loss.packets();
+                }
+            }
+            put(
+                "cbr_loss_rate",
+                json!(if pkts == 0 {
+                    0.0
+                } else {
+                    lost as f64 / pkts as f64
+                }),
+            );
+        }
+        put(
+            "per_flow_bps",
+            json!(per_flow.iter().map(|x| x.round()).collect::<Vec<_>>()),
+        );
+        put("events", json!(view.stats().events));
+
+        let rows = per_flow
+            .iter()
+            .enumerate()
+            .map(|(i, bps)| {
+                let s = view.node::<TcpHost>(left[i]).and_then(|h| h.sender(0));
+                vec![
+                    json!(i),
+                    json!(bps.round()),
+                    json!(s.map_or(0, |s| s.stats().retransmits)),
+                    json!(s.map_or(0, |s| s.stats().timeouts)),
+                    json!(s.map_or(0, |s| s.cwnd())),
+                ]
+            })
+            .collect();
+        let tables = vec![Table {
+            file: "flows".into(),
+            columns: [
+                "flow",
+                "throughput_bps",
+                "retransmits",
+                "timeouts",
+                "final_cwnd_bytes",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }];
+        let plots = vec![
+            Plot {
+                file: "throughput".into(),
+                title: format!(
+                    "Aggregate TCP goodput ({} flows, {})",
+                    self.flows, self.bottleneck_rate
+                ),
+                x_label: "time (s)".into(),
+                y_label: "Mbit/s".into(),
+                series: vec![aggregate],
+            },
+            Plot {
+                file: "queue".into(),
+                title: "Bottleneck queue occupancy".into(),
+                x_label: "time (s)".into(),
+                y_label: "packets".into(),
+                series: vec![queue],
+            },
+            Plot {
+                file: "cwnd".into(),
+                title: "Congestion window".into(),
+                x_label: "time (s)".into(),
+                y_label: "segments".into(),
+                series: cwnds,
+            },
+        ];
+        Ok(Report {
+            scenario: "tcp-dumbbell".into(),
+            seed,
+            summary,
+            tables,
+            plots,
+        })
+    }
+}
+
+/// (packets offered to, packets dropped by) the bottleneck so far.
+fn bell_counters(sim: &Simulator, link: crate::core::LinkId) -> (u64, u64) {
+    let s = sim.view().link(link).link.stats().clone();
+    (s.offered, s.queue_drops + s.lost)
+}
