@@ -328,13 +328,23 @@ pub mod serde_duration {
     }
 }
 
-/// Folds a multi-line parser message into one line.
+/// Folds a multi-line parser message into one line, dropping the source
+/// excerpt (`2 | flows = [oops` and the `^` marker under it).
 fn one_line(s: &str) -> String {
-    s.split('\n')
+    let is_excerpt = |l: &str| {
+        let rest = l.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ');
+        rest.starts_with('|')
+    };
+    let kept: Vec<&str> = s
+        .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('|'))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .filter(|l| !l.is_empty() && !is_excerpt(l))
+        .collect();
+    match kept.split_first() {
+        Some((head, rest)) if !rest.is_empty() => format!("{head}: {}", rest.join(" ")),
+        Some((head, _)) => (*head).to_owned(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,84 @@
+//! PNG line charts with plotters, using an embedded font so they render
+//! on machines without system fonts.
+
+use std::path::Path;
+use std::sync::Once;
+
+use groupwire_sim::scenario::Plot;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+
+static FONT: Once = Once::new();
+const DEJAVU_SANS: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+fn ensure_font() {
+    FONT.call_once(|| {
+        if register_font("sans-serif", FontStyle::Normal, DEJAVU_SANS).is_err() {
+            tracing::warn!("embedded font failed to load; plot text may be missing");
+        }
+    });
+}
+
+/// Draws `plot` as a line chart into `path` (PNG, 1000x600).
+pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
+    ensure_font();
+    let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let pts = plot.series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y0, mut y1) =
+        (f64::INFINITY, f64::NEG_INFINITY, 0.0f64, f64::NEG_INFINITY);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        (x0, x1, y1) = (0.0, 1.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    y1 *= 1.05;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&plot.title, ("sans-serif", 24))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc(&plot.x_label)
+        .y_desc(&plot.y_label)
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (i, s) in plot.series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    if plot.series.len() > 1 {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 15))
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
