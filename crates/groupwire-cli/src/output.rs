@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::plot;
 
-/// Writes `summary.json`, `scenario.toml`, one CSV per table and per plot,
+/// Writes `summary.json`, `scenario.toml`, `report.md`, one CSV per table and per plot,
 /// and a PNG per plot. Returns the number of files written.
 pub(crate) fn write_all(
     dir: &Path,
@@ -43,7 +43,8 @@ pub(crate) fn write_all(
         "scenario.toml",
         format!("# seed = {}\n{}", report.seed, scenario.to_toml()).as_bytes(),
     )?;
-    n += 2;
+    write("report.md", markdown(report, plots).as_bytes())?;
+    n += 3;
     for t in &report.tables {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(&t.columns)?;
@@ -71,6 +72,38 @@ pub(crate) fn write_all(
         }
     }
     Ok(n)
+}
+
+/// The run as Markdown: the summary, every table, and the plots as images.
+/// Wall-clock figures are left out so the file depends only on the scenario
+/// and the seed.
+fn markdown(report: &Report, plots: bool) -> String {
+    let mut md = format!(
+        "## {} (seed {})\n\n| quantity | value |\n|---|---|\n",
+        report.scenario, report.seed
+    );
+    for (k, v) in &report.summary {
+        md.push_str(&format!("| {k} | {} |\n", human(k, v)));
+    }
+    for t in &report.tables {
+        md.push_str(&format!(
+            "\n### {}\n\n| {} |\n|{}\n",
+            t.file,
+            t.columns.join(" | "),
+            "---|".repeat(t.columns.len())
+        ));
+        for row in &t.rows {
+            let cells: Vec<String> = row.iter().map(short).collect();
+            md.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+    }
+    if plots {
+        md.push('\n');
+        for p in &report.plots {
+            md.push_str(&format!("![{}]({}.png)\n", p.title, p.file));
+        }
+    }
+    md
 }
 
 fn cell(v: &Value) -> String {
