@@ -54,6 +54,17 @@ to 5 standard errors on these quantities." \
     link-models --seed 1
 fi
 
+if selected awareness-path; then
+  result awareness-path \
+"A clustered telepointer stream (30 updates/s at most, moves separated by
+pauses) over a 56 kbit/s path with 10% random loss, carried once by plain
+UDP and once by TCP on the same loss pattern: the baseline half of Dyck &
+Gutwin's comparison (§6, Figures 4 and 6). UDP's message error rate is the
+loss rate and its latency is propagation plus serialization; TCP loses
+nothing and pays in head-of-line blocking behind retransmissions." \
+    awareness-path --seed 1
+fi
+
 if selected tcp-dumbbell; then
   result tcp-dumbbell \
 "The README's main job: ten TCP NewReno/SACK flows through a 100 Mbit/s

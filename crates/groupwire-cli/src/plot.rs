@@ -62,7 +62,7 @@ pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().copied(),
-                color.stroke_width(2),
+                color.stroke_width(1),
             ))
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .label(s.name.clone())

@@ -44,7 +44,7 @@ pub(crate) struct RunArgs {
     #[arg(long, env = "GROUPWIRE_SIM_SEED", default_value_t = 1)]
     seed: u64,
     /// Directory for CSV, JSON and PNG output (created if missing).
-    /// Defaults to out/<scenario>.
+    /// Defaults to `out/<scenario>`.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Change a parameter (repeatable): `--set rtt=100ms --set flows=50`.

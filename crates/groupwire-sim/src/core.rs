@@ -265,14 +265,14 @@ pub struct SimView<'a> {
     stats: &'a NetStats,
 }
 
-impl SimView<'_> {
+impl<'a> SimView<'a> {
     /// The node `id` as its concrete type, if it is one.
-    pub fn node<T: Node>(&self, id: NodeId) -> Option<&T> {
-        let n: &dyn Any = self.nodes.get(id.0 as usize)?.as_ref();
+    pub fn node<T: Node>(&self, id: NodeId) -> Option<&'a T> {
+        let n: &'a dyn Any = self.nodes.get(id.0 as usize)?.as_ref();
         n.downcast_ref::<T>()
     }
     /// The link `id`.
-    pub fn link(&self, id: LinkId) -> &LinkSlot {
+    pub fn link(&self, id: LinkId) -> &'a LinkSlot {
         &self.links[id.0 as usize]
     }
     /// Run counters.

@@ -2,15 +2,15 @@
 //!
 //! # Model
 //!
-//! - A [`Simulator`](core::Simulator) holds a binary heap of
+//! - A [`Simulator`] holds a binary heap of
 //!   `(time, sequence, event)`; the sequence number breaks ties, so two
 //!   runs with the same seed execute events in the same order and produce
 //!   the same bytes.
-//! - **Nodes** ([`Node`](core::Node)) are hosts: a TCP endpoint, a traffic
+//! - **Nodes** ([`Node`]) are hosts: a TCP endpoint, a traffic
 //!   source, a sink, or an adapter around a sans-IO
 //!   [`Machine`](groupwire_proto::Machine) from `groupwire-proto`. A node
 //!   reacts to packets and to its own deadline, and sends packets through a
-//!   [`Ctx`](core::Ctx).
+//!   [`Ctx`].
 //! - **Links** are `groupwire-link` models (rate, delay, jitter, drop-tail
 //!   queue, loss process), one per direction. A packet follows a static
 //!   route, a list of links; routers are implicit.

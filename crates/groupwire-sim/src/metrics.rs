@@ -70,7 +70,9 @@ impl LatencyStats {
         if n == 0 {
             return LatencySummary::default();
         }
-        let ms = |us: u64| us as f64 / 1000.0;
+        // Percentiles come from histogram buckets (3 significant digits) and
+        // may round above the exact maximum; never report them above it.
+        let ms = |us: u64| us.min(self.max_us) as f64 / 1000.0;
         LatencySummary {
             count: n,
             mean_ms: self.sum_us as f64 / n as f64 / 1000.0,

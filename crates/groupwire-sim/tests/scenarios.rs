@@ -107,3 +107,30 @@ fn link_models_scenario_agrees_with_analytics() {
     let worst = r.summary["max_relative_loss_rate_error"].as_f64().unwrap();
     assert!(worst < 0.10, "worst relative loss-rate error {worst}");
 }
+
+#[test]
+fn tcp_trades_loss_for_head_of_line_latency_on_an_awareness_stream() {
+    // Dyck & Gutwin §6: "TCP latency far above UDP under loss, UDP MER close to the loss rate".
+    let s = Scenario::builtin("awareness-path").unwrap();
+    let seed = seed(3);
+    let r = run(&s, seed);
+    let udp_mer = r.summary["udp_mer"].as_f64().unwrap();
+    let tcp_mer = r.summary["tcp_mer"].as_f64().unwrap();
+    let udp_ms = r.summary["udp_mean_latency_ms"].as_f64().unwrap();
+    let tcp_ms = r.summary["tcp_mean_latency_ms"].as_f64().unwrap();
+    // About 2000 messages at 10% loss: the standard error of the MER is about 0.7%.
+    assert!(
+        (udp_mer - 0.10).abs() < 0.035,
+        "seed {seed}: UDP MER {udp_mer}"
+    );
+    assert_eq!(tcp_mer, 0.0, "seed {seed}: TCP delivers everything");
+    assert!(
+        tcp_ms > 1.5 * udp_ms,
+        "seed {seed}: TCP {tcp_ms} ms vs UDP {udp_ms} ms"
+    );
+    // UDP latency is propagation plus serialization: 40 ms + 68 bytes at 56 kbit/s.
+    assert!(
+        (udp_ms - 49.7).abs() < 0.5,
+        "seed {seed}: UDP latency {udp_ms}"
+    );
+}

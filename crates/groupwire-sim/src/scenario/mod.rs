@@ -6,6 +6,7 @@
 //! [`Report`]: a summary (printed as a table and written as JSON), tables
 //! (written as CSV) and plots (written as CSV and PNG by the CLI).
 
+mod awareness_path;
 mod link_models;
 mod tcp_dumbbell;
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 use groupwire_proto::Instant;
 use serde::{Deserialize, Serialize};
 
+pub use self::awareness_path::AwarenessPath;
 pub use self::link_models::LinkModels;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 use crate::metrics::TimeSeries;
@@ -27,6 +29,8 @@ pub enum Scenario {
     TcpDumbbell(Box<TcpDumbbell>),
     /// Every loss model against its analytic loss rate and burst statistics.
     LinkModels(LinkModels),
+    /// A telepointer stream over UDP and over TCP on one lossy, narrow path.
+    AwarenessPath(AwarenessPath),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -52,6 +56,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "link-models",
             about: "every loss model drawn 10^6 times: empirical vs analytic loss rate and burst lengths",
             make: || Scenario::LinkModels(LinkModels::default()),
+        },
+        Builtin {
+            name: "awareness-path",
+            about: "a clustered telepointer stream over UDP and TCP on a 56 kbit/s lossy path: loss vs head-of-line latency",
+            make: || Scenario::AwarenessPath(AwarenessPath::default()),
         },
     ]
 }
@@ -115,6 +124,7 @@ impl Scenario {
         match self {
             Self::TcpDumbbell(_) => "tcp-dumbbell",
             Self::LinkModels(_) => "link-models",
+            Self::AwarenessPath(_) => "awareness-path",
         }
     }
 
@@ -157,6 +167,7 @@ impl Scenario {
         match self {
             Self::TcpDumbbell(s) => s.validate(),
             Self::LinkModels(s) => s.validate(),
+            Self::AwarenessPath(s) => s.validate(),
         }
     }
 
@@ -166,6 +177,7 @@ impl Scenario {
         match self {
             Self::TcpDumbbell(s) => s.duration,
             Self::LinkModels(s) => Duration::from_nanos(s.total_packets()),
+            Self::AwarenessPath(s) => s.duration,
         }
     }
 
@@ -174,6 +186,7 @@ impl Scenario {
         match self {
             Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
             Self::LinkModels(_) => ProgressUnit::Count,
+            Self::AwarenessPath(_) => ProgressUnit::SimulatedTime,
         }
     }
 
@@ -187,6 +200,7 @@ impl Scenario {
         match self {
             Self::TcpDumbbell(s) => s.run(seed, progress),
             Self::LinkModels(s) => s.run(seed, progress),
+            Self::AwarenessPath(s) => s.run(seed, progress),
         }
     }
 }
