@@ -259,14 +259,13 @@ impl Node for TcpHost {
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        while let Some(&(t, flow)) = self.deadlines.first() {
-            if t > now {
-                break;
-            }
+        // Each due deadline is handled once per call, so a connection that
+        // asks to be woken again at `now` cannot spin here.
+        let due: Vec<(Instant, u32)> = self.deadlines.range(..=(now, u32::MAX)).copied().collect();
+        for (t, flow) in due {
             if flow == ARRIVALS {
                 self.spawn_short_flow(ctx);
-            } else {
-                self.deadlines.remove(&(t, flow));
+            } else if self.deadlines.remove(&(t, flow)) {
                 if let Some(c) = self.conns.get_mut(&flow) {
                     c.deadline = None;
                 }
@@ -432,11 +431,15 @@ impl Node for TcpSinkHost {
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        while let Some(&(t, src, flow)) = self.deadlines.first() {
-            if t > now {
-                break;
+        let due: Vec<(Instant, NodeId, u32)> = self
+            .deadlines
+            .range(..=(now, NodeId(u32::MAX), u32::MAX))
+            .copied()
+            .collect();
+        for (t, src, flow) in due {
+            if !self.deadlines.remove(&(t, src, flow)) {
+                continue;
             }
-            self.deadlines.remove(&(t, src, flow));
             if let Some(c) = self.conns.get_mut(&(src, flow)) {
                 c.deadline = None;
                 c.tcp.handle_timeout(now);
