@@ -30,6 +30,7 @@
 //! **After every `handle_*` call or command: drain `poll_transmit` until
 //! `None`, drain `poll_event` until `None`, then re-read `poll_timeout`.**
 
+pub mod afec;
 pub mod machine;
 pub mod time;
 pub mod units;

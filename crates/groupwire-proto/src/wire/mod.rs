@@ -5,6 +5,7 @@
 //! allocates more than the datagram's size; unknown versions and kinds are
 //! errors the caller counts and drops.
 
+pub mod afec;
 pub mod header;
 
 /// Why a datagram could not be parsed.

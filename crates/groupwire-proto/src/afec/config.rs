@@ -1,0 +1,269 @@
+//! AFEC configuration: per-type QoS, redundancy mode, and the knobs of the
+//! sender, receiver and control loop, with the paper's defaults.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::units::Bitrate;
+use crate::wire::afec::MsgType;
+
+/// How much redundancy the sender adds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Plain UDP: every message in one packet only (code set size 1).
+    Plain,
+    /// Non-adaptive FEC-n: every message in `n` packets, always (the paper's
+    /// "FEC-n"). `n` may be fractional.
+    Static(f64),
+    /// Adaptive FEC: the receiver keeps each type's MER inside its band by
+    /// asking for more (NAK) or less (INC) redundancy.
+    Adaptive,
+}
+
+/// How the adaptive controller moves the code set size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Whole steps of one, as in the paper (Fig. 9's up-and-down).
+    Integer,
+    /// Fractional steps of this size (the paper's future work, "AFEC
+    /// improvements": "fractional values for code set size that can be more
+    /// finely tuned").
+    Fractional(f64),
+}
+
+/// What one message type needs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TypeQos {
+    /// Lower end of the MER band: below it, redundancy is lowered (INC).
+    pub mer_min: f64,
+    /// Upper end of the MER band: above it, redundancy is raised (NAK).
+    pub mer_max: f64,
+    /// Code set size at start (both ends assume it until told otherwise).
+    pub initial_size: f64,
+}
+
+impl TypeQos {
+    /// The paper's telepointer requirement: MER between 5% and 6% (§"Experiments").
+    pub const fn telepointer() -> Self {
+        Self {
+            mer_min: 0.05,
+            mer_max: 0.06,
+            initial_size: 1.0,
+        }
+    }
+}
+
+impl Default for TypeQos {
+    fn default() -> Self {
+        Self::telepointer()
+    }
+}
+
+/// Configuration of an [`AfecEndpoint`](super::AfecEndpoint). Chained setters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfecConfig {
+    /// This endpoint's user id (the packets' "sender id").
+    pub user: u32,
+    /// Session id in the common header; packets of another session are dropped.
+    pub session: u32,
+    /// Redundancy mode.
+    pub mode: Mode,
+    /// Controller step in adaptive mode.
+    pub step: Step,
+    /// Per-type requirements; types not listed use `default_qos`.
+    pub qos: BTreeMap<MsgType, TypeQos>,
+    /// Requirement of unlisted types.
+    pub default_qos: TypeQos,
+    /// Largest UDP payload (path MTU less IP and UDP headers). Default 1200.
+    pub mtu: usize,
+    /// Upper bound on the sending rate toward each peer, if known (link
+    /// capacity). Redundant copies that would exceed it are left out and
+    /// reported as "cannot meet", so latency does not run away in a narrow
+    /// channel (the paper's §"Performance and characteristics of AFEC"
+    /// failure case). `None`: only the MTU limits redundancy.
+    pub max_bitrate: Option<Bitrate>,
+    /// Largest code set size the controller will ask for.
+    pub max_size: f64,
+    /// Messages per (sender, type) over which the MER is measured (paper: 1000).
+    pub mer_window: usize,
+    /// Fewest messages in the window before the controller acts.
+    pub min_window: usize,
+    /// New messages of a type needed since the last adjustment before the
+    /// next one (the paper's activity gating). The paper gives no number;
+    /// 200 is about the spacing of the changes in its Fig. 9 (four changes
+    /// in 1000 packets).
+    pub gate_messages: u32,
+    /// Period of the MER check (the paper's "timed FEC control thread").
+    pub check_interval: Duration,
+    /// Silence after the last message that ends a cluster and starts the flush.
+    pub flush_after: Duration,
+    /// Spacing of flush packets.
+    pub flush_interval: Duration,
+    /// Retransmission interval of unacknowledged control entries.
+    pub control_retry: Duration,
+    /// Most messages kept per peer for redundancy (bounds memory).
+    pub history_limit: usize,
+    /// Most remote senders tracked (bounds memory against strangers).
+    pub max_remote_senders: usize,
+    /// Most message types tracked per remote sender.
+    pub max_types_per_sender: usize,
+}
+
+impl Default for AfecConfig {
+    fn default() -> Self {
+        Self {
+            user: 1,
+            session: 0,
+            mode: Mode::Adaptive,
+            step: Step::Integer,
+            qos: BTreeMap::new(),
+            default_qos: TypeQos::telepointer(),
+            mtu: 1200,
+            max_bitrate: None,
+            max_size: 16.0,
+            mer_window: 1000,
+            min_window: 100,
+            gate_messages: 200,
+            check_interval: Duration::from_millis(100),
+            flush_after: Duration::from_millis(100),
+            flush_interval: Duration::from_millis(33),
+            control_retry: Duration::from_millis(250),
+            history_limit: 1024,
+            max_remote_senders: 256,
+            max_types_per_sender: 16,
+        }
+    }
+}
+
+impl AfecConfig {
+    /// Defaults for user `user`.
+    pub fn new(user: u32) -> Self {
+        Self {
+            user,
+            ..Self::default()
+        }
+    }
+    /// Sets the redundancy mode.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// Sets the controller step.
+    pub fn step(mut self, step: Step) -> Self {
+        self.step = step;
+        self
+    }
+    /// Sets the requirement of one message type.
+    pub fn qos(mut self, t: MsgType, q: TypeQos) -> Self {
+        self.qos.insert(t, q);
+        self
+    }
+    /// Sets the requirement of types not listed with [`qos`](Self::qos).
+    pub fn default_qos(mut self, q: TypeQos) -> Self {
+        self.default_qos = q;
+        self
+    }
+    /// Sets the path MTU (UDP payload bytes).
+    pub fn mtu(mut self, mtu: usize) -> Self {
+        self.mtu = mtu;
+        self
+    }
+    /// Sets the rate cap toward each peer.
+    pub fn max_bitrate(mut self, r: Option<Bitrate>) -> Self {
+        self.max_bitrate = r;
+        self
+    }
+    /// Sets the session id.
+    pub fn session(mut self, s: u32) -> Self {
+        self.session = s;
+        self
+    }
+    /// Sets the MER window in messages.
+    pub fn mer_window(mut self, n: usize) -> Self {
+        self.mer_window = n;
+        self
+    }
+    /// Sets the activity gate in messages.
+    pub fn gate_messages(mut self, n: u32) -> Self {
+        self.gate_messages = n;
+        self
+    }
+
+    /// The requirement of type `t`.
+    pub fn qos_of(&self, t: MsgType) -> TypeQos {
+        self.qos.get(&t).copied().unwrap_or(self.default_qos)
+    }
+
+    /// The code set size a new (peer, type) starts with.
+    pub fn initial_size(&self, t: MsgType) -> f64 {
+        match self.mode {
+            Mode::Plain => 1.0,
+            Mode::Static(n) => n,
+            Mode::Adaptive => self.qos_of(t).initial_size,
+        }
+    }
+
+    /// Checks the configuration; the error names the bad field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field, why| Err(ConfigError { field, why });
+        if self.mtu < crate::wire::afec::DATA_HEADER_LEN + crate::wire::afec::MESSAGE_HEADER_LEN + 1
+        {
+            return bad("mtu", "too small for one message");
+        }
+        if let Mode::Static(n) = self.mode {
+            if !(1.0..=255.0).contains(&n) {
+                return bad("mode", "a static code set size must be between 1 and 255");
+            }
+        }
+        if let Step::Fractional(s) = self.step {
+            if !(s > 0.0 && s <= 8.0) {
+                return bad("step", "a fractional step must be in (0, 8]");
+            }
+        }
+        for q in self.qos.values().chain(std::iter::once(&self.default_qos)) {
+            if !(0.0..=1.0).contains(&q.mer_min)
+                || !(0.0..=1.0).contains(&q.mer_max)
+                || q.mer_min > q.mer_max
+            {
+                return bad("qos", "an MER band needs 0 <= min <= max <= 1");
+            }
+            if !(1.0..=self.max_size).contains(&q.initial_size) {
+                return bad(
+                    "qos",
+                    "an initial code set size must be between 1 and max_size",
+                );
+            }
+        }
+        if !(1.0..=255.0).contains(&self.max_size) {
+            return bad("max_size", "must be between 1 and 255");
+        }
+        if self.mer_window == 0 || self.mer_window > 1 << 20 {
+            return bad("mer_window", "must be between 1 and 2^20 messages");
+        }
+        if self.check_interval.is_zero()
+            || self.flush_interval.is_zero()
+            || self.control_retry.is_zero()
+        {
+            return bad(
+                "timers",
+                "check, flush and retry intervals must be positive",
+            );
+        }
+        if self.history_limit == 0 {
+            return bad("history_limit", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// A configuration field with an impossible value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("AFEC config {field}: {why}")]
+pub struct ConfigError {
+    /// The field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub why: &'static str,
+}

@@ -1,0 +1,531 @@
+//! Scripted tests: two endpoints joined by a deterministic lossy wire.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::wire::afec::DataRepr;
+
+const TP: MsgType = MsgType::new(*b"TP");
+const A: &str = "10.0.0.1:7400";
+const B: &str = "10.0.0.2:7400";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().expect("test addresses are valid")
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A decides what to drop by the data packet's index on the wire (0, 1, ...).
+type DropFn = Box<dyn FnMut(u64, &[u8]) -> bool>;
+
+/// A sends to B over a wire with a fixed delay; `drop_data` picks data
+/// packets A→B to lose, `drop_control` control packets either way.
+struct Pair {
+    a: AfecEndpoint,
+    b: AfecEndpoint,
+    now: Instant,
+    delay: Duration,
+    in_flight: BTreeMap<(Instant, u64), (bool, SocketAddr, Bytes)>,
+    seq: u64,
+    data_count: u64,
+    ctl_count: u64,
+    drop_data: DropFn,
+    drop_control: DropFn,
+    /// What B delivered, in order.
+    got: Vec<Delivery>,
+    a_events: Vec<AfecEvent>,
+    b_events: Vec<AfecEvent>,
+    /// Copies per (type, index) that A put on the wire.
+    copies: BTreeMap<u32, u32>,
+}
+
+impl Pair {
+    fn new(a: AfecConfig, b: AfecConfig) -> Self {
+        let mut a = AfecEndpoint::new(a).unwrap();
+        a.add_peer(addr(B));
+        let b = AfecEndpoint::new(b).unwrap();
+        Self {
+            a,
+            b,
+            now: Instant::ZERO,
+            delay: ms(40),
+            in_flight: BTreeMap::new(),
+            seq: 0,
+            data_count: 0,
+            ctl_count: 0,
+            drop_data: Box::new(|_, _| false),
+            drop_control: Box::new(|_, _| false),
+            got: Vec::new(),
+            a_events: Vec::new(),
+            b_events: Vec::new(),
+            copies: BTreeMap::new(),
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Some(t) = self.a.poll_transmit(self.now) {
+            self.wire(true, t);
+        }
+        while let Some(e) = self.a.poll_event() {
+            self.a_events.push(e);
+        }
+        while let Some(t) = self.b.poll_transmit(self.now) {
+            self.wire(false, t);
+        }
+        while let Some(e) = self.b.poll_event() {
+            if let AfecEvent::Delivered(d) = &e {
+                self.got.push(d.clone());
+            }
+            self.b_events.push(e);
+        }
+    }
+
+    fn wire(&mut self, from_a: bool, t: Transmit) {
+        let is_data = t.payload[1] == Kind::AfecData as u8;
+        let lost = if is_data {
+            if let Ok(r) = DataRepr::parse(&t.payload) {
+                for m in &r.messages {
+                    *self.copies.entry(m.index).or_default() += 1;
+                }
+            }
+            let n = self.data_count;
+            self.data_count += 1;
+            (self.drop_data)(n, &t.payload)
+        } else {
+            let n = self.ctl_count;
+            self.ctl_count += 1;
+            (self.drop_control)(n, &t.payload)
+        };
+        if !lost {
+            self.seq += 1;
+            self.in_flight.insert(
+                (self.now + self.delay, self.seq),
+                (from_a, t.dst, t.payload),
+            );
+        }
+    }
+
+    /// Runs both endpoints until `until`, delivering packets and firing timers.
+    fn run_until(&mut self, until: Instant) {
+        loop {
+            self.drain();
+            let next_pkt = self.in_flight.keys().next().map(|k| k.0);
+            let next = [next_pkt, self.a.poll_timeout(), self.b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(t) = next.filter(|t| *t <= until) else {
+                self.now = until;
+                return;
+            };
+            self.now = t.max(self.now);
+            while let Some((&k, _)) = self
+                .in_flight
+                .iter()
+                .next()
+                .filter(|(k, _)| k.0 <= self.now)
+            {
+                let (from_a, _dst, p) = self.in_flight.remove(&k).expect("key just seen");
+                if from_a {
+                    self.b.handle_datagram(self.now, addr(A), &p);
+                } else {
+                    self.a.handle_datagram(self.now, addr(B), &p);
+                }
+                self.drain();
+            }
+            self.a.handle_timeout(self.now);
+            self.b.handle_timeout(self.now);
+        }
+    }
+
+    /// A sends `n` messages every `gap`, starting now; then runs `tail` longer.
+    fn stream(&mut self, n: u32, gap: Duration, tail: Duration) {
+        for i in 0..n {
+            let _ = self
+                .a
+                .send(self.now, TP, Bytes::from(vec![i as u8; 40]))
+                .unwrap();
+            let next = self.now + gap;
+            self.run_until(next);
+        }
+        let end = self.now + tail;
+        self.run_until(end);
+    }
+
+    fn indices(&self) -> Vec<u32> {
+        self.got.iter().map(|d| d.index).collect()
+    }
+}
+
+fn cfg(user: u32, mode: Mode) -> AfecConfig {
+    AfecConfig::new(user).mode(mode)
+}
+
+#[test]
+fn plain_udp_delivers_each_message_once_with_path_latency() {
+    let mut p = Pair::new(cfg(1, Mode::Plain), cfg(2, Mode::Plain));
+    p.stream(50, ms(33), ms(500));
+    assert_eq!(p.indices(), (0..50).collect::<Vec<_>>());
+    assert!(
+        p.got
+            .iter()
+            .all(|d| !d.recovered && d.latency == ms(40) && d.from == 1)
+    );
+    assert!(
+        p.copies.values().all(|&c| c == 1),
+        "no redundancy in plain mode"
+    );
+    assert_eq!(p.a.stats().flush_packets_sent, 0);
+}
+
+#[test]
+fn static_fec3_survives_bursts_of_two_not_three() {
+    // Packets 10 and 11 lost: FEC-3 recovers both messages from packet 12.
+    let mut p = Pair::new(cfg(1, Mode::Static(3.0)), cfg(2, Mode::Static(3.0)));
+    p.drop_data = Box::new(|n, _| n == 10 || n == 11);
+    p.stream(30, ms(33), ms(500));
+    assert_eq!(p.indices().len(), 30);
+    let rec: Vec<u32> = p
+        .got
+        .iter()
+        .filter(|d| d.recovered)
+        .map(|d| d.index)
+        .collect();
+    assert_eq!(rec, vec![10, 11]);
+    // Recovered messages are late by the packets they waited for.
+    let d10 = p.got.iter().find(|d| d.index == 10).unwrap();
+    assert_eq!(d10.latency, ms(40 + 66));
+    assert_eq!(p.b.stats().lost, 0);
+
+    // Three in a row: message 20 is gone for good.
+    let mut p = Pair::new(cfg(1, Mode::Static(3.0)), cfg(2, Mode::Static(3.0)));
+    p.drop_data = Box::new(|n, _| (20..23).contains(&n));
+    p.stream(30, ms(33), ms(500));
+    let got = p.indices();
+    assert!(
+        !got.contains(&20) && got.contains(&21) && got.contains(&22),
+        "{got:?}"
+    );
+    assert_eq!(p.b.stats().lost, 1);
+    assert_eq!(p.b.mer(1, TP), Some(1.0 / 30.0));
+}
+
+#[test]
+fn messages_are_delivered_oldest_first_within_a_packet() {
+    let mut p = Pair::new(cfg(1, Mode::Static(4.0)), cfg(2, Mode::Static(4.0)));
+    p.drop_data = Box::new(|n, _| (5..8).contains(&n));
+    p.stream(12, ms(33), ms(300));
+    assert_eq!(p.indices(), (0..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn fractional_size_sends_the_extra_copy_in_that_share_of_messages() {
+    let mut p = Pair::new(cfg(1, Mode::Static(2.4)), cfg(2, Mode::Static(2.4)));
+    p.stream(1000, ms(33), ms(500));
+    let three = p.copies.values().filter(|&&c| c == 3).count();
+    let two = p.copies.values().filter(|&&c| c == 2).count();
+    assert_eq!(three + two, 1000, "every message sent 2 or 3 times");
+    assert_eq!(three, 400, "error diffusion gives exactly 40%");
+}
+
+#[test]
+fn end_of_cluster_flush_recovers_the_last_messages() {
+    // The last packet of a cluster is lost; without more messages only the
+    // flush can bring message 9 back.
+    let mut p = Pair::new(cfg(1, Mode::Static(2.0)), cfg(2, Mode::Static(2.0)));
+    p.drop_data = Box::new(|n, _| n == 9);
+    p.stream(10, ms(33), ms(1000));
+    assert_eq!(p.indices().len(), 10);
+    assert!(p.got.iter().any(|d| d.index == 9 && d.recovered));
+    assert!(p.a.stats().flush_packets_sent >= 1);
+    // The flush stops once every requirement is met.
+    assert_eq!(
+        p.a.poll_timeout(),
+        None,
+        "no timers left: {:?}",
+        p.a.poll_timeout()
+    );
+}
+
+#[test]
+fn redundancy_that_does_not_fit_is_reported_on_both_sides() {
+    // 400-byte messages at FEC-5 in a 1200-byte MTU: only 2 fit a packet.
+    let mut a = cfg(1, Mode::Static(5.0));
+    a.mtu = 1200;
+    let mut p = Pair::new(a, cfg(2, Mode::Static(5.0)));
+    for _ in 0..20 {
+        let _ = p.a.send(p.now, TP, Bytes::from(vec![0u8; 400])).unwrap();
+        let next = p.now + ms(33);
+        p.run_until(next);
+    }
+    let next = p.now + ms(2000);
+    p.run_until(next);
+    let unmet: Vec<&AfecEvent> = p
+        .a_events
+        .iter()
+        .filter(|e| matches!(e, AfecEvent::QosUnmet { .. }))
+        .collect();
+    assert_eq!(
+        unmet.len(),
+        1,
+        "one transition, not one event per packet: {unmet:?}"
+    );
+    assert!(
+        matches!(unmet[0], AfecEvent::QosUnmet { requested, achievable, .. } if *requested == 5.0 && *achievable == 2.0)
+    );
+    assert!(
+        p.b_events.iter().any(
+            |e| matches!(e, AfecEvent::PeerCannotMeet { achievable, .. } if *achievable == 2.0)
+        )
+    );
+    assert!(p.a.stats().data_bytes_sent / p.a.stats().data_packets_sent <= 1200);
+}
+
+#[test]
+fn send_rejects_messages_larger_than_the_mtu() {
+    let mut e = AfecEndpoint::new(cfg(1, Mode::Plain)).unwrap();
+    e.add_peer(addr(B));
+    assert!(matches!(
+        e.send(Instant::ZERO, TP, Bytes::from(vec![0; 1200])),
+        Err(SendError::TooLarge { .. })
+    ));
+}
+
+/// A deterministic pseudo-random loss pattern (xorshift64*), so tests need no RNG crate.
+fn random_loss(seed: u64, p: f64) -> DropFn {
+    let mut s = seed.max(1);
+    Box::new(move |_, _| {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        let x = s.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        ((x >> 11) as f64 / (1u64 << 53) as f64) < p
+    })
+}
+
+#[test]
+fn adaptive_raises_redundancy_under_loss_and_holds_the_band() {
+    let a = cfg(1, Mode::Adaptive);
+    let b = cfg(2, Mode::Adaptive);
+    let mut p = Pair::new(a, b);
+    p.drop_data = random_loss(7, 0.20);
+    p.stream(6000, ms(33), ms(500));
+    let size = p.a.code_set_size(addr(B), TP);
+    assert!(size >= 2.0, "20% loss needs redundancy: size {size}");
+    let naks = p
+        .b_events
+        .iter()
+        .filter(|e| matches!(e, AfecEvent::Requested { nak: true, .. }))
+        .count();
+    assert!(naks >= 1);
+    // The last window's MER is near the band (the paper saw 4-7%).
+    let mer = p.b.mer(1, TP).unwrap();
+    assert!((0.03..=0.08).contains(&mer), "MER {mer} with size {size}");
+    // Sender and receiver agree on the size in force.
+    let applied: Vec<f64> = p
+        .a_events
+        .iter()
+        .filter_map(|e| {
+            if let AfecEvent::CodeSetChanged { size, .. } = e {
+                Some(*size)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(applied.last().copied(), Some(size));
+}
+
+#[test]
+fn adaptive_lowers_redundancy_when_the_network_is_clean() {
+    let a = cfg(1, Mode::Adaptive).default_qos(TypeQos {
+        initial_size: 4.0,
+        ..TypeQos::telepointer()
+    });
+    let b = cfg(2, Mode::Adaptive).default_qos(TypeQos {
+        initial_size: 4.0,
+        ..TypeQos::telepointer()
+    });
+    let mut p = Pair::new(a, b);
+    p.stream(1500, ms(33), ms(500));
+    assert_eq!(
+        p.a.code_set_size(addr(B), TP),
+        1.0,
+        "no loss: back down to plain UDP"
+    );
+    assert!(
+        p.b_events
+            .iter()
+            .all(|e| !matches!(e, AfecEvent::Requested { nak: true, .. }))
+    );
+}
+
+#[test]
+fn requests_survive_lost_control_packets() {
+    let a = cfg(1, Mode::Adaptive);
+    let b = cfg(2, Mode::Adaptive);
+    let mut p = Pair::new(a, b);
+    p.drop_data = random_loss(3, 0.25);
+    // The first five control packets, whichever way, are lost.
+    p.drop_control = Box::new(|n, _| n < 5);
+    p.stream(1500, ms(33), ms(1000));
+    let requested: Vec<f64> = p
+        .b_events
+        .iter()
+        .filter_map(|e| {
+            if let AfecEvent::Requested { size, .. } = e {
+                Some(*size)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert!(!requested.is_empty());
+    assert_eq!(
+        p.a.code_set_size(addr(B), TP),
+        *requested.last().unwrap(),
+        "the last request arrived"
+    );
+}
+
+#[test]
+fn duplicated_and_reordered_requests_are_harmless() {
+    let mut e = AfecEndpoint::new(cfg(1, Mode::Adaptive)).unwrap();
+    e.add_peer(addr(B));
+    let ctl = |seq, value| {
+        let r = ControlRepr {
+            session: 0,
+            sender: 2,
+            entries: vec![Entry {
+                op: Op::Nak,
+                msg_type: TP,
+                seq,
+                value,
+            }],
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut b);
+        b
+    };
+    e.handle_datagram(Instant::ZERO, addr(B), &ctl(2, 300));
+    e.handle_datagram(Instant::ZERO, addr(B), &ctl(1, 200)); // older, arrives late
+    e.handle_datagram(Instant::ZERO, addr(B), &ctl(2, 300)); // repeated
+    assert_eq!(e.code_set_size(addr(B), TP), 3.0);
+    let changes = std::iter::from_fn(|| e.poll_event())
+        .filter(|e| matches!(e, AfecEvent::CodeSetChanged { .. }))
+        .count();
+    assert_eq!(changes, 1);
+    // Every copy is acknowledged.
+    let acks: usize = std::iter::from_fn(|| e.poll_transmit(Instant::ZERO))
+        .map(|t| ControlRepr::parse(&t.payload).unwrap().entries.len())
+        .sum();
+    assert_eq!(acks, 3);
+}
+
+#[test]
+fn hostile_input_is_counted_and_bounded() {
+    let mut e = AfecEndpoint::new(AfecConfig {
+        max_remote_senders: 4,
+        ..cfg(1, Mode::Adaptive)
+    })
+    .unwrap();
+    let now = Instant::from_secs(1);
+    // Garbage, truncations and wrong kinds.
+    for junk in [
+        &[][..],
+        &[1][..],
+        &[9, 1, 0, 0, 0, 0, 0, 0][..],
+        &[1, 1, 0, 0, 0, 0, 0, 0, 1][..],
+    ] {
+        e.handle_datagram(now, addr(A), junk);
+    }
+    assert_eq!(e.stats().malformed + e.stats().ignored, 4);
+    // An index jump of 2^31 costs a window's worth of work, not 2^31.
+    let pkt = |sender: u32, index: u32| {
+        let r = DataRepr {
+            session: 0,
+            sender,
+            seq: 0,
+            timestamp: 0,
+            flush: false,
+            messages: vec![MessageRepr {
+                msg_type: TP,
+                index,
+                age_ms: 0,
+                payload: b"x",
+            }],
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut b);
+        b
+    };
+    e.handle_datagram(now, addr(A), &pkt(9, 0));
+    e.handle_datagram(now, addr(A), &pkt(9, 1 << 30));
+    assert_eq!(e.mer(9, TP).map(|m| m > 0.99), Some(true));
+    // Strangers beyond the bound are dropped.
+    for s in 100..110 {
+        e.handle_datagram(now, addr(A), &pkt(s, 0));
+    }
+    assert_eq!(e.remotes.len(), 4);
+    assert_eq!(e.stats().over_limit, 7);
+    // A peer that sends only control packets for a stream we do not send.
+    let r = ControlRepr {
+        session: 0,
+        sender: 5,
+        entries: vec![Entry {
+            op: Op::Inc,
+            msg_type: TP,
+            seq: 1,
+            value: 100,
+        }],
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b);
+    e.handle_datagram(now, addr(A), &b);
+    assert_eq!(e.stats().stale_control, 1);
+    assert!(e.poll_transmit(now).is_none());
+}
+
+#[test]
+fn other_sessions_are_ignored() {
+    let mut p = Pair::new(
+        cfg(1, Mode::Plain).session(5),
+        cfg(2, Mode::Plain).session(6),
+    );
+    p.stream(5, ms(33), ms(200));
+    assert!(p.got.is_empty());
+    assert_eq!(p.b.stats().ignored, 5);
+}
+
+#[test]
+fn rate_cap_limits_redundancy_and_reports_it() {
+    // 30 messages/s of 40 bytes at FEC-6 would need ~10 kB/s; cap at 56 kbit/s = 7 kB/s.
+    let a = cfg(1, Mode::Static(6.0)).max_bitrate(Some(crate::units::Bitrate::kbps(56)));
+    let mut p = Pair::new(a, cfg(2, Mode::Static(6.0)));
+    p.stream(300, ms(33), ms(500));
+    let secs = p.now.as_secs_f64();
+    let rate = p.a.stats().data_bytes_sent as f64 * 8.0 / secs;
+    assert!(
+        rate <= 56_000.0 * 1.05,
+        "sending rate {rate} stays under the cap"
+    );
+    assert!(
+        p.a_events
+            .iter()
+            .any(|e| matches!(e, AfecEvent::QosUnmet { .. }))
+    );
+    assert_eq!(p.indices().len(), 300, "new messages are never held back");
+}
+
+#[test]
+fn widen_recovers_times_across_the_32_bit_wrap() {
+    let now = Instant::from_micros((1u64 << 32) + 10);
+    assert_eq!(widen(now, timestamp32(now - ms(5))), now - ms(5));
+    assert_eq!(widen(now, u32::MAX), Instant::from_micros((1u64 << 32) - 1));
+}
