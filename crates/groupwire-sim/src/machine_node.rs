@@ -4,11 +4,15 @@
 use groupwire_proto::{Instant, Machine, Transmit};
 
 use crate::core::{Ctx, Node, NodeId, Packet, Payload, addr_of, node_of};
-use crate::traffic::UDP_IP_HEADER;
+use crate::traffic::{Message, UDP_IP_HEADER};
+
+/// Hands one application message to the machine (a command such as `send`).
+pub type Feed<M> = Box<dyn FnMut(&mut M, Instant, usize, &Message)>;
 
 /// A node driving a [`Machine`]: datagrams in, transmits out, events kept
 /// with their times for the scenario to read after (or during) the run.
-#[derive(Debug)]
+/// Optionally it also plays an application: a message schedule fed to the
+/// machine through a [`Feed`] at each message's time.
 pub struct MachineNode<M: Machine> {
     me: NodeId,
     machine: M,
@@ -16,6 +20,20 @@ pub struct MachineNode<M: Machine> {
     pub events: Vec<(Instant, M::Event)>,
     /// Transmits addressed to something that is not a simulated node.
     pub unroutable: u64,
+    schedule: Vec<Message>,
+    next_msg: usize,
+    feed: Option<Feed<M>>,
+}
+
+impl<M: Machine + std::fmt::Debug> std::fmt::Debug for MachineNode<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MachineNode")
+            .field("me", &self.me)
+            .field("machine", &self.machine)
+            .field("events", &self.events.len())
+            .field("next_msg", &self.next_msg)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<M: Machine> MachineNode<M> {
@@ -26,7 +44,22 @@ impl<M: Machine> MachineNode<M> {
             machine,
             events: Vec::new(),
             unroutable: 0,
+            schedule: Vec::new(),
+            next_msg: 0,
+            feed: None,
         }
+    }
+
+    /// Plays `schedule`: at each message's time, `feed` hands it to the machine.
+    pub fn with_schedule(mut self, schedule: Vec<Message>, feed: Feed<M>) -> Self {
+        self.schedule = schedule;
+        self.feed = Some(feed);
+        self
+    }
+
+    /// Messages fed so far.
+    pub fn fed(&self) -> usize {
+        self.next_msg
     }
 
     /// The machine, for reading its state.
@@ -42,26 +75,36 @@ impl<M: Machine> MachineNode<M> {
     /// Sends every pending transmit and collects every pending event (the
     /// drain contract of [`Machine`]).
     pub fn drain(&mut self, ctx: &mut Ctx<'_>) {
-        let now = ctx.now();
-        while let Some(Transmit { dst, payload, .. }) = self.machine.poll_transmit(now) {
-            let Some(dst) = node_of(dst) else {
-                self.unroutable += 1;
-                continue;
-            };
-            let size = u32::try_from(payload.len())
-                .unwrap_or(u32::MAX)
-                .saturating_add(UDP_IP_HEADER);
-            ctx.send(Packet::new(
-                self.me,
-                dst,
-                0,
-                size,
-                Payload::Datagram(payload),
-            ));
-        }
-        while let Some(e) = self.machine.poll_event() {
-            self.events.push((now, e));
-        }
+        drain_into(
+            self.me,
+            &mut self.machine,
+            &mut self.events,
+            &mut self.unroutable,
+            ctx,
+        );
+    }
+}
+
+fn drain_into<M: Machine>(
+    me: NodeId,
+    machine: &mut M,
+    events: &mut Vec<(Instant, M::Event)>,
+    unroutable: &mut u64,
+    ctx: &mut Ctx<'_>,
+) {
+    let now = ctx.now();
+    while let Some(Transmit { dst, payload, .. }) = machine.poll_transmit(now) {
+        let Some(dst) = node_of(dst) else {
+            *unroutable += 1;
+            continue;
+        };
+        let size = u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(UDP_IP_HEADER);
+        ctx.send(Packet::new(me, dst, 0, size, Payload::Datagram(payload)));
+    }
+    while let Some(e) = machine.poll_event() {
+        events.push((now, e));
     }
 }
 
@@ -75,12 +118,33 @@ impl<M: Machine + 'static> Node for MachineNode<M> {
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
-        self.machine.handle_timeout(ctx.now());
+        let now = ctx.now();
+        if let Some(feed) = &mut self.feed {
+            while let Some(m) = self.schedule.get(self.next_msg).filter(|m| m.at <= now) {
+                feed(&mut self.machine, now, self.next_msg, m);
+                self.next_msg += 1;
+                // Drain after each command, as the contract asks.
+                let me = self.me;
+                let machine = &mut self.machine;
+                drain_into(me, machine, &mut self.events, &mut self.unroutable, ctx);
+            }
+        }
+        if self.machine.poll_timeout().is_some_and(|t| t <= now) {
+            self.machine.handle_timeout(now);
+        }
         self.drain(ctx);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.machine.poll_timeout()
+        let app = self
+            .feed
+            .as_ref()
+            .and_then(|_| self.schedule.get(self.next_msg))
+            .map(|m| m.at);
+        match (self.machine.poll_timeout(), app) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

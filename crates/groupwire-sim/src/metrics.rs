@@ -59,6 +59,13 @@ impl LatencyStats {
         self.max_us = self.max_us.max(us);
     }
 
+    /// Adds every sample of `other` (pooling runs).
+    pub fn merge(&mut self, other: &Self) {
+        self.hist.add(&other.hist).expect("histograms share bounds");
+        self.sum_us += other.sum_us;
+        self.max_us = self.max_us.max(other.max_us);
+    }
+
     /// Samples recorded.
     pub fn count(&self) -> u64 {
         self.hist.len()

@@ -134,3 +134,93 @@ fn tcp_trades_loss_for_head_of_line_latency_on_an_awareness_stream() {
         "seed {seed}: UDP latency {udp_ms}"
     );
 }
+
+/// Reads the `dyck` table into (rate, loss, protocol) -> row.
+fn dyck_rows(
+    r: &Report,
+) -> std::collections::BTreeMap<(String, String, String), serde_json::Value> {
+    let t = &r.tables[0];
+    let col = |row: &Vec<serde_json::Value>, name: &str| {
+        row[t.columns.iter().position(|c| c == name).unwrap()].clone()
+    };
+    t.rows
+        .iter()
+        .map(|row| {
+            let key = |n| col(row, n).as_str().unwrap().to_owned();
+            let obj: serde_json::Map<String, serde_json::Value> =
+                t.columns.iter().cloned().zip(row.iter().cloned()).collect();
+            (
+                (key("rate"), key("loss"), key("protocol")),
+                serde_json::Value::Object(obj),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn dyck_grid_shows_the_papers_qualitative_results() {
+    let mut s = Scenario::builtin("dyck").unwrap();
+    for (k, v) in [
+        ("seeds", "1"),
+        ("duration", "300s"),
+        ("rates", "[\"56kbit/s\"]"),
+        (
+            "losses",
+            "[\"none\", \"bernoulli:0.2\", \"burst:start=0.04,len=1..5\"]",
+        ),
+        (
+            "protocols",
+            "[\"tcp\", \"udp\", \"fec-2\", \"fec-3\", \"fec-6\", \"afec\", \"afec-frac\"]",
+        ),
+    ] {
+        s.set(k, v).unwrap();
+    }
+    let seed = seed(1);
+    let rows = dyck_rows(&run(&s, seed));
+    let get = |loss: &str, proto: &str, col: &str| {
+        rows[&("56kbit/s".to_owned(), loss.to_owned(), proto.to_owned())][col]
+            .as_f64()
+            .unwrap_or(f64::NAN)
+    };
+    let lossy = "bernoulli:0.2";
+    // TCP latency far above UDP under loss; UDP MER close to the loss rate.
+    assert!(
+        get(lossy, "tcp", "mean_latency_ms") > 5.0 * get(lossy, "udp", "mean_latency_ms"),
+        "seed {seed}"
+    );
+    assert!(
+        (get(lossy, "udp", "mer") - 0.2).abs() < 0.03,
+        "seed {seed}: UDP MER {}",
+        get(lossy, "udp", "mer")
+    );
+    // More redundancy, fewer errors; FEC-6 does not fit 56 kbit/s and its latency runs away.
+    assert!(
+        get(lossy, "fec-3", "mer") < get(lossy, "fec-2", "mer"),
+        "seed {seed}"
+    );
+    assert!(
+        get(lossy, "fec-2", "mer") < get(lossy, "udp", "mer"),
+        "seed {seed}"
+    );
+    assert!(
+        get(lossy, "fec-6", "mean_latency_ms") > 10.0 * get(lossy, "fec-2", "mean_latency_ms"),
+        "seed {seed}"
+    );
+    // AFEC adds redundancy under loss, none without, and its latency stays near FEC-2's.
+    assert_eq!(get("none", "afec", "mean_code_set"), 1.0, "seed {seed}");
+    for afec in ["afec", "afec-frac"] {
+        assert!(
+            get(lossy, afec, "mean_code_set") > 1.3,
+            "seed {seed}: {afec}"
+        );
+        assert!(
+            get(lossy, afec, "mer") < 0.12,
+            "seed {seed}: {afec} MER {}",
+            get(lossy, afec, "mer")
+        );
+        assert!(
+            get(lossy, afec, "mean_latency_ms") < 2.0 * get(lossy, "fec-2", "mean_latency_ms"),
+            "seed {seed}"
+        );
+    }
+}

@@ -78,8 +78,9 @@ pub struct AfecConfig {
     pub default_qos: TypeQos,
     /// Largest UDP payload (path MTU less IP and UDP headers). Default 1200.
     pub mtu: usize,
-    /// Upper bound on the sending rate toward each peer, if known (link
-    /// capacity). Redundant copies that would exceed it are left out and
+    /// Upper bound on the sending rate toward each peer, if known (set it
+    /// below the link capacity: a queue served at exactly its arrival rate
+    /// grows without bound). Redundant copies that would exceed it are left out and
     /// reported as "cannot meet", so latency does not run away in a narrow
     /// channel (the paper's §"Performance and characteristics of AFEC"
     /// failure case). `None`: only the MTU limits redundancy.

@@ -337,7 +337,7 @@ impl AfecEndpoint {
         let len = w.finish(flush);
         buf.truncate(len);
         if cfg.max_bitrate.is_some() {
-            peer.tokens -= DATA_HEADER_LEN as f64;
+            peer.tokens -= (DATA_HEADER_LEN + IP_UDP_HEADER) as f64;
         }
         peer.next_seq = peer.next_seq.wrapping_add(1);
         peer.trim_history();
@@ -460,8 +460,18 @@ impl AfecEndpoint {
                 //# message type. If an MER is below its minimum value, the receiver
                 //# sends an increase acknowledgement (INC) message, which tells the
                 //# sender to reduce the redundancy for the specified message type.
+                // Fractional steps are small so the size can settle inside a
+                // narrow band; far above the band they grow with the excess
+                // (one step per multiple of the band's top), up to a whole
+                // packet, so a burst-loss path is not approached 0.1 at a time.
+                let up = match self.cfg.step {
+                    Step::Fractional(s) if q.mer_max > 0.0 => {
+                        (s * (mer / q.mer_max).floor()).clamp(s, 1.0)
+                    }
+                    _ => step,
+                };
                 let (target, nak) = if mer > q.mer_max {
-                    ((st.current + step).min(cap), true)
+                    ((st.current + up).min(cap), true)
                 } else if mer < q.mer_min && st.since_change >= st.inc_gate.max(gate) {
                     ((st.current - step).max(1.0), false)
                 } else {
@@ -1098,6 +1108,10 @@ fn collect_due(
     // Bound a control packet's size even if a peer floods requests.
     out.truncate(MAX_ENTRIES * 4);
 }
+
+/// IPv4 and UDP header bytes each datagram costs on the link, counted
+/// against the rate cap.
+const IP_UDP_HEADER: usize = 28;
 
 /// Code set sizes travel as hundredths.
 fn size_to_wire(size: f64) -> u16 {

@@ -246,6 +246,7 @@ impl AwarenessPath {
             x_label: "message send time (s)".into(),
             y_label: "latency (ms)".into(),
             series: vec![rename(tcp_series, "tcp"), rename(udp_series, "udp")],
+            ..Default::default()
         }];
         Ok(Report {
             scenario: "awareness-path".into(),

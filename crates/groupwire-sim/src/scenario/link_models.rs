@@ -137,6 +137,7 @@ impl LinkModels {
                 x_label: "consecutive losses".into(),
                 y_label: "fraction of runs".into(),
                 series,
+                ..Default::default()
             });
         }
         let mut summary = serde_json::Map::new();

@@ -7,6 +7,7 @@
 //! (written as CSV) and plots (written as CSV and PNG by the CLI).
 
 mod awareness_path;
+mod dyck;
 mod link_models;
 mod tcp_dumbbell;
 
@@ -16,6 +17,7 @@ use groupwire_proto::Instant;
 use serde::{Deserialize, Serialize};
 
 pub use self::awareness_path::AwarenessPath;
+pub use self::dyck::{Dyck, Protocol};
 pub use self::link_models::LinkModels;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 use crate::metrics::TimeSeries;
@@ -31,6 +33,8 @@ pub enum Scenario {
     LinkModels(LinkModels),
     /// A telepointer stream over UDP and over TCP on one lossy, narrow path.
     AwarenessPath(AwarenessPath),
+    /// Dyck & Gutwin's grid: TCP, UDP, FEC-n and AFEC on narrow lossy paths.
+    Dyck(Box<Dyck>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -61,6 +65,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "awareness-path",
             about: "a clustered telepointer stream over UDP and TCP on a 56 kbit/s lossy path: loss vs head-of-line latency",
             make: || Scenario::AwarenessPath(AwarenessPath::default()),
+        },
+        Builtin {
+            name: "dyck",
+            about: "Dyck & Gutwin's experiments: TCP, UDP, FEC-2..7 and AFEC (5-6% MER band) on 56/256 kbit/s lossy paths",
+            make: || Scenario::Dyck(Box::default()),
         },
     ]
 }
@@ -125,6 +134,7 @@ impl Scenario {
             Self::TcpDumbbell(_) => "tcp-dumbbell",
             Self::LinkModels(_) => "link-models",
             Self::AwarenessPath(_) => "awareness-path",
+            Self::Dyck(_) => "dyck",
         }
     }
 
@@ -168,6 +178,7 @@ impl Scenario {
             Self::TcpDumbbell(s) => s.validate(),
             Self::LinkModels(s) => s.validate(),
             Self::AwarenessPath(s) => s.validate(),
+            Self::Dyck(s) => s.validate(),
         }
     }
 
@@ -178,6 +189,7 @@ impl Scenario {
             Self::TcpDumbbell(s) => s.duration,
             Self::LinkModels(s) => Duration::from_nanos(s.total_packets()),
             Self::AwarenessPath(s) => s.duration,
+            Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -187,6 +199,7 @@ impl Scenario {
             Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
             Self::LinkModels(_) => ProgressUnit::Count,
             Self::AwarenessPath(_) => ProgressUnit::SimulatedTime,
+            Self::Dyck(_) => ProgressUnit::Count,
         }
     }
 
@@ -201,6 +214,7 @@ impl Scenario {
             Self::TcpDumbbell(s) => s.run(seed, progress),
             Self::LinkModels(s) => s.run(seed, progress),
             Self::AwarenessPath(s) => s.run(seed, progress),
+            Self::Dyck(s) => s.run(seed, progress),
         }
     }
 }
@@ -215,8 +229,20 @@ pub enum ProgressUnit {
     Count,
 }
 
+/// How a plot draws its series.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum PlotStyle {
+    /// Lines through the points.
+    #[default]
+    Lines,
+    /// Markers only (scatter plots, categories).
+    Points,
+}
+
 /// One plot: series sharing axes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Plot {
     /// File stem for the CSV and PNG.
     pub file: String,
@@ -228,6 +254,13 @@ pub struct Plot {
     pub y_label: String,
     /// The lines.
     pub series: Vec<TimeSeries>,
+    /// Lines or points.
+    pub style: PlotStyle,
+    /// When not empty, x values are indices into these labels.
+    pub x_categories: Vec<String>,
+    /// X positions of vertical marker lines (events such as a change of
+    /// code set size).
+    pub markers: Vec<f64>,
 }
 
 /// A table for CSV output.

@@ -538,6 +538,7 @@ impl TcpDumbbell {
                 x_label: "time (s)".into(),
                 y_label: "Mbit/s".into(),
                 series: vec![aggregate],
+                ..Default::default()
             },
             Plot {
                 file: "queue".into(),
@@ -545,6 +546,7 @@ impl TcpDumbbell {
                 x_label: "time (s)".into(),
                 y_label: "packets".into(),
                 series: vec![queue],
+                ..Default::default()
             },
             Plot {
                 file: "cwnd".into(),
@@ -552,6 +554,7 @@ impl TcpDumbbell {
                 x_label: "time (s)".into(),
                 y_label: "segments".into(),
                 series: cwnds,
+                ..Default::default()
             },
         ];
         Ok(Report {
