@@ -344,13 +344,7 @@ impl TcpSinkHost {
         };
         while let Some(ack) = c.tcp.poll_ack(now) {
             c.last_ack = Some(ack);
-            ctx.send(Packet::new(
-                self.me,
-                key.0,
-                key.1,
-                ack.wire_len(),
-                Payload::Tcp(ack),
-            ));
+            send_segment(ctx, self.me, key, ack);
         }
         let got = c.tcp.delivered();
         self.delivered.insert(key, got);
@@ -392,14 +386,7 @@ impl Node for TcpSinkHost {
         let key = (pkt.src, pkt.flow);
         if let Some(last) = self.closed.get(&key) {
             // The connection finished; the sender missed our last ACK.
-            let ack = *last;
-            ctx.send(Packet::new(
-                self.me,
-                key.0,
-                key.1,
-                ack.wire_len(),
-                Payload::Tcp(ack),
-            ));
+            send_segment(ctx, self.me, key, *last);
             return;
         }
         let config = &self.config;
@@ -451,4 +438,9 @@ impl Node for TcpSinkHost {
     fn poll_timeout(&self) -> Option<Instant> {
         self.deadlines.first().map(|&(t, _, _)| t)
     }
+}
+
+/// Sends `seg` from `me` to connection `key` = (peer, flow).
+fn send_segment(ctx: &mut Ctx<'_>, me: NodeId, key: (NodeId, u32), seg: Segment) {
+    ctx.send(Packet::new(me, key.0, key.1, seg.wire_len(), Payload::Tcp(seg)));
 }
