@@ -1,0 +1,526 @@
+//! A userspace UDP link emulator: the `groupwire-link` models on real sockets.
+//!
+//! ```text
+//!  client A ──┐                 forward Link               ┌── upstream socket (A) ──┐
+//!  client B ──┼─► listen socket ─────────────► held until ─┼── upstream socket (B) ──┼─► target
+//!             │                                 Deliver.at │                         │
+//!             └◄──────────────── reverse Link ◄────────────┴◄────────────────────────┘
+//! ```
+//!
+//! The emulator listens on one address and forwards every datagram to a
+//! target address, from one upstream socket per client address it has seen
+//! (so the target sees each client as a distinct peer and its replies find
+//! their way back). Each direction has its own [`Link`] (loss, rate, delay,
+//! jitter, drop-tail queue), seeded independently. A datagram offered to a
+//! link at its arrival time is held until its [`Fate::Deliver`] time, then
+//! sent on.
+//!
+//! Memory is bounded: at most [`EmulatorConfig::max_clients`] upstream
+//! sockets (the least recently seen client is forgotten first) and at most
+//! [`EmulatorConfig::max_held`] datagrams in flight per direction (the rest
+//! are dropped and counted in [`DirectionStats::overflow`]; give the link a
+//! queue limit to model a real bottleneck instead).
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap};
+use std::future::{Future, pending};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use groupwire_link::{Fate, Link, LinkConfig, LossError};
+use groupwire_proto::Instant;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{debug, trace};
+
+use crate::clock::Clock;
+use crate::socket::is_transient;
+
+/// What the emulator does with a datagram the link corrupted (bit-error
+/// loss models only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CorruptPolicy {
+    /// Drop it, as the receiver's UDP checksum would (the default).
+    #[default]
+    Drop,
+    /// Flip its bits and forward it, to test a protocol's own integrity
+    /// checks. Flips that fall on the modelled IP and UDP headers are
+    /// ignored; the payload carries the rest.
+    Forward,
+}
+
+/// Configuration of an [`Emulator`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct EmulatorConfig {
+    /// Where clients send.
+    pub listen: SocketAddr,
+    /// Where the emulator forwards their datagrams.
+    pub forward: SocketAddr,
+    /// The client → target direction.
+    pub forward_link: LinkConfig,
+    /// The target → client direction.
+    pub reverse_link: LinkConfig,
+    /// What to do with corrupted datagrams.
+    pub corrupt: CorruptPolicy,
+    /// Most client addresses with an upstream socket at once.
+    pub max_clients: usize,
+    /// Most datagrams held (in the link) per direction.
+    pub max_held: usize,
+}
+
+impl EmulatorConfig {
+    /// Perfect links both ways, 64 clients, 8192 datagrams held per direction.
+    pub fn new(listen: SocketAddr, forward: SocketAddr) -> Self {
+        Self {
+            listen,
+            forward,
+            forward_link: LinkConfig::new(),
+            reverse_link: LinkConfig::new(),
+            corrupt: CorruptPolicy::Drop,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            max_held: DEFAULT_MAX_HELD,
+        }
+    }
+    /// Sets the client → target link.
+    pub fn forward_link(mut self, link: LinkConfig) -> Self {
+        self.forward_link = link;
+        self
+    }
+    /// Sets the target → client link.
+    pub fn reverse_link(mut self, link: LinkConfig) -> Self {
+        self.reverse_link = link;
+        self
+    }
+    /// Sets the corrupted-datagram policy.
+    pub fn corrupt(mut self, policy: CorruptPolicy) -> Self {
+        self.corrupt = policy;
+        self
+    }
+    /// Sets the client limit (at least 1).
+    pub fn max_clients(mut self, n: usize) -> Self {
+        self.max_clients = n.max(1);
+        self
+    }
+    /// Sets the per-direction limit on held datagrams (at least 1).
+    pub fn max_held(mut self, n: usize) -> Self {
+        self.max_held = n.max(1);
+        self
+    }
+}
+
+/// Counters of one direction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DirectionStats {
+    /// Datagrams that entered the direction.
+    pub received: u64,
+    /// Their payload bytes.
+    pub received_bytes: u64,
+    /// Datagrams sent on at their delivery time.
+    pub delivered: u64,
+    /// Their payload bytes.
+    pub delivered_bytes: u64,
+    /// Lost by the loss model.
+    pub lost: u64,
+    /// Dropped at the tail of the link's queue.
+    pub queue_drops: u64,
+    /// Corrupted by the loss model (dropped or forwarded per [`CorruptPolicy`]).
+    pub corrupted: u64,
+    /// Dropped because [`EmulatorConfig::max_held`] datagrams were in flight.
+    pub overflow: u64,
+    /// Sends the OS refused (counted as lost).
+    pub send_errors: u64,
+    /// Datagrams held right now.
+    pub held: u64,
+    /// Most datagrams held at once.
+    pub max_held: u64,
+}
+
+/// Counters of an [`Emulator`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EmulatorStats {
+    /// Client → target.
+    pub forward: DirectionStats,
+    /// Target → client.
+    pub reverse: DirectionStats,
+    /// Clients with an upstream socket now.
+    pub clients: u64,
+    /// Clients forgotten to stay within [`EmulatorConfig::max_clients`].
+    pub clients_evicted: u64,
+}
+
+/// Why an emulator could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EmulatorError {
+    /// A link's loss model is invalid or its trace unreadable.
+    Link(LossError),
+    /// The listen socket could not be bound.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for EmulatorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Link(e) => write!(f, "link model: {e}"),
+            Self::Io(e) => write!(f, "listen socket: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EmulatorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Link(e) => Some(e),
+            Self::Io(e) => Some(e),
+        }
+    }
+}
+
+/// A running-to-be link emulator: [`bind`](Emulator::bind), then
+/// [`run`](Emulator::run) until a shutdown future completes.
+#[derive(Debug)]
+pub struct Emulator {
+    cfg: EmulatorConfig,
+    listen: Arc<UdpSocket>,
+    links: [Link; 2],
+    clock: Clock,
+    stats_tx: watch::Sender<EmulatorStats>,
+}
+
+impl Emulator {
+    /// Builds both links and binds the listen socket. Time starts now.
+    pub async fn bind(cfg: EmulatorConfig) -> Result<Self, EmulatorError> {
+        let forward = cfg.forward_link.build().map_err(EmulatorError::Link)?;
+        let reverse = cfg.reverse_link.build().map_err(EmulatorError::Link)?;
+        let listen = UdpSocket::bind(cfg.listen)
+            .await
+            .map_err(EmulatorError::Io)?;
+        let (stats_tx, _) = watch::channel(EmulatorStats::default());
+        Ok(Self {
+            cfg,
+            listen: Arc::new(listen),
+            links: [forward, reverse],
+            clock: Clock::start(),
+            stats_tx,
+        })
+    }
+
+    /// The address clients should send to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listen.local_addr()
+    }
+
+    /// Live counters, updated after every datagram.
+    pub fn stats(&self) -> watch::Receiver<EmulatorStats> {
+        self.stats_tx.subscribe()
+    }
+
+    /// Forwards datagrams until `shutdown` completes; returns the final
+    /// counters. Datagrams still held then are discarded. Errors only if
+    /// the listen socket fails for a reason other than a lost datagram.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<EmulatorStats> {
+        let (up_tx, up_rx) = mpsc::channel(UPSTREAM_CHANNEL);
+        let mut state = State {
+            cfg: self.cfg,
+            listen: self.listen,
+            links: self.links,
+            clock: self.clock,
+            stats_tx: self.stats_tx,
+            clients: BTreeMap::new(),
+            held: BinaryHeap::new(),
+            next_seq: 0,
+            last_seen: 0,
+            stats: EmulatorStats::default(),
+            up_tx,
+        };
+        let result = state.run(up_rx, shutdown).await;
+        for (_, c) in std::mem::take(&mut state.clients) {
+            c.reader.abort();
+        }
+        state.stats.forward.held = 0;
+        state.stats.reverse.held = 0;
+        state.stats.clients = 0;
+        state.stats_tx.send_replace(state.stats.clone());
+        result.map(|()| state.stats)
+    }
+}
+
+/// Index of a direction in `State::links` and the stats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    Forward = 0,
+    Reverse = 1,
+}
+
+struct Client {
+    socket: Arc<UdpSocket>,
+    reader: JoinHandle<()>,
+    /// Value of `State::last_seen` when it last sent (for eviction).
+    seen: u64,
+}
+
+/// A datagram waiting for its delivery time.
+struct Held {
+    at: Instant,
+    seq: u64,
+    dir: Dir,
+    socket: Arc<UdpSocket>,
+    dst: SocketAddr,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+struct State {
+    cfg: EmulatorConfig,
+    listen: Arc<UdpSocket>,
+    links: [Link; 2],
+    clock: Clock,
+    stats_tx: watch::Sender<EmulatorStats>,
+    clients: BTreeMap<SocketAddr, Client>,
+    held: BinaryHeap<Reverse<Held>>,
+    next_seq: u64,
+    last_seen: u64,
+    stats: EmulatorStats,
+    up_tx: mpsc::Sender<(SocketAddr, Vec<u8>)>,
+}
+
+impl State {
+    async fn run(
+        &mut self,
+        mut up_rx: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
+        shutdown: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        tokio::pin!(shutdown);
+        loop {
+            self.deliver_due().await;
+            self.stats_tx.send_replace(self.stats.clone());
+            let next = self.held.peek().map(|Reverse(h)| self.clock.to_tokio(h.at));
+            let listen = Arc::clone(&self.listen);
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                r = listen.recv_from(&mut buf) => match r {
+                    Ok((n, src)) => self.handle_client_datagram(src, &buf[..n]).await,
+                    Err(e) if is_transient(&e) => debug!(error = %e, "listen socket: datagram lost"),
+                    Err(e) => return Err(e),
+                },
+                Some((client, data)) = up_rx.recv() => self.handle_target_datagram(client, data),
+                () = sleep_until_opt(next) => {}
+            }
+        }
+    }
+
+    /// A datagram from a client: into the forward link, from its upstream socket.
+    async fn handle_client_datagram(&mut self, src: SocketAddr, data: &[u8]) {
+        let socket = match self.client_socket(src).await {
+            Ok(s) => s,
+            Err(e) => {
+                debug!(client = %src, error = %e, "cannot open an upstream socket; datagram dropped");
+                let s = &mut self.stats.forward;
+                s.received += 1;
+                s.send_errors += 1;
+                return;
+            }
+        };
+        let dst = self.cfg.forward;
+        self.offer(Dir::Forward, socket, dst, data.to_vec());
+    }
+
+    /// A datagram from the target toward `client`: into the reverse link.
+    fn handle_target_datagram(&mut self, client: SocketAddr, data: Vec<u8>) {
+        let socket = Arc::clone(&self.listen);
+        self.offer(Dir::Reverse, socket, client, data);
+    }
+
+    /// Offers one datagram to a direction's link and holds it if it survives.
+    fn offer(&mut self, dir: Dir, socket: Arc<UdpSocket>, dst: SocketAddr, mut data: Vec<u8>) {
+        let now = self.clock.now();
+        let stats = match dir {
+            Dir::Forward => &mut self.stats.forward,
+            Dir::Reverse => &mut self.stats.reverse,
+        };
+        stats.received += 1;
+        stats.received_bytes += data.len() as u64;
+        // The link sees the datagram as it is on the wire, headers included,
+        // as the simulator does.
+        let fate = self.links[dir as usize].offer(now, data.len() + IP_UDP_HEADER);
+        let at = match fate {
+            Fate::Deliver { at } => at,
+            Fate::Corrupt { at, errors } => {
+                stats.corrupted += 1;
+                match self.cfg.corrupt {
+                    CorruptPolicy::Drop => return,
+                    CorruptPolicy::Forward => {
+                        let mut wire = vec![0u8; IP_UDP_HEADER];
+                        wire.extend_from_slice(&data);
+                        errors.apply(&mut wire);
+                        data.copy_from_slice(&wire[IP_UDP_HEADER..]);
+                    }
+                }
+                at
+            }
+            Fate::Lost => {
+                stats.lost += 1;
+                return;
+            }
+            Fate::QueueDrop => {
+                stats.queue_drops += 1;
+                return;
+            }
+        };
+        if stats.held >= self.cfg.max_held as u64 {
+            stats.overflow += 1;
+            trace!(?dir, "held-datagram limit reached; dropped");
+            return;
+        }
+        stats.held += 1;
+        stats.max_held = stats.max_held.max(stats.held);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.held.push(Reverse(Held {
+            at,
+            seq,
+            dir,
+            socket,
+            dst,
+            data,
+        }));
+    }
+
+    /// Sends every held datagram whose time has come.
+    async fn deliver_due(&mut self) {
+        let now = self.clock.now();
+        while self.held.peek().is_some_and(|Reverse(h)| h.at <= now) {
+            let Reverse(h) = self.held.pop().expect("peeked just above");
+            let stats = match h.dir {
+                Dir::Forward => &mut self.stats.forward,
+                Dir::Reverse => &mut self.stats.reverse,
+            };
+            stats.held -= 1;
+            match h.socket.send_to(&h.data, h.dst).await {
+                Ok(_) => {
+                    stats.delivered += 1;
+                    stats.delivered_bytes += h.data.len() as u64;
+                }
+                Err(e) => {
+                    stats.send_errors += 1;
+                    trace!(dst = %h.dst, error = %e, "send failed: counted as lost");
+                }
+            }
+        }
+    }
+
+    /// The upstream socket of `client`, opened (and its reader started) on
+    /// first sight; the least recently seen client is forgotten when full.
+    async fn client_socket(&mut self, client: SocketAddr) -> io::Result<Arc<UdpSocket>> {
+        self.last_seen += 1;
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.seen = self.last_seen;
+            return Ok(Arc::clone(&c.socket));
+        }
+        if self.clients.len() >= self.cfg.max_clients {
+            let oldest = self
+                .clients
+                .iter()
+                .min_by_key(|(_, c)| c.seen)
+                .map(|(a, _)| *a)
+                .expect("max_clients is at least 1, so the map is not empty");
+            if let Some(c) = self.clients.remove(&oldest) {
+                c.reader.abort();
+                self.stats.clients_evicted += 1;
+                debug!(client = %oldest, "forgot the least recently seen client");
+            }
+        }
+        let any: SocketAddr = if self.cfg.forward.is_ipv4() {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let socket = Arc::new(UdpSocket::bind(any).await?);
+        let reader = tokio::spawn(read_upstream(
+            Arc::clone(&socket),
+            client,
+            self.cfg.forward,
+            self.up_tx.clone(),
+        ));
+        self.clients.insert(
+            client,
+            Client {
+                socket: Arc::clone(&socket),
+                reader,
+                seen: self.last_seen,
+            },
+        );
+        self.stats.clients = self.clients.len() as u64;
+        Ok(socket)
+    }
+}
+
+/// Reads the target's replies to `client` and hands them to the main loop.
+async fn read_upstream(
+    socket: Arc<UdpSocket>,
+    client: SocketAddr,
+    target: SocketAddr,
+    out: mpsc::Sender<(SocketAddr, Vec<u8>)>,
+) {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        match socket.recv_from(&mut buf).await {
+            Ok((n, src)) if src == target => {
+                if out.send((client, buf[..n].to_vec())).await.is_err() {
+                    return;
+                }
+            }
+            Ok((_, src)) => trace!(%src, "upstream datagram not from the target; ignored"),
+            Err(e) if is_transient(&e) => trace!(error = %e, "upstream: datagram lost"),
+            Err(e) => {
+                debug!(%client, error = %e, "upstream socket failed; its replies stop");
+                return;
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => pending().await,
+    }
+}
+
+/// IPv4 (20) and UDP (8) header bytes, counted on the link as the simulator does.
+const IP_UDP_HEADER: usize = 28;
+/// Largest UDP payload over IPv4.
+const MAX_DATAGRAM: usize = 65_507;
+/// Upstream sockets at once, by default: plenty for a test bench.
+const DEFAULT_MAX_CLIENTS: usize = 64;
+/// Datagrams in flight per direction, by default: 8192 × 64 KiB worst case
+/// is 512 MiB, but with the usual ≤ 1500-byte datagrams about 12 MiB.
+const DEFAULT_MAX_HELD: usize = 8192;
+/// Replies from upstream sockets waiting for the main loop.
+const UPSTREAM_CHANNEL: usize = 1024;
+
+#[cfg(test)]
+mod tests;

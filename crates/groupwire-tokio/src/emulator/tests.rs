@@ -1,0 +1,219 @@
+use std::time::Duration;
+
+use groupwire_link::{LinkConfig, LossModel, QueueLimit};
+use groupwire_proto::Bitrate;
+use tokio::net::UdpSocket;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::*;
+
+async fn loopback() -> UdpSocket {
+    UdpSocket::bind("127.0.0.1:0").await.expect("bind loopback")
+}
+
+/// A started emulator toward `target`: its address, live stats, and a stop switch.
+struct Running {
+    addr: SocketAddr,
+    stats: watch::Receiver<EmulatorStats>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<io::Result<EmulatorStats>>,
+}
+
+async fn start(cfg: EmulatorConfig) -> Running {
+    let emu = Emulator::bind(cfg).await.expect("emulator binds");
+    let addr = emu.local_addr().expect("bound");
+    let stats = emu.stats();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(emu.run(async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        addr,
+        stats,
+        stop,
+        task,
+    }
+}
+
+impl Running {
+    async fn wait_for(&mut self, f: impl FnMut(&EmulatorStats) -> bool) -> EmulatorStats {
+        tokio::time::timeout(Duration::from_secs(60), self.stats.wait_for(f))
+            .await
+            .expect("emulator reaches the expected state in time")
+            .expect("emulator running")
+            .clone()
+    }
+    async fn stop(self) -> EmulatorStats {
+        let _ = self.stop.send(());
+        self.task.await.expect("task").expect("clean stop")
+    }
+}
+
+fn cfg(target: &UdpSocket) -> EmulatorConfig {
+    EmulatorConfig::new(
+        "127.0.0.1:0".parse().expect("address"),
+        target.local_addr().expect("bound"),
+    )
+}
+
+async fn recv(s: &UdpSocket) -> Option<(Vec<u8>, SocketAddr)> {
+    let mut buf = vec![0u8; 2048];
+    match tokio::time::timeout(Duration::from_secs(5), s.recv_from(&mut buf)).await {
+        Ok(Ok((n, src))) => Some((buf[..n].to_vec(), src)),
+        Ok(Err(e)) => panic!("recv failed: {e}"),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn delays_each_direction_by_its_latency() {
+    let target = loopback().await;
+    let client = loopback().await;
+    let emu = start(
+        cfg(&target)
+            .forward_link(LinkConfig::new().latency(Duration::from_millis(200)))
+            .reverse_link(LinkConfig::new().latency(Duration::from_millis(50))),
+    )
+    .await;
+    let t0 = Clock::start();
+    client.send_to(b"hello", emu.addr).await.expect("send");
+    let (data, upstream) = recv(&target).await.expect("forwarded");
+    assert_eq!(data, b"hello");
+    assert_eq!(t0.now().since_epoch(), Duration::from_millis(200));
+    assert_ne!(upstream, client.local_addr().expect("bound"));
+    target.send_to(b"back", upstream).await.expect("reply");
+    let (data, src) = recv(&client).await.expect("returned");
+    assert_eq!((data.as_slice(), src), (&b"back"[..], emu.addr));
+    assert_eq!(t0.now().since_epoch(), Duration::from_millis(250));
+    let s = emu.stop().await;
+    assert_eq!((s.forward.delivered, s.reverse.delivered), (1, 1));
+    assert_eq!(s.forward.delivered_bytes, 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drops_what_the_seeded_loss_model_loses() {
+    let target = loopback().await;
+    let client = loopback().await;
+    let loss: LossModel = "bernoulli:0.5".parse().expect("model");
+    let mut emu = start(
+        cfg(&target).forward_link(
+            LinkConfig::new()
+                .latency(Duration::from_millis(10))
+                .loss(loss)
+                .seed(3),
+        ),
+    )
+    .await;
+    for i in 0..200u8 {
+        client.send_to(&[i], emu.addr).await.expect("send");
+    }
+    let s = emu
+        .wait_for(|s| s.forward.received == 200 && s.forward.held == 0)
+        .await;
+    assert_eq!(s.forward.lost + s.forward.delivered, 200);
+    assert!((60..140).contains(&s.forward.lost), "{s:?}");
+    let mut got = 0;
+    while recv(&target).await.is_some() {
+        got += 1;
+    }
+    assert_eq!(got, s.forward.delivered);
+    emu.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn drops_at_the_tail_of_a_full_queue() {
+    let target = loopback().await;
+    let client = loopback().await;
+    let mut emu = start(
+        cfg(&target).forward_link(
+            LinkConfig::new()
+                .rate(Bitrate::kbps(8))
+                .queue(QueueLimit::Packets(4)),
+        ),
+    )
+    .await;
+    for _ in 0..20 {
+        client.send_to(&[0u8; 72], emu.addr).await.expect("send");
+    }
+    let s = emu.wait_for(|s| s.forward.received == 20).await;
+    assert_eq!(s.forward.queue_drops, 16, "{s:?}");
+    let t0 = Clock::start();
+    let mut got = 0;
+    while recv(&target).await.is_some() {
+        got += 1;
+    }
+    assert_eq!(got, 4);
+    // 100 bytes on the wire at 8 kbit/s: 100 ms each, so the last of four
+    // arrives 400 ms after they were offered (5 s of silence follow).
+    assert!(t0.now().since_epoch() >= Duration::from_millis(400));
+    emu.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn holds_at_most_max_held_datagrams() {
+    let target = loopback().await;
+    let client = loopback().await;
+    let mut emu = start(
+        cfg(&target)
+            .forward_link(LinkConfig::new().latency(Duration::from_secs(1)))
+            .max_held(10),
+    )
+    .await;
+    for _ in 0..30 {
+        client.send_to(b"x", emu.addr).await.expect("send");
+    }
+    let s = emu.wait_for(|s| s.forward.received == 30).await;
+    assert_eq!((s.forward.overflow, s.forward.held), (20, 10), "{s:?}");
+    let s = emu.wait_for(|s| s.forward.delivered == 10).await;
+    assert_eq!(s.forward.max_held, 10);
+    emu.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn corrupted_datagrams_are_dropped_or_forwarded_flipped() {
+    let every_bit: LossModel = "ber:1".parse().expect("model");
+    for policy in [CorruptPolicy::Drop, CorruptPolicy::Forward] {
+        let target = loopback().await;
+        let client = loopback().await;
+        let mut emu = start(
+            cfg(&target)
+                .forward_link(LinkConfig::new().loss(every_bit.clone()))
+                .corrupt(policy),
+        )
+        .await;
+        client.send_to(&[0x0f, 0x00], emu.addr).await.expect("send");
+        let s = emu.wait_for(|s| s.forward.received == 1).await;
+        assert_eq!(s.forward.corrupted, 1);
+        let got = recv(&target).await.map(|(d, _)| d);
+        match policy {
+            CorruptPolicy::Drop => assert_eq!(got, None),
+            _ => assert_eq!(got, Some(vec![0xf0, 0xff])),
+        }
+        emu.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn forgets_the_least_recently_seen_client() {
+    let target = loopback().await;
+    let mut emu = start(cfg(&target).max_clients(2)).await;
+    let clients = [loopback().await, loopback().await, loopback().await];
+    for c in &clients {
+        c.send_to(b"hi", emu.addr).await.expect("send");
+        let _ = recv(&target).await.expect("forwarded");
+    }
+    let s = emu.wait_for(|s| s.forward.delivered == 3).await;
+    assert_eq!((s.clients, s.clients_evicted), (2, 1));
+    emu.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_an_unreadable_trace() {
+    let target = loopback().await;
+    let loss: LossModel = "trace:/nonexistent/losses.txt".parse().expect("model");
+    let err = Emulator::bind(cfg(&target).forward_link(LinkConfig::new().loss(loss)))
+        .await
+        .expect_err("trace file missing");
+    assert!(matches!(err, EmulatorError::Link(_)), "{err}");
+}

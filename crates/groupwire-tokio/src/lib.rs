@@ -1,0 +1,54 @@
+//! groupwire on real sockets: a tokio driver for the sans-IO machines of
+//! `groupwire-proto`, and a userspace link emulator built on the
+//! `groupwire-link` models.
+//!
+//! # Model
+//!
+//! - [`Driver`] runs any [`groupwire_proto::Machine`] over a
+//!   [`DatagramSocket`] (tokio's `UdpSocket`, or a test double) in one
+//!   select loop: datagrams in, the machine's deadline, and commands from
+//!   the application ([`DriverHandle::command`], [`DriverHandle::call`]);
+//!   transmits out to the socket and events out to a channel. A failed send
+//!   or an ICMP-induced `ConnectionReset` is a lost datagram, counted in
+//!   [`DriverStats`], never a reason to stop: the protocols above are built
+//!   for loss.
+//! - [`Clock`] is the one place that reads the time: it maps
+//!   `tokio::time::Instant` to the machines' [`groupwire_proto::Instant`]
+//!   (nanoseconds since the clock started), so tests with paused tokio time
+//!   drive everything on virtual time.
+//! - [`Emulator`] forwards UDP between clients and a target through two
+//!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
+//!
+//! ```no_run
+//! use groupwire_proto::afec::{AfecConfig, AfecEndpoint};
+//! use groupwire_proto::wire::afec::MsgType;
+//! use groupwire_tokio::{Clock, Driver};
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+//! let mut endpoint = AfecEndpoint::new(AfecConfig::new(1))?;
+//! endpoint.add_peer("127.0.0.1:7400".parse()?);
+//! let (driver, handle, mut events) = Driver::new(endpoint, socket, Clock::start())?;
+//! let task = driver.spawn();
+//! handle
+//!     .command(|ep, now| {
+//!         let _ = ep.send(now, MsgType::new(*b"TP"), bytes::Bytes::from_static(b"x=1,y=2"));
+//!     })
+//!     .await?;
+//! drop(handle); // the driver stops when every handle is gone
+//! let endpoint = task.await??;
+//! println!("{:?}", endpoint.stats());
+//! # let _ = events.try_recv();
+//! # Ok(()) }
+//! ```
+
+mod clock;
+mod driver;
+pub mod emulator;
+mod socket;
+
+pub use clock::Clock;
+pub use driver::{Command, Driver, DriverClosed, DriverConfig, DriverHandle, DriverStats};
+pub use emulator::{
+    CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorError, EmulatorStats,
+};
+pub use socket::{DatagramSocket, is_transient};
