@@ -2,6 +2,9 @@
 //!
 //! Exit codes: [`EXIT_OK`], [`EXIT_FAILED`], [`EXIT_USAGE`].
 
+mod awareness;
+mod emulate;
+mod net;
 mod output;
 mod plot;
 mod sim;
@@ -35,6 +38,11 @@ enum Command {
     /// Run and inspect experiments in the deterministic network simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Forward UDP through emulated lossy links (real sockets).
+    Emulate(emulate::EmulateArgs),
+    /// Stream telepointer updates over real UDP with adaptive FEC, or receive them.
+    #[command(subcommand)]
+    Awareness(awareness::AwarenessCommand),
 }
 
 /// An error that is the user's to fix (exit code 2), as opposed to a failure while running.
@@ -60,6 +68,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Emulate(args) => emulate::run(args),
+        Command::Awareness(cmd) => awareness::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

@@ -1,0 +1,191 @@
+//! `groupwire emulate ...`: the userspace link emulator on real sockets.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use groupwire_link::{LinkConfig, LossModel, QueueLimit};
+use groupwire_proto::Bitrate;
+use groupwire_tokio::{
+    Clock, CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorStats,
+};
+
+use crate::UsageError;
+use crate::net::{runtime, shutdown_signal};
+
+/// Forward UDP from `--listen` to `--forward` (and replies back) through
+/// emulated lossy links.
+///
+/// Every datagram a client sends to ADDR is forwarded to the target from a
+/// socket of its own (one per client address), and the target's replies go
+/// back the same way. Each direction is one seeded link model, the same as
+/// in the simulator: drop-tail queue, serialization at --rate (IP and UDP
+/// headers counted), --delay plus up to --jitter, then the loss model.
+/// --loss applies client → target; the reverse direction is lossless unless
+/// --reverse-loss is given. Corrupted datagrams (ber: models) are dropped,
+/// as a UDP checksum would, unless --corrupt forward.
+///
+/// Prints both directions' counters on stderr once a second and a summary
+/// on stdout when stopped by Ctrl-C or --duration.
+///
+/// Example (Dyck & Gutwin's 256 kbit/s line with ~20% bursty loss):
+///   groupwire emulate --listen 127.0.0.1:7401 --forward 127.0.0.1:7400 \
+///       --loss burst:start=0.08,len=1..5 --rate 256kbit/s --delay 10ms
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct EmulateArgs {
+    /// Address clients send to.
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Address datagrams are forwarded to (the target).
+    #[arg(long, value_name = "ADDR")]
+    forward: SocketAddr,
+    /// Loss model client → target: none, bernoulli:0.1, burst:start=0.04,len=1..5,
+    /// gilbert:p=..,r=.., ge:p=..,r=..,good=..,bad=.., ber:1e-5, trace:FILE.
+    #[arg(long, value_name = "MODEL", default_value = "none")]
+    loss: LossModel,
+    /// Loss model target → client (default: none).
+    #[arg(long, value_name = "MODEL", default_value = "none")]
+    reverse_loss: LossModel,
+    /// Bit rate of each direction, e.g. 256kbit/s, 2Mbps (default: unlimited).
+    #[arg(long, value_name = "RATE")]
+    rate: Option<Bitrate>,
+    /// One-way delay of each direction, e.g. 20ms.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0ms")]
+    delay: Duration,
+    /// Extra delay per datagram, uniform up to this, without reordering.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0ms")]
+    jitter: Duration,
+    /// Drop-tail queue limit in datagrams (needs --rate; default: unlimited).
+    #[arg(long, value_name = "N", requires = "rate")]
+    queue: Option<u32>,
+    /// Seed of the forward link; the reverse link uses SEED + 1.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// What happens to corrupted datagrams.
+    #[arg(long, value_enum, default_value_t = Corrupt::Drop)]
+    corrupt: Corrupt,
+    /// Stop after this long (default: run until Ctrl-C).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// No per-second progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// `--corrupt`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Corrupt {
+    /// Drop corrupted datagrams, as a UDP checksum would.
+    Drop,
+    /// Flip their bits and forward them.
+    Forward,
+}
+
+pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
+    let link = |loss: &LossModel, seed: u64| {
+        let mut l = LinkConfig::new()
+            .latency(args.delay)
+            .jitter(args.jitter)
+            .loss(loss.clone())
+            .seed(seed);
+        if let Some(r) = args.rate {
+            l = l.rate(r);
+        }
+        if let Some(q) = args.queue {
+            l = l.queue(QueueLimit::Packets(q));
+        }
+        l
+    };
+    let cfg = EmulatorConfig::new(args.listen, args.forward)
+        .forward_link(link(&args.loss, args.seed))
+        .reverse_link(link(&args.reverse_loss, args.seed.wrapping_add(1)))
+        .corrupt(match args.corrupt {
+            Corrupt::Drop => CorruptPolicy::Drop,
+            Corrupt::Forward => CorruptPolicy::Forward,
+        });
+    runtime()?.block_on(async move {
+        let emu = Emulator::bind(cfg)
+            .await
+            .with_context(|| format!("cannot start the emulator on {}", args.listen))
+            .map_err(UsageError)?;
+        let addr = emu.local_addr().context("listen socket")?;
+        if !args.quiet {
+            eprintln!("emulating {addr} → {} (Ctrl-C to stop)", args.forward);
+        }
+        let mut stats = emu.stats();
+        let clock = Clock::start();
+        let quiet = args.quiet;
+        let progress = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            let mut last = EmulatorStats::default();
+            loop {
+                tick.tick().await;
+                let now = stats.borrow_and_update().clone();
+                if !quiet {
+                    let secs = clock.now().as_secs_f64().round();
+                    eprintln!(
+                        "t={secs:>4}s  fwd {}  |  rev {}",
+                        line(&now.forward, &last.forward),
+                        line(&now.reverse, &last.reverse)
+                    );
+                }
+                last = now;
+            }
+        });
+        let final_stats = emu
+            .run(shutdown_signal(args.duration))
+            .await
+            .context("emulator failed")?;
+        progress.abort();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "emulator summary ({addr} → {}):", args.forward)?;
+        for (name, d) in [
+            ("client → target", &final_stats.forward),
+            ("target → client", &final_stats.reverse),
+        ] {
+            writeln!(
+                out,
+                "  {name}: {} in, {} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors",
+                d.received,
+                d.delivered,
+                d.lost,
+                percent(d.lost, d.received),
+                d.queue_drops,
+                d.corrupted,
+                d.overflow,
+                d.send_errors
+            )?;
+        }
+        writeln!(
+            out,
+            "  clients: {} forgotten to stay within the limit",
+            final_stats.clients_evicted
+        )?;
+        Ok(())
+    })
+}
+
+/// One direction's counters over the last second.
+fn line(now: &DirectionStats, last: &DirectionStats) -> String {
+    let d = |f: fn(&DirectionStats) -> u64| f(now).saturating_sub(f(last));
+    let received = d(|s| s.received);
+    let lost = d(|s| s.lost + s.queue_drops + s.corrupted + s.overflow);
+    format!(
+        "{received:>5} in/s {:>5} out/s  loss {:>5.1}%  held {:>4}",
+        d(|s| s.delivered),
+        percent(lost, received),
+        now.held
+    )
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
