@@ -15,8 +15,7 @@ use groupwire_tokio::{
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
 
-/// Forward UDP from `--listen` to `--forward` (and replies back) through
-/// emulated lossy links.
+/// Forward UDP through emulated lossy links (real sockets).
 ///
 /// Every datagram a client sends to ADDR is forwarded to the target from a
 /// socket of its own (one per client address), and the target's replies go

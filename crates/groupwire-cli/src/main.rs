@@ -38,7 +38,6 @@ enum Command {
     /// Run and inspect experiments in the deterministic network simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
-    /// Forward UDP through emulated lossy links (real sockets).
     Emulate(emulate::EmulateArgs),
     /// Stream telepointer updates over real UDP with adaptive FEC, or receive them.
     #[command(subcommand)]
