@@ -114,6 +114,64 @@ WatchDrops(Ptr<NetDevice> dev, Ptr<QueueDisc> qd)
     }
 }
 
+// ---- Optional per-flow loss-recovery counters (--tcpStats) ----
+// Whole run (including warm-up), like groupwire's flows.csv.
+struct FlowStats
+{
+    uint64_t retransmits = 0; // data segments sent below the highest sequence sent
+    uint64_t timeouts = 0;    // entries into CA_LOSS (retransmission timeouts)
+    uint64_t recoveries = 0;  // entries into CA_RECOVERY (fast retransmits)
+    uint32_t highTx = 0;      // highest sequence number sent + 1 (relative to ISN)
+    bool seen = false;
+    uint32_t isn = 0;
+};
+std::vector<FlowStats> g_flowStats;
+
+void
+FlowTx(uint32_t i, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    if (p->GetSize() == 0)
+    {
+        return;
+    }
+    FlowStats& f = g_flowStats[i];
+    const uint32_t seq = h.GetSequenceNumber().GetValue();
+    if (!f.seen)
+    {
+        f.seen = true;
+        f.isn = seq;
+    }
+    const uint32_t rel = seq - f.isn;
+    const uint32_t end = rel + p->GetSize();
+    if (rel < f.highTx)
+    {
+        ++f.retransmits;
+    }
+    f.highTx = std::max(f.highTx, end);
+}
+
+void
+FlowCongState(uint32_t i, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now)
+{
+    if (now == TcpSocketState::CA_LOSS)
+    {
+        ++g_flowStats[i].timeouts;
+    }
+    else if (now == TcpSocketState::CA_RECOVERY)
+    {
+        ++g_flowStats[i].recoveries;
+    }
+}
+
+void
+HookFlow(uint32_t i, Ptr<BulkSendApplication> app)
+{
+    Ptr<TcpSocketBase> s = DynamicCast<TcpSocketBase>(app->GetSocket());
+    NS_ABORT_MSG_IF(!s, "BulkSendApplication has no TCP socket yet");
+    s->TraceConnectWithoutContext("Tx", MakeBoundCallback(&FlowTx, i));
+    s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&FlowCongState, i));
+}
+
 std::string
 Num(double v)
 {
@@ -139,6 +197,7 @@ main(int argc, char* argv[])
     bool pppCompensate = true;
     uint64_t bufOverride = 0;
     std::string routing = "nix";
+    bool tcpStats = false;
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("rate", "Bottleneck rate (IP-level), e.g. 100Mbps, 1Gbps", rateStr);
@@ -161,6 +220,10 @@ main(int argc, char* argv[])
                  "IPv4 routing: nix (nix-vector, O(1) per hop after the first packet) or "
                  "global (Ipv4GlobalRouting, linear route lookup: slower with many flows)",
                  routing);
+    cmd.AddValue("tcpStats",
+                 "Count retransmitted segments, timeouts and fast recoveries per flow "
+                 "(adds retransmits, timeouts, fast_retransmits and per-flow arrays to the JSON)",
+                 tcpStats);
     cmd.Parse(argc, argv);
 
     NS_ABORT_MSG_IF(flows == 0, "--flows must be >= 1");
@@ -303,6 +366,7 @@ main(int argc, char* argv[])
     startRv->SetAttribute("Min", DoubleValue(0.0));
     startRv->SetAttribute("Max", DoubleValue(1.0));
 
+    g_flowStats.assign(flows, FlowStats{});
     std::vector<Ptr<PacketSink>> sinks;
     std::vector<double> startTimes;
     for (uint32_t i = 0; i < flows; ++i)
@@ -320,6 +384,14 @@ main(int argc, char* argv[])
         const double t = startRv->GetValue();
         startTimes.push_back(t);
         ba.Start(Seconds(t));
+        if (tcpStats)
+        {
+            // The socket exists once StartApplication has run.
+            Simulator::Schedule(Seconds(t) + NanoSeconds(1),
+                                &HookFlow,
+                                i,
+                                DynamicCast<BulkSendApplication>(ba.Get(0)));
+        }
     }
 
     // ---- Measurement ----
@@ -436,7 +508,24 @@ main(int argc, char* argv[])
     js << "],\"jain_fairness\":" << Num(jain) << ",\"bottleneck_loss_rate\":" << Num(loss)
        << ",\"bottleneck_packets\":" << bnPackets << ",\"drops\":" << g_bnDropped
        << ",\"other_drops\":" << g_otherDrops << ",\"events\":" << events
-       << ",\"wall_seconds\":" << Num(wallS) << ",\"cpu_seconds\":" << Num(cpuS) << "}";
+       << ",\"wall_seconds\":" << Num(wallS) << ",\"cpu_seconds\":" << Num(cpuS);
+    if (tcpStats)
+    {
+        uint64_t rtx = 0, to = 0, fr = 0;
+        std::ostringstream pfTo, pfRtx;
+        for (uint32_t i = 0; i < flows; ++i)
+        {
+            rtx += g_flowStats[i].retransmits;
+            to += g_flowStats[i].timeouts;
+            fr += g_flowStats[i].recoveries;
+            pfTo << (i ? "," : "") << g_flowStats[i].timeouts;
+            pfRtx << (i ? "," : "") << g_flowStats[i].retransmits;
+        }
+        js << ",\"retransmits\":" << rtx << ",\"timeouts\":" << to
+           << ",\"fast_retransmits\":" << fr << ",\"per_flow_timeouts\":[" << pfTo.str()
+           << "],\"per_flow_retransmits\":[" << pfRtx.str() << "]";
+    }
+    js << "}";
     std::cout << js.str() << std::endl;
     return 0;
 }

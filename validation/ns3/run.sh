@@ -14,8 +14,13 @@
 #   --no-markdown      do not (re)write the markdown report
 #
 # Environment (to shrink the grid for quick tries):
-#   RATES="100Mbps 1Gbps"  RTTS="10 100"  FLOWS="10 100"  DURATION=20  WARMUP=5  SEED=1
-#   SPEED=1 (0 skips the speed cell)  SPEED_DURATION=10  SPEED_WARMUP=5
+#   RATES="100Mbps 1Gbps"  RTTS="10 100"  FLOWS="10 100"  DURATION=20  WARMUP=5
+#   SEEDS="1 2 3" (every grid cell runs once per seed on both sides; SEED=N is
+#   accepted as a shorthand for SEEDS=N)
+#   SPEED=1 (0 skips the speed cell; it runs with the first seed only)
+#   SPEED_DURATION=10  SPEED_WARMUP=5
+#   NS3_ARGS="--tcpStats=1" (extra dumbbell options, e.g. per-flow retransmission
+#   and timeout counters; they do not change the simulated behaviour)
 #   OUT_MD=docs/results/ns3-validation.md  RESULTS=validation/ns3/build/results
 set -euo pipefail
 
@@ -34,7 +39,7 @@ while [ $# -gt 0 ]; do
         --reuse-ns3) reuse_ns3=1; shift ;;
         --save-reference) save_ref=1; shift ;;
         --no-markdown) markdown=0; shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -45,7 +50,8 @@ RTTS="${RTTS:-10 100}"
 FLOWS="${FLOWS:-10 100}"
 DURATION="${DURATION:-20}"
 WARMUP="${WARMUP:-5}"
-SEED="${SEED:-1}"
+SEEDS="${SEEDS:-${SEED:-1 2 3}}"
+first_seed="${SEEDS%% *}"
 SPEED="${SPEED:-1}"
 SPEED_DURATION="${SPEED_DURATION:-10}"
 SPEED_WARMUP="${SPEED_WARMUP:-5}"
@@ -67,13 +73,15 @@ if [ "$run_gw" = 1 ]; then
     (cd "$repo" && cargo build --release -p groupwire-cli)
 fi
 
-# name rate rtt_ms flows duration_s warmup_s
+# Result files are named <sim>_<cell>_s<seed>.json.
+# name rate rtt_ms flows duration_s warmup_s seed
 ns3_cell() {
-    local name="$1" rate="$2" rtt="$3" flows="$4" dur="$5" warm="$6"
+    local name="$1_s$7" rate="$2" rtt="$3" flows="$4" dur="$5" warm="$6" seed="$7"
     local log="$results/ns3_$name.log"
-    echo "ns-3:      $name (duration ${dur}s, warmup ${warm}s, seed $SEED)" >&2
+    echo "ns-3:      $name (duration ${dur}s, warmup ${warm}s, seed $seed)" >&2
+    # shellcheck disable=SC2086  # NS3_ARGS is a list of options
     if "$here/build/dumbbell" --rate="$rate" --rtt="$rtt" --flows="$flows" \
-        --duration="$dur" --warmup="$warm" --seed="$SEED" >"$log" 2>&1; then
+        --duration="$dur" --warmup="$warm" --seed="$seed" ${NS3_ARGS:-} >"$log" 2>&1; then
         tail -n 1 "$log" >"$results/ns3_$name.json"
         grep '^# goodput' "$log" >&2 || true
     else
@@ -83,13 +91,13 @@ ns3_cell() {
 }
 
 gw_cell() {
-    local name="$1" rate="$2" rtt="$3" flows="$4" dur="$5" warm="$6"
+    local name="$1_s$7" rate="$2" rtt="$3" flows="$4" dur="$5" warm="$6" seed="$7"
     local dir="$here/build/groupwire/$name"
     rm -rf "$dir"
     mkdir -p "$dir"
-    echo "groupwire: $name (duration ${dur}s, warmup ${warm}s, seed $SEED)" >&2
-    if (cd "$repo" && cargo run --release -q -p groupwire-cli -- sim run tcp-dumbbell \
-        --seed "$SEED" --out "$dir" \
+    echo "groupwire: $name (duration ${dur}s, warmup ${warm}s, seed $seed)" >&2
+    if (cd "$repo" && "$repo/target/release/groupwire" sim run tcp-dumbbell \
+        --seed "$seed" --out "$dir" \
         --set "bottleneck_rate=$rate" --set "rtt=${rtt}ms" --set "flows=$flows" \
         --set "duration=${dur}s" --set "warmup=${warm}s" --quiet) \
         >"$results/gw_$name.log" 2>&1 && [ -s "$dir/summary.json" ]; then
@@ -101,25 +109,37 @@ gw_cell() {
 }
 
 start=$(date +%s)
-for rate in $RATES; do
-    for rtt in $RTTS; do
-        for flows in $FLOWS; do
-            name="${rate}_${rtt}ms_${flows}f"
-            [ "$run_ns3" = 1 ] && ns3_cell "$name" "$rate" "$rtt" "$flows" "$DURATION" "$WARMUP"
-            [ "$run_gw" = 1 ] && gw_cell "$name" "$rate" "$rtt" "$flows" "$DURATION" "$WARMUP"
+for seed in $SEEDS; do
+    for rate in $RATES; do
+        for rtt in $RTTS; do
+            for flows in $FLOWS; do
+                name="${rate}_${rtt}ms_${flows}f"
+                if [ "$run_ns3" = 1 ]; then
+                    ns3_cell "$name" "$rate" "$rtt" "$flows" "$DURATION" "$WARMUP" "$seed"
+                fi
+                if [ "$run_gw" = 1 ]; then
+                    gw_cell "$name" "$rate" "$rtt" "$flows" "$DURATION" "$WARMUP" "$seed"
+                fi
+            done
         done
     done
 done
 if [ "$SPEED" = 1 ]; then
     name="speed_1Gbps_100ms_100f_${SPEED_DURATION}s"
-    [ "$run_ns3" = 1 ] && ns3_cell "$name" 1Gbps 100 100 "$SPEED_DURATION" "$SPEED_WARMUP"
-    [ "$run_gw" = 1 ] && gw_cell "$name" 1Gbps 100 100 "$SPEED_DURATION" "$SPEED_WARMUP"
+    if [ "$run_ns3" = 1 ]; then
+        ns3_cell "$name" 1Gbps 100 100 "$SPEED_DURATION" "$SPEED_WARMUP" "$first_seed"
+    fi
+    if [ "$run_gw" = 1 ]; then
+        gw_cell "$name" 1Gbps 100 100 "$SPEED_DURATION" "$SPEED_WARMUP" "$first_seed"
+    fi
 fi
 echo "run.sh: runs took $(( $(date +%s) - start )) s" >&2
 
 if [ "$save_ref" = 1 ]; then
     mkdir -p "$here/reference"
-    cp "$results"/ns3_*.json "$here/reference/"
+    for seed in $SEEDS; do
+        cp "$results"/ns3_*_s"$seed".json "$here/reference/" 2>/dev/null || true
+    done
     echo "run.sh: copied ns-3 results to $here/reference/" >&2
 fi
 
@@ -147,7 +167,8 @@ mkdir -p "$(dirname "$OUT_MD")"
         "N long-lived TCP NewReno flows (SACK, window scaling, classic recovery," \
         "initial cwnd 10, min RTO 200 ms, delayed ACK every 2nd segment / 200 ms)" \
         "starting uniformly in [0, 1) s. Grid runs: ${DURATION} s simulated," \
-        "${WARMUP} s warm-up, seed ${SEED}. ns-3 is 3.37 (Debian libns3-dev)," \
+        "${WARMUP} s warm-up, seeds ${SEEDS} (each cell once per seed on each side)." \
+        "ns-3 is 3.37 (Debian libns3-dev)," \
         "built with g++ -O2; machine: $(nproc) CPU(s)," \
         "$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo unknown CPU)."
     echo

@@ -28,15 +28,48 @@
 //! `handle_timeout` once that instant is reached. Early or repeated
 //! `handle_timeout` calls are harmless no-ops.
 //!
+//! # Deliberate choices shared with ns-3 3.37 (and where they leave the RFCs)
+//!
+//! - With SACK, ssthresh on loss is `max(pipe / 2, 2 * SMSS)`, where pipe is
+//!   the RFC 6675 estimate (FlightSize minus SACKed and lost bytes, plus
+//!   retransmissions in flight) with the head counted as lost, as ns-3's
+//!   `TcpNewReno::GetSsThresh(BytesInFlight())` after `MarkHeadAsLost`.
+//!   RFC 5681 §3.1 only requires ssthresh to be *no more than*
+//!   `max(FlightSize / 2, 2 * SMSS)` and pipe <= FlightSize, so this is
+//!   compliant, just lower (about 2 segments after a single loss; Linux's
+//!   Reno uses cwnd / 2). On a timeout the pipe before the timeout is halved.
+//!   Without SACK, FlightSize / 2.
+//! - The SACK scoreboard survives a retransmission timeout: everything
+//!   unSACKed is marked lost and resent through the RFC 6675 pipe / NextSeg
+//!   rules (cwnd restarting at one segment, slow start per ACK, duplicate
+//!   ACKs ignored until `recover` is acknowledged: ns-3's `CA_LOSS`), and
+//!   SACKed data is not resent. RFC 6675 §5.1 / RFC 2018 say a sender
+//!   SHOULD expunge the scoreboard in case the receiver reneged; ns-3
+//!   (`SetSentListLost(false)`) and Linux (`tcp_enter_loss`, unless
+//!   reneging is detected) keep it, and this model's receivers never renege
+//!   (RFC 6675 §5.1 cites [Errata1610] for keeping it). Without SACK,
+//!   go-back-N from the oldest unacknowledged byte.
+//! - With SACK, a duplicate ACK is one that SACKs new data (RFC 6675 §2,
+//!   ns-3 `isDupack = scoreboardUpdated`), even if it also advances the
+//!   cumulative ACK; a pure duplicate without new SACK information (the
+//!   answer to a spurious retransmission) neither counts towards DupThresh
+//!   nor releases a limited-transmit segment. Consequence, shared with
+//!   ns-3 under the default timers: a flow at cwnd 1 with one segment in
+//!   flight waits for the 200 ms delayed-ACK timer, the 200 ms minimum RTO
+//!   fires first (spuriously), Karn's rule discards the sample, and the
+//!   flow can repeat this for seconds at about one segment per 210 ms. The
+//!   100 Mbit/s × 10 ms × 100-flow validation cell is dominated by it in
+//!   both simulators. RFC 6298's 1 s minimum RTO, or a shorter
+//!   delayed-ACK timeout, avoids it.
+//! - The ACK that ends fast recovery sets cwnd = ssthresh and then applies
+//!   one congestion-avoidance step (ns-3 calls `IncreaseWindow` for it).
+//! - SACK options carry up to 4 blocks (RFC 2018 §3: without timestamps 4
+//!   fit in 40 option bytes), as ns-3 fills them.
+//!
 //! # Known differences from ns-3 3.37 (`TcpNewReno` + `TcpClassicRecovery` + SACK)
 //!
-//! - ssthresh on loss is `max(FlightSize / 2, 2 * SMSS)` (RFC 5681 eq. 4,
-//!   RFC 6675 §5 step 4.2); ns-3 halves `BytesInFlight()`, which with SACK is
-//!   the RFC 6675 pipe (FlightSize minus SACKed and lost bytes), so ns-3's
-//!   ssthresh is a few segments lower.
-//! - On RTO the SACK scoreboard is cleared (RFC 6675 §5.1 "SHOULD expunge");
-//!   ns-3 keeps SACKed ranges and skips them during go-back-N, so this model
-//!   resends a few more already-received segments after a timeout.
+//! - No handshake: ns-3 takes an RTT sample from the SYN exchange; here the
+//!   first sample comes from the first data ACK (initial RTO 1 s either way).
 //! - Without SACK, Reno and NewReno inflate cwnd by one SMSS per duplicate
 //!   ACK (RFC 5681 §3.2); ns-3 keeps cwnd at ssthresh and instead counts each
 //!   duplicate ACK as a SACKed segment in its pipe ("Reno SACK"). Both let
@@ -79,8 +112,9 @@ pub struct Segment {
     /// Cumulative ACK: the next byte the receiver expects. Valid on ACKs.
     pub ack: u64,
     /// SACK blocks `[start, end)`, most recent first (RFC 2018); only the
-    /// first `sack_len` entries are valid.
-    pub sack: [(u64, u64); 3],
+    /// first `sack_len` entries are valid. Four fit in the 40 option bytes
+    /// without timestamps (RFC 2018 §3), as ns-3 sends them.
+    pub sack: [(u64, u64); 4],
     /// Number of valid entries in `sack`.
     pub sack_len: u8,
     /// On data: this segment ends the stream. On an ACK: the receiver has

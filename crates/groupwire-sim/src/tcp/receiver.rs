@@ -246,6 +246,6 @@ impl TcpReceiver {
             self.recent[i] = seg.sack[i].0;
         }
         self.recent_len = n;
-        seg.sack_len = u8::try_from(n).expect("at most 3 SACK blocks");
+        seg.sack_len = u8::try_from(n).expect("at most 4 SACK blocks");
     }
 }

@@ -25,11 +25,6 @@ impl RangeSet {
         self.map.is_empty()
     }
 
-    pub(crate) fn clear(&mut self) {
-        self.map.clear();
-        self.total = 0;
-    }
-
     /// The lowest range.
     pub(crate) fn first(&self) -> Option<(u64, u64)> {
         self.map.first_key_value().map(|(&s, &e)| (s, e))
@@ -116,6 +111,19 @@ impl RangeSet {
         self.map.range(x..).next().map(|(&s, _)| s)
     }
 
+    /// Covered bytes at or above `x`. Walks ranges from the top, so costs
+    /// `O(log n + ranges above x)`.
+    pub(crate) fn total_from(&self, x: u64) -> u64 {
+        let mut acc = 0;
+        for (&s, &e) in self.map.iter().rev() {
+            if e <= x {
+                break;
+            }
+            acc += e - s.max(x);
+        }
+        acc
+    }
+
     /// The smallest `b` such that more than `threshold` covered bytes lie at
     /// or above `b`; `None` if the set covers `threshold` bytes or fewer.
     /// Walks ranges from the top, so costs `O(log n + ranges visited)`.
@@ -194,6 +202,10 @@ mod tests {
                 }
                 let want: u64 = bits.iter().filter(|&&b| b).count() as u64;
                 proptest::prop_assert_eq!(r.total(), want);
+                for x in [0u64, s, s + l, 100, 255] {
+                    let above = bits[x.min(256) as usize..].iter().filter(|&&b| b).count() as u64;
+                    proptest::prop_assert_eq!(r.total_from(x), above);
+                }
                 let rs = ranges(&r);
                 for w in rs.windows(2) {
                     proptest::prop_assert!(w[0].1 < w[1].0);

@@ -81,8 +81,16 @@ pub struct TcpSender {
     high_rxt: u64,
     /// Retransmitted bytes neither SACKed nor cumulatively acknowledged.
     retrans_out: u64,
-    /// Unsacked bytes below this are lost (RFC 6675 IsLost).
+    /// Unsacked bytes below this are lost (RFC 6675 IsLost, or marked).
     lost_below: u64,
+    /// Unsacked bytes below this were marked lost explicitly: the head on
+    /// entering fast recovery (ns-3 `MarkHeadAsLost`) and everything sent
+    /// before a timeout (ns-3 `SetSentListLost`).
+    marked_lost_below: u64,
+    /// ns-3 `CA_LOSS` with SACK: after an RTO until `recover` is acknowledged.
+    /// Sending follows the pipe / NextSeg rules (SACKed data is not resent),
+    /// cwnd grows per ACK, duplicate ACKs are ignored.
+    in_loss: bool,
 
     srtt: Option<Duration>,
     rttvar: Duration,
@@ -138,6 +146,8 @@ impl TcpSender {
             high_rxt: 0,
             retrans_out: 0,
             lost_below: 0,
+            marked_lost_below: 0,
+            in_loss: false,
             srtt: None,
             rttvar: Duration::ZERO,
             backoff: 0,
@@ -187,17 +197,43 @@ impl TcpSender {
         if new_data {
             self.advance_una(now, ack);
         }
+        let mut newly_sacked = 0;
         if self.cfg.sack {
             for &(s, e) in seg.sack_blocks() {
-                self.record_sack(s, e);
+                newly_sacked += self.record_sack(s, e);
             }
             self.update_lost_boundary();
         }
+        let is_dupack = if self.cfg.sack {
+            //= RFC 6675 §2
+            //# For the purposes of this specification, we define a "duplicate
+            //# acknowledgment" as a segment that arrives carrying a SACK block
+            //# that identifies previously unacknowledged and un-SACKed octets
+            //# between HighACK and HighData.
+            // As ns-3 (`isDupack = scoreboardUpdated`): an ACK that also
+            // advances the cumulative ACK still counts, and a duplicate
+            // without new SACK information (e.g. for a spurious
+            // retransmission) does not, so it releases no limited-transmit
+            // segment.
+            newly_sacked > 0
+        } else {
+            !new_data && outstanding_before && seg.len == 0
+        };
+        if new_data && !is_dupack {
+            self.dupacks = 0;
+        }
+        // ns-3 (`ProcessAck`): the duplicate-ACK part first (it may enter
+        // recovery), then the cumulative part.
+        let in_disorder = !self.in_recovery && self.dupacks > 0;
+        if is_dupack && outstanding_before {
+            self.on_dupack(ack);
+        }
         let mut restart_timer = new_data;
         if new_data {
-            restart_timer = self.on_new_ack(ack, acked);
-        } else if outstanding_before && seg.len == 0 {
-            self.on_dupack(ack);
+            // ns-3 grows cwnd only in CA_OPEN: not for an ACK that is also
+            // a duplicate while duplicates are being counted (CA_DISORDER).
+            let grow = !(is_dupack && in_disorder);
+            restart_timer = self.on_new_ack(ack, acked, grow);
         }
         //= RFC 6298 §5
         //# (5.2) When all outstanding data has been acknowledged, turn off the
@@ -232,7 +268,7 @@ impl TcpSender {
             let end = self.rexmit_end(seq);
             return Some(self.emit_retransmission(now, seq, end));
         }
-        if self.cfg.sack && self.in_recovery {
+        if self.cfg.sack && (self.in_recovery || self.in_loss) {
             return self.poll_sack_recovery(now);
         }
         let window = self.send_window();
@@ -338,7 +374,6 @@ impl TcpSender {
         self.snd_nxt = self.snd_nxt.max(ack);
         self.high_rxt = self.high_rxt.max(ack);
         self.stats.bytes_acked += acked;
-        self.dupacks = 0;
         //= RFC 6298 §5
         //# Note that after retransmitting, once a new RTT measurement is
         //# obtained (which can only happen when new data has been sent and
@@ -354,20 +389,26 @@ impl TcpSender {
         }
     }
 
-    fn record_sack(&mut self, s: u64, e: u64) {
+    /// Adds a SACK block to the scoreboard; returns the newly SACKed bytes.
+    fn record_sack(&mut self, s: u64, e: u64) -> u64 {
         let s = s.max(self.snd_una);
         let e = e.min(self.snd_max);
         if s >= e {
-            return;
+            return 0;
         }
-        let h = if self.in_recovery { self.high_rxt } else { 0 };
+        let h = if self.in_recovery || self.in_loss {
+            self.high_rxt
+        } else {
+            0
+        };
         let mut rexmit_sacked = 0;
-        self.scoreboard.insert(s, e, |a, b| {
+        let added = self.scoreboard.insert(s, e, |a, b| {
             if a < h {
                 rexmit_sacked += b.min(h) - a;
             }
         });
         self.retrans_out = self.retrans_out.saturating_sub(rexmit_sacked);
+        added
     }
 
     fn update_lost_boundary(&mut self) {
@@ -384,6 +425,7 @@ impl TcpSender {
             .scoreboard
             .point_with_more_than_above(threshold)
             .unwrap_or(self.snd_una)
+            .max(self.marked_lost_below)
             .max(self.snd_una);
     }
 
@@ -392,9 +434,10 @@ impl TcpSender {
         if self.lost_below <= self.snd_una {
             return 0;
         }
-        let threshold = u64::from(self.cfg.dupack_threshold.saturating_sub(1)) * self.mss;
-        // Exactly threshold + 1 SACKed bytes lie at or above `lost_below`.
-        let sacked_below = self.scoreboard.total().saturating_sub(threshold + 1);
+        // Walks the SACKed ranges above `lost_below` only: a few when it
+        // comes from IsLost (DupThresh segments), and only those SACKed
+        // since the timeout when it is the RTO mark.
+        let sacked_below = self.scoreboard.total() - self.scoreboard.total_from(self.lost_below);
         (self.lost_below - self.snd_una).saturating_sub(sacked_below)
     }
 
@@ -411,12 +454,28 @@ impl TcpSender {
 
     /// Congestion response to an ACK of new data. Returns whether the
     /// retransmission timer restarts.
-    fn on_new_ack(&mut self, ack: u64, acked: u64) -> bool {
-        if !self.in_recovery {
-            self.grow_cwnd(acked);
+    fn on_new_ack(&mut self, ack: u64, acked: u64, grow: bool) -> bool {
+        let recover = self.recover.unwrap_or(0);
+        if self.in_loss {
+            // ns-3 `ProcessAck` in CA_LOSS: slow start on every ACK below
+            // `recover`; the ACK reaching it returns to CA_OPEN and counts
+            // only the segments above `recover`.
+            if ack >= recover {
+                self.in_loss = false;
+                self.retrans_out = 0;
+                self.dupacks = 0;
+                self.grow_cwnd(ack - recover);
+            } else {
+                self.grow_cwnd(acked);
+            }
             return true;
         }
-        let recover = self.recover.unwrap_or(0);
+        if !self.in_recovery {
+            if grow {
+                self.grow_cwnd(acked);
+            }
+            return true;
+        }
         if ack >= recover {
             //= RFC 6582 §3.2
             //# Full acknowledgments:
@@ -430,6 +489,11 @@ impl TcpSender {
             //# outstanding.
             // Option (2), as ns-3 TcpClassicRecovery::ExitRecovery does.
             self.exit_recovery();
+            // ns-3 then calls `IncreaseWindow` for the ACK that ended
+            // recovery: one congestion-avoidance step (cwnd == ssthresh).
+            if acked >= self.mss {
+                self.cwnd += (self.mss * self.mss / self.cwnd).max(1);
+            }
             return true;
         }
         if self.cfg.sack {
@@ -476,6 +540,12 @@ impl TcpSender {
     }
 
     fn on_dupack(&mut self, ack: u64) {
+        if self.in_loss {
+            // ns-3 `DupAck` ignores duplicate ACKs in CA_LOSS; RFC 6582 §3.2
+            // (via `recover`) forbids a new fast retransmit before the data
+            // outstanding at the timeout is acknowledged anyway.
+            return;
+        }
         self.dupacks += 1;
         if self.in_recovery {
             if !self.cfg.sack {
@@ -516,23 +586,34 @@ impl TcpSender {
     }
 
     fn enter_recovery(&mut self) {
-        //= RFC 5681 §3.2
-        //# 2.  When the third duplicate ACK is received, a TCP MUST set ssthresh
-        //#     to no more than the value given in equation (4).
-        //= RFC 5681 §3.1
-        //# ssthresh = max (FlightSize / 2, 2*SMSS)            (4)
-        self.ssthresh = (self.flight_size() / 2).max(2 * self.mss);
         self.recover = Some(self.snd_max);
         self.in_recovery = true;
         self.first_partial_ack = true;
         self.stats.fast_retransmits += 1;
         if self.cfg.sack {
+            // ns-3 `EnterRecovery`: the head counts as lost even if fewer
+            // than DupThresh segments above it were SACKed (`MarkHeadAsLost`).
+            self.high_rxt = self.snd_una;
+            self.retrans_out = 0;
+            self.marked_lost_below = self.marked_lost_below.max(self.rexmit_end(self.snd_una));
+            self.update_lost_boundary();
+            //= RFC 5681 §3.2
+            //# 2.  When the third duplicate ACK is received, a TCP MUST set ssthresh
+            //#     to no more than the value given in equation (4).
+            //= RFC 5681 §3.1
+            //# ssthresh = max (FlightSize / 2, 2*SMSS)            (4)
+            // Like ns-3 (`TcpNewReno::GetSsThresh(BytesInFlight())`) we halve
+            // the RFC 6675 pipe, not FlightSize: pipe <= FlightSize, so this
+            // is "no more than" equation (4). It is lower by half the SACKed
+            // and lost bytes (about 2 segments after a single loss).
+            self.ssthresh = (self.pipe() / 2).max(2 * self.mss);
             //= RFC 6675 §5
             //# (4.2) ssthresh = cwnd = (FlightSize / 2)
             self.cwnd = self.ssthresh;
-            self.high_rxt = self.snd_una;
-            self.retrans_out = 0;
         } else {
+            //= RFC 5681 §3.1
+            //# ssthresh = max (FlightSize / 2, 2*SMSS)            (4)
+            self.ssthresh = (self.flight_size() / 2).max(2 * self.mss);
             //= RFC 5681 §3.2
             //# 3.  The lost segment starting at SND.UNA MUST be retransmitted and
             //#     cwnd set to ssthresh plus 3*SMSS.
@@ -552,6 +633,7 @@ impl TcpSender {
 
     fn exit_recovery(&mut self) {
         self.in_recovery = false;
+        self.dupacks = 0;
         self.cwnd = self.ssthresh;
         self.retrans_out = 0;
         self.forced_rexmit = None;
@@ -655,7 +737,14 @@ impl TcpSender {
         //# retransmission timer, the value of ssthresh MUST be set to no more
         //# than the value given in equation (4)
         if self.backoff == 0 {
-            self.ssthresh = (self.flight_size() / 2).max(2 * self.mss);
+            // With SACK, half the pipe as in ns-3 (`GetSsThresh` of
+            // `BytesInFlight()` before the timeout); see `enter_recovery`.
+            let in_flight = if self.cfg.sack {
+                self.pipe()
+            } else {
+                self.flight_size()
+            };
+            self.ssthresh = (in_flight / 2).max(2 * self.mss);
         }
         //= RFC 5681 §3.1
         //# Furthermore, upon a timeout (as specified in [RFC2988]) cwnd MUST be
@@ -672,19 +761,27 @@ impl TcpSender {
         //# transmitted in the variable recover, and exit the fast recovery
         //# procedure if applicable.
         self.recover = Some(self.snd_max);
-        //= RFC 6675 §5.1
-        //# As a result, [RFC2018] suggests that a TCP sender SHOULD expunge the SACK
-        //# information gathered from a receiver upon a retransmission timeout
-        //# (RTO) "since the timeout might indicate that the data receiver has
-        //# reneged."
-        self.scoreboard.clear();
         self.retrans_out = 0;
         self.high_rxt = self.snd_una;
-        self.lost_below = self.snd_una;
-        // Go-back-N from the oldest unacknowledged byte; nothing sent so far
-        // can give an unambiguous RTT sample any more.
-        self.snd_nxt = self.snd_una;
+        if self.cfg.sack {
+            //= RFC 6675 §5.1
+            //# It has been suggested that, as long as robust tests for
+            //# reneging are present, an implementation can retain and use SACK
+            //# information across a timeout event [Errata1610].
+            // Kept, as ns-3 (`SetSentListLost(false)`) and Linux
+            // (`tcp_enter_loss` unless reneging is detected) do: every
+            // unSACKed byte sent so far is marked lost and resent through
+            // the pipe / NextSeg rules, SACKed data is not resent. This
+            // model's receivers never renege.
+            self.in_loss = true;
+            self.marked_lost_below = self.snd_max;
+            self.update_lost_boundary();
+        } else {
+            // Go-back-N from the oldest unacknowledged byte.
+            self.snd_nxt = self.snd_una;
+        }
         self.fin_sent = self.fin_acked && self.fin_sent;
+        // Nothing sent so far can give an unambiguous RTT sample any more.
         self.history.clear();
         //= RFC 6298 §5
         //# (5.5) The host MUST set RTO <- RTO * 2 ("back off the timer").  The
@@ -831,7 +928,7 @@ impl TcpSender {
 
     fn emit_retransmission(&mut self, now: Instant, seq: u64, end: u64) -> Segment {
         let len = end - seq;
-        if self.in_recovery && self.cfg.sack {
+        if (self.in_recovery || self.in_loss) && self.cfg.sack {
             self.high_rxt = self.high_rxt.max(end);
             self.retrans_out += len;
         }
