@@ -1,4 +1,5 @@
-//! AFEC control packets: parse(emit(parse(x))) == parse(x).
+//! AFEC control packets: parse(emit(parse(x))) == parse(x). (Reserved
+//! bytes are ignored on parse, so the bytes themselves may differ.)
 #![no_main]
 
 use groupwire_proto::wire::afec::ControlRepr;
@@ -9,6 +10,5 @@ fuzz_target!(|data: &[u8]| {
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut buf);
         assert_eq!(ControlRepr::parse(&buf).as_ref(), Ok(&r));
-        assert_eq!(buf, data, "control packets have one encoding");
     }
 });
