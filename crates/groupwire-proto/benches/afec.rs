@@ -3,6 +3,11 @@
 //! The baseline in the same run is the same endpoint at code set size 1
 //! (plain UDP framing), so the ratio shows what redundancy costs.
 
+#![expect(
+    missing_docs,
+    reason = "criterion_group! generates an undocumented function"
+)]
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -45,7 +50,10 @@ fn afec(c: &mut Criterion) {
     let mut g = c.benchmark_group("afec_tx_rx_40B");
     g.throughput(Throughput::Elements(BATCH));
     g.measurement_time(Duration::from_secs(3));
-    for (name, mode) in [("code_set_1_baseline", Mode::Plain), ("code_set_3", Mode::Static(3.0))] {
+    for (name, mode) in [
+        ("code_set_1_baseline", Mode::Plain),
+        ("code_set_3", Mode::Static(3.0)),
+    ] {
         g.bench_function(name, |bch| {
             let mut k = 0u64;
             bch.iter_batched_ref(

@@ -442,5 +442,11 @@ impl Node for TcpSinkHost {
 
 /// Sends `seg` from `me` to connection `key` = (peer, flow).
 fn send_segment(ctx: &mut Ctx<'_>, me: NodeId, key: (NodeId, u32), seg: Segment) {
-    ctx.send(Packet::new(me, key.0, key.1, seg.wire_len(), Payload::Tcp(seg)));
+    ctx.send(Packet::new(
+        me,
+        key.0,
+        key.1,
+        seg.wire_len(),
+        Payload::Tcp(seg),
+    ));
 }

@@ -1,7 +1,7 @@
 //! AFEC datagrams (Dyck & Gutwin): awareness data with whole redundant
 //! messages piggybacked, and the control packets of its feedback loop.
 //!
-//! Both follow the common [`header`](super::header) (`version`, `kind`,
+//! Both follow the common [`header`] (`version`, `kind`,
 //! `flags`, `session`). All fields are big-endian.
 //!
 //! # Data packet (`kind` = [`Kind::AfecData`])

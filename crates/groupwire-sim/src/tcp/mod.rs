@@ -47,7 +47,7 @@
 //!   SHOULD expunge the scoreboard in case the receiver reneged; ns-3
 //!   (`SetSentListLost(false)`) and Linux (`tcp_enter_loss`, unless
 //!   reneging is detected) keep it, and this model's receivers never renege
-//!   (RFC 6675 §5.1 cites [Errata1610] for keeping it). Without SACK,
+//!   (RFC 6675 §5.1 discusses when keeping it is safe). Without SACK,
 //!   go-back-N from the oldest unacknowledged byte.
 //! - With SACK, a duplicate ACK is one that SACKs new data (RFC 6675 §2,
 //!   ns-3 `isDupack = scoreboardUpdated`), even if it also advances the
