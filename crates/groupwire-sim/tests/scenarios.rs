@@ -170,7 +170,7 @@ fn dyck_grid_shows_the_papers_qualitative_results() {
         ),
         (
             "protocols",
-            "[\"tcp\", \"udp\", \"fec-2\", \"fec-3\", \"fec-6\", \"afec\", \"afec-frac\"]",
+            "[\"tcp\", \"udp\", \"fec-2\", \"fec-3\", \"fec-6\", \"afec\", \"afec-frac\", \"afec-pred\"]",
         ),
     ] {
         s.set(k, v).unwrap();
@@ -208,7 +208,7 @@ fn dyck_grid_shows_the_papers_qualitative_results() {
     );
     // AFEC adds redundancy under loss, none without, and its latency stays near FEC-2's.
     assert_eq!(get("none", "afec", "mean_code_set"), 1.0, "seed {seed}");
-    for afec in ["afec", "afec-frac"] {
+    for afec in ["afec", "afec-frac", "afec-pred"] {
         assert!(
             get(lossy, afec, "mean_code_set") > 1.3,
             "seed {seed}: {afec}"

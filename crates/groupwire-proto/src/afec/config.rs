@@ -31,6 +31,13 @@ pub enum Step {
     /// improvements": "fractional values for code set size that can be more
     /// finely tuned").
     Fractional(f64),
+    /// Beyond the paper: the receiver replays the packet-loss pattern it
+    /// observed over the last [`AfecConfig::packet_window`] packets against
+    /// every candidate code set size and asks for the smallest (fractional)
+    /// size whose predicted MER is the middle of the band. It moves in one
+    /// request instead of a step per gate, and only when the prediction for
+    /// the size in force leaves the band.
+    Predictive,
 }
 
 /// What one message type needs.
@@ -98,6 +105,9 @@ pub struct AfecConfig {
     pub gate_messages: u32,
     /// Period of the MER check (the paper's "timed FEC control thread").
     pub check_interval: Duration,
+    /// Packets per remote sender whose loss pattern the predictive
+    /// controller replays ([`Step::Predictive`]).
+    pub packet_window: usize,
     /// Silence after the last message that ends a cluster and starts the flush.
     pub flush_after: Duration,
     /// Spacing of flush packets.
@@ -128,6 +138,7 @@ impl Default for AfecConfig {
             min_window: 100,
             gate_messages: 200,
             check_interval: Duration::from_millis(100),
+            packet_window: 4000,
             flush_after: Duration::from_millis(100),
             flush_interval: Duration::from_millis(33),
             control_retry: Duration::from_millis(250),
@@ -242,6 +253,9 @@ impl AfecConfig {
         }
         if self.mer_window == 0 || self.mer_window > 1 << 20 {
             return bad("mer_window", "must be between 1 and 2^20 messages");
+        }
+        if self.packet_window < 10 || self.packet_window > 1 << 20 {
+            return bad("packet_window", "must be between 10 and 2^20 packets");
         }
         if self.check_interval.is_zero()
             || self.flush_interval.is_zero()

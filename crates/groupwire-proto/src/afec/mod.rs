@@ -436,7 +436,9 @@ impl AfecEndpoint {
         let step = match self.cfg.step {
             Step::Integer => 1.0,
             Step::Fractional(s) => s,
+            _ => 0.0,
         };
+        let predictive = self.cfg.step == Step::Predictive;
         let max_gate = u32::try_from(self.cfg.mer_window.saturating_mul(8)).unwrap_or(u32::MAX);
         for (&from, r) in &mut self.remotes {
             for (&t, st) in &mut r.types {
@@ -453,6 +455,33 @@ impl AfecEndpoint {
                 }
                 let mer = st.window.recent_mer(recent);
                 let cap = st.cap.unwrap_or(self.cfg.max_size).min(self.cfg.max_size);
+                if predictive {
+                    let Some(target) = predict_size(&r.packets, q, st.current, cap) else {
+                        continue;
+                    };
+                    let nak = target > st.current;
+                    st.current = target;
+                    st.since_change = 0;
+                    r.next_ctl_seq += 1;
+                    let op = if nak { Op::Nak } else { Op::Inc };
+                    let entry = Entry {
+                        op,
+                        msg_type: t,
+                        seq: r.next_ctl_seq,
+                        value: size_to_wire(target),
+                    };
+                    r.pending.retain(|p| {
+                        !(p.entry.msg_type == t && matches!(p.entry.op, Op::Nak | Op::Inc))
+                    });
+                    r.pending.push(Pending { entry, due: now });
+                    self.events.push_back(AfecEvent::Requested {
+                        from,
+                        msg_type: t,
+                        size: target,
+                        nak,
+                    });
+                    continue;
+                }
                 //= dyck-gutwin §"AFEC for groupware", Receiver
                 //# If any of the MERs are above the maximum, a negative
                 //# acknowledgement (NAK) is sent to the sender immediately, telling
@@ -593,8 +622,13 @@ impl AfecEndpoint {
             self.next_check = Some(now + self.cfg.check_interval);
         }
         let cfg = &self.cfg;
-        let r = self.remotes.entry(from).or_insert_with(PeerRx::new);
+        let r = self
+            .remotes
+            .entry(from)
+            .or_insert_with(|| PeerRx::new(cfg.packet_window));
         r.addr = Some(src);
+        let _ = r.packets.observe(p.seq());
+        r.packets_seen += 1;
         // Oldest first (§"AFEC for groupware", Receiver: "The messages in a
         // packet are processed in reverse order from oldest to newest").
         for (i, &(msg_type, index, age_ms, off, len)) in self.scratch.iter().enumerate().rev() {
@@ -962,6 +996,24 @@ impl MerWindow {
         }
     }
 
+    /// Lengths of the runs of consecutive losses in the window.
+    fn loss_runs(&self) -> Vec<u32> {
+        let mut runs = Vec::new();
+        let mut cur = 0u32;
+        for &lost in &self.outcomes {
+            if lost {
+                cur += 1;
+            } else if cur > 0 {
+                runs.push(cur);
+                cur = 0;
+            }
+        }
+        if cur > 0 {
+            runs.push(cur);
+        }
+        runs
+    }
+
     /// MER over the newest `n` outcomes.
     fn recent_mer(&self, n: usize) -> f64 {
         let n = n.min(self.outcomes.len());
@@ -1067,6 +1119,10 @@ impl TypeRx {
 #[derive(Debug)]
 struct PeerRx {
     addr: Option<SocketAddr>,
+    /// Outcome of the last packets by sequence number (lost or not).
+    packets: MerWindow,
+    /// Packets seen from this sender.
+    packets_seen: u64,
     types: BTreeMap<MsgType, TypeRx>,
     pending: Vec<Pending>,
     acks: Vec<Entry>,
@@ -1075,9 +1131,11 @@ struct PeerRx {
 }
 
 impl PeerRx {
-    fn new() -> Self {
+    fn new(packet_window: usize) -> Self {
         Self {
             addr: None,
+            packets: MerWindow::new(packet_window),
+            packets_seen: 0,
             types: BTreeMap::new(),
             pending: Vec::new(),
             acks: Vec::new(),
@@ -1088,6 +1146,59 @@ impl PeerRx {
 }
 
 // ---- Helpers -------------------------------------------------------------
+
+/// Beyond the paper ([`Step::Predictive`]): the smallest code set size
+/// whose MER, predicted from the packet-loss pattern in `packets`, is the
+/// middle of the band; `None` when the size in force is predicted inside
+/// the band, or there are too few packets to tell.
+///
+/// A message first sent in packet `i` with code set size `k` travels in
+/// packets `i .. i + k`, so it is lost exactly when all of them are. A run
+/// of `L` consecutive lost packets therefore loses `max(0, L - k + 1)`
+/// messages, and `MER(k) = Σ_runs max(0, L - k + 1) / packets`. A
+/// fractional size `k + f` sends a share `f` of messages `k + 1` times, so
+/// its MER is `(1 - f) MER(k) + f MER(k + 1)`, which is solved for `f`.
+fn predict_size(packets: &MerWindow, q: TypeQos, current: f64, cap: f64) -> Option<f64> {
+    /// Fewest packets before the pattern is trusted.
+    const MIN_PACKETS: usize = 200;
+    let n = packets.len();
+    if n < MIN_PACKETS {
+        return None;
+    }
+    let runs = packets.loss_runs();
+    let mer = |k: u32| -> f64 {
+        let lost: u64 = runs
+            .iter()
+            .map(|&l| u64::from(l.saturating_sub(k - 1)))
+            .sum();
+        lost as f64 / n as f64
+    };
+    let predicted = |size: f64| {
+        let k = size.floor().max(1.0) as u32;
+        let f = size - f64::from(k);
+        (1.0 - f) * mer(k) + f * mer(k + 1)
+    };
+    let now = predicted(current);
+    if (q.mer_min..=q.mer_max).contains(&now) {
+        return None;
+    }
+    let goal = (q.mer_min + q.mer_max) / 2.0;
+    let mut size = cap;
+    for k in 1..cap.floor().max(1.0) as u32 {
+        let (here, next) = (mer(k), mer(k + 1));
+        if here <= goal {
+            size = f64::from(k);
+            break;
+        }
+        if next <= goal {
+            size = f64::from(k) + (here - goal) / (here - next);
+            break;
+        }
+    }
+    // Up to the wire's resolution, rounding up so the prediction stays at or below the goal.
+    let size = ((size * 100.0).ceil() / 100.0).clamp(1.0, cap);
+    ((size - current).abs() >= 0.01).then_some(size)
+}
 
 /// Moves due entries (and all owed ACKs) into `out`, re-arming each entry's retry.
 fn collect_due(

@@ -529,3 +529,63 @@ fn widen_recovers_times_across_the_32_bit_wrap() {
     assert_eq!(widen(now, timestamp32(now - ms(5))), now - ms(5));
     assert_eq!(widen(now, u32::MAX), Instant::from_micros((1u64 << 32) - 1));
 }
+
+#[test]
+fn predictive_controller_jumps_to_the_size_the_loss_pattern_needs() {
+    // 20% random loss: MER(1) = 20%, MER(2) = 4%; the middle of a 5-6% band
+    // is size 1 + (0.20 - 0.055) / (0.20 - 0.04) = 1.9.
+    let a = cfg(1, Mode::Adaptive).step(Step::Predictive);
+    let b = cfg(2, Mode::Adaptive).step(Step::Predictive);
+    let mut p = Pair::new(a, b);
+    p.drop_data = random_loss(11, 0.20);
+    p.stream(6000, ms(33), ms(500));
+    let size = p.a.code_set_size(addr(B), TP);
+    assert!((1.75..=2.05).contains(&size), "size {size}");
+    let mer = p.b.mer(1, TP).unwrap();
+    assert!((0.035..=0.08).contains(&mer), "MER {mer}");
+    let changes = p
+        .b_events
+        .iter()
+        .filter(|e| matches!(e, AfecEvent::Requested { .. }))
+        .count();
+    assert!(
+        changes <= 15,
+        "a prediction moves in few, large steps: {changes}"
+    );
+}
+
+#[test]
+fn predicted_mer_counts_runs_longer_than_the_code_set() {
+    // 1000 packets: every 10 have a run of 3 losses and a run of 1, so
+    // MER(1) = 0.4, MER(2) = 0.2, MER(3) = 0.1, MER(4) = 0.
+    let mut w = MerWindow::new(4000);
+    let pattern = [
+        false, true, true, true, false, true, false, false, false, false,
+    ];
+    for i in 0..1000u32 {
+        if !pattern[i as usize % 10] {
+            let _ = w.observe(i);
+        }
+    }
+    let _ = w.observe(1000);
+    assert_eq!(w.loss_runs().len(), 200);
+    let band = |lo, hi| TypeQos {
+        mer_min: lo,
+        mer_max: hi,
+        initial_size: 1.0,
+    };
+    // Goal 0.1 sits exactly at MER(3).
+    assert_eq!(predict_size(&w, band(0.1, 0.1), 1.0, 16.0), Some(3.0));
+    // Goal 0.2 at MER(2); size 2 is already inside [0.15, 0.25].
+    assert_eq!(predict_size(&w, band(0.15, 0.25), 1.0, 16.0), Some(2.0));
+    assert_eq!(predict_size(&w, band(0.15, 0.25), 2.0, 16.0), None);
+    // Halfway between MER(2) and MER(3): size 2.5 sends half the messages three times.
+    assert_eq!(predict_size(&w, band(0.15, 0.15), 1.0, 16.0), Some(2.5));
+    // The cap wins over the goal.
+    assert_eq!(predict_size(&w, band(0.0, 0.0), 1.0, 3.0), Some(3.0));
+    // Too few packets to trust.
+    assert_eq!(
+        predict_size(&MerWindow::new(4000), band(0.1, 0.1), 1.0, 16.0),
+        None
+    );
+}

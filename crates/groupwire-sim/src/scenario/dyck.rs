@@ -55,6 +55,9 @@ pub enum Protocol {
     Afec,
     /// AFEC with fractional code set sizes (the paper's future work).
     AfecFractional,
+    /// AFEC whose receiver predicts the size from the observed packet-loss
+    /// runs (ours, beyond the paper; [`Step::Predictive`]).
+    AfecPredictive,
 }
 
 impl fmt::Display for Protocol {
@@ -65,6 +68,7 @@ impl fmt::Display for Protocol {
             Self::Fec(n) => write!(f, "fec-{n}"),
             Self::Afec => f.write_str("afec"),
             Self::AfecFractional => f.write_str("afec-frac"),
+            Self::AfecPredictive => f.write_str("afec-pred"),
         }
     }
 }
@@ -77,12 +81,13 @@ impl FromStr for Protocol {
             "udp" => Ok(Self::Udp),
             "afec" => Ok(Self::Afec),
             "afec-frac" => Ok(Self::AfecFractional),
+            "afec-pred" => Ok(Self::AfecPredictive),
             other => other
                 .strip_prefix("fec-")
                 .and_then(|n| n.parse::<f64>().ok())
                 .filter(|n| (1.0..=64.0).contains(n))
                 .map(Self::Fec)
-                .ok_or_else(|| format!("unknown protocol {other:?}: expected tcp, udp, fec-N (N in 1..=64), afec or afec-frac")),
+                .ok_or_else(|| format!("unknown protocol {other:?}: expected tcp, udp, fec-N (N in 1..=64), afec, afec-frac or afec-pred")),
         }
     }
 }
@@ -151,7 +156,11 @@ impl Default for Dyck {
             protocols: {
                 let mut p = vec![Protocol::Tcp, Protocol::Udp];
                 p.extend((2..=7).map(|n| Protocol::Fec(f64::from(n))));
-                p.extend([Protocol::Afec, Protocol::AfecFractional]);
+                p.extend([
+                    Protocol::Afec,
+                    Protocol::AfecFractional,
+                    Protocol::AfecPredictive,
+                ]);
                 p
             },
             seeds: 3,
@@ -324,11 +333,16 @@ impl Dyck {
             Protocol::Udp => (Mode::Plain, Step::Integer),
             Protocol::Fec(n) => (Mode::Static(n), Step::Integer),
             Protocol::AfecFractional => (Mode::Adaptive, Step::Fractional(self.fractional_step)),
+            Protocol::AfecPredictive => (Mode::Adaptive, Step::Predictive),
             _ => (Mode::Adaptive, Step::Integer),
         };
         // 85% of the path: headroom so the link queue stays short.
-        let cap = (self.rate_cap && matches!(proto, Protocol::Afec | Protocol::AfecFractional))
-            .then(|| Bitrate::bps(rate.as_bps() * 85 / 100));
+        let cap = (self.rate_cap
+            && matches!(
+                proto,
+                Protocol::Afec | Protocol::AfecFractional | Protocol::AfecPredictive
+            ))
+        .then(|| Bitrate::bps(rate.as_bps() * 85 / 100));
         AfecConfig::new(user)
             .mode(mode)
             .step(step)
@@ -589,7 +603,11 @@ impl Dyck {
         // points where AFEC changed its code set size.
         let fig9_loss = LossModel::dyck_random(0.20);
         if find_loss(&fig9_loss).is_some() {
-            for proto in [Protocol::Afec, Protocol::AfecFractional] {
+            for proto in [
+                Protocol::Afec,
+                Protocol::AfecFractional,
+                Protocol::AfecPredictive,
+            ] {
                 if !self.protocols.contains(&proto) {
                     continue;
                 }
@@ -701,7 +719,10 @@ impl Cell {
 
     fn row(&self, rate: Bitrate, loss: &LossModel, proto: Protocol, d: &Dyck) -> Vec<Value> {
         let l = self.latency.summary();
-        let adaptive = matches!(proto, Protocol::Afec | Protocol::AfecFractional);
+        let adaptive = matches!(
+            proto,
+            Protocol::Afec | Protocol::AfecFractional | Protocol::AfecPredictive
+        );
         let size = match proto {
             Protocol::Tcp => Value::Null,
             _ => json!(self.size_sum / self.runs.max(1) as f64),
