@@ -635,10 +635,10 @@ impl Dyck {
                     .filter(|(i, _)| (start..end).contains(i))
                     .map(|&(i, _)| i as f64)
                     .collect();
-                let tag = if proto == Protocol::Afec {
-                    ""
-                } else {
-                    "-fractional"
+                let tag = match proto {
+                    Protocol::Afec => "",
+                    Protocol::AfecFractional => "-fractional",
+                    _ => "-predictive",
                 };
                 plots.push(Plot {
                     file: format!("fig9-mer{tag}"),
