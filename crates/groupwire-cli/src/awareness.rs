@@ -4,13 +4,12 @@
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
+use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, TypeQos};
 use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Message, Telepointer, TelepointerParams, TraceSource, schedule};
@@ -122,49 +121,8 @@ pub(crate) fn run(cmd: AwarenessCommand) -> anyhow::Result<()> {
     }
 }
 
-/// How the AFEC endpoint carries the stream.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Protocol {
-    /// Plain UDP: code set size 1.
-    Udp,
-    /// Static FEC-n.
-    Fec(f64),
-    /// Adaptive, whole steps (the paper).
-    Afec,
-    /// Adaptive, fractional steps (the paper's future work).
-    AfecFrac,
-}
-
-impl Protocol {
-    fn mode_and_step(self) -> (Mode, Step) {
-        match self {
-            Self::Udp => (Mode::Plain, Step::Integer),
-            Self::Fec(n) => (Mode::Static(n), Step::Integer),
-            Self::Afec => (Mode::Adaptive, Step::Integer),
-            Self::AfecFrac => (Mode::Adaptive, Step::Fractional(FRACTIONAL_STEP)),
-        }
-    }
-}
-
-impl FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "udp" => Ok(Self::Udp),
-            "afec" => Ok(Self::Afec),
-            "afec-frac" | "afec-fractional" => Ok(Self::AfecFrac),
-            other => {
-                let n = other
-                    .strip_prefix("fec-")
-                    .and_then(|n| n.parse::<f64>().ok())
-                    .filter(|n| (1.0..=255.0).contains(n));
-                n.map(Self::Fec).ok_or_else(|| {
-                    format!("{s:?}: expected udp, fec-N (N from 1 to 255), afec or afec-frac")
-                })
-            }
-        }
-    }
-}
+/// How the AFEC endpoint carries the stream (`udp`, `fec-N`, `afec`, `afec-frac`, `afec-pred`).
+pub(crate) type Protocol = Scheme;
 
 fn parse_band(s: &str) -> Result<(f64, f64), String> {
     let bad = || format!("{s:?}: expected MIN,MAX with 0 <= MIN <= MAX <= 1, e.g. 0.05,0.06");
@@ -638,6 +596,5 @@ const TIMESTAMP_LEN: usize = 8;
 /// IPv4 (20) and UDP (8) header bytes per datagram.
 const IP_UDP_HEADER: u64 = 28;
 /// The fractional controller's step (the simulator's `dyck` default).
-const FRACTIONAL_STEP: f64 = 0.1;
 /// Time after the last message for the flush and control exchange.
 const LINGER: Duration = Duration::from_millis(500);

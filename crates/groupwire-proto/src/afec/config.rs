@@ -282,3 +282,79 @@ pub struct ConfigError {
     /// What is wrong.
     pub why: &'static str,
 }
+
+/// A named redundancy scheme, as users and experiments pick one: `udp`,
+/// `fec-N`, `afec` (the paper's integer NAK/INC), `afec-frac` (fractional
+/// steps of [`Scheme::FRACTIONAL_STEP`]) or `afec-pred` ([`Step::Predictive`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Scheme {
+    /// Plain UDP: code set size 1.
+    Udp,
+    /// Non-adaptive FEC-n.
+    Fec(f64),
+    /// Adaptive, whole steps (the paper).
+    Afec,
+    /// Adaptive, fractional steps (the paper's future work).
+    AfecFractional,
+    /// Adaptive, size predicted from the observed loss runs (ours).
+    AfecPredictive,
+}
+
+impl Scheme {
+    /// Step of `afec-frac`.
+    pub const FRACTIONAL_STEP: f64 = 0.1;
+
+    /// The endpoint mode and controller step this scheme means.
+    pub fn mode_and_step(self) -> (Mode, Step) {
+        match self {
+            Self::Udp => (Mode::Plain, Step::Integer),
+            Self::Fec(n) => (Mode::Static(n), Step::Integer),
+            Self::Afec => (Mode::Adaptive, Step::Integer),
+            Self::AfecFractional => (Mode::Adaptive, Step::Fractional(Self::FRACTIONAL_STEP)),
+            Self::AfecPredictive => (Mode::Adaptive, Step::Predictive),
+        }
+    }
+
+    /// Whether the receiver adapts the code set size.
+    pub fn is_adaptive(self) -> bool {
+        matches!(
+            self,
+            Self::Afec | Self::AfecFractional | Self::AfecPredictive
+        )
+    }
+}
+
+impl core::fmt::Display for Scheme {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Udp => f.write_str("udp"),
+            Self::Fec(n) => write!(f, "fec-{n}"),
+            Self::Afec => f.write_str("afec"),
+            Self::AfecFractional => f.write_str("afec-frac"),
+            Self::AfecPredictive => f.write_str("afec-pred"),
+        }
+    }
+}
+
+impl core::str::FromStr for Scheme {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "udp" => Ok(Self::Udp),
+            "afec" => Ok(Self::Afec),
+            "afec-frac" | "afec-fractional" => Ok(Self::AfecFractional),
+            "afec-pred" | "afec-predictive" => Ok(Self::AfecPredictive),
+            other => other
+                .strip_prefix("fec-")
+                .and_then(|n| n.parse::<f64>().ok())
+                .filter(|n| (1.0..=255.0).contains(n))
+                .map(Self::Fec)
+                .ok_or_else(|| {
+                    format!(
+                        "{s:?}: expected udp, fec-N (N from 1 to 255), afec, afec-frac or afec-pred"
+                    )
+                }),
+        }
+    }
+}

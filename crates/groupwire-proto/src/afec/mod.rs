@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-pub use self::config::{AfecConfig, ConfigError, Mode, Step, TypeQos};
+pub use self::config::{AfecConfig, ConfigError, Mode, Scheme, Step, TypeQos};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
 use crate::wire::afec::{

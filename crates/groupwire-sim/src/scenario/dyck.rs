@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_link::link::{LinkConfig, QueueLimit};
 use groupwire_link::loss::LossModel;
-use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
+use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, Step, TypeQos};
 use groupwire_proto::wire::afec::MsgType;
 use groupwire_proto::{Bitrate, Instant};
 use serde::{Deserialize, Serialize};
@@ -42,33 +42,21 @@ use crate::traffic::{Message, Telepointer, TelepointerParams, schedule};
 /// The telepointer's message type code.
 const TP: MsgType = MsgType::new(*b"TP");
 
-/// A protocol of the comparison.
+/// A protocol of the comparison: TCP, or the AFEC endpoint in one of its
+/// schemes (`udp`, `fec-N`, `afec`, `afec-frac`, `afec-pred`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Protocol {
     /// TCP (NewReno, SACK, Nagle off), one connection.
     Tcp,
-    /// Plain UDP: the AFEC endpoint with code set size 1.
-    Udp,
-    /// Non-adaptive FEC-n.
-    Fec(f64),
-    /// AFEC with whole steps, as in the paper.
-    Afec,
-    /// AFEC with fractional code set sizes (the paper's future work).
-    AfecFractional,
-    /// AFEC whose receiver predicts the size from the observed packet-loss
-    /// runs (ours, beyond the paper; [`Step::Predictive`]).
-    AfecPredictive,
+    /// The AFEC endpoint; plain UDP and FEC-n are schemes of it too.
+    Endpoint(Scheme),
 }
 
 impl fmt::Display for Protocol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Tcp => f.write_str("tcp"),
-            Self::Udp => f.write_str("udp"),
-            Self::Fec(n) => write!(f, "fec-{n}"),
-            Self::Afec => f.write_str("afec"),
-            Self::AfecFractional => f.write_str("afec-frac"),
-            Self::AfecPredictive => f.write_str("afec-pred"),
+            Self::Endpoint(s) => s.fmt(f),
         }
     }
 }
@@ -76,19 +64,12 @@ impl fmt::Display for Protocol {
 impl FromStr for Protocol {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "tcp" => Ok(Self::Tcp),
-            "udp" => Ok(Self::Udp),
-            "afec" => Ok(Self::Afec),
-            "afec-frac" => Ok(Self::AfecFractional),
-            "afec-pred" => Ok(Self::AfecPredictive),
-            other => other
-                .strip_prefix("fec-")
-                .and_then(|n| n.parse::<f64>().ok())
-                .filter(|n| (1.0..=64.0).contains(n))
-                .map(Self::Fec)
-                .ok_or_else(|| format!("unknown protocol {other:?}: expected tcp, udp, fec-N (N in 1..=64), afec, afec-frac or afec-pred")),
+        if s.trim() == "tcp" {
+            return Ok(Self::Tcp);
         }
+        s.parse::<Scheme>()
+            .map(Self::Endpoint)
+            .map_err(|e| format!("{e} (or tcp)"))
     }
 }
 
@@ -154,12 +135,12 @@ impl Default for Dyck {
                 LossModel::dyck_burst(0.04, 10),
             ],
             protocols: {
-                let mut p = vec![Protocol::Tcp, Protocol::Udp];
-                p.extend((2..=7).map(|n| Protocol::Fec(f64::from(n))));
+                let mut p = vec![Protocol::Tcp, Protocol::Endpoint(Scheme::Udp)];
+                p.extend((2..=7).map(|n| Protocol::Endpoint(Scheme::Fec(f64::from(n)))));
                 p.extend([
-                    Protocol::Afec,
-                    Protocol::AfecFractional,
-                    Protocol::AfecPredictive,
+                    Protocol::Endpoint(Scheme::Afec),
+                    Protocol::Endpoint(Scheme::AfecFractional),
+                    Protocol::Endpoint(Scheme::AfecPredictive),
                 ]);
                 p
             },
@@ -269,7 +250,7 @@ impl Dyck {
         );
         let afec_cells: Vec<&Cell> = cells
             .iter()
-            .filter(|(k, _)| self.protocols[k.2] == Protocol::Afec)
+            .filter(|(k, _)| self.protocols[k.2] == Protocol::Endpoint(Scheme::Afec))
             .map(|(_, c)| c)
             .collect();
         let in_band = |c: &&&Cell| c.share_in(0.04, 0.07) >= 0.8;
@@ -323,26 +304,19 @@ impl Dyck {
         )
     }
 
-    fn afec_config(&self, user: u32, proto: Protocol, rate: Bitrate) -> AfecConfig {
+    fn afec_config(&self, user: u32, scheme: Scheme, rate: Bitrate) -> AfecConfig {
         let qos = TypeQos {
             mer_min: self.mer_min,
             mer_max: self.mer_max,
             initial_size: 1.0,
         };
-        let (mode, step) = match proto {
-            Protocol::Udp => (Mode::Plain, Step::Integer),
-            Protocol::Fec(n) => (Mode::Static(n), Step::Integer),
-            Protocol::AfecFractional => (Mode::Adaptive, Step::Fractional(self.fractional_step)),
-            Protocol::AfecPredictive => (Mode::Adaptive, Step::Predictive),
-            _ => (Mode::Adaptive, Step::Integer),
+        let (mode, step) = match scheme.mode_and_step() {
+            (m, Step::Fractional(_)) => (m, Step::Fractional(self.fractional_step)),
+            other => other,
         };
         // 85% of the path: headroom so the link queue stays short.
-        let cap = (self.rate_cap
-            && matches!(
-                proto,
-                Protocol::Afec | Protocol::AfecFractional | Protocol::AfecPredictive
-            ))
-        .then(|| Bitrate::bps(rate.as_bps() * 85 / 100));
+        let cap =
+            (self.rate_cap && scheme.is_adaptive()).then(|| Bitrate::bps(rate.as_bps() * 85 / 100));
         AfecConfig::new(user)
             .mode(mode)
             .step(step)
@@ -395,14 +369,14 @@ impl Dyck {
             }
             result.latency = sink.latency.clone();
             result.wire_bytes = view.link(topo.forward).link.stats().offered_bytes;
-        } else {
-            let tx = AfecEndpoint::new(self.afec_config(1, proto, rate)).map_err(|e| {
+        } else if let Protocol::Endpoint(scheme) = proto {
+            let tx = AfecEndpoint::new(self.afec_config(1, scheme, rate)).map_err(|e| {
                 ScenarioError::Invalid {
                     key: "protocols",
                     why: e.to_string(),
                 }
             })?;
-            let rx = AfecEndpoint::new(self.afec_config(2, proto, rate)).map_err(|e| {
+            let rx = AfecEndpoint::new(self.afec_config(2, scheme, rate)).map_err(|e| {
                 ScenarioError::Invalid {
                     key: "protocols",
                     why: e.to_string(),
@@ -438,8 +412,8 @@ impl Dyck {
                 .node::<MachineNode<AfecEndpoint>>(a)
                 .expect("node a is the sender");
             // The size in force when each message was sent.
-            let mut size = match proto {
-                Protocol::Fec(n) => n,
+            let mut size = match scheme {
+                Scheme::Fec(n) => n,
                 _ => 1.0,
             };
             let mut changes = tx
@@ -538,7 +512,7 @@ impl Dyck {
         if let Some(li) = find_loss(&LossModel::dyck_burst(0.02, 10)) {
             let mut series = Vec::new();
             for (pi, p) in self.protocols.iter().enumerate() {
-                if matches!(p, Protocol::Tcp | Protocol::Udp) {
+                if matches!(p, Protocol::Tcp | Protocol::Endpoint(Scheme::Udp)) {
                     continue;
                 }
                 if let Some(c) = cells.get(&(narrow, li, pi)) {
@@ -604,9 +578,9 @@ impl Dyck {
         let fig9_loss = LossModel::dyck_random(0.20);
         if find_loss(&fig9_loss).is_some() {
             for proto in [
-                Protocol::Afec,
-                Protocol::AfecFractional,
-                Protocol::AfecPredictive,
+                Protocol::Endpoint(Scheme::Afec),
+                Protocol::Endpoint(Scheme::AfecFractional),
+                Protocol::Endpoint(Scheme::AfecPredictive),
             ] {
                 if !self.protocols.contains(&proto) {
                     continue;
@@ -636,8 +610,8 @@ impl Dyck {
                     .map(|&(i, _)| i as f64)
                     .collect();
                 let tag = match proto {
-                    Protocol::Afec => "",
-                    Protocol::AfecFractional => "-fractional",
+                    Protocol::Endpoint(Scheme::Afec) => "",
+                    Protocol::Endpoint(Scheme::AfecFractional) => "-fractional",
                     _ => "-predictive",
                 };
                 plots.push(Plot {
@@ -719,10 +693,7 @@ impl Cell {
 
     fn row(&self, rate: Bitrate, loss: &LossModel, proto: Protocol, d: &Dyck) -> Vec<Value> {
         let l = self.latency.summary();
-        let adaptive = matches!(
-            proto,
-            Protocol::Afec | Protocol::AfecFractional | Protocol::AfecPredictive
-        );
+        let adaptive = matches!(proto, Protocol::Endpoint(s) if s.is_adaptive());
         let size = match proto {
             Protocol::Tcp => Value::Null,
             _ => json!(self.size_sum / self.runs.max(1) as f64),
