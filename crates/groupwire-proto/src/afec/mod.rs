@@ -455,66 +455,47 @@ impl AfecEndpoint {
                 }
                 let mer = st.window.recent_mer(recent);
                 let cap = st.cap.unwrap_or(self.cfg.max_size).min(self.cfg.max_size);
-                if predictive {
+                let (target, nak) = if predictive {
                     let Some(target) = predict_size(&r.packets, q, st.current, cap) else {
                         continue;
                     };
-                    let nak = target > st.current;
-                    st.current = target;
-                    st.since_change = 0;
-                    r.next_ctl_seq += 1;
-                    let op = if nak { Op::Nak } else { Op::Inc };
-                    let entry = Entry {
-                        op,
-                        msg_type: t,
-                        seq: r.next_ctl_seq,
-                        value: size_to_wire(target),
-                    };
-                    r.pending.retain(|p| {
-                        !(p.entry.msg_type == t && matches!(p.entry.op, Op::Nak | Op::Inc))
-                    });
-                    r.pending.push(Pending { entry, due: now });
-                    self.events.push_back(AfecEvent::Requested {
-                        from,
-                        msg_type: t,
-                        size: target,
-                        nak,
-                    });
-                    continue;
-                }
-                //= dyck-gutwin §"AFEC for groupware", Receiver
-                //# If any of the MERs are above the maximum, a negative
-                //# acknowledgement (NAK) is sent to the sender immediately, telling
-                //# the sender to increase the amount of redundancy for the specified
-                //# message type. If an MER is below its minimum value, the receiver
-                //# sends an increase acknowledgement (INC) message, which tells the
-                //# sender to reduce the redundancy for the specified message type.
-                // Fractional steps are small so the size can settle inside a
-                // narrow band; far above the band they grow with the excess
-                // (one step per multiple of the band's top), up to a whole
-                // packet, so a burst-loss path is not approached 0.1 at a time.
-                let up = match self.cfg.step {
-                    Step::Fractional(s) if q.mer_max > 0.0 => {
-                        (s * (mer / q.mer_max).floor()).clamp(s, 1.0)
-                    }
-                    _ => step,
-                };
-                let (target, nak) = if mer > q.mer_max {
-                    ((st.current + up).min(cap), true)
-                } else if mer < q.mer_min && st.since_change >= st.inc_gate.max(gate) {
-                    ((st.current - step).max(1.0), false)
+                    (target, target > st.current)
                 } else {
-                    continue;
+                    //= dyck-gutwin §"AFEC for groupware", Receiver
+                    //# If any of the MERs are above the maximum, a negative
+                    //# acknowledgement (NAK) is sent to the sender immediately, telling
+                    //# the sender to increase the amount of redundancy for the specified
+                    //# message type. If an MER is below its minimum value, the receiver
+                    //# sends an increase acknowledgement (INC) message, which tells the
+                    //# sender to reduce the redundancy for the specified message type.
+                    // Fractional steps are small so the size can settle inside a
+                    // narrow band; far above the band they grow with the excess
+                    // (one step per multiple of the band's top), up to a whole
+                    // packet, so a burst-loss path is not approached 0.1 at a time.
+                    let up = match self.cfg.step {
+                        Step::Fractional(s) if q.mer_max > 0.0 => {
+                            (s * (mer / q.mer_max).floor()).clamp(s, 1.0)
+                        }
+                        _ => step,
+                    };
+                    let (target, nak) = if mer > q.mer_max {
+                        ((st.current + up).min(cap), true)
+                    } else if mer < q.mer_min && st.since_change >= st.inc_gate.max(gate) {
+                        ((st.current - step).max(1.0), false)
+                    } else {
+                        continue;
+                    };
+                    let target = round_size(target);
+                    if (target - st.current).abs() < 1e-9 {
+                        continue;
+                    }
+                    if nak && st.last_inc_from.is_some_and(|f| (f - target).abs() < 1e-9) {
+                        // The last INC left a size that was needed: probe less often.
+                        st.inc_gate = st.inc_gate.max(gate).saturating_mul(2).min(max_gate);
+                    }
+                    st.last_inc_from = if nak { None } else { Some(st.current) };
+                    (target, nak)
                 };
-                let target = round_size(target);
-                if (target - st.current).abs() < 1e-9 {
-                    continue;
-                }
-                if nak && st.last_inc_from.is_some_and(|f| (f - target).abs() < 1e-9) {
-                    // The last INC left a size that was needed: probe less often.
-                    st.inc_gate = st.inc_gate.max(gate).saturating_mul(2).min(max_gate);
-                }
-                st.last_inc_from = if nak { None } else { Some(st.current) };
                 st.current = target;
                 st.since_change = 0;
                 r.next_ctl_seq += 1;
