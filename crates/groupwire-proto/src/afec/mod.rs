@@ -456,7 +456,17 @@ impl AfecEndpoint {
                 let mer = st.window.recent_mer(recent);
                 let cap = st.cap.unwrap_or(self.cfg.max_size).min(self.cfg.max_size);
                 let (target, nak) = if predictive {
-                    let Some(target) = predict_size(&r.packets, q, st.current, cap) else {
+                    // Aim at the middle of the band, corrected by how far the
+                    // measured MER over the window is from it: losses that
+                    // already happened are made up for by aiming lower for a
+                    // while, which keeps windows of messages inside the band
+                    // on bursty paths where the long-run average alone does not.
+                    let mid = (q.mer_min + q.mer_max) / 2.0;
+                    let goal =
+                        (mid - PREDICTIVE_FEEDBACK * (st.window.mer() - mid)).clamp(0.0, q.mer_max);
+                    let tolerance = (q.mer_max - q.mer_min) / 2.0;
+                    let Some(target) = predict_size(&r.packets, goal, tolerance, st.current, cap)
+                    else {
                         continue;
                     };
                     (target, target > st.current)
@@ -916,12 +926,15 @@ impl PeerTx {
         }
     }
 
-    /// Token bucket at `rate`, holding at most one MTU-sized burst of credit
-    /// beyond a packet's worth (two 1200-byte packets by default).
+    /// Token bucket at `rate`. Its depth is 50 ms of the rate, and at least
+    /// 512 bytes so a packet of a few small messages always fits: deep
+    /// enough for the jitter of message timing, shallow enough that a burst
+    /// of credit cannot queue much on a slow link (512 bytes are 73 ms at
+    /// 56 kbit/s).
     fn refill(&mut self, now: Instant, rate: Option<crate::units::Bitrate>) {
         let Some(rate) = rate else { return };
         let bytes_per_sec = rate.as_bps() as f64 / 8.0;
-        let cap = 2400.0_f64.max(bytes_per_sec * 0.05);
+        let cap = 512.0_f64.max(bytes_per_sec * 0.05);
         let elapsed = self.refilled.map_or(cap / bytes_per_sec, |t| {
             now.saturating_duration_since(t).as_secs_f64()
         });
@@ -1129,9 +1142,9 @@ impl PeerRx {
 // ---- Helpers -------------------------------------------------------------
 
 /// Beyond the paper ([`Step::Predictive`]): the smallest code set size
-/// whose MER, predicted from the packet-loss pattern in `packets`, is the
-/// middle of the band; `None` when the size in force is predicted inside
-/// the band, or there are too few packets to tell.
+/// whose MER, predicted from the packet-loss pattern in `packets`, is
+/// `goal`; `None` when the size in force is predicted within `tolerance` of
+/// it, or there are too few packets to tell.
 ///
 /// A message first sent in packet `i` with code set size `k` travels in
 /// packets `i .. i + k`, so it is lost exactly when all of them are. A run
@@ -1139,7 +1152,13 @@ impl PeerRx {
 /// messages, and `MER(k) = Σ_runs max(0, L - k + 1) / packets`. A
 /// fractional size `k + f` sends a share `f` of messages `k + 1` times, so
 /// its MER is `(1 - f) MER(k) + f MER(k + 1)`, which is solved for `f`.
-fn predict_size(packets: &MerWindow, q: TypeQos, current: f64, cap: f64) -> Option<f64> {
+fn predict_size(
+    packets: &MerWindow,
+    goal: f64,
+    tolerance: f64,
+    current: f64,
+    cap: f64,
+) -> Option<f64> {
     /// Fewest packets before the pattern is trusted.
     const MIN_PACKETS: usize = 200;
     let n = packets.len();
@@ -1159,11 +1178,9 @@ fn predict_size(packets: &MerWindow, q: TypeQos, current: f64, cap: f64) -> Opti
         let f = size - f64::from(k);
         (1.0 - f) * mer(k) + f * mer(k + 1)
     };
-    let now = predicted(current);
-    if (q.mer_min..=q.mer_max).contains(&now) {
+    if (predicted(current) - goal).abs() <= tolerance {
         return None;
     }
-    let goal = (q.mer_min + q.mer_max) / 2.0;
     let mut size = cap;
     for k in 1..cap.floor().max(1.0) as u32 {
         let (here, next) = (mer(k), mer(k + 1));
@@ -1200,6 +1217,9 @@ fn collect_due(
     // Bound a control packet's size even if a peer floods requests.
     out.truncate(MAX_ENTRIES * 4);
 }
+
+/// Gain of the predictive controller's correction toward the measured MER.
+const PREDICTIVE_FEEDBACK: f64 = 1.0;
 
 /// IPv4 and UDP header bytes each datagram costs on the link, counted
 /// against the rate cap.

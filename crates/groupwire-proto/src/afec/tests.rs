@@ -548,10 +548,8 @@ fn predictive_controller_jumps_to_the_size_the_loss_pattern_needs() {
         .iter()
         .filter(|e| matches!(e, AfecEvent::Requested { .. }))
         .count();
-    assert!(
-        changes <= 15,
-        "a prediction moves in few, large steps: {changes}"
-    );
+    // The gate allows a change every 200 messages at most.
+    assert!((1..=30).contains(&changes), "{changes} changes");
 }
 
 #[test]
@@ -569,23 +567,18 @@ fn predicted_mer_counts_runs_longer_than_the_code_set() {
     }
     let _ = w.observe(1000);
     assert_eq!(w.loss_runs().len(), 200);
-    let band = |lo, hi| TypeQos {
-        mer_min: lo,
-        mer_max: hi,
-        initial_size: 1.0,
-    };
     // Goal 0.1 sits exactly at MER(3).
-    assert_eq!(predict_size(&w, band(0.1, 0.1), 1.0, 16.0), Some(3.0));
-    // Goal 0.2 at MER(2); size 2 is already inside [0.15, 0.25].
-    assert_eq!(predict_size(&w, band(0.15, 0.25), 1.0, 16.0), Some(2.0));
-    assert_eq!(predict_size(&w, band(0.15, 0.25), 2.0, 16.0), None);
+    assert_eq!(predict_size(&w, 0.1, 0.0, 1.0, 16.0), Some(3.0));
+    // Goal 0.2 at MER(2); size 2 is already within 0.05 of it.
+    assert_eq!(predict_size(&w, 0.2, 0.05, 1.0, 16.0), Some(2.0));
+    assert_eq!(predict_size(&w, 0.2, 0.05, 2.0, 16.0), None);
     // Halfway between MER(2) and MER(3): size 2.5 sends half the messages three times.
-    assert_eq!(predict_size(&w, band(0.15, 0.15), 1.0, 16.0), Some(2.5));
+    assert_eq!(predict_size(&w, 0.15, 0.0, 1.0, 16.0), Some(2.5));
     // The cap wins over the goal.
-    assert_eq!(predict_size(&w, band(0.0, 0.0), 1.0, 3.0), Some(3.0));
+    assert_eq!(predict_size(&w, 0.0, 0.0, 1.0, 3.0), Some(3.0));
     // Too few packets to trust.
     assert_eq!(
-        predict_size(&MerWindow::new(4000), band(0.1, 0.1), 1.0, 16.0),
+        predict_size(&MerWindow::new(4000), 0.1, 0.0, 1.0, 16.0),
         None
     );
 }
