@@ -138,12 +138,13 @@ async fn flow(mode: Mode, step: Step, link_seed: u64) -> Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fractional_afec_holds_its_mer_where_udp_does_not() {
-    let (udp, afec) = tokio::join!(
+    let (udp, afec, pred) = tokio::join!(
         flow(Mode::Plain, Step::Integer, 7),
         flow(Mode::Adaptive, Step::Fractional(0.1), 7),
+        flow(Mode::Adaptive, Step::Predictive, 7),
     );
-    eprintln!("udp:  {udp:?}\nafec: {afec:?}");
-    for o in [&udp, &afec] {
+    eprintln!("udp:  {udp:?}\nafec: {afec:?}\npred: {pred:?}");
+    for o in [&udp, &afec, &pred] {
         assert!(o.delivered <= o.sent, "{o:?}");
         let f = &o.emulator.forward;
         let link_loss = f.lost as f64 / f.received as f64;
@@ -164,5 +165,12 @@ async fn fractional_afec_holds_its_mer_where_udp_does_not() {
         "afec {} vs udp {}",
         afec.windowed_mer,
         udp.windowed_mer
+    );
+    // The predictive controller jumps to the size the loss runs call for.
+    assert!(pred.code_set > 2.0, "code set size {}", pred.code_set);
+    assert!(
+        pred.windowed_mer < 0.10,
+        "afec-pred MER {}",
+        pred.windowed_mer
     );
 }
