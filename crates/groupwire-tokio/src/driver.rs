@@ -12,11 +12,19 @@ use tokio::task::JoinHandle;
 use tracing::{debug, trace};
 
 use crate::clock::Clock;
-use crate::socket::{DatagramSocket, is_transient};
+use crate::socket::{DatagramSocket, RecvBatch, is_transient};
 
 /// A command for the machine: runs on the driver's task with the machine
 /// and the current time, e.g. `Box::new(|m, now| { m.send(now, ..); })`.
 pub type Command<M> = Box<dyn FnOnce(&mut M, Instant) + Send>;
+
+/// What a handle queues: a command, and whether it answers a
+/// [`DriverHandle::call`] (then everything earlier commands caused is sent
+/// before it runs, so the answer comes after their transmits and events).
+struct Request<M> {
+    f: Command<M>,
+    call: bool,
+}
 
 /// Sizes of the driver's channels and buffers.
 #[derive(Clone, Debug)]
@@ -30,6 +38,16 @@ pub struct DriverConfig {
     pub event_capacity: usize,
     /// Receive buffer: the largest datagram the machine can see whole.
     pub recv_buffer: usize,
+    /// Most receive buffers of `recv_buffer` bytes (64 KiB at least, for
+    /// GRO) filled per system call, when the socket can fill several
+    /// ([`DatagramSocket::max_recv_batch`]). The default, 32, costs 2 MiB
+    /// per driver over a [`BatchedUdpSocket`](crate::BatchedUdpSocket);
+    /// other sockets use one buffer whatever this says.
+    pub recv_batch: usize,
+    /// Most queued commands applied in one turn of the loop before the
+    /// transmits they caused are sent together (so a GSO socket can send
+    /// them in one system call) and the socket gets its turn.
+    pub commands_per_turn: usize,
 }
 
 impl Default for DriverConfig {
@@ -38,6 +56,8 @@ impl Default for DriverConfig {
             command_capacity: 256,
             event_capacity: 4096,
             recv_buffer: MAX_UDP_PAYLOAD,
+            recv_batch: 32,
+            commands_per_turn: 64,
         }
     }
 }
@@ -53,6 +73,16 @@ impl DriverConfig {
         self.event_capacity = n.max(1);
         self
     }
+    /// Sets the most receive buffers filled per system call.
+    pub fn recv_batch(mut self, n: usize) -> Self {
+        self.recv_batch = n.max(1);
+        self
+    }
+    /// Sets the most commands applied per turn.
+    pub fn commands_per_turn(mut self, n: usize) -> Self {
+        self.commands_per_turn = n.max(1);
+        self
+    }
 }
 
 /// Counters of a running driver (a snapshot; see [`DriverHandle::stats`]).
@@ -61,6 +91,9 @@ impl DriverConfig {
 pub struct DriverStats {
     /// Datagrams the socket accepted.
     pub datagrams_sent: u64,
+    /// System calls (or socket calls) that sent them: below
+    /// `datagrams_sent` when segmentation offload (GSO) batched some.
+    pub send_calls: u64,
     /// Their bytes (UDP payload).
     pub bytes_sent: u64,
     /// Datagrams the socket refused: counted as lost, never an error.
@@ -69,6 +102,9 @@ pub struct DriverStats {
     pub unsupported_transmits: u64,
     /// Datagrams received and handed to the machine.
     pub datagrams_received: u64,
+    /// Receive calls that returned them: below `datagrams_received` when
+    /// `recvmmsg` or GRO batched some.
+    pub recv_calls: u64,
     /// Their bytes (UDP payload).
     pub bytes_received: u64,
     /// Receive errors that only mean a datagram was lost (ICMP
@@ -82,27 +118,39 @@ pub struct DriverStats {
 
 /// Drives a [`Machine`] over a [`DatagramSocket`] in one select loop.
 ///
-/// Each turn: drain `poll_transmit` into the socket (a failed send is a
-/// lost datagram, counted in [`DriverStats::send_errors`]), drain
-/// `poll_event` into the event channel, then wait for whichever comes
-/// first: a command from a [`DriverHandle`], a datagram, or the machine's
-/// `poll_timeout`. Time comes from one [`Clock`].
+/// Each turn: send the transmits the machine queued (a failed send is a
+/// lost datagram, counted in [`DriverStats::send_errors`]), hand its events
+/// to the event channel, then wait for whichever comes first: a command
+/// from a [`DriverHandle`], datagrams, or the machine's `poll_timeout`.
+/// Time comes from one [`Clock`].
+///
+/// **Batching.** Every input is followed by the machine's full drain
+/// (STYLE.md §3), but the transmits are only collected there and sent at
+/// the end of the turn, so one turn can carry many: all the datagrams one
+/// receive call returned, or up to [`DriverConfig::commands_per_turn`]
+/// queued commands. Over a socket with segmentation offload
+/// ([`DatagramSocket::max_send_segments`] above 1, e.g.
+/// [`BatchedUdpSocket`](crate::BatchedUdpSocket) on Linux) consecutive
+/// datagrams of one size to one destination then leave in one system
+/// call; over a socket with `recvmmsg` ([`DatagramSocket::max_recv_batch`])
+/// up to [`DriverConfig::recv_batch`] datagrams arrive in one. Over
+/// tokio's `UdpSocket` it is one system call per datagram either way.
 ///
 /// The driver stops, after a last drain, when every [`DriverHandle`] is
 /// dropped, and returns the machine so its final state can be read. It
 /// returns an error only for a receive error that does not merely mean a
 /// lost datagram. If the application drops the event receiver, events are
 /// counted and dropped; the driver goes on.
-///
-/// One `recv_from`/`send_to` per datagram: no `recvmmsg`/GSO batching yet.
 pub struct Driver<M: Machine, S> {
     machine: M,
     socket: S,
     clock: Clock,
-    commands: mpsc::Receiver<Command<M>>,
+    commands: mpsc::Receiver<Request<M>>,
     events: mpsc::Sender<M::Event>,
     counters: Arc<Counters>,
     recv_buffer: usize,
+    recv_batch: usize,
+    commands_per_turn: usize,
 }
 
 impl<M, S> Driver<M, S>
@@ -146,6 +194,8 @@ where
             events: ev_tx,
             counters,
             recv_buffer: cfg.recv_buffer.max(1),
+            recv_batch: cfg.recv_batch.max(1),
+            commands_per_turn: cfg.commands_per_turn.max(1),
         };
         Ok((driver, handle, ev_rx))
     }
@@ -165,40 +215,67 @@ where
             events,
             counters,
             recv_buffer,
+            recv_batch,
+            commands_per_turn,
         } = self;
-        let mut buf = vec![0u8; recv_buffer];
+        let slots = recv_batch.min(socket.max_recv_batch()).max(1);
+        // With several buffers the socket may also glue datagrams (GRO),
+        // up to 64 KiB per buffer.
+        let slot_len = if slots > 1 {
+            recv_buffer.max(GRO_BUFFER)
+        } else {
+            recv_buffer
+        };
+        let mut rx = RecvBatch::new(slots, slot_len);
+        let mut out = Outbox::default();
         let mut events_open = true;
         let mut commands_open = true;
         loop {
-            let now = clock.now();
-            while let Some(t) = machine.poll_transmit(now) {
-                send_or_count_loss(&socket, &counters, &t).await;
-            }
-            while let Some(e) = machine.poll_event() {
-                if events_open && events.send(e).await.is_err() {
-                    events_open = false;
-                }
-                if !events_open {
-                    Counters::add(&counters.events_dropped, 1);
-                }
-            }
+            out.drain(&mut machine, clock.now());
+            out.flush(&socket, &counters, &events, &mut events_open)
+                .await;
             if !commands_open {
                 return Ok(machine);
             }
             let deadline = machine.poll_timeout().map(|t| clock.to_tokio(t));
             tokio::select! {
-                cmd = commands.recv() => match cmd {
-                    Some(cmd) => {
+                req = commands.recv() => {
+                    let mut next = req;
+                    let mut applied = 0;
+                    loop {
+                        let Some(req) = next else {
+                            commands_open = false;
+                            break;
+                        };
+                        if req.call {
+                            out.flush(&socket, &counters, &events, &mut events_open)
+                                .await;
+                        }
                         Counters::add(&counters.commands, 1);
-                        cmd(&mut machine, clock.now());
+                        let now = clock.now();
+                        (req.f)(&mut machine, now);
+                        out.drain(&mut machine, now);
+                        applied += 1;
+                        if applied >= commands_per_turn {
+                            break;
+                        }
+                        next = match commands.try_recv() {
+                            Ok(req) => Some(req),
+                            Err(mpsc::error::TryRecvError::Empty) => break,
+                            Err(mpsc::error::TryRecvError::Disconnected) => None,
+                        };
                     }
-                    None => commands_open = false,
-                },
-                r = socket.recv_from(&mut buf) => match r {
-                    Ok((n, src)) => {
-                        Counters::add(&counters.datagrams_received, 1);
-                        Counters::add(&counters.bytes_received, n as u64);
-                        machine.handle_datagram(clock.now(), src, &buf[..n]);
+                }
+                r = socket.recv_batch(&mut rx) => match r {
+                    Ok(()) => {
+                        Counters::add(&counters.recv_calls, 1);
+                        let now = clock.now();
+                        for (src, data) in rx.iter() {
+                            Counters::add(&counters.datagrams_received, 1);
+                            Counters::add(&counters.bytes_received, data.len() as u64);
+                            machine.handle_datagram(now, src, data);
+                            out.drain(&mut machine, now);
+                        }
                     }
                     Err(e) if is_transient(&e) => {
                         Counters::add(&counters.recv_errors, 1);
@@ -206,7 +283,11 @@ where
                     }
                     Err(e) => return Err(e),
                 },
-                () = sleep_until_opt(deadline) => machine.handle_timeout(clock.now()),
+                () = sleep_until_opt(deadline) => {
+                    let now = clock.now();
+                    machine.handle_timeout(now);
+                    out.drain(&mut machine, now);
+                }
             }
         }
     }
@@ -215,7 +296,7 @@ where
 /// Sends commands to a running [`Driver`] and reads its counters.
 /// Cloneable; the driver stops when the last clone is dropped.
 pub struct DriverHandle<M> {
-    commands: mpsc::Sender<Command<M>>,
+    commands: mpsc::Sender<Request<M>>,
     counters: Arc<Counters>,
     clock: Clock,
     local_addr: SocketAddr,
@@ -247,24 +328,30 @@ impl<M: Send + 'static> DriverHandle<M> {
         &self,
         f: impl FnOnce(&mut M, Instant) + Send + 'static,
     ) -> Result<(), DriverClosed> {
+        self.request(Box::new(f), false).await
+    }
+
+    async fn request(&self, f: Command<M>, call: bool) -> Result<(), DriverClosed> {
         self.commands
-            .send(Box::new(f))
+            .send(Request { f, call })
             .await
             .map_err(|_| DriverClosed)
     }
 
     /// Runs `f` on the machine and returns its result: a command with an
     /// answer, also the way to read a getter such as `mer()` while running.
+    /// The answer comes after the transmits and events of every command
+    /// queued before it were handed to the socket and the event channel.
     pub async fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut M, Instant) -> R + Send + 'static,
     ) -> Result<R, DriverClosed> {
         let (tx, rx) = oneshot::channel();
-        self.command(move |m, now| {
+        let f = Box::new(move |m: &mut M, now| {
             // The caller may have given up waiting; then nobody needs the answer.
             let _ = tx.send(f(m, now));
-        })
-        .await?;
+        });
+        self.request(f, true).await?;
         rx.await.map_err(|_| DriverClosed)
     }
 
@@ -296,23 +383,128 @@ impl std::fmt::Display for DriverClosed {
 
 impl std::error::Error for DriverClosed {}
 
-/// Sends `t`; a failure is a lost datagram, logged and counted.
-async fn send_or_count_loss<S: DatagramSocket>(socket: &S, counters: &Counters, t: &Transmit) {
-    if t.transport != Transport::Udp {
-        Counters::add(&counters.unsupported_transmits, 1);
-        debug!(dst = %t.dst, transport = ?t.transport, "transmit dropped: UDP driver");
-        return;
-    }
-    match socket.send_to(&t.payload, t.dst).await {
-        Ok(n) => {
-            Counters::add(&counters.datagrams_sent, 1);
-            Counters::add(&counters.bytes_sent, n as u64);
+/// What the machine asked for during one turn, sent at its end.
+struct Outbox<E> {
+    transmits: Vec<Transmit>,
+    events: Vec<E>,
+    /// Segments glued together for one GSO send.
+    scratch: Vec<u8>,
+}
+
+impl<E> Default for Outbox<E> {
+    fn default() -> Self {
+        Self {
+            transmits: Vec::new(),
+            events: Vec::new(),
+            scratch: Vec::new(),
         }
-        Err(e) => {
-            Counters::add(&counters.send_errors, 1);
-            trace!(dst = %t.dst, error = %e, "send failed: counted as a lost datagram");
+    }
+}
+
+impl<E> Outbox<E> {
+    /// The machine's drain after an input: transmits, then events.
+    fn drain<M: Machine<Event = E>>(&mut self, machine: &mut M, now: Instant) {
+        while let Some(t) = machine.poll_transmit(now) {
+            self.transmits.push(t);
+        }
+        while let Some(e) = machine.poll_event() {
+            self.events.push(e);
         }
     }
+
+    /// Sends the transmits, then hands the events to the application.
+    async fn flush<S: DatagramSocket>(
+        &mut self,
+        socket: &S,
+        counters: &Counters,
+        events: &mpsc::Sender<E>,
+        events_open: &mut bool,
+    ) {
+        self.send(socket, counters).await;
+        for e in self.events.drain(..) {
+            if *events_open && events.send(e).await.is_err() {
+                *events_open = false;
+            }
+            if !*events_open {
+                Counters::add(&counters.events_dropped, 1);
+            }
+        }
+    }
+
+    /// Sends the transmits in order: runs of one size to one destination
+    /// (the last may be shorter) as one GSO send where the socket can.
+    /// A failed send is a lost datagram per datagram it carried.
+    async fn send<S: DatagramSocket>(&mut self, socket: &S, counters: &Counters) {
+        let max_segments = socket.max_send_segments().max(1);
+        let ts = &self.transmits;
+        let mut i = 0;
+        while i < ts.len() {
+            let t = &ts[i];
+            if t.transport != Transport::Udp {
+                Counters::add(&counters.unsupported_transmits, 1);
+                debug!(dst = %t.dst, transport = ?t.transport, "transmit dropped: UDP driver");
+                i += 1;
+                continue;
+            }
+            let end = gso_run(ts, i, max_segments);
+            let n = (end - i) as u64;
+            let sent = if n == 1 {
+                socket.send_to(&t.payload, t.dst).await
+            } else {
+                self.scratch.clear();
+                for u in &ts[i..end] {
+                    self.scratch.extend_from_slice(&u.payload);
+                }
+                socket
+                    .send_segments(&self.scratch, t.payload.len(), t.dst)
+                    .await
+            };
+            match sent {
+                Ok(bytes) => {
+                    Counters::add(&counters.send_calls, 1);
+                    Counters::add(&counters.datagrams_sent, n);
+                    Counters::add(&counters.bytes_sent, bytes as u64);
+                }
+                Err(e) => {
+                    Counters::add(&counters.send_errors, n);
+                    trace!(dst = %t.dst, datagrams = n, error = %e, "send failed: counted as lost datagrams");
+                }
+            }
+            i = end;
+        }
+        self.transmits.clear();
+    }
+}
+
+/// The end of the GSO run that starts at `ts[start]` (a UDP transmit): the
+/// following UDP transmits to the same destination with the same length,
+/// plus at most one shorter one, up to `max_segments` and the largest UDP
+/// payload in all.
+fn gso_run(ts: &[Transmit], start: usize, max_segments: usize) -> usize {
+    let first = &ts[start];
+    let size = first.payload.len();
+    let mut end = start + 1;
+    if size == 0 {
+        return end;
+    }
+    while end < ts.len()
+        && end - start < max_segments
+        && (end - start + 1) * size <= MAX_UDP_PAYLOAD
+    {
+        let t = &ts[end];
+        if t.transport != Transport::Udp
+            || t.dst != first.dst
+            || t.payload.len() > size
+            || t.payload.is_empty()
+        {
+            break;
+        }
+        end += 1;
+        if t.payload.len() < size {
+            break;
+        }
+    }
+    end
 }
 
 /// Sleeps until `deadline`, or forever without one.
@@ -327,10 +519,12 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
 #[derive(Debug, Default)]
 struct Counters {
     datagrams_sent: AtomicU64,
+    send_calls: AtomicU64,
     bytes_sent: AtomicU64,
     send_errors: AtomicU64,
     unsupported_transmits: AtomicU64,
     datagrams_received: AtomicU64,
+    recv_calls: AtomicU64,
     bytes_received: AtomicU64,
     recv_errors: AtomicU64,
     commands: AtomicU64,
@@ -347,10 +541,12 @@ impl Counters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         DriverStats {
             datagrams_sent: get(&self.datagrams_sent),
+            send_calls: get(&self.send_calls),
             bytes_sent: get(&self.bytes_sent),
             send_errors: get(&self.send_errors),
             unsupported_transmits: get(&self.unsupported_transmits),
             datagrams_received: get(&self.datagrams_received),
+            recv_calls: get(&self.recv_calls),
             bytes_received: get(&self.bytes_received),
             recv_errors: get(&self.recv_errors),
             commands: get(&self.commands),
@@ -361,6 +557,10 @@ impl Counters {
 
 /// The largest UDP payload over IPv4 (65535 − 20 − 8).
 const MAX_UDP_PAYLOAD: usize = 65_507;
+
+/// Receive buffer per slot when the socket may glue datagrams (GRO): the
+/// kernel glues at most 64 KiB.
+const GRO_BUFFER: usize = 65_536;
 
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,9 @@
 //! # Model
 //!
 //! - [`Driver`] runs any [`groupwire_proto::Machine`] over a
-//!   [`DatagramSocket`] (tokio's `UdpSocket`, or a test double) in one
-//!   select loop: datagrams in, the machine's deadline, and commands from
+//!   [`DatagramSocket`] (tokio's `UdpSocket`, [`BatchedUdpSocket`] for
+//!   `recvmmsg` and GSO/GRO batching through `quinn-udp`, or a test
+//!   double) in one select loop: datagrams in, the machine's deadline, and commands from
 //!   the application ([`DriverHandle::command`], [`DriverHandle::call`]);
 //!   transmits out to the socket and events out to a channel. A failed send
 //!   or an ICMP-induced `ConnectionReset` is a lost datagram, counted in
@@ -51,4 +52,4 @@ pub use driver::{Command, Driver, DriverClosed, DriverConfig, DriverHandle, Driv
 pub use emulator::{
     CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorError, EmulatorStats,
 };
-pub use socket::{DatagramSocket, is_transient};
+pub use socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
