@@ -13,9 +13,8 @@ use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, TypeQos
 use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Message, Telepointer, TelepointerParams, TraceSource, schedule};
-use groupwire_tokio::{Clock, Driver, DriverHandle, DriverStats};
+use groupwire_tokio::{BatchedUdpSocket, Clock, Driver, DriverHandle, DriverStats};
 use hdrhistogram::Histogram;
-use tokio::net::UdpSocket;
 
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
@@ -172,7 +171,8 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
     let to = args.to;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
-        let socket = UdpSocket::bind(bind)
+        // Batched I/O (recvmmsg, GSO/GRO) where the OS has it: see docs/results/perf.md.
+        let socket = BatchedUdpSocket::bind(bind)
             .await
             .with_context(|| format!("cannot bind {bind}"))
             .map_err(usage)?;
@@ -356,7 +356,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
         .map_err(usage)?;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
-        let socket = UdpSocket::bind(args.bind)
+        let socket = BatchedUdpSocket::bind(args.bind)
             .await
             .with_context(|| format!("cannot bind {}", args.bind))
             .map_err(usage)?;
