@@ -150,6 +150,20 @@ impl LossModel {
         }
     }
 
+    /// Dyck & Gutwin's six lossy patterns, in the paper's order (§5, "Loss
+    /// patterns"): 10% and 20% random, bursts of 1-5 starting with
+    /// probability 4% and 8%, bursts of 1-10 starting with 2% and 4%.
+    pub fn dyck_patterns() -> Vec<Self> {
+        vec![
+            Self::dyck_random(0.10),
+            Self::dyck_random(0.20),
+            Self::dyck_burst(0.04, 5),
+            Self::dyck_burst(0.08, 5),
+            Self::dyck_burst(0.02, 10),
+            Self::dyck_burst(0.04, 10),
+        ]
+    }
+
     /// A Gilbert channel with P(Good → Bad) = `p` and P(Bad → Good) = `r`
     /// (E. N. Gilbert, "Capacity of a burst-noise channel", BSTJ 39, 1960):
     /// long-run loss `p / (p + r)`, mean burst `1 / r`.

@@ -125,15 +125,9 @@ impl Default for Dyck {
     fn default() -> Self {
         Self {
             rates: vec![Bitrate::kbps(56), Bitrate::kbps(256)],
-            losses: vec![
-                LossModel::None,
-                LossModel::dyck_random(0.10),
-                LossModel::dyck_random(0.20),
-                LossModel::dyck_burst(0.04, 5),
-                LossModel::dyck_burst(0.08, 5),
-                LossModel::dyck_burst(0.02, 10),
-                LossModel::dyck_burst(0.04, 10),
-            ],
+            losses: std::iter::once(LossModel::None)
+                .chain(LossModel::dyck_patterns())
+                .collect(),
             protocols: {
                 let mut p = vec![Protocol::Tcp, Protocol::Endpoint(Scheme::Udp)];
                 p.extend((2..=7).map(|n| Protocol::Endpoint(Scheme::Fec(f64::from(n)))));

@@ -35,20 +35,17 @@ impl Default for LinkModels {
         Self {
             packets: 1_000_000,
             packet_size: 1500,
-            models: vec![
-                LossModel::dyck_random(0.10),
-                LossModel::dyck_random(0.20),
-                LossModel::dyck_burst(0.04, 5),
-                LossModel::dyck_burst(0.08, 5),
-                LossModel::dyck_burst(0.02, 10),
-                LossModel::dyck_burst(0.04, 10),
-                LossModel::gilbert(0.006, 0.05),
-                LossModel::cellular(),
-                "ber:1e-5".parse().expect("a valid loss model"),
-                "ber:p=0.006,r=0.05,good=1e-7,bad=1e-4"
-                    .parse()
-                    .expect("a valid loss model"),
-            ],
+            models: LossModel::dyck_patterns()
+                .into_iter()
+                .chain([
+                    LossModel::gilbert(0.006, 0.05),
+                    LossModel::cellular(),
+                    "ber:1e-5".parse().expect("a valid loss model"),
+                    "ber:p=0.006,r=0.05,good=1e-7,bad=1e-4"
+                        .parse()
+                        .expect("a valid loss model"),
+                ])
+                .collect(),
         }
     }
 }
