@@ -216,7 +216,7 @@ impl AfecEndpoint {
 
     /// Starts sending to `peer`. Adding a peer twice is a no-op.
     pub fn add_peer(&mut self, peer: SocketAddr) {
-        self.peers.entry(peer).or_insert_with(|| PeerTx::new(peer));
+        self.peers.entry(peer).or_insert_with(PeerTx::new);
     }
 
     /// The code set size in force toward `peer` for `msg_type`.
@@ -411,7 +411,7 @@ impl AfecEndpoint {
             self.check_mer(now);
             self.next_check = Some(now + self.cfg.check_interval);
         }
-        self.send_control(now, false);
+        self.send_control(now);
     }
 
     /// The paper's control module: per (sender, type), when enough new
@@ -530,9 +530,9 @@ impl AfecEndpoint {
         }
     }
 
-    /// Sends pending control entries that are due (all of them when
-    /// `force`), with any acknowledgements owed, one packet per address.
-    fn send_control(&mut self, now: Instant, force: bool) {
+    /// Sends pending control entries that are due, with any
+    /// acknowledgements owed, one packet per address.
+    fn send_control(&mut self, now: Instant) {
         let retry = self.cfg.control_retry;
         let mut out: BTreeMap<SocketAddr, Vec<Entry>> = BTreeMap::new();
         for (addr, p) in &mut self.peers {
@@ -541,7 +541,6 @@ impl AfecEndpoint {
                 &mut p.acks,
                 now,
                 retry,
-                force,
                 out.entry(*addr).or_default(),
             );
         }
@@ -552,7 +551,6 @@ impl AfecEndpoint {
                     &mut r.acks,
                     now,
                     retry,
-                    force,
                     out.entry(addr).or_default(),
                 );
             }
@@ -760,7 +758,7 @@ impl AfecEndpoint {
             }
         }
         if reply {
-            self.send_control(now, false);
+            self.send_control(now);
         }
     }
 }
@@ -898,7 +896,7 @@ struct PeerTx {
 }
 
 impl PeerTx {
-    fn new(_addr: SocketAddr) -> Self {
+    fn new() -> Self {
         Self {
             types: BTreeMap::new(),
             history: VecDeque::new(),
@@ -1204,12 +1202,11 @@ fn collect_due(
     acks: &mut Vec<Entry>,
     now: Instant,
     retry: Duration,
-    force: bool,
     out: &mut Vec<Entry>,
 ) {
     out.append(acks);
     for p in pending.iter_mut() {
-        if force || p.due <= now {
+        if p.due <= now {
             out.push(p.entry);
             p.due = now + retry;
         }
