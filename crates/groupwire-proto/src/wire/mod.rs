@@ -6,6 +6,7 @@
 //! errors the caller counts and drops.
 
 pub mod afec;
+pub mod block;
 pub mod header;
 
 /// Why a datagram could not be parsed.

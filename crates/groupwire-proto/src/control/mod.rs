@@ -1,0 +1,196 @@
+//! Redundancy and rate controllers for block FEC, behind one trait.
+//!
+//! A block-FEC sender ([`crate::block`]) asks its [`FecController`] how many
+//! repair packets (`Fwnd`) to add to each block of `k` source packets, and
+//! whether its sending rate is capped. The receiver's periodic SYN report
+//! (GENEVA §3.2.1) is the controller's only input.
+//!
+//! | name on the command line | controller | source |
+//! |---|---|---|
+//! | `static-small` | [`StaticFec`] with `Fwnd = Fwnd_min = 8` | GENEVA §4.1 |
+//! | `static-large` | [`StaticFec`] with `Fwnd = 1.5 × Fwnd_min = 12` | GENEVA §4.1 |
+//! | `static:N` | [`StaticFec`] with `Fwnd = N` | |
+//! | `gmiad` | [`gmiad::Gmiad`], the GENEVA window controller | GENEVA §3.2 |
+//! | `dp-fec` | [`dpfec::DpFec`], dynamic probing FEC | GENEVA §5, ref. [29] |
+//! | `tfrc` | no repair; sending rate capped by TFRC (RFC 5348) | GENEVA §2.2, §4.1 |
+//!
+//! Policies are small `on_*` traits picked by name, like quinn's
+//! `congestion::Controller` and `ControllerFactory` (STYLE.md §3).
+
+use core::fmt;
+use core::str::FromStr;
+use std::time::Duration;
+
+use crate::time::Instant;
+use crate::units::Bitrate;
+
+pub mod dpfec;
+pub mod gmiad;
+
+/// What the sender learned from one receiver report (one SYN interval).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReportSample {
+    /// Packets (source and repair) the receiver found missing in the interval.
+    pub lost: u32,
+    /// Packets (source and repair) the receiver got in the interval.
+    pub delivered: u32,
+    /// Sample RTT (`SRTT`, GENEVA §3.2.2) measured from this report's echo,
+    /// if the echoed packet's send time was still known.
+    pub rtt: Option<Duration>,
+}
+
+/// What a controller may need to know about the stream it controls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamShape {
+    /// Source packets per block (`k`).
+    pub k: usize,
+    /// The report interval (`SYN`, GENEVA §3.2.1: 10 ms).
+    pub syn: Duration,
+}
+
+/// Chooses FEC redundancy (and, for rate-controlled baselines, a rate cap)
+/// from receiver reports.
+pub trait FecController: fmt::Debug + Send {
+    /// One receiver report arrived (reports that never arrive are never
+    /// seen: a controller holds its state, GENEVA §3.2.1 footnote 2).
+    fn on_report(&mut self, now: Instant, shape: StreamShape, report: &ReportSample);
+    /// Repair packets for the next block (`Fwnd`).
+    fn fwnd(&self) -> usize;
+    /// Upper bound on the source data rate, if this controller limits it.
+    fn rate_cap(&self) -> Option<Bitrate> {
+        None
+    }
+    /// The controller's smoothed RTT, if it keeps one.
+    fn rtt_estimate(&self) -> Option<Duration> {
+        None
+    }
+    /// Its total window (`Wtot`, GENEVA eq. 1), if it keeps one.
+    fn total_window(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// A fixed number of repair packets per block: the paper's Static-FEC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticFec {
+    /// Repair packets per block.
+    pub fwnd: usize,
+}
+
+impl FecController for StaticFec {
+    fn on_report(&mut self, _now: Instant, _shape: StreamShape, _report: &ReportSample) {}
+    fn fwnd(&self) -> usize {
+        self.fwnd
+    }
+}
+
+/// A controller chosen by name; [`ControllerKind::build`] makes it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ControllerKind {
+    /// `Fwnd` fixed at this value.
+    Static(usize),
+    /// Static-FEC with `Fwnd = Fwnd_min` (GENEVA §4.1 "small").
+    StaticSmall,
+    /// Static-FEC with `Fwnd = 1.5 × Fwnd_min` (GENEVA §4.1 "large").
+    StaticLarge,
+    /// GENEVA's GMIAD window controller.
+    Gmiad,
+    /// Dynamic probing FEC (GENEVA's ref. [29]).
+    DpFec,
+    /// No FEC; source rate limited by TFRC.
+    Tfrc,
+}
+
+impl ControllerKind {
+    /// Every named controller of the paper's comparison, in its table order.
+    pub const PAPER: [Self; 5] = [
+        Self::Gmiad,
+        Self::StaticSmall,
+        Self::StaticLarge,
+        Self::DpFec,
+        Self::Tfrc,
+    ];
+
+    /// Builds the controller with the paper's defaults (`fwnd_min` for the
+    /// static sizes comes from [`gmiad::GmiadConfig::default`]).
+    pub fn build(self) -> Box<dyn FecController> {
+        let fmin = gmiad::GmiadConfig::default().fwnd_min;
+        match self {
+            Self::Static(n) => Box::new(StaticFec { fwnd: n }),
+            Self::StaticSmall => Box::new(StaticFec { fwnd: fmin }),
+            // 1.5 × 8 = 12, as in Table 1.
+            Self::StaticLarge => Box::new(StaticFec {
+                fwnd: fmin + fmin / 2,
+            }),
+            Self::Gmiad => Box::new(gmiad::Gmiad::new(gmiad::GmiadConfig::default())),
+            Self::DpFec => Box::new(dpfec::DpFec::new(dpfec::DpFecConfig::default())),
+            Self::Tfrc => Box::new(StaticFec { fwnd: 0 }),
+        }
+    }
+
+    /// Whether the sender must run TFRC to cap its rate.
+    pub fn is_rate_controlled(self) -> bool {
+        matches!(self, Self::Tfrc)
+    }
+}
+
+impl fmt::Display for ControllerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Static(n) => write!(f, "static:{n}"),
+            Self::StaticSmall => f.write_str("static-small"),
+            Self::StaticLarge => f.write_str("static-large"),
+            Self::Gmiad => f.write_str("gmiad"),
+            Self::DpFec => f.write_str("dp-fec"),
+            Self::Tfrc => f.write_str("tfrc"),
+        }
+    }
+}
+
+impl FromStr for ControllerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim().to_ascii_lowercase();
+        Ok(match t.as_str() {
+            "static-small" | "small" => Self::StaticSmall,
+            "static-large" | "large" => Self::StaticLarge,
+            "gmiad" | "geneva" => Self::Gmiad,
+            "dp-fec" | "dpfec" => Self::DpFec,
+            "tfrc" => Self::Tfrc,
+            other => match other.strip_prefix("static:").map(str::parse::<usize>) {
+                Some(Ok(n)) if n <= 254 => Self::Static(n),
+                _ => {
+                    return Err(format!(
+                        "{s:?}: expected gmiad, static-small, static-large, static:N \
+                         (N from 0 to 254), dp-fec or tfrc"
+                    ));
+                }
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in ControllerKind::PAPER
+            .into_iter()
+            .chain([ControllerKind::Static(3)])
+        {
+            assert_eq!(k.to_string().parse::<ControllerKind>(), Ok(k));
+        }
+        assert!("static:255".parse::<ControllerKind>().is_err());
+        assert!("fast".parse::<ControllerKind>().is_err());
+    }
+
+    #[test]
+    fn static_sizes_are_the_papers() {
+        assert_eq!(ControllerKind::StaticSmall.build().fwnd(), 8);
+        assert_eq!(ControllerKind::StaticLarge.build().fwnd(), 12);
+        assert_eq!(ControllerKind::Tfrc.build().fwnd(), 0);
+    }
+}

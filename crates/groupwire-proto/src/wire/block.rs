@@ -1,0 +1,502 @@
+//! Block-FEC datagrams (GENEVA): source and repair symbols, and the
+//! receiver's SYN report.
+//!
+//! Both follow the common [`header`]. All fields are big-endian. This format
+//! is groupwire's own and interoperates with nothing else by design.
+//!
+//! # Data packet (`kind` = [`Kind::BlockData`])
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |  common header: version=1, kind=3, flags, reserved, session   |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                 packet sequence number (seq)                  |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                           block id                            |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                    data sequence number                       |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |               sender's RTT estimate (microseconds)            |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |     index     |       k       |       m       |   reserved    |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |  payload: the application datagram, or a repair symbol ...
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! ```
+//!
+//! - `flags` bit 0 ([`FLAG_REPAIR`]): a repair symbol; otherwise a source packet.
+//! - `seq` numbers every packet, source and repair, in sending order: the
+//!   receiver counts losses from its gaps and echoes the highest in its
+//!   report so the sender can time the round trip (GENEVA §3.2.2: "keeping
+//!   pairs of the sequence number and its transmitted time").
+//! - `block` numbers source blocks. `index` is the symbol's place in the
+//!   block: `0..k` for source packets, `k..k+m` for repair symbols.
+//! - `data sequence number` numbers source packets; in a repair packet it
+//!   is the data sequence number of the block's first source packet.
+//! - `k` and `m` are carried by repair packets only (a source packet is sent
+//!   before its block is closed, when the block's size may not be known
+//!   yet: the tunnel closes blocks early at low rates); source packets carry 0.
+//!   `1 <= k`, `k + m <= 255`, `k <= index < k + m`.
+//! - The RTT estimate lets the receiver group losses into TFRC loss events
+//!   (RFC 5348 §5.2); 0 means unknown.
+//!
+//! The protected symbol of source packet `i` is its payload's length (2
+//! bytes, big-endian) followed by the payload, zero-padded to the block's
+//! symbol length; a repair packet's payload is a whole symbol, so every
+//! repair packet of a block has the same payload length.
+//!
+//! # Report (`kind` = [`Kind::BlockReport`])
+//!
+//! ```text
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |  common header: version=1, kind=4, flags, reserved, session   |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                      report sequence number                   |
+//! |                 highest packet seq received (echo)            |
+//! |        time since that packet arrived (microseconds)          |
+//! |                packets lost in this interval                  |
+//! |              packets received in this interval                |
+//! |              data packets delivered, total (64 bits)          |
+//! |              data packets recovered, total (64 bits)          |
+//! |             data packets given up as lost, total (64 bits)    |
+//! |         TFRC receive rate X_recv (bytes per second)           |
+//! |         TFRC loss event rate p (fraction × 2^32, saturating)  |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! ```
+//!
+//! Sent every SYN (10 ms, GENEVA §3.2.1). Interval counts let the sender run
+//! GMIAD (eqs. 4–5); a lost report loses only its interval, and the sender
+//! holds `Fwnd` (§3.2.1, footnote 2). Totals let the sender show residual
+//! loss. `flags` bit 0 ([`FLAG_TFRC`]): the TFRC fields are meaningful.
+//!
+//! Parsing never panics and rejects anything inconsistent; the receiver
+//! counts and drops it.
+
+use super::WireError;
+use super::header::{self, HEADER_LEN, Kind};
+
+/// Data packet flag: the payload is a repair symbol.
+pub const FLAG_REPAIR: u8 = 0x01;
+/// Report flag: the TFRC fields hold measurements.
+pub const FLAG_TFRC: u8 = 0x01;
+/// Bytes before a data packet's payload.
+pub const DATA_HEADER_LEN: usize = HEADER_LEN + 20;
+/// Bytes of a report.
+pub const REPORT_LEN: usize = HEADER_LEN + 52;
+/// Largest `k + m` a block may have (GF(2^8) Reed-Solomon).
+pub const MAX_BLOCK_SYMBOLS: usize = 255;
+
+/// Source or repair, with the fields only repair packets carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Symbol {
+    /// An application datagram, sent as is.
+    Source,
+    /// A repair symbol of a block of `k` source and `m` repair symbols.
+    Repair {
+        /// Source symbols in the block.
+        k: u8,
+        /// Repair symbols in the block.
+        m: u8,
+    },
+}
+
+/// A parsed data packet; `payload` borrows from the datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataRepr<'a> {
+    /// Session id from the common header.
+    pub session: u32,
+    /// Packet sequence number.
+    pub seq: u32,
+    /// Block id.
+    pub block: u32,
+    /// Data sequence number (see the module docs).
+    pub data_seq: u32,
+    /// Sender's RTT estimate in microseconds, 0 if unknown.
+    pub rtt_us: u32,
+    /// Symbol index in the block.
+    pub index: u8,
+    /// Source or repair.
+    pub symbol: Symbol,
+    /// The datagram or the repair symbol.
+    pub payload: &'a [u8],
+}
+
+mod field {
+    use core::ops::Range;
+    pub(super) const SEQ: Range<usize> = 8..12;
+    pub(super) const BLOCK: Range<usize> = 12..16;
+    pub(super) const DATA_SEQ: Range<usize> = 16..20;
+    pub(super) const RTT: Range<usize> = 20..24;
+    pub(super) const INDEX: usize = 24;
+    pub(super) const K: usize = 25;
+    pub(super) const M: usize = 26;
+    pub(super) const RESERVED: usize = 27;
+}
+
+impl<'a> DataRepr<'a> {
+    /// Parses a data packet. Never panics. Rejects wrong kinds, truncation,
+    /// and repair packets whose `k`, `m` and `index` are impossible.
+    pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
+        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
+        if h.kind != Kind::BlockData {
+            return Err(WireError::Malformed("not a block data packet"));
+        }
+        if buf.len() < DATA_HEADER_LEN {
+            return Err(WireError::Truncated {
+                needed: DATA_HEADER_LEN,
+                got: buf.len(),
+            });
+        }
+        let index = buf[field::INDEX];
+        let (k, m) = (buf[field::K], buf[field::M]);
+        let symbol = if h.flags & FLAG_REPAIR != 0 {
+            if k == 0 || m == 0 || usize::from(k) + usize::from(m) > MAX_BLOCK_SYMBOLS {
+                return Err(WireError::Malformed("impossible block shape"));
+            }
+            if index < k || usize::from(index) >= usize::from(k) + usize::from(m) {
+                return Err(WireError::Malformed("repair index outside the block"));
+            }
+            Symbol::Repair { k, m }
+        } else {
+            if k != 0 || m != 0 {
+                return Err(WireError::Malformed("source packet with a block shape"));
+            }
+            if usize::from(index) >= MAX_BLOCK_SYMBOLS - 1 {
+                return Err(WireError::Malformed("source index outside any block"));
+            }
+            Symbol::Source
+        };
+        Ok(Self {
+            session: h.session,
+            seq: be32(&buf[field::SEQ]),
+            block: be32(&buf[field::BLOCK]),
+            data_seq: be32(&buf[field::DATA_SEQ]),
+            rtt_us: be32(&buf[field::RTT]),
+            index,
+            symbol,
+            payload: &buf[DATA_HEADER_LEN..],
+        })
+    }
+
+    /// Bytes [`emit`](Self::emit) writes.
+    pub fn buffer_len(&self) -> usize {
+        DATA_HEADER_LEN + self.payload.len()
+    }
+
+    /// Writes the packet into `buf`, exactly [`buffer_len`](Self::buffer_len) bytes.
+    ///
+    /// # Panics
+    /// On a wrong buffer size: a local sizing bug, not peer input.
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(buf.len(), self.buffer_len(), "buffer sized by buffer_len");
+        self.emit_header(&mut buf[..DATA_HEADER_LEN]);
+        buf[DATA_HEADER_LEN..].copy_from_slice(self.payload);
+    }
+
+    /// Writes only the [`DATA_HEADER_LEN`] header bytes (for senders that
+    /// place the payload themselves).
+    ///
+    /// # Panics
+    /// If `buf` is not [`DATA_HEADER_LEN`] bytes.
+    pub fn emit_header(&self, buf: &mut [u8]) {
+        assert_eq!(buf.len(), DATA_HEADER_LEN, "header buffer size");
+        let (flags, k, m) = match self.symbol {
+            Symbol::Source => (0, 0, 0),
+            Symbol::Repair { k, m } => (FLAG_REPAIR, k, m),
+        };
+        header::Repr {
+            kind: Kind::BlockData,
+            flags,
+            session: self.session,
+        }
+        .emit(&mut header::Packet::new_unchecked(&mut *buf));
+        buf[field::SEQ].copy_from_slice(&self.seq.to_be_bytes());
+        buf[field::BLOCK].copy_from_slice(&self.block.to_be_bytes());
+        buf[field::DATA_SEQ].copy_from_slice(&self.data_seq.to_be_bytes());
+        buf[field::RTT].copy_from_slice(&self.rtt_us.to_be_bytes());
+        buf[field::INDEX] = self.index;
+        buf[field::K] = k;
+        buf[field::M] = m;
+        buf[field::RESERVED] = 0;
+    }
+}
+
+/// A parsed report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportRepr {
+    /// Session id from the common header.
+    pub session: u32,
+    /// Report sequence number (one per SYN interval).
+    pub report_seq: u32,
+    /// Highest packet sequence number received so far.
+    pub echo_seq: u32,
+    /// Microseconds between that packet's arrival and this report.
+    pub echo_delay_us: u32,
+    /// Packets found missing during the interval.
+    pub lost: u32,
+    /// Packets received during the interval.
+    pub received: u32,
+    /// Data packets delivered to the application so far.
+    pub delivered_total: u64,
+    /// Of those, packets rebuilt by the code.
+    pub recovered_total: u64,
+    /// Data packets given up as lost so far (residual loss).
+    pub unrecovered_total: u64,
+    /// TFRC feedback, when the receiver runs TFRC's loss estimator.
+    pub tfrc: Option<TfrcFields>,
+}
+
+/// TFRC feedback carried in a report (RFC 5348 §6.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TfrcFields {
+    /// Receive rate over the last RTT, bytes per second (saturating).
+    pub x_recv: u32,
+    /// Loss event rate as a fraction of 2^32 (saturating at `u32::MAX`).
+    pub p: u32,
+}
+
+impl TfrcFields {
+    /// Encodes a loss event rate in `[0, 1]` (NaN reads as 0).
+    pub fn encode_p(p: f64) -> u32 {
+        if p.is_nan() || p <= 0.0 {
+            0
+        } else {
+            (p * 4_294_967_296.0).min(f64::from(u32::MAX)) as u32
+        }
+    }
+
+    /// The loss event rate as a fraction.
+    pub fn p_fraction(&self) -> f64 {
+        f64::from(self.p) / 4_294_967_296.0
+    }
+}
+
+mod rfield {
+    use core::ops::Range;
+    pub(super) const REPORT_SEQ: Range<usize> = 8..12;
+    pub(super) const ECHO_SEQ: Range<usize> = 12..16;
+    pub(super) const ECHO_DELAY: Range<usize> = 16..20;
+    pub(super) const LOST: Range<usize> = 20..24;
+    pub(super) const RECEIVED: Range<usize> = 24..28;
+    pub(super) const DELIVERED: Range<usize> = 28..36;
+    pub(super) const RECOVERED: Range<usize> = 36..44;
+    pub(super) const UNRECOVERED: Range<usize> = 44..52;
+    pub(super) const X_RECV: Range<usize> = 52..56;
+    pub(super) const P: Range<usize> = 56..60;
+}
+
+impl ReportRepr {
+    /// Parses a report. Never panics; rejects wrong kinds and any length
+    /// other than [`REPORT_LEN`].
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
+        if h.kind != Kind::BlockReport {
+            return Err(WireError::Malformed("not a block report"));
+        }
+        if buf.len() < REPORT_LEN {
+            return Err(WireError::Truncated {
+                needed: REPORT_LEN,
+                got: buf.len(),
+            });
+        }
+        if buf.len() > REPORT_LEN {
+            return Err(WireError::Malformed("bytes after the report"));
+        }
+        let tfrc = (h.flags & FLAG_TFRC != 0).then(|| TfrcFields {
+            x_recv: be32(&buf[rfield::X_RECV]),
+            p: be32(&buf[rfield::P]),
+        });
+        Ok(Self {
+            session: h.session,
+            report_seq: be32(&buf[rfield::REPORT_SEQ]),
+            echo_seq: be32(&buf[rfield::ECHO_SEQ]),
+            echo_delay_us: be32(&buf[rfield::ECHO_DELAY]),
+            lost: be32(&buf[rfield::LOST]),
+            received: be32(&buf[rfield::RECEIVED]),
+            delivered_total: be64(&buf[rfield::DELIVERED]),
+            recovered_total: be64(&buf[rfield::RECOVERED]),
+            unrecovered_total: be64(&buf[rfield::UNRECOVERED]),
+            tfrc,
+        })
+    }
+
+    /// Writes the report into `buf`, exactly [`REPORT_LEN`] bytes.
+    ///
+    /// # Panics
+    /// On a wrong buffer size: a local sizing bug, not peer input.
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(buf.len(), REPORT_LEN, "buffer sized REPORT_LEN");
+        header::Repr {
+            kind: Kind::BlockReport,
+            flags: if self.tfrc.is_some() { FLAG_TFRC } else { 0 },
+            session: self.session,
+        }
+        .emit(&mut header::Packet::new_unchecked(&mut *buf));
+        buf[rfield::REPORT_SEQ].copy_from_slice(&self.report_seq.to_be_bytes());
+        buf[rfield::ECHO_SEQ].copy_from_slice(&self.echo_seq.to_be_bytes());
+        buf[rfield::ECHO_DELAY].copy_from_slice(&self.echo_delay_us.to_be_bytes());
+        buf[rfield::LOST].copy_from_slice(&self.lost.to_be_bytes());
+        buf[rfield::RECEIVED].copy_from_slice(&self.received.to_be_bytes());
+        buf[rfield::DELIVERED].copy_from_slice(&self.delivered_total.to_be_bytes());
+        buf[rfield::RECOVERED].copy_from_slice(&self.recovered_total.to_be_bytes());
+        buf[rfield::UNRECOVERED].copy_from_slice(&self.unrecovered_total.to_be_bytes());
+        let t = self.tfrc.unwrap_or_default();
+        buf[rfield::X_RECV].copy_from_slice(&t.x_recv.to_be_bytes());
+        buf[rfield::P].copy_from_slice(&t.p.to_be_bytes());
+    }
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn be64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[rustfmt::skip]
+    const GOLDEN_REPAIR: [u8; DATA_HEADER_LEN + 3] = [
+        0x01, 0x03, 0x01, 0x00, 0x00, 0x00, 0x00, 0x09, // header: v1, BlockData, repair, session 9
+        0x00, 0x00, 0x01, 0x00,                         // seq 256
+        0x00, 0x00, 0x00, 0x07,                         // block 7
+        0x00, 0x00, 0x00, 0xaf,                         // first data seq of the block: 175
+        0x00, 0x00, 0x27, 0x10,                         // RTT 10 000 us
+        0x1a, 0x19, 0x08, 0x00,                         // index 26, k 25, m 8
+        0xde, 0xad, 0x01,                               // symbol
+    ];
+
+    #[test]
+    fn data_golden_bytes_both_ways() {
+        let r = DataRepr {
+            session: 9,
+            seq: 256,
+            block: 7,
+            data_seq: 175,
+            rtt_us: 10_000,
+            index: 26,
+            symbol: Symbol::Repair { k: 25, m: 8 },
+            payload: &[0xde, 0xad, 0x01],
+        };
+        assert_eq!(DataRepr::parse(&GOLDEN_REPAIR), Ok(r));
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(buf, GOLDEN_REPAIR);
+    }
+
+    #[test]
+    fn rejects_impossible_repair_shapes() {
+        let with = |index: u8, k: u8, m: u8| {
+            let mut b = GOLDEN_REPAIR;
+            b[24] = index;
+            b[25] = k;
+            b[26] = m;
+            DataRepr::parse(&b).is_ok()
+        };
+        assert!(with(26, 25, 8));
+        assert!(!with(24, 25, 8), "index inside the source range");
+        assert!(!with(33, 25, 8), "index past k + m");
+        assert!(!with(200, 200, 56), "k + m > 255");
+        assert!(!with(0, 0, 8), "k = 0");
+        assert!(!with(25, 25, 0), "m = 0");
+        let mut source = GOLDEN_REPAIR;
+        source[2] = 0;
+        assert!(DataRepr::parse(&source).is_err(), "source with a shape");
+        source[25] = 0;
+        source[26] = 0;
+        assert!(DataRepr::parse(&source).is_ok());
+        assert!(DataRepr::parse(&GOLDEN_REPAIR[..DATA_HEADER_LEN - 1]).is_err());
+    }
+
+    #[test]
+    fn report_golden_round_trip_and_length_checks() {
+        let r = ReportRepr {
+            session: 1,
+            report_seq: 2,
+            echo_seq: 3,
+            echo_delay_us: 4,
+            lost: 5,
+            received: 6,
+            delivered_total: 7,
+            recovered_total: 8,
+            unrecovered_total: 9,
+            tfrc: Some(TfrcFields { x_recv: 10, p: 11 }),
+        };
+        let mut buf = [0u8; REPORT_LEN];
+        r.emit(&mut buf);
+        assert_eq!(&buf[..4], &[0x01, 0x04, 0x01, 0x00]);
+        assert_eq!(&buf[52..60], &[0, 0, 0, 10, 0, 0, 0, 11]);
+        assert_eq!(ReportRepr::parse(&buf), Ok(r));
+        assert!(ReportRepr::parse(&buf[..REPORT_LEN - 1]).is_err());
+        let mut long = buf.to_vec();
+        long.push(0);
+        assert!(ReportRepr::parse(&long).is_err());
+        assert!(DataRepr::parse(&buf).is_err(), "a report is not data");
+    }
+
+    #[test]
+    fn p_encoding_saturates() {
+        assert_eq!(TfrcFields::encode_p(f64::NAN), 0);
+        assert_eq!(TfrcFields::encode_p(-1.0), 0);
+        assert_eq!(TfrcFields::encode_p(2.0), u32::MAX);
+        let f = TfrcFields {
+            x_recv: 0,
+            p: TfrcFields::encode_p(0.25),
+        };
+        assert!((f.p_fraction() - 0.25).abs() < 1e-9);
+    }
+
+    fn any_symbol() -> impl Strategy<Value = (u8, Symbol)> {
+        prop_oneof![
+            (0u8..254).prop_map(|i| (i, Symbol::Source)),
+            (1u8..=254)
+                .prop_flat_map(|k| (Just(k), 1..=255 - k))
+                .prop_flat_map(|(k, m)| (k..k + m, Just(Symbol::Repair { k, m }))),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn data_round_trips(session: u32, seq: u32, block: u32, data_seq: u32, rtt_us: u32,
+                            (index, symbol) in any_symbol(),
+                            payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let r = DataRepr { session, seq, block, data_seq, rtt_us, index, symbol, payload: &payload };
+            let mut buf = vec![0u8; r.buffer_len()];
+            r.emit(&mut buf);
+            prop_assert_eq!(DataRepr::parse(&buf), Ok(r));
+        }
+
+        #[test]
+        fn report_round_trips(session: u32, report_seq: u32, echo_seq: u32, echo_delay_us: u32,
+                              lost: u32, received: u32, delivered_total: u64,
+                              recovered_total: u64, unrecovered_total: u64,
+                              tfrc in proptest::option::of((any::<u32>(), any::<u32>()))) {
+            let r = ReportRepr {
+                session, report_seq, echo_seq, echo_delay_us, lost, received,
+                delivered_total, recovered_total, unrecovered_total,
+                tfrc: tfrc.map(|(x_recv, p)| TfrcFields { x_recv, p }),
+            };
+            let mut buf = [0u8; REPORT_LEN];
+            r.emit(&mut buf);
+            prop_assert_eq!(ReportRepr::parse(&buf), Ok(r));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..128),
+                                       kind in 3u8..=4) {
+            let mut d = data;
+            if d.len() >= 2 { d[0] = 1; d[1] = kind; }
+            let _ = DataRepr::parse(&d);
+            let _ = ReportRepr::parse(&d);
+        }
+    }
+}
