@@ -1,0 +1,119 @@
+//! Arithmetic in GF(2^8) with the primitive polynomial
+//! x^8 + x^4 + x^3 + x^2 + 1 (0x11D), and the tables every backend uses.
+//!
+//! All tables are built at compile time, so there is no initialisation and
+//! nothing to share between threads.
+
+// RFC 5510 §8 (the finite field, paraphrased): for m = 8 the field is
+// built from the primitive polynomial x^8 + x^4 + x^3 + x^2 + 1.
+/// The field's reduction polynomial, with the x^8 bit.
+pub(crate) const POLY: u16 = 0x11D;
+
+/// `EXP[i] = alpha^i` for `i` in `0..510`, so `EXP[log a + log b]` needs no
+/// reduction modulo 255. `alpha` is the element `x` (the byte 2).
+pub(crate) static EXP: [u8; 512] = build_exp();
+/// `LOG[a]` for `a != 0`; `LOG[0]` is unused (0).
+pub(crate) static LOG: [u8; 256] = build_log();
+/// `MUL[a][b] = a * b`: the scalar backend's table (64 KiB, one 256-byte row
+/// per constant, so a multiply-accumulate by a constant touches one row).
+pub(crate) static MUL: [[u8; 256]; 256] = build_mul();
+/// `a * b` in the field.
+#[inline]
+pub(crate) fn mul(a: u8, b: u8) -> u8 {
+    MUL[a as usize][b as usize]
+}
+
+/// `1 / a`, or `None` for zero.
+#[inline]
+pub(crate) fn inv(a: u8) -> Option<u8> {
+    (a != 0).then(|| EXP[255 - LOG[a as usize] as usize])
+}
+
+/// `alpha^e`.
+#[inline]
+pub(crate) fn exp(e: usize) -> u8 {
+    EXP[e % 255]
+}
+
+/// Carry-less multiply and reduce; used only to build the tables.
+const fn mul_slow(a: u8, b: u8) -> u8 {
+    let (mut a, mut b, mut r) = (a as u16, b, 0u16);
+    while b != 0 {
+        if b & 1 != 0 {
+            r ^= a;
+        }
+        a <<= 1;
+        if a & 0x100 != 0 {
+            a ^= POLY;
+        }
+        b >>= 1;
+    }
+    r as u8
+}
+
+const fn build_exp() -> [u8; 512] {
+    let mut t = [0u8; 512];
+    let mut x = 1u8;
+    let mut i = 0;
+    while i < 512 {
+        t[i] = x;
+        x = mul_slow(x, 2);
+        i += 1;
+    }
+    t
+}
+
+const fn build_log() -> [u8; 256] {
+    let exp = build_exp();
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 255 {
+        t[exp[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+}
+
+const fn build_mul() -> [[u8; 256]; 256] {
+    let exp = build_exp();
+    let log = build_log();
+    let mut t = [[0u8; 256]; 256];
+    let mut a = 1;
+    while a < 256 {
+        let mut b = 1;
+        while b < 256 {
+            t[a][b] = exp[log[a] as usize + log[b] as usize];
+            b += 1;
+        }
+        a += 1;
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_agree_with_carryless_multiply() {
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                let p = mul_slow(a, b);
+                assert_eq!(mul(a, b), p);
+            }
+        }
+    }
+
+    #[test]
+    fn alpha_is_primitive_and_inverses_hold() {
+        let mut seen = [false; 256];
+        for e in 0..255 {
+            assert!(!seen[exp(e) as usize], "alpha^{e} repeats");
+            seen[exp(e) as usize] = true;
+        }
+        assert_eq!(inv(0), None);
+        for a in 1..=255u8 {
+            assert_eq!(mul(a, inv(a).expect("nonzero")), 1);
+        }
+    }
+}
