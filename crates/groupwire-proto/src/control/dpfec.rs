@@ -1,5 +1,5 @@
 //! DP-FEC, dynamic probing FEC (Matsuzono, Asaeda & Murai, JIP 20(1), 2012;
-//! GENEVA's ref. [29]): the baseline GENEVA improves on.
+//! GENEVA's ref. \[29\]): the baseline GENEVA improves on.
 //!
 //! What GENEVA's §5 says of it: "Using variations in the intervals between
 //! packet loss events as a network indicator, it estimates the degree of
@@ -7,8 +7,8 @@
 //! degree of added FEC redundancy. When the estimated FEC impact exceeds
 //! the defined threshold, it immediately reduces the degree of FEC by
 //! half." DP-FEC's own §4.2 adds: "if no congestion is sensed, the FEC
-//! window size is increased except when [it] is already at its maximum; if
-//! congestion is sensed, [it] is decreased except when [it] is at its
+//! window size is increased except when (it) is already at its maximum; if
+//! congestion is sensed, (it) is decreased except when (it) is at its
 //! minimum", congestion meaning an FEC impact above a threshold.
 //!
 //! **Reconstruction.** Neither text gives the estimator's exact form or

@@ -11,7 +11,7 @@
 //! | `static-large` | [`StaticFec`] with `Fwnd = 1.5 × Fwnd_min = 12` | GENEVA §4.1 |
 //! | `static:N` | [`StaticFec`] with `Fwnd = N` | |
 //! | `gmiad` | [`gmiad::Gmiad`], the GENEVA window controller | GENEVA §3.2 |
-//! | `dp-fec` | [`dpfec::DpFec`], dynamic probing FEC | GENEVA §5, ref. [29] |
+//! | `dp-fec` | [`dpfec::DpFec`], dynamic probing FEC | GENEVA §5, ref. \[29\] |
 //! | `tfrc` | no repair; sending rate capped by TFRC (RFC 5348) | GENEVA §2.2, §4.1 |
 //!
 //! Policies are small `on_*` traits picked by name, like quinn's
@@ -96,7 +96,7 @@ pub enum ControllerKind {
     StaticLarge,
     /// GENEVA's GMIAD window controller.
     Gmiad,
-    /// Dynamic probing FEC (GENEVA's ref. [29]).
+    /// Dynamic probing FEC (GENEVA's ref. \[29\]).
     DpFec,
     /// No FEC; source rate limited by TFRC.
     Tfrc,

@@ -1,0 +1,451 @@
+//! The block-FEC sender (GENEVA §3.2.2).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use groupwire_codec::ReedSolomon;
+
+use super::{DEFAULT_SYN, unwrap32};
+use crate::control::{ControllerKind, FecController, ReportSample, StreamShape};
+use crate::machine::{Machine, Transmit, Transport};
+use crate::time::Instant;
+use crate::wire::block::{DATA_HEADER_LEN, DataRepr, ReportRepr, Symbol};
+
+/// Bytes of length prefix inside a protected symbol.
+const LEN_PREFIX: usize = 2;
+
+/// Configuration of a [`BlockSender`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SenderConfig {
+    /// Session id in every packet; reports of other sessions are ignored.
+    pub session: u32,
+    /// Where data goes.
+    pub peer: SocketAddr,
+    /// Source packets per block (`k`); see [`super::k_for_rate`].
+    pub k: usize,
+    /// Report interval the controller assumes (SYN, GENEVA §3.2.1: 10 ms).
+    pub syn: Duration,
+    /// Which controller picks `Fwnd`.
+    pub controller: ControllerKind,
+    /// Space packets evenly, `IPG = SYN / (Fwnd + k)` (GENEVA §3.2.2), or
+    /// send each at once (`false`, the tunnel's low-latency mode).
+    pub pacing: bool,
+    /// Close a block with fewer than `k` packets once its first packet is
+    /// this old, so a slow stream never stalls a block. `None`: always wait
+    /// for `k` (a constant-rate stream).
+    pub max_block_wait: Option<Duration>,
+    /// Largest datagram this sender emits (path MTU less IP and UDP
+    /// headers). Source payloads may be up to `max_datagram −`
+    /// [`DATA_HEADER_LEN`] `− 2` bytes, so repair packets fit too.
+    pub max_datagram: usize,
+    /// Packets waiting for their paced slot; beyond it `send` refuses.
+    pub queue_limit: usize,
+    /// Send times remembered for RTT samples (by sequence number).
+    pub send_history: usize,
+}
+
+impl SenderConfig {
+    /// GENEVA's sender toward `peer`: `k` per block, GMIAD, paced, SYN 10 ms.
+    pub fn new(peer: SocketAddr, k: usize) -> Self {
+        Self {
+            session: 0,
+            peer,
+            k,
+            syn: DEFAULT_SYN,
+            controller: ControllerKind::Gmiad,
+            pacing: true,
+            max_block_wait: None,
+            max_datagram: 1472,
+            queue_limit: 4096,
+            send_history: 8192,
+        }
+    }
+
+    /// Largest payload [`BlockSender::send`] accepts.
+    pub fn max_payload(&self) -> usize {
+        self.max_datagram
+            .saturating_sub(DATA_HEADER_LEN + LEN_PREFIX)
+    }
+}
+
+/// Why [`BlockSender::send`] refused a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// Bigger than [`SenderConfig::max_payload`].
+    #[error("datagram of {len} bytes exceeds the {max}-byte limit")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The pacing queue is full: the application sends faster than the
+    /// stream's rate.
+    #[error("send queue full ({0} packets)")]
+    QueueFull(usize),
+    /// A rate-controlled stream (TFRC) is over its allowed rate; the
+    /// application should lower its rate (GENEVA §2.2).
+    #[error("over the allowed sending rate")]
+    RateLimited,
+}
+
+/// What a [`BlockSender`] has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SenderStats {
+    /// Source packets sent.
+    pub source_sent: u64,
+    /// Repair packets sent.
+    pub repair_sent: u64,
+    /// Bytes of all datagrams sent.
+    pub bytes_sent: u64,
+    /// Blocks closed.
+    pub blocks: u64,
+    /// Sum of `Fwnd` over closed blocks (mean = `fwnd_sum / blocks`).
+    pub fwnd_sum: u64,
+    /// Blocks closed before reaching `k` (low rate, [`SenderConfig::max_block_wait`]).
+    pub short_blocks: u64,
+    /// Reports accepted.
+    pub reports: u64,
+    /// Reports older than one already seen.
+    pub stale_reports: u64,
+    /// Datagrams that were not a valid report of this session.
+    pub malformed: u64,
+    /// `send` calls refused (too large, queue full, rate limited).
+    pub refused: u64,
+    /// Latest RTT sample.
+    pub last_rtt: Option<Duration>,
+    /// Receiver's totals from its latest report: delivered data packets.
+    pub peer_delivered: u64,
+    /// ... of which rebuilt by the code.
+    pub peer_recovered: u64,
+    /// ... and data packets it gave up as lost.
+    pub peer_unrecovered: u64,
+}
+
+#[derive(Debug)]
+struct Queued {
+    /// The whole datagram except `seq` and the RTT hint, patched when sent.
+    buf: BytesMut,
+    repair: bool,
+}
+
+/// The sending half of GENEVA. See the [module docs](super).
+#[derive(Debug)]
+pub struct BlockSender {
+    cfg: SenderConfig,
+    controller: Box<dyn FecController>,
+    next_seq: u32,
+    next_block: u32,
+    next_data_seq: u32,
+    /// Source payloads of the open block.
+    block: Vec<Bytes>,
+    block_base: u32,
+    block_started: Instant,
+    queue: VecDeque<Queued>,
+    next_send: Instant,
+    /// `(seq, sent at)` by `seq % len`.
+    history: Vec<(u32, Instant)>,
+    last_report: Option<u64>,
+    srtt: Option<Duration>,
+    codes: Vec<ReedSolomon>,
+    scratch: Vec<u8>,
+    stats: SenderStats,
+}
+
+impl BlockSender {
+    /// A sender with `cfg`'s controller.
+    pub fn new(cfg: SenderConfig) -> Self {
+        let controller = cfg.controller.build();
+        Self::with_controller(cfg, controller)
+    }
+
+    /// A sender with a controller of the caller's (for experiments).
+    pub fn with_controller(mut cfg: SenderConfig, controller: Box<dyn FecController>) -> Self {
+        cfg.k = cfg.k.clamp(1, 254);
+        cfg.send_history = cfg.send_history.max(1);
+        Self {
+            history: vec![(u32::MAX, Instant::ZERO); cfg.send_history],
+            cfg,
+            controller,
+            next_seq: 0,
+            next_block: 0,
+            next_data_seq: 0,
+            block: Vec::new(),
+            block_base: 0,
+            block_started: Instant::ZERO,
+            queue: VecDeque::new(),
+            next_send: Instant::ZERO,
+            last_report: None,
+            srtt: None,
+            codes: Vec::new(),
+            scratch: Vec::new(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
+    }
+
+    /// What it has done.
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+
+    /// The repair packets the next block will get.
+    pub fn fwnd(&self) -> usize {
+        self.controller.fwnd().min(255 - self.cfg.k)
+    }
+
+    /// The controller, for its state (`Wtot`, ERTT).
+    pub fn controller(&self) -> &dyn FecController {
+        &*self.controller
+    }
+
+    /// Packets waiting for their paced slot.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Hands one datagram to the stream; returns its data sequence number.
+    /// It goes out at its paced slot (or at once without pacing); the block
+    /// it completes gets its repair packets queued behind it.
+    pub fn send(&mut self, now: Instant, payload: Bytes) -> Result<u32, SendError> {
+        let max = self.cfg.max_payload();
+        if payload.len() > max {
+            self.stats.refused += 1;
+            return Err(SendError::TooLarge {
+                len: payload.len(),
+                max,
+            });
+        }
+        if self.queue.len() >= self.cfg.queue_limit {
+            self.stats.refused += 1;
+            return Err(SendError::QueueFull(self.queue.len()));
+        }
+        let data_seq = self.next_data_seq;
+        self.next_data_seq = data_seq.wrapping_add(1);
+        if self.block.is_empty() {
+            self.block_base = data_seq;
+            self.block_started = now;
+        }
+        let index = self.block.len() as u8;
+        let repr = DataRepr {
+            session: self.cfg.session,
+            seq: 0,
+            block: self.next_block,
+            data_seq,
+            rtt_us: 0,
+            index,
+            symbol: Symbol::Source,
+            payload: &payload,
+        };
+        let mut buf = BytesMut::zeroed(repr.buffer_len());
+        repr.emit(&mut buf);
+        self.queue.push_back(Queued { buf, repair: false });
+        self.block.push(payload);
+        if self.block.len() >= self.cfg.k {
+            self.close_block();
+        }
+        Ok(data_seq)
+    }
+
+    /// Closes the open block now, queueing its repair packets (a flush at
+    /// the end of a stream). A no-op without an open block.
+    pub fn flush(&mut self) {
+        if !self.block.is_empty() {
+            self.close_block();
+        }
+    }
+
+    fn close_block(&mut self) {
+        let k = self.block.len();
+        if k < self.cfg.k {
+            self.stats.short_blocks += 1;
+        }
+        let m = self.controller.fwnd().min(255 - k);
+        if m > 0 {
+            self.queue_repairs(k, m);
+        }
+        self.stats.blocks += 1;
+        self.stats.fwnd_sum += m as u64;
+        self.block.clear();
+        self.next_block = self.next_block.wrapping_add(1);
+    }
+
+    fn queue_repairs(&mut self, k: usize, m: usize) {
+        let longest = self.block.iter().map(Bytes::len).max().unwrap_or(0);
+        let sym = longest + LEN_PREFIX;
+        // Padded sources, one flat scratch buffer reused across blocks.
+        self.scratch.clear();
+        self.scratch.resize(k * sym, 0);
+        for (p, chunk) in self.block.iter().zip(self.scratch.chunks_exact_mut(sym)) {
+            groupwire_codec::pad(p, chunk).expect("symbol sized for the longest payload");
+        }
+        let code = self.code(k, m);
+        let mut repairs: Vec<BytesMut> = (0..m)
+            .map(|_| BytesMut::zeroed(DATA_HEADER_LEN + sym))
+            .collect();
+        {
+            let sources: Vec<&[u8]> = self.scratch.chunks_exact(sym).collect();
+            let mut outs: Vec<&mut [u8]> = repairs
+                .iter_mut()
+                .map(|b| &mut b[DATA_HEADER_LEN..])
+                .collect();
+            code.encode(&sources, &mut outs)
+                .expect("shapes checked: k sources, m repairs, one length");
+        }
+        for (j, mut buf) in repairs.into_iter().enumerate() {
+            DataRepr {
+                session: self.cfg.session,
+                seq: 0,
+                block: self.next_block,
+                data_seq: self.block_base,
+                rtt_us: 0,
+                index: (k + j) as u8,
+                symbol: Symbol::Repair {
+                    k: k as u8,
+                    m: m as u8,
+                },
+                payload: &[],
+            }
+            .emit_header(&mut buf[..DATA_HEADER_LEN]);
+            self.queue.push_back(Queued { buf, repair: true });
+        }
+    }
+
+    /// The code for `(k, m)`, built once and kept (a handful of shapes).
+    fn code(&mut self, k: usize, m: usize) -> ReedSolomon {
+        if let Some(c) = self
+            .codes
+            .iter()
+            .find(|c| c.source_count() == k && c.repair_count() == m)
+        {
+            return c.clone();
+        }
+        let c = ReedSolomon::new(k, m).expect("1 <= k, k + m <= 255");
+        if self.codes.len() >= 16 {
+            self.codes.remove(0);
+        }
+        self.codes.push(c.clone());
+        c
+    }
+
+    fn ipg(&self) -> Duration {
+        let n = (self.fwnd() + self.cfg.k).max(1) as u32;
+        self.cfg.syn / n
+    }
+}
+
+impl Machine for BlockSender {
+    type Event = core::convert::Infallible;
+
+    fn handle_datagram(&mut self, now: Instant, _src: SocketAddr, data: &[u8]) {
+        let r = match ReportRepr::parse(data) {
+            Ok(r) if r.session == self.cfg.session => r,
+            _ => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let seq = unwrap32(self.last_report.unwrap_or(0), r.report_seq);
+        if self.last_report.is_some_and(|last| seq <= last) {
+            self.stats.stale_reports += 1;
+            return;
+        }
+        self.last_report = Some(seq);
+        self.stats.reports += 1;
+        // §3.2.2: SRTT from the echoed sequence number's send time, less the
+        // time the receiver held it.
+        let slot = self.history[r.echo_seq as usize % self.history.len()];
+        let rtt = (slot.0 == r.echo_seq).then(|| {
+            now.saturating_duration_since(slot.1)
+                .saturating_sub(Duration::from_micros(u64::from(r.echo_delay_us)))
+        });
+        if let Some(s) = rtt {
+            self.stats.last_rtt = Some(s);
+            self.srtt = Some(match self.srtt {
+                None => s,
+                Some(e) => e.mul_f64(0.875) + s.mul_f64(0.125),
+            });
+        }
+        self.stats.peer_delivered = r.delivered_total;
+        self.stats.peer_recovered = r.recovered_total;
+        self.stats.peer_unrecovered = r.unrecovered_total;
+        let shape = StreamShape {
+            k: self.cfg.k,
+            syn: self.cfg.syn,
+        };
+        let sample = ReportSample {
+            lost: r.lost,
+            delivered: r.received,
+            rtt,
+        };
+        self.controller.on_report(now, shape, &sample);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(wait) = self.cfg.max_block_wait {
+            if !self.block.is_empty() && now >= self.block_started + wait {
+                self.close_block();
+            }
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if self.queue.is_empty() || (self.cfg.pacing && now < self.next_send) {
+            return None;
+        }
+        let Queued { mut buf, repair } = self.queue.pop_front()?;
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        let rtt_us = self
+            .srtt
+            .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
+        buf[8..12].copy_from_slice(&seq.to_be_bytes());
+        buf[20..24].copy_from_slice(&rtt_us.to_be_bytes());
+        let len = self.history.len();
+        self.history[seq as usize % len] = (seq, now);
+        if self.cfg.pacing {
+            let ipg = self.ipg();
+            // An idle sender does not bank slots: restart the grid at `now`.
+            if self.next_send + ipg < now {
+                self.next_send = now;
+            }
+            self.next_send += ipg;
+        }
+        if repair {
+            self.stats.repair_sent += 1;
+        } else {
+            self.stats.source_sent += 1;
+        }
+        self.stats.bytes_sent += buf.len() as u64;
+        Some(Transmit {
+            dst: self.cfg.peer,
+            transport: Transport::Udp,
+            payload: buf.freeze(),
+        })
+    }
+
+    fn poll_event(&mut self) -> Option<Self::Event> {
+        None
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let pace = (self.cfg.pacing && !self.queue.is_empty()).then_some(self.next_send);
+        let flush = self
+            .cfg
+            .max_block_wait
+            .filter(|_| !self.block.is_empty())
+            .map(|w| self.block_started + w);
+        match (pace, flush) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
