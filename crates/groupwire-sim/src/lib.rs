@@ -23,6 +23,7 @@
 //! own stream derived from the scenario seed, so adding a node does not
 //! change the random numbers another node sees.
 
+pub mod blockfec;
 pub mod core;
 pub mod machine_node;
 pub mod metrics;

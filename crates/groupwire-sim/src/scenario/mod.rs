@@ -8,6 +8,7 @@
 
 mod awareness_path;
 mod dyck;
+mod geneva;
 mod link_models;
 mod tcp_dumbbell;
 
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::awareness_path::AwarenessPath;
 pub use self::dyck::{Dyck, Protocol};
+pub use self::geneva::Geneva;
 pub use self::link_models::LinkModels;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 use crate::metrics::TimeSeries;
@@ -35,6 +37,9 @@ pub enum Scenario {
     AwarenessPath(AwarenessPath),
     /// Dyck & Gutwin's grid: TCP, UDP, FEC-n and AFEC on narrow lossy paths.
     Dyck(Box<Dyck>),
+    /// Matsuzono et al.'s GENEVA evaluation: block-FEC streams (GMIAD,
+    /// static, DP-FEC, TFRC) against TCP on a 1 Gbit/s dumbbell.
+    Geneva(Box<Geneva>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -70,6 +75,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "dyck",
             about: "Dyck & Gutwin's experiments: TCP, UDP, FEC-2..7 and AFEC (5-6% MER band) on 56/256 kbit/s lossy paths",
             make: || Scenario::Dyck(Box::default()),
+        },
+        Builtin {
+            name: "geneva",
+            about: "GENEVA's evaluation: 10 block-FEC streams (GMIAD, static-small/large, DP-FEC, TFRC) vs TCP on a 1 Gbit/s dumbbell",
+            make: || Scenario::Geneva(Box::default()),
         },
     ]
 }
@@ -135,6 +145,7 @@ impl Scenario {
             Self::LinkModels(_) => "link-models",
             Self::AwarenessPath(_) => "awareness-path",
             Self::Dyck(_) => "dyck",
+            Self::Geneva(_) => "geneva",
         }
     }
 
@@ -179,6 +190,7 @@ impl Scenario {
             Self::LinkModels(s) => s.validate(),
             Self::AwarenessPath(s) => s.validate(),
             Self::Dyck(s) => s.validate(),
+            Self::Geneva(s) => s.validate(),
         }
     }
 
@@ -190,6 +202,7 @@ impl Scenario {
             Self::LinkModels(s) => Duration::from_nanos(s.total_packets()),
             Self::AwarenessPath(s) => s.duration,
             Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
+            Self::Geneva(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -199,7 +212,7 @@ impl Scenario {
             Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
             Self::LinkModels(_) => ProgressUnit::Count,
             Self::AwarenessPath(_) => ProgressUnit::SimulatedTime,
-            Self::Dyck(_) => ProgressUnit::Count,
+            Self::Dyck(_) | Self::Geneva(_) => ProgressUnit::Count,
         }
     }
 
@@ -215,6 +228,7 @@ impl Scenario {
             Self::LinkModels(s) => s.run(seed, progress),
             Self::AwarenessPath(s) => s.run(seed, progress),
             Self::Dyck(s) => s.run(seed, progress),
+            Self::Geneva(s) => s.run(seed, progress),
         }
     }
 }
