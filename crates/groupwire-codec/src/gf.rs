@@ -17,6 +17,15 @@ pub(crate) static LOG: [u8; 256] = build_log();
 /// `MUL[a][b] = a * b`: the scalar backend's table (64 KiB, one 256-byte row
 /// per constant, so a multiply-accumulate by a constant touches one row).
 pub(crate) static MUL: [[u8; 256]; 256] = build_mul();
+/// Split-nibble tables for the shuffle backends: `NIBBLE[c][n] = c * n` and
+/// `NIBBLE[c][16 + n] = c * (n << 4)` for `n < 16`, so
+/// `c * x = NIBBLE[c][x & 15] ^ NIBBLE[c][16 + (x >> 4)]`.
+pub(crate) static NIBBLE: [[u8; 32]; 256] = build_nibble();
+/// GF(2)-affine bit matrices for `gf2p8affineqb`: multiplying by `c` is a
+/// linear map on the 8 bits of a byte, whatever the field polynomial, so
+/// the GFNI instruction computes our field's product in one step.
+pub(crate) static AFFINE: [u64; 256] = build_affine();
+
 /// `a * b` in the field.
 #[inline]
 pub(crate) fn mul(a: u8, b: u8) -> u8 {
@@ -90,6 +99,48 @@ const fn build_mul() -> [[u8; 256]; 256] {
     t
 }
 
+const fn build_nibble() -> [[u8; 32]; 256] {
+    let mut t = [[0u8; 32]; 256];
+    let mut c = 0;
+    while c < 256 {
+        let mut n = 0;
+        while n < 16 {
+            t[c][n] = mul_slow(c as u8, n as u8);
+            t[c][16 + n] = mul_slow(c as u8, (n << 4) as u8);
+            n += 1;
+        }
+        c += 1;
+    }
+    t
+}
+
+/// Row `i` of the matrix (bit `j` set when bit `i` of `c * 2^j` is set) goes
+/// in byte `7 - i` of the qword, as `gf2p8affineqb` reads it (Intel SDM,
+/// GF2P8AFFINEQB: result bit `i` is the parity of `A.byte[7 - i] & x`).
+const fn build_affine() -> [u64; 256] {
+    let mut t = [0u64; 256];
+    let mut c = 0;
+    while c < 256 {
+        let mut q = 0u64;
+        let mut i = 0;
+        while i < 8 {
+            let mut row = 0u64;
+            let mut j = 0;
+            while j < 8 {
+                if (mul_slow(c as u8, 1 << j) >> i) & 1 != 0 {
+                    row |= 1 << j;
+                }
+                j += 1;
+            }
+            q |= row << (8 * (7 - i));
+            i += 1;
+        }
+        t[c] = q;
+        c += 1;
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +151,11 @@ mod tests {
             for b in 0..=255u8 {
                 let p = mul_slow(a, b);
                 assert_eq!(mul(a, b), p);
+                assert_eq!(
+                    NIBBLE[a as usize][(b & 15) as usize]
+                        ^ NIBBLE[a as usize][16 + (b >> 4) as usize],
+                    p
+                );
             }
         }
     }

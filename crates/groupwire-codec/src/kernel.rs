@@ -15,11 +15,23 @@ use crate::gf;
 pub enum Backend {
     /// Portable: one 256-byte row of a 64 KiB product table per constant.
     Scalar,
+    /// x86-64 SSSE3 `pshufb` on 16-byte vectors, split-nibble tables.
+    Ssse3,
+    /// x86-64 AVX2 `vpshufb` on 32-byte vectors, split-nibble tables.
+    Avx2,
+    /// x86-64 AVX-512BW + GFNI: one `vgf2p8affineqb` per 64 bytes and
+    /// constant.
+    Avx512Gfni,
 }
 
 impl Backend {
     /// Every backend, slowest first.
-    pub const ALL: [Backend; 1] = [Backend::Scalar];
+    pub const ALL: [Backend; 4] = [
+        Backend::Scalar,
+        Backend::Ssse3,
+        Backend::Avx2,
+        Backend::Avx512Gfni,
+    ];
 
     /// The fastest backend this CPU supports.
     pub fn detect() -> Backend {
@@ -34,6 +46,19 @@ impl Backend {
     pub fn is_available(self) -> bool {
         match self {
             Backend::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Ssse3 => std::arch::is_x86_feature_detected!("ssse3"),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512Gfni => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("gfni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
         }
     }
 }
@@ -52,7 +77,11 @@ pub(crate) fn dot_prod(
     debug_assert_eq!(rows.len(), outputs.len());
     debug_assert!(rows.iter().all(|r| r.len() == inputs.len()));
     match backend {
-        Backend::Scalar => dot_prod_scalar(rows, inputs, outputs),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Ssse3 | Backend::Avx2 | Backend::Avx512Gfni => {
+            crate::simd::dot_prod(backend, rows, inputs, outputs);
+        }
+        _ => dot_prod_scalar(rows, inputs, outputs),
     }
 }
 

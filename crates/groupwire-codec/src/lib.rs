@@ -34,13 +34,18 @@
 //! ```
 //!
 //! Nothing here reads a clock, does I/O or takes a lock. The multiply-add
-//! loop runs on a [`Backend`] chosen at run time.
+//! loop runs on the fastest [`Backend`] the CPU has, chosen at run time:
+//! AVX-512 with GFNI, AVX2 or SSSE3 (split-nibble `pshufb` tables, as in
+//! ISA-L's `gf_vect_dot_prod` and klauspost/reedsolomon), or portable
+//! product tables.
 
 mod codec;
 mod gf;
 mod kernel;
 mod matrix;
 mod pad;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 
 pub use codec::{CacheStats, Decoder, ReedSolomon};
 pub use kernel::Backend;
