@@ -31,6 +31,7 @@
 //! `None`, drain `poll_event` until `None`, then re-read `poll_timeout`.**
 
 pub mod afec;
+pub mod control;
 pub mod machine;
 pub mod time;
 pub mod units;

@@ -1,0 +1,2 @@
+//! Rate and congestion controllers, as pure sans-IO state machines.
+pub mod tfrc;
