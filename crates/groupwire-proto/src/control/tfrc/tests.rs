@@ -381,6 +381,40 @@ fn sender_follows_equation_once_p_is_positive() {
     assert_eq!(tx.loss_event_rate(), 0.01);
 }
 
+//= https://www.rfc-editor.org/rfc/rfc5348#section-4.3
+//# Halve entries in X_recv_set;
+//# X_recv = 0.85 * X_recv;
+#[test]
+fn data_limited_interval_with_rising_p_uses_halved_receive_rates() {
+    let mut tx = TfrcSender::new(Instant::ZERO, TfrcConfig::default());
+    tx.on_feedback(at_ms(100), &fb(Instant::ZERO, 0.0, 0.0));
+    assert!(close(tx.allowed_rate(), 43_800.0, 1e-12));
+    // Only data-limited sends from here on.
+    tx.on_packet_sent(at_ms(150), 1460, true);
+    // p unchanged: Maximize X_recv_set -> 20 000, recv_limit = 40 000,
+    // and the slow-start floor initial_rate = 43 800 wins.
+    tx.on_feedback(at_ms(200), &fb(at_ms(100), 20_000.0, 0.0));
+    assert!(close(tx.allowed_rate(), 43_800.0, 1e-12));
+    tx.on_packet_sent(at_ms(250), 1460, true);
+    // p rose: the set {20 000} is halved to 10 000, X_recv becomes
+    // 0.85 * 30 000 = 25 500, recv_limit = max = 25 500 < X_Bps.
+    tx.on_feedback(at_ms(300), &fb(at_ms(200), 30_000.0, 0.01));
+    assert!(
+        close(tx.allowed_rate(), 25_500.0, 1e-12),
+        "{}",
+        tx.allowed_rate()
+    );
+    // A send that was not data-limited makes the next interval typical:
+    // recv_limit = 2 * max(X_recv_set over 2 RTTs).
+    tx.on_packet_sent(at_ms(350), 1460, false);
+    tx.on_feedback(at_ms(400), &fb(at_ms(300), 30_000.0, 0.01));
+    assert!(
+        close(tx.allowed_rate(), 60_000.0, 1e-12),
+        "{}",
+        tx.allowed_rate()
+    );
+}
+
 #[test]
 fn nofeedback_before_any_feedback_halves_to_the_floor() {
     let mut tx = TfrcSender::new(Instant::ZERO, TfrcConfig::default());
