@@ -247,3 +247,59 @@ fn predictive_afec_holds_the_band_wherever_the_bandwidth_suffices() {
     );
     assert_eq!(held, scored, "seed {seed}: {verdict}");
 }
+
+/// A GENEVA run small enough for a test: 100 Mbit/s, 3 streams of 5 Mbit/s
+/// against 20 long-lived TCP flows, 8 simulated seconds.
+fn small_geneva() -> Scenario {
+    let mut s = Scenario::builtin("geneva").unwrap();
+    for (k, v) in [
+        ("bottleneck_rate", "\"100Mbps\""),
+        ("streams", "3"),
+        ("stream_rate", "\"5Mbps\""),
+        ("tcp_flows", "[20]"),
+        ("duration", "8s"),
+        ("warmup", "2s"),
+    ] {
+        s.set(k, v).unwrap();
+    }
+    s
+}
+
+fn cell<'a>(r: &'a Report, controller: &str) -> &'a [serde_json::Value] {
+    let t = r.tables.iter().find(|t| t.file == "cells").expect("cells table");
+    let c = t.columns.iter().position(|c| c == "controller").unwrap();
+    t.rows
+        .iter()
+        .find(|row| row[c] == controller)
+        .unwrap_or_else(|| panic!("no {controller} row"))
+}
+
+fn col(r: &Report, name: &str) -> usize {
+    let t = r.tables.iter().find(|t| t.file == "cells").unwrap();
+    t.columns.iter().position(|c| c == name).unwrap()
+}
+
+#[test]
+fn geneva_is_deterministic_and_controllers_behave_as_designed() {
+    let s = small_geneva();
+    let seed = seed(3);
+    let a = run(&s, seed);
+    let b = run(&s, seed);
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap(),
+        "same seed, same report"
+    );
+    let fwnd = col(&a, "mean_fwnd");
+    let loss = col(&a, "packet_loss_rate");
+    let f = |c: &str| cell(&a, c)[fwnd].as_f64().unwrap();
+    assert_eq!(f("static-small"), 8.0);
+    assert_eq!(f("static-large"), 12.0);
+    assert_eq!(f("tfrc"), 0.0);
+    assert!(f("gmiad") >= 8.0 && f("gmiad") <= 60.0, "{}", f("gmiad"));
+    // The streams see the bottleneck's loss: TCP keeps it lossy.
+    assert!(cell(&a, "gmiad")[loss].as_f64().unwrap() > 0.0);
+    // TPindex is relative to TFRC, so TFRC's own is 1.
+    let tpi = col(&a, "tpindex");
+    assert!((cell(&a, "tfrc")[tpi].as_f64().unwrap() - 1.0).abs() < 1e-12);
+}

@@ -8,9 +8,10 @@ use bytes::Bytes;
 use groupwire_codec::{Decoder, ReedSolomon};
 
 use super::{DEFAULT_SYN, unwrap32};
+use crate::control::tfrc::{DataPacketInfo, TfrcConfig, TfrcFeedback, TfrcReceiver};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
-use crate::wire::block::{DataRepr, REPORT_LEN, ReportRepr, Symbol};
+use crate::wire::block::{DataRepr, REPORT_LEN, ReportRepr, Symbol, TfrcFields};
 
 /// Bytes of length prefix inside a protected symbol.
 const LEN_PREFIX: usize = 2;
@@ -41,6 +42,12 @@ pub struct ReceiverConfig {
     pub emit_deliveries: bool,
     /// Stop reporting after this long without a packet.
     pub idle_after: Duration,
+    /// Run TFRC's loss-event estimator (RFC 5348 §5) and put `X_recv` and
+    /// `p` in the reports, for a rate-controlled sender.
+    pub tfrc: bool,
+    /// Bytes each data packet counts for in `X_recv`; `None`: its size plus
+    /// 28 bytes of IP and UDP header (see `SenderConfig::wire_size`).
+    pub wire_size: Option<u32>,
 }
 
 impl Default for ReceiverConfig {
@@ -55,6 +62,8 @@ impl Default for ReceiverConfig {
             reorder_window: 8192,
             emit_deliveries: true,
             idle_after: Duration::from_secs(1),
+            tfrc: false,
+            wire_size: None,
         }
     }
 }
@@ -176,6 +185,9 @@ pub struct BlockReceiver {
     events: VecDeque<Delivery>,
     transmits: VecDeque<Transmit>,
     scratch: Vec<u8>,
+    tfrc: Option<TfrcReceiver>,
+    /// The latest TFRC feedback not yet reported.
+    tfrc_pending: Option<TfrcFeedback>,
 }
 
 impl BlockReceiver {
@@ -183,7 +195,10 @@ impl BlockReceiver {
     pub fn new(mut cfg: ReceiverConfig) -> Self {
         cfg.max_blocks = cfg.max_blocks.max(1);
         cfg.reorder_window = cfg.reorder_window.max(256);
+        let tfrc = cfg.tfrc.then(|| TfrcReceiver::new(TfrcConfig::default()));
         Self {
+            tfrc,
+            tfrc_pending: None,
             cfg,
             stats: ReceiverStats::default(),
             peer: None,
@@ -569,6 +584,16 @@ impl BlockReceiver {
             unrecovered_total: self.stats.unrecovered,
             tfrc: None,
         };
+        let mut r = r;
+        if let Some(t) = self.tfrc.as_mut() {
+            if let Some(fb) = t.poll_feedback(now) {
+                self.tfrc_pending = Some(fb);
+            }
+            r.tfrc = self.tfrc_pending.take().map(|fb| TfrcFields {
+                x_recv: fb.x_recv.clamp(0.0, f64::from(u32::MAX)) as u32,
+                p: TfrcFields::encode_p(fb.p),
+            });
+        }
         self.report_seq = self.report_seq.wrapping_add(1);
         self.interval_lost = 0;
         self.interval_received = 0;
@@ -602,6 +627,26 @@ impl Machine for BlockReceiver {
         self.peer = Some(src);
         self.last_packet_at = now;
         self.count_seq(now, d.seq);
+        if let Some(t) = self.tfrc.as_mut() {
+            // The echo is by sequence number (the report's), so the
+            // sequence number stands in for the send timestamp.
+            let seq = unwrap32(self.highest.unwrap_or(0), d.seq);
+            let size = self.cfg.wire_size.unwrap_or_else(|| {
+                u32::try_from(data.len() + 28).unwrap_or(u32::MAX)
+            });
+            t.on_data_packet(
+                now,
+                &DataPacketInfo {
+                    seq,
+                    timestamp: Instant::from_nanos(seq),
+                    rtt: (d.rtt_us > 0).then(|| Duration::from_micros(u64::from(d.rtt_us))),
+                    size,
+                },
+            );
+            if let Some(fb) = t.poll_feedback(now) {
+                self.tfrc_pending = Some(fb);
+            }
+        }
         if self.next_report.is_none() {
             self.next_report = Some(now + self.cfg.syn);
         }

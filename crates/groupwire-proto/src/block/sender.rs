@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use groupwire_codec::ReedSolomon;
 
 use super::{DEFAULT_SYN, unwrap32};
+use crate::control::tfrc::{TfrcConfig, TfrcFeedback, TfrcSender};
 use crate::control::{ControllerKind, FecController, ReportSample, StreamShape};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
@@ -44,6 +45,11 @@ pub struct SenderConfig {
     pub queue_limit: usize,
     /// Send times remembered for RTT samples (by sequence number).
     pub send_history: usize,
+    /// Bytes each data packet counts for on the wire, for TFRC's rate
+    /// (RFC 5348's `s`). `None`: the datagram's size plus 28 bytes of IP
+    /// and UDP header. The simulator sets it when packets carry less than
+    /// they occupy.
+    pub wire_size: Option<u32>,
 }
 
 impl SenderConfig {
@@ -60,6 +66,7 @@ impl SenderConfig {
             max_datagram: 1472,
             queue_limit: 4096,
             send_history: 8192,
+            wire_size: None,
         }
     }
 
@@ -118,6 +125,8 @@ pub struct SenderStats {
     pub refused: u64,
     /// Latest RTT sample.
     pub last_rtt: Option<Duration>,
+    /// TFRC's allowed rate in bytes per second (rate-controlled streams only).
+    pub tfrc_rate: Option<f64>,
     /// Receiver's totals from its latest report: delivered data packets.
     pub peer_delivered: u64,
     /// ... of which rebuilt by the code.
@@ -154,6 +163,11 @@ pub struct BlockSender {
     codes: Vec<ReedSolomon>,
     scratch: Vec<u8>,
     stats: SenderStats,
+    /// TFRC rate control ([`ControllerKind::Tfrc`]); made at the first send.
+    tfrc: Option<TfrcSender>,
+    /// Token bucket for TFRC's rate: bytes available, last refill.
+    tokens: f64,
+    refilled: Instant,
 }
 
 impl BlockSender {
@@ -184,7 +198,41 @@ impl BlockSender {
             codes: Vec::new(),
             scratch: Vec::new(),
             stats: SenderStats::default(),
+            tfrc: None,
+            tokens: 0.0,
+            refilled: Instant::ZERO,
         }
+    }
+
+    /// Admits `bytes` under TFRC's allowed rate (RFC 5348 §4: the sender
+    /// sends at `X`; a token bucket one SYN deep, at least two packets,
+    /// smooths the application's timing). Streams without TFRC always pass.
+    fn tfrc_admit(&mut self, now: Instant, bytes: u32) -> bool {
+        if !self.cfg.controller.is_rate_controlled() {
+            return true;
+        }
+        let s = f64::from(bytes);
+        let tfrc = self.tfrc.get_or_insert_with(|| {
+            TfrcSender::new(now, TfrcConfig::default().segment_size(bytes.max(1)))
+        });
+        let x = tfrc.allowed_rate();
+        self.stats.tfrc_rate = Some(x);
+        let depth = (x * self.cfg.syn.as_secs_f64()).max(2.0 * s);
+        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + x * dt).min(depth);
+        self.refilled = now;
+        if self.tokens >= s {
+            self.tokens -= s;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn wire_size(&self, payload: usize) -> u32 {
+        self.cfg.wire_size.unwrap_or_else(|| {
+            u32::try_from(payload + DATA_HEADER_LEN + 28).unwrap_or(u32::MAX)
+        })
     }
 
     /// Its configuration.
@@ -227,6 +275,11 @@ impl BlockSender {
         if self.queue.len() >= self.cfg.queue_limit {
             self.stats.refused += 1;
             return Err(SendError::QueueFull(self.queue.len()));
+        }
+        let wire = self.wire_size(payload.len());
+        if !self.tfrc_admit(now, wire) {
+            self.stats.refused += 1;
+            return Err(SendError::RateLimited);
         }
         let data_seq = self.next_data_seq;
         self.next_data_seq = data_seq.wrapping_add(1);
@@ -387,9 +440,27 @@ impl Machine for BlockSender {
             rtt,
         };
         self.controller.on_report(now, shape, &sample);
+        // RFC 5348 §4.3: the feedback echoes the last data packet; its send
+        // time is ours to look up by sequence number.
+        if let (Some(tfrc), Some(fields)) = (self.tfrc.as_mut(), r.tfrc) {
+            if slot.0 == r.echo_seq {
+                tfrc.on_feedback(
+                    now,
+                    &TfrcFeedback {
+                        t_recvdata: slot.1,
+                        t_delay: Duration::from_micros(u64::from(r.echo_delay_us)),
+                        x_recv: f64::from(fields.x_recv),
+                        p: fields.p_fraction(),
+                    },
+                );
+            }
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if let Some(t) = self.tfrc.as_mut() {
+            t.on_nofeedback_timeout(now);
+        }
         if let Some(wait) = self.cfg.max_block_wait {
             if !self.block.is_empty() && now >= self.block_started + wait {
                 self.close_block();
@@ -405,7 +476,10 @@ impl Machine for BlockSender {
         let seq = self.next_seq;
         self.next_seq = seq.wrapping_add(1);
         let rtt_us = self
-            .srtt
+            .tfrc
+            .as_ref()
+            .and_then(TfrcSender::rtt)
+            .or(self.srtt)
             .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
         buf[8..12].copy_from_slice(&seq.to_be_bytes());
         buf[20..24].copy_from_slice(&rtt_us.to_be_bytes());
@@ -443,9 +517,7 @@ impl Machine for BlockSender {
             .max_block_wait
             .filter(|_| !self.block.is_empty())
             .map(|w| self.block_started + w);
-        match (pace, flush) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let nofeedback = self.tfrc.as_ref().and_then(TfrcSender::nofeedback_deadline);
+        [pace, flush, nofeedback].into_iter().flatten().min()
     }
 }

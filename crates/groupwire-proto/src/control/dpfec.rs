@@ -56,8 +56,8 @@ pub struct DpFecConfig {
 impl Default for DpFecConfig {
     fn default() -> Self {
         Self {
-            period: Duration::from_millis(200),
-            threshold: 0.2,
+            period: Duration::from_millis(500),
+            threshold: 0.5,
             step: 1,
             fwnd_min: 1,
             fwnd_max: 60,
@@ -185,8 +185,8 @@ mod tests {
         for t in (0..=2_000).step_by(10) {
             feed(&mut d, t, 0);
         }
-        assert_eq!(d.fwnd(), 18, "one step per 200 ms for 2 s from 8");
-        for t in (2_010..=20_000).step_by(10) {
+        assert_eq!(d.fwnd(), 12, "one step per 500 ms for 2 s from 8");
+        for t in (2_010..=30_000).step_by(10) {
             feed(&mut d, t, 0);
         }
         assert_eq!(d.fwnd(), 60);
@@ -197,14 +197,14 @@ mod tests {
         let mut d = DpFec::new(DpFecConfig::default());
         // A loss event every 100 ms for a while: steady intervals, probing up.
         let mut t = 0;
-        while t < 1_000 {
+        while t < 1_010 {
             feed(&mut d, t, u32::from(t % 100 == 0));
             t += 10;
         }
         let before = d.fwnd();
         assert!(before > 8);
         // Then every 20 ms: the interval shrinks by far more than 20%.
-        while t < 1_210 {
+        while t < 1_510 {
             feed(&mut d, t, u32::from(t % 20 == 0));
             t += 10;
         }

@@ -306,6 +306,7 @@ impl Geneva {
             let mut cfg = stream_sender_config(right[i], k);
             cfg.syn = self.syn;
             cfg.controller = ctrl;
+            cfg.wire_size = Some(self.packet_size);
             let start = Instant::ZERO + self.start_spread.mul_f64(starts.random::<f64>());
             sim.add_node(Box::new(BlockSource::new(
                 left[i],
@@ -341,6 +342,8 @@ impl Geneva {
                 let cfg = ReceiverConfig {
                     syn: self.syn,
                     max_wait: self.max_wait,
+                    tfrc: ctrl.is_rate_controlled(),
+                    wire_size: Some(self.packet_size),
                     ..ReceiverConfig::default()
                 };
                 sim.add_node(Box::new(BlockSink::new(r, cfg)));
