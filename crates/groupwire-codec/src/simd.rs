@@ -31,8 +31,8 @@
 
 use core::arch::x86_64::*;
 
-use crate::gf;
 use crate::kernel::{Backend, dot_prod_scalar};
+use crate::{MAX_SYMBOLS, gf};
 
 /// Runs the widest vector loop `backend` allows for this symbol length.
 pub(crate) fn dot_prod(
@@ -83,6 +83,18 @@ macro_rules! by_groups {
 
 /// The start of each `W`-byte vector of a `len`-byte symbol (`len >= W`),
 /// the last one moved back to end at `len`.
+/// The group's coefficients input-major, `coef[i][r] = rows[r][i]`, so the
+/// inner loop reads them without bounds checks.
+fn transpose<const N: usize>(rows: &[&[u8]], k: usize) -> [[u8; N]; MAX_SYMBOLS] {
+    let mut coef = [[0u8; N]; MAX_SYMBOLS];
+    for (r, row) in rows.iter().enumerate().take(N) {
+        for (c, &x) in coef.iter_mut().zip(&row[..k]) {
+            c[r] = x;
+        }
+    }
+    coef
+}
+
 fn columns<const W: usize>(len: usize) -> impl Iterator<Item = usize> {
     (0..len.div_ceil(W)).map(move |c| (c * W).min(len - W))
 }
@@ -109,16 +121,17 @@ fn group_ssse3<const N: usize>(
     outputs: &mut [&mut [u8]],
     len: usize,
 ) {
-    let rows: &[&[u8]; N] = rows.try_into().expect("a group has N rows");
+    let coef = transpose::<N>(rows, inputs.len());
+    let coef = &coef[..inputs.len()];
     let mask = _mm_set1_epi8(0x0f);
     for at in columns::<16>(len) {
         let mut acc = [_mm_setzero_si128(); N];
-        for (i, input) in inputs.iter().enumerate() {
+        for (input, c) in inputs.iter().zip(coef) {
             let x = load128(&input[at..at + 16]);
             let lo = _mm_and_si128(x, mask);
             let hi = _mm_and_si128(_mm_srli_epi64::<4>(x), mask);
-            for (a, row) in acc.iter_mut().zip(rows) {
-                let t = &gf::NIBBLE[usize::from(row[i])];
+            for (a, &c) in acc.iter_mut().zip(c) {
+                let t = &gf::NIBBLE[usize::from(c)];
                 let pl = _mm_shuffle_epi8(load128(&t[..16]), lo);
                 let ph = _mm_shuffle_epi8(load128(&t[16..]), hi);
                 *a = _mm_xor_si128(*a, _mm_xor_si128(pl, ph));
@@ -152,16 +165,17 @@ fn group_avx2<const N: usize>(
     outputs: &mut [&mut [u8]],
     len: usize,
 ) {
-    let rows: &[&[u8]; N] = rows.try_into().expect("a group has N rows");
+    let coef = transpose::<N>(rows, inputs.len());
+    let coef = &coef[..inputs.len()];
     let mask = _mm256_set1_epi8(0x0f);
     for at in columns::<32>(len) {
         let mut acc = [_mm256_setzero_si256(); N];
-        for (i, input) in inputs.iter().enumerate() {
+        for (input, c) in inputs.iter().zip(coef) {
             let x = load256(&input[at..at + 32]);
             let lo = _mm256_and_si256(x, mask);
             let hi = _mm256_and_si256(_mm256_srli_epi64::<4>(x), mask);
-            for (a, row) in acc.iter_mut().zip(rows) {
-                let t = &gf::NIBBLE[usize::from(row[i])];
+            for (a, &c) in acc.iter_mut().zip(c) {
+                let t = &gf::NIBBLE[usize::from(c)];
                 let tl = _mm256_broadcastsi128_si256(load128(&t[..16]));
                 let th = _mm256_broadcastsi128_si256(load128(&t[16..]));
                 let p = _mm256_xor_si256(_mm256_shuffle_epi8(tl, lo), _mm256_shuffle_epi8(th, hi));
@@ -196,13 +210,14 @@ fn group_gfni512<const N: usize>(
     outputs: &mut [&mut [u8]],
     len: usize,
 ) {
-    let rows: &[&[u8]; N] = rows.try_into().expect("a group has N rows");
+    let coef = transpose::<N>(rows, inputs.len());
+    let coef = &coef[..inputs.len()];
     for at in columns::<64>(len) {
         let mut acc = [_mm512_setzero_si512(); N];
-        for (i, input) in inputs.iter().enumerate() {
+        for (input, c) in inputs.iter().zip(coef) {
             let x = load512(&input[at..at + 64]);
-            for (a, row) in acc.iter_mut().zip(rows) {
-                let m = _mm512_set1_epi64(gf::AFFINE[usize::from(row[i])] as i64);
+            for (a, &c) in acc.iter_mut().zip(c) {
+                let m = _mm512_set1_epi64(gf::AFFINE[usize::from(c)] as i64);
                 *a = _mm512_xor_si512(*a, _mm512_gf2p8affine_epi64_epi8::<0>(x, m));
             }
         }
