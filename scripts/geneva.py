@@ -87,7 +87,7 @@ def sets(duration, seeds):
 
 
 def command(name, pairs):
-    args = ["sim", "run", "geneva", "--seed", "1", "--quiet", "--out", os.path.join(DIR, name)]
+    args = ["sim", "run", "geneva", "--seed", "1", "--quiet", "--out", f"docs/results/geneva/{name}"]
     for k, v in pairs:
         args += ["--set", f"{k}={v}"]
     return args
@@ -96,7 +96,7 @@ def command(name, pairs):
 def run_set(item):
     name, _, pairs = item
     args = command(name, pairs)
-    res = subprocess.run([GW] + args, capture_output=True, text=True)
+    res = subprocess.run([GW] + args, capture_output=True, text=True, cwd=ROOT)
     if res.returncode != 0:
         sys.exit(f"{name} failed: {res.stderr}")
     return name
