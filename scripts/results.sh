@@ -141,3 +141,9 @@ drop-tail bottleneck (RTT 20 ms, queue min(BDP, 2048) packets), measured
 after a 5 s warm-up." \
     tcp-dumbbell --seed 1
 fi
+
+if selected geneva; then
+  # Many runs (all five controllers x every setting x 2 seeds of 180 s),
+  # two at a time; composed into one page with the paper's numbers.
+  python3 scripts/geneva.py --duration 180s --seeds 2 --jobs 2
+fi

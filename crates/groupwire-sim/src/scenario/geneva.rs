@@ -596,6 +596,10 @@ impl Geneva {
         put("streams", json!(self.stream_rates().len()));
         put("duration_s", json!(self.duration.as_secs_f64()));
         put("seeds_per_cell", json!(self.seeds));
+        put(
+            "events",
+            json!(results.values().map(|r| r.events).sum::<u64>()),
+        );
         for (ci, c) in self.controllers.iter().enumerate() {
             let of = |j: usize| {
                 mean(
