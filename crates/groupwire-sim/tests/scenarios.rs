@@ -266,7 +266,11 @@ fn small_geneva() -> Scenario {
 }
 
 fn cell<'a>(r: &'a Report, controller: &str) -> &'a [serde_json::Value] {
-    let t = r.tables.iter().find(|t| t.file == "cells").expect("cells table");
+    let t = r
+        .tables
+        .iter()
+        .find(|t| t.file == "cells")
+        .expect("cells table");
     let c = t.columns.iter().position(|c| c == "controller").unwrap();
     t.rows
         .iter()
