@@ -1,0 +1,2 @@
+//! groupwire-relay: a Corona-style group communication relay.
+pub mod frame;
