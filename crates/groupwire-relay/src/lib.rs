@@ -1,2 +1,3 @@
 //! groupwire-relay: a Corona-style group communication relay.
 pub mod frame;
+pub mod storage;
