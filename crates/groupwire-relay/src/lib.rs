@@ -9,9 +9,17 @@
 //!   per-(member, group) queues, burst demotion, aging, slow consumers);
 //! - [`storage`]: the store behind a trait (SQLite by default, in memory for
 //!   tests);
-//! - [`auth`]: HMAC-signed tokens with group, role and priority limits.
+//! - [`auth`]: HMAC-signed tokens with group, role and priority limits;
+//! - [`server`]: the tokio driver (TCP and WebSocket), [`client`]: the client library.
 pub mod auth;
+pub mod client;
 pub mod core;
 pub mod frame;
 pub mod sched;
+pub mod server;
 pub mod storage;
+
+pub use client::{ClientError, ClientEvent, ClientOptions, Delivery, JoinInfo, RelayClient};
+pub use core::{CoreConfig, RelayStats};
+pub use sched::{SchedulerConfig, SlowConsumerPolicy};
+pub use server::{RelayHandle, ServerConfig, StorageConfig};
