@@ -33,7 +33,7 @@
 //!   once it is durable; the sender gets the sequence number.
 //! - **State transfer**: a joiner gets the latest checkpoint and every later
 //!   update, with no gap and no duplicate across the boundary (see
-//!   [`Member::live_from`]).
+//!   `Member::live_from`).
 //! - **Locks**: named per group, FIFO waiters, released when the holder
 //!   leaves or disconnects.
 

@@ -1,12 +1,12 @@
 //! The priority scheduler of outgoing traffic (Litiu & Prakash §4.4–§4.6).
 //!
-//! A sans-IO structure: frames go in with [`Scheduler::push`], come out in
-//! priority order from [`Scheduler::poll_transmit`]; time is an input.
+//! A sans-IO structure: frames go in with `Scheduler::push`, come out in
+//! priority order from `Scheduler::poll_transmit`; time is an input.
 //!
 //! - One queue per (member, group). Its priority is the group's *instant*
 //!   priority plus the member's priority (role and activity mode), capped by
 //!   the client's token ([`crate::auth::Claims::max_priority`]).
-//! - [`Scheduler::poll_transmit`] serves, across all clients, the client
+//! - `Scheduler::poll_transmit` serves, across all clients, the client
 //!   whose best queue has the highest priority, and within that client its
 //!   highest-priority queue; ties go round robin (between clients and
 //!   between a client's queues). Each client's replies go first.
