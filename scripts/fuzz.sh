@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../fuzz"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 each=${SECONDS_EACH:-60}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(header afec_data afec_control afec_endpoint block_packet block_endpoint)
+[ ${#targets[@]} -gt 0 ] || targets=(header afec_data afec_control afec_endpoint block_packet block_endpoint relay_frame)
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   echo "== $t ($each s)"

@@ -7,6 +7,7 @@ mod emulate;
 mod net;
 mod output;
 mod plot;
+mod relay;
 mod sim;
 
 use std::io::Write;
@@ -42,6 +43,9 @@ enum Command {
     /// Stream telepointer updates over real UDP with adaptive FEC, or receive them.
     #[command(subcommand)]
     Awareness(awareness::AwarenessCommand),
+    Relay(relay::RelayArgs),
+    /// Talk to a relay by hand: create groups, send, watch, lock.
+    Group(relay::GroupArgs),
 }
 
 /// An error that is the user's to fix (exit code 2), as opposed to a failure while running.
@@ -69,6 +73,8 @@ fn main() -> ExitCode {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Emulate(args) => emulate::run(args),
         Command::Awareness(cmd) => awareness::run(cmd),
+        Command::Relay(args) => relay::run_relay(args),
+        Command::Group(args) => relay::run_group(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

@@ -1,0 +1,508 @@
+//! `groupwire relay` (run the group communication relay, mint tokens) and
+//! `groupwire group` (a client to try it by hand).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use groupwire_relay::auth::{self, Claims};
+use groupwire_relay::core::MAX_PRIORITY;
+use groupwire_relay::frame::{ActivityMode, Role};
+use groupwire_relay::storage::SyncMode;
+use groupwire_relay::{
+    ClientEvent, ClientOptions, RelayClient, SchedulerConfig, ServerConfig, SlowConsumerPolicy,
+    StorageConfig,
+};
+
+use crate::UsageError;
+
+/// Run the Corona group communication relay, or mint tokens for it.
+///
+/// `groupwire relay --listen 127.0.0.1:7600` is short for
+/// `groupwire relay serve --listen 127.0.0.1:7600`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct RelayArgs {
+    #[command(subcommand)]
+    command: Option<RelayCommand>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum RelayCommand {
+    /// Run the relay (the default).
+    Serve(ServeArgs),
+    /// Mint a signed token for a relay started with --auth-secret-file.
+    Token(TokenArgs),
+}
+
+/// Run the relay: groups with shared state, roles, totally ordered
+/// multicast, state transfer, locks and priority scheduling.
+///
+/// State (groups, the update log, checkpoints) lives in an SQLite database
+/// in --data-dir and survives restarts. The relay prints its addresses on
+/// stdout and runs until Ctrl-C. Protocol: docs/relay-protocol.md.
+///
+/// Example: groupwire relay serve --listen 127.0.0.1:7600 --ws 127.0.0.1:7601
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// TCP address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:7600")]
+    listen: SocketAddr,
+    /// Also serve WebSocket clients (browsers) on this address.
+    #[arg(long)]
+    ws: Option<SocketAddr>,
+    /// Directory for the relay's SQLite database.
+    #[arg(long, default_value = "relay-data")]
+    data_dir: PathBuf,
+    /// Keep state in memory only (lost when the relay stops).
+    #[arg(long, conflicts_with = "data_dir")]
+    memory: bool,
+    /// File holding the HMAC secret; clients must then present tokens
+    /// minted with it. Without it, anyone may do anything (local use).
+    #[arg(long)]
+    auth_secret_file: Option<PathBuf>,
+    /// Commit durability: `full` survives power loss, `normal` survives a
+    /// relay crash only (faster on slow disks).
+    #[arg(long, default_value = "full")]
+    sync: String,
+    /// Largest frame accepted, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_frame: usize,
+    /// Give every queue the same priority (the paper's non-QoS baseline).
+    #[arg(long)]
+    equal_priorities: bool,
+    /// What to do with clients that do not keep up: demote, resync or disconnect.
+    #[arg(long, default_value = "demote")]
+    slow_consumer: String,
+    /// A queue not served for this long is aged (raised above all others).
+    #[arg(long, default_value = "2s")]
+    aging_timeout: humantime::Duration,
+    /// A group sending more than this (bytes/s, fan-out included) is demoted.
+    #[arg(long, default_value_t = 1 << 20)]
+    burst_high: u64,
+    /// A demoted group is restored below this rate (bytes/s).
+    #[arg(long, default_value_t = 256 << 10)]
+    burst_low: u64,
+    /// Frames written per scheduling round before new input is read.
+    #[arg(long, default_value_t = 64)]
+    fanout_budget: usize,
+}
+
+/// Mint a token: which groups a client may use, its highest role and the
+/// highest priority it may ask for.
+///
+/// Example: groupwire relay token --secret-file secret --subject alice --groups 'chat,lab-*' --role observer
+#[derive(Debug, Args)]
+struct TokenArgs {
+    /// The relay's secret (the file given to --auth-secret-file).
+    #[arg(long)]
+    secret_file: PathBuf,
+    /// Who the token is for (shown in logs).
+    #[arg(long, default_value = "client")]
+    subject: String,
+    /// Comma-separated group names; `*` is every group, `lab-*` a prefix.
+    #[arg(long, default_value = "*")]
+    groups: String,
+    /// Highest role: principal, observer or membership-observer.
+    #[arg(long, default_value = "principal")]
+    role: String,
+    /// Highest group or queue priority the client may ask for (0-10).
+    #[arg(long, default_value_t = MAX_PRIORITY)]
+    max_priority: u8,
+    /// Lifetime (e.g. 24h); omit for a token that never expires.
+    #[arg(long)]
+    expires: Option<humantime::Duration>,
+}
+
+pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
+    match args.command {
+        None => serve(args.serve),
+        Some(RelayCommand::Serve(s)) => serve(s),
+        Some(RelayCommand::Token(t)) => token(t),
+    }
+}
+
+fn usage(msg: String) -> anyhow::Error {
+    UsageError(anyhow!(msg)).into()
+}
+
+fn read_secret(path: &PathBuf) -> Result<Vec<u8>> {
+    let s = std::fs::read(path)
+        .with_context(|| format!("reading the secret file {}", path.display()))
+        .map_err(|e| anyhow::Error::from(UsageError(e)))?;
+    let trimmed = s.trim_ascii().to_vec();
+    if trimmed.is_empty() {
+        return Err(usage(format!(
+            "the secret file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(trimmed)
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    let sync: SyncMode = a.sync.parse().map_err(usage)?;
+    let policy: SlowConsumerPolicy = a.slow_consumer.parse().map_err(usage)?;
+    if a.max_frame < 1024 {
+        return Err(usage(format!(
+            "--max-frame {} is below 1024 bytes",
+            a.max_frame
+        )));
+    }
+    if a.burst_low > a.burst_high {
+        return Err(usage("--burst-low is above --burst-high".into()));
+    }
+    let mut cfg = ServerConfig::new(a.listen);
+    cfg.ws = a.ws;
+    cfg.storage = if a.memory {
+        StorageConfig::Memory
+    } else {
+        StorageConfig::Sqlite {
+            dir: a.data_dir.clone(),
+            sync,
+        }
+    };
+    cfg.core.max_frame = a.max_frame;
+    cfg.core.auth_secret = a.auth_secret_file.as_ref().map(read_secret).transpose()?;
+    cfg.core.sched = SchedulerConfig {
+        equal_priorities: a.equal_priorities,
+        slow_policy: policy,
+        aging_timeout: a.aging_timeout.into(),
+        burst_high_bytes_per_sec: a.burst_high,
+        burst_low_bytes_per_sec: a.burst_low,
+        ..SchedulerConfig::default()
+    };
+    cfg.fanout_budget = a.fanout_budget;
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    rt.block_on(async {
+        let handle = groupwire_relay::server::start(cfg)
+            .await
+            .context("starting the relay")?;
+        // One write, so a reader that takes the first line and closes the
+        // pipe cannot make a later line fail.
+        let mut banner = format!("relay listening on {}\n", handle.local_addr());
+        if let Some(ws) = handle.ws_addr() {
+            banner += &format!("websocket on ws://{ws}/\n");
+        }
+        if a.memory {
+            banner += "state in memory (lost on exit)\n";
+        } else {
+            banner += &format!("state in {}\n", a.data_dir.display());
+        }
+        let mut out = std::io::stdout().lock();
+        out.write_all(banner.as_bytes())?;
+        out.flush()?;
+        drop(out);
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        handle.shutdown().await;
+        Ok(())
+    })
+}
+
+fn token(t: TokenArgs) -> Result<()> {
+    let secret = read_secret(&t.secret_file)?;
+    let role: Role = t.role.parse().map_err(usage)?;
+    if t.max_priority > MAX_PRIORITY {
+        return Err(usage(format!(
+            "--max-priority {} is above {MAX_PRIORITY}",
+            t.max_priority
+        )));
+    }
+    let expires_unix = t.expires.map_or(0, |d| {
+        groupwire_relay::client::wall_micros() / 1_000_000 + Duration::from(d).as_secs()
+    });
+    let claims = Claims {
+        subject: t.subject,
+        groups: t
+            .groups
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        max_role: role,
+        max_priority: t.max_priority,
+        expires_unix,
+    };
+    writeln!(std::io::stdout(), "{}", auth::mint(&secret, &claims))?;
+    Ok(())
+}
+
+/// Talk to a relay by hand: create groups, send, watch, lock.
+#[derive(Debug, Args)]
+pub(crate) struct GroupArgs {
+    /// The relay's TCP address.
+    #[arg(long, global = true, default_value = "127.0.0.1:7600")]
+    relay: String,
+    /// Token (for a relay started with --auth-secret-file).
+    #[arg(long, global = true, env = "GROUPWIRE_RELAY_TOKEN", default_value = "")]
+    token: String,
+    /// Your name as other members see it.
+    #[arg(long, global = true, default_value = "cli")]
+    name: String,
+    #[command(subcommand)]
+    command: GroupCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum GroupCommand {
+    /// Create a group (it persists until deleted).
+    Create {
+        /// Group name.
+        group: String,
+        /// Application type, e.g. chat or whiteboard.
+        #[arg(long = "type", default_value = "chat")]
+        group_type: String,
+        /// Default priority, 0 (lowest) to 7.
+        #[arg(long, default_value_t = 4)]
+        priority: u8,
+        /// Initial shared state.
+        #[arg(long, default_value = "")]
+        state: String,
+    },
+    /// Delete a group with its log and checkpoints.
+    Delete {
+        /// Group name.
+        group: String,
+    },
+    /// Join, print the state transfer (checkpoint and later updates), leave.
+    Join {
+        /// Group name.
+        group: String,
+        /// principal, observer or membership-observer.
+        #[arg(long, default_value = "observer")]
+        role: String,
+    },
+    /// Send updates as a principal and print their sequence numbers.
+    Send {
+        /// Group name.
+        group: String,
+        /// The messages, one update each.
+        #[arg(required = true)]
+        messages: Vec<String>,
+        /// Application message type.
+        #[arg(long = "type", default_value_t = 0)]
+        msg_type: u16,
+    },
+    /// Join and print the state, then every update and membership change
+    /// until Ctrl-C (or --count updates).
+    Watch {
+        /// Group name.
+        group: String,
+        /// principal, observer or membership-observer.
+        #[arg(long, default_value = "observer")]
+        role: String,
+        /// Join in passive mode (lower priority).
+        #[arg(long)]
+        passive: bool,
+        /// Stop after this many updates.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Take a lock, hold it, release it.
+    Lock {
+        /// Group name.
+        group: String,
+        /// Lock name.
+        lock: String,
+        /// How long to hold it.
+        #[arg(long, default_value = "5s")]
+        hold: humantime::Duration,
+        /// Fail at once if someone holds it instead of waiting.
+        #[arg(long = "try")]
+        try_only: bool,
+    },
+    /// Store a checkpoint: the state after update SEQ (lets the log be compacted).
+    Checkpoint {
+        /// Group name.
+        group: String,
+        /// Last update the state includes.
+        seq: u64,
+        /// The state.
+        state: String,
+    },
+}
+
+pub(crate) fn run_group(a: GroupArgs) -> Result<()> {
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    rt.block_on(group(a))
+}
+
+async fn group(a: GroupArgs) -> Result<()> {
+    let opts = ClientOptions::new(&a.name).token(&a.token);
+    let connect = || async {
+        RelayClient::connect(a.relay.as_str(), opts.clone())
+            .await
+            .with_context(|| format!("connecting to the relay at {}", a.relay))
+    };
+    let mut out = std::io::stdout();
+    match a.command {
+        GroupCommand::Create {
+            group,
+            group_type,
+            priority,
+            state,
+        } => {
+            if priority > 7 {
+                return Err(usage(format!("--priority {priority} is above 7")));
+            }
+            let (c, _ev) = connect().await?;
+            c.create_group(&group, &group_type, priority, Bytes::from(state))
+                .await?;
+            writeln!(out, "created {group}")?;
+        }
+        GroupCommand::Delete { group } => {
+            let (c, _ev) = connect().await?;
+            c.delete_group(&group).await?;
+            writeln!(out, "deleted {group}")?;
+        }
+        GroupCommand::Join { group, role } => {
+            let role: Role = role.parse().map_err(usage)?;
+            let (c, mut ev) = connect().await?;
+            let j = c.join(&group, role, ActivityMode::Active, false).await?;
+            print_state(&mut out, &j)?;
+            let mut next = j.checkpoint_seq + 1;
+            while next <= j.head_seq && role != Role::MembershipObserver {
+                match ev.recv().await {
+                    Some(ClientEvent::Deliver(d)) => {
+                        next = d.seq + 1;
+                        print_delivery(&mut out, &d)?;
+                    }
+                    Some(ClientEvent::Closed(e)) => return Err(closed(e)),
+                    None => return Err(closed(None)),
+                    Some(_) => {}
+                }
+            }
+            c.leave(&group).await?;
+        }
+        GroupCommand::Send {
+            group,
+            messages,
+            msg_type,
+        } => {
+            let (c, _ev) = connect().await?;
+            c.join(&group, Role::Principal, ActivityMode::Active, false)
+                .await?;
+            for m in messages {
+                let seq = c.send(&group, msg_type, Bytes::from(m)).await?;
+                writeln!(out, "sent #{seq}")?;
+            }
+        }
+        GroupCommand::Watch {
+            group,
+            role,
+            passive,
+            count,
+        } => {
+            let role: Role = role.parse().map_err(usage)?;
+            let mode = if passive {
+                ActivityMode::Passive
+            } else {
+                ActivityMode::Active
+            };
+            let (c, mut ev) = connect().await?;
+            let j = c.join(&group, role, mode, true).await?;
+            print_state(&mut out, &j)?;
+            let mut seen = 0u64;
+            loop {
+                tokio::select! {
+                    e = ev.recv() => match e {
+                        Some(ClientEvent::Deliver(d)) => {
+                            print_delivery(&mut out, &d)?;
+                            seen += 1;
+                            if count.is_some_and(|n| seen >= n) {
+                                break;
+                            }
+                        }
+                        Some(ClientEvent::Membership { client, name, change, role, .. }) => {
+                            writeln!(out, "member {name} (#{client}) {change:?} as {}", role.as_str())?;
+                        }
+                        Some(ClientEvent::GroupDeleted(g)) => {
+                            writeln!(out, "group {g} deleted")?;
+                            break;
+                        }
+                        Some(ClientEvent::Resync { dropped, .. }) => writeln!(out, "fell behind: {dropped} updates dropped, state follows")?,
+                        Some(ClientEvent::State(j)) => print_state(&mut out, &j)?,
+                        Some(ClientEvent::Closed(e)) => return Err(closed(e)),
+                        None => return Err(closed(None)),
+                        Some(_) => {}
+                    },
+                    _ = tokio::signal::ctrl_c() => break,
+                }
+                out.flush()?;
+            }
+            drop(c);
+        }
+        GroupCommand::Lock {
+            group,
+            lock,
+            hold,
+            try_only,
+        } => {
+            let (c, _ev) = connect().await?;
+            c.join(&group, Role::Principal, ActivityMode::Active, false)
+                .await?;
+            if try_only {
+                if !c.try_lock(&group, &lock).await? {
+                    return Err(anyhow!("lock {lock} is held by someone else"));
+                }
+            } else {
+                writeln!(out, "waiting for {lock}")?;
+                c.lock(&group, &lock).await?;
+            }
+            writeln!(out, "holding {lock} for {hold}")?;
+            out.flush()?;
+            tokio::time::sleep(hold.into()).await;
+            c.unlock(&group, &lock).await?;
+            writeln!(out, "released {lock}")?;
+        }
+        GroupCommand::Checkpoint { group, seq, state } => {
+            let (c, _ev) = connect().await?;
+            c.join(&group, Role::Principal, ActivityMode::Active, false)
+                .await?;
+            c.checkpoint(&group, seq, Bytes::from(state)).await?;
+            writeln!(out, "checkpoint at #{seq}")?;
+        }
+    }
+    Ok(())
+}
+
+fn closed(e: Option<groupwire_relay::ClientError>) -> anyhow::Error {
+    match e {
+        Some(e) => anyhow!("the relay closed the connection: {e}"),
+        None => anyhow!("the relay closed the connection"),
+    }
+}
+
+fn print_state(out: &mut impl Write, j: &groupwire_relay::JoinInfo) -> Result<()> {
+    writeln!(
+        out,
+        "joined {} ({}): state at #{} = {:?}, head #{}, {} member(s)",
+        j.group,
+        j.group_type,
+        j.checkpoint_seq,
+        String::from_utf8_lossy(&j.state),
+        j.head_seq,
+        j.members.len()
+    )?;
+    Ok(())
+}
+
+fn print_delivery(out: &mut impl Write, d: &groupwire_relay::Delivery) -> Result<()> {
+    writeln!(
+        out,
+        "#{} from {}: {}",
+        d.seq,
+        d.sender,
+        String::from_utf8_lossy(&d.payload)
+    )?;
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! The relay as a real process: crash recovery after `kill -9`, and the
+//! `groupwire relay` / `groupwire group` commands as a user meets them.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use groupwire_relay::frame::{ActivityMode, Role};
+use groupwire_relay::{ClientEvent, ClientOptions, RelayClient};
+
+/// Starts `groupwire relay serve` on a free loopback port; returns the
+/// process and its address (read from its first line of output).
+fn start_relay(data_dir: &std::path::Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(["relay", "serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the groupwire binary runs");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the relay prints its address");
+    let addr = line
+        .trim()
+        .strip_prefix("relay listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (child, addr)
+}
+
+/// Kills the relay process we started, by its own handle (SIGKILL on Unix).
+struct Relay(Child);
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn every_acknowledged_update_survives_kill_9_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (child, addr) = start_relay(dir.path());
+    let mut relay = Relay(child);
+    let acked: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let (admin, _e) = RelayClient::connect(addr.as_str(), ClientOptions::new("admin"))
+                .await
+                .expect("connect");
+            admin
+                .create_group("log", "test", 4, Bytes::from_static(b"init"))
+                .await
+                .expect("create");
+            // Four writers hammer the relay; each records what was acknowledged.
+            let mut writers = Vec::new();
+            for w in 0..4 {
+                let addr = addr.clone();
+                let acked = acked.clone();
+                writers.push(tokio::spawn(async move {
+                    let (c, _e) = RelayClient::connect(addr.as_str(), ClientOptions::new("w"))
+                        .await
+                        .expect("connect");
+                    c.join("log", Role::Principal, ActivityMode::Active, false)
+                        .await
+                        .expect("join");
+                    for i in 0.. {
+                        let payload = format!("w{w}-{i}");
+                        match c.send("log", 1, Bytes::from(payload.clone())).await {
+                            Ok(seq) => acked.lock().expect("lock").push((seq, payload)),
+                            Err(_) => break, // the relay died mid-request: not acknowledged
+                        }
+                    }
+                }));
+            }
+            // Let them run, then kill -9 while updates are in flight.
+            while acked.lock().expect("lock").len() < 400 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            relay.0.kill().expect("kill -9");
+            let _ = relay.0.wait();
+            for w in writers {
+                let _ = w.await;
+            }
+        })
+        .await
+        .expect("the load phase finishes in time");
+    });
+    drop(relay);
+
+    let mut acked = std::mem::take(&mut *acked.lock().expect("lock"));
+    acked.sort();
+    assert!(acked.len() >= 400);
+    let (child, addr) = start_relay(dir.path());
+    let _relay = Relay(child);
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let (c, mut ev) = RelayClient::connect(addr.as_str(), ClientOptions::new("reader"))
+                .await
+                .expect("connect after restart");
+            let j = c
+                .join("log", Role::Observer, ActivityMode::Active, false)
+                .await
+                .expect("the group survived");
+            assert_eq!((j.checkpoint_seq, &j.state[..]), (0, &b"init"[..]));
+            let last_acked = acked.last().expect("some").0;
+            assert!(
+                j.head_seq >= last_acked,
+                "head {} < acked {last_acked}",
+                j.head_seq
+            );
+            let mut log = Vec::new();
+            while log.len() < j.head_seq as usize {
+                match ev.recv().await.expect("event") {
+                    ClientEvent::Deliver(d) => {
+                        log.push((d.seq, String::from_utf8_lossy(&d.payload).into_owned()));
+                    }
+                    ClientEvent::Closed(e) => panic!("closed: {e:?}"),
+                    _ => {}
+                }
+            }
+            // Contiguous, in order, and every acknowledged update at its sequence.
+            assert!(log.iter().enumerate().all(|(i, (s, _))| *s == i as u64 + 1));
+            for (seq, payload) in &acked {
+                assert_eq!(&log[*seq as usize - 1].1, payload, "update #{seq}");
+            }
+            // The restarted relay keeps sequencing after the recovered head.
+            c.change_role("log", Role::Principal).await.expect("role");
+            let seq = c
+                .send("log", 1, Bytes::from_static(b"after"))
+                .await
+                .expect("send");
+            assert_eq!(seq, j.head_seq + 1);
+        })
+        .await
+        .expect("recovery finishes in time");
+    });
+}
+
+fn groupwire(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(args)
+        .output()
+        .expect("the groupwire binary runs")
+}
+
+#[test]
+fn relay_and_group_commands_work_by_hand() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (child, addr) = start_relay(dir.path());
+    let _relay = Relay(child);
+    let ok = |args: &[&str]| {
+        let mut full = vec!["group", "--relay", addr.as_str()];
+        full.extend_from_slice(args);
+        let o = groupwire(&full);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(ok(&["create", "chat", "--state", "hello"]).contains("created chat"));
+    assert!(ok(&["send", "chat", "one", "two"]).contains("sent #2"));
+    let out = ok(&["join", "chat"]);
+    assert!(
+        out.contains("state at #0 = \"hello\"") && out.contains("#2 from"),
+        "{out}"
+    );
+    assert!(ok(&["lock", "chat", "pen", "--hold", "10ms", "--try"]).contains("released pen"));
+    // A relay error is a failed run (1); bad arguments are usage errors (2).
+    let o = groupwire(&["group", "--relay", addr.as_str(), "join", "nosuch"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-group"));
+    let o = groupwire(&[
+        "group",
+        "--relay",
+        addr.as_str(),
+        "join",
+        "chat",
+        "--role",
+        "king",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = groupwire(&["relay", "serve", "--sync", "sometimes"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown sync mode"));
+}
+
+#[test]
+fn tokens_minted_by_the_cli_are_checked_by_the_relay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "correct horse battery staple\n").expect("secret");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--memory",
+            "--auth-secret-file",
+        ])
+        .arg(&secret)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("address");
+    let _relay = Relay(child);
+    let addr = line
+        .trim()
+        .trim_start_matches("relay listening on ")
+        .to_owned();
+    let secret_s = secret.to_str().expect("utf-8 path");
+    let o = groupwire(&[
+        "relay",
+        "token",
+        "--secret-file",
+        secret_s,
+        "--groups",
+        "lab-*",
+    ]);
+    assert!(o.status.success());
+    let token = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let create = |group: &str, token: &str| {
+        groupwire(&[
+            "group",
+            "--relay",
+            addr.as_str(),
+            "--token",
+            token,
+            "create",
+            group,
+        ])
+    };
+    assert!(create("lab-1", &token).status.success());
+    let o = create("other", &token);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("forbidden"));
+    let o = create("lab-2", "forged.token");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unauthorized"));
+    let o = groupwire(&[
+        "relay",
+        "token",
+        "--secret-file",
+        secret_s,
+        "--role",
+        "emperor",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -1,0 +1,1430 @@
+//! The relay's protocol core: a sans-IO state machine (STYLE.md §1).
+//!
+//! [`RelayCore`] owns groups, members, roles, sequencing, locks and the
+//! priority [scheduler](crate::sched). It never touches a socket, a clock
+//! or a file: the driver ([`crate::server`]) feeds it inputs and drains its
+//! outputs.
+//!
+//! Method classes:
+//!
+//! - inputs: [`handle_connect`](RelayCore::handle_connect),
+//!   [`handle_frame`](RelayCore::handle_frame) (raw bytes of one frame),
+//!   [`handle_stream_error`](RelayCore::handle_stream_error),
+//!   [`handle_written`](RelayCore::handle_written),
+//!   [`handle_disconnect`](RelayCore::handle_disconnect),
+//!   [`handle_storage`](RelayCore::handle_storage) (results of storage
+//!   operations), [`handle_timeout`](RelayCore::handle_timeout);
+//!   [`restore_groups`](RelayCore::restore_groups) once at startup;
+//! - outputs, drained after every input in this order:
+//!   [`poll_storage`](RelayCore::poll_storage) until `None` (run them in
+//!   order on one storage thread), [`poll_transmit`](RelayCore::poll_transmit)
+//!   until `None` (or until the driver's fan-out budget for this round is
+//!   spent), then [`poll_timeout`](RelayCore::poll_timeout);
+//! - getters: [`stats`](RelayCore::stats), [`queue_depths`](RelayCore::queue_depths).
+//!
+//! # Services (Litiu & Prakash §2.1)
+//!
+//! - **Membership**: create, delete, join (with role), leave, change role,
+//!   change activity mode; a client may be in many groups over one
+//!   connection; watchers get join/leave notifications; a disconnect is a
+//!   leave, announced as such, and disturbs nobody else.
+//! - **Total order**: every update sent to a group gets the next sequence
+//!   number in arrival order and is delivered to every member in that order
+//!   once it is durable; the sender gets the sequence number.
+//! - **State transfer**: a joiner gets the latest checkpoint and every later
+//!   update, with no gap and no duplicate across the boundary (see
+//!   `Member::live_from`).
+//! - **Locks**: named per group, FIFO waiters, released when the holder
+//!   leaves or disconnects.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use groupwire_proto::Instant;
+
+use crate::auth::{self, Claims};
+use crate::frame::{
+    self, ActivityMode, ErrorCode, Frame, FrameError, MemberInfo, MembershipChange, Role,
+};
+use crate::sched::{
+    ConnId, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,
+};
+use crate::storage::{
+    Checkpoint, GroupRecord, LogEntry, Origin, StorageDone, StorageError, StorageOp,
+};
+
+/// Highest group default priority.
+pub const MAX_GROUP_PRIORITY: u8 = 7;
+/// Default group priority (the middle of the range).
+pub const DEFAULT_GROUP_PRIORITY: u8 = 4;
+/// Highest queue priority: group 7 + principal 2 + active 1.
+pub const MAX_PRIORITY: u8 = MAX_GROUP_PRIORITY + 3;
+
+/// Core knobs.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// Cap on one frame, prefix included.
+    pub max_frame: usize,
+    /// Send window granted when `Hello` asks for 0.
+    pub default_window: u32,
+    /// Smallest window granted.
+    pub min_window: u32,
+    /// Largest window granted.
+    pub max_window: u32,
+    /// HMAC secret; `None` accepts every client with [`Claims::anyone`].
+    pub auth_secret: Option<Vec<u8>>,
+    /// Unix seconds at the driver's epoch, for token expiry.
+    pub wall_epoch_unix_secs: u64,
+    /// Delete log entries a checkpoint covers.
+    pub compact_on_checkpoint: bool,
+    /// Priority scheduler.
+    pub sched: SchedulerConfig,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            max_frame: frame::DEFAULT_MAX_FRAME,
+            default_window: 256 << 10,
+            min_window: 4 << 10,
+            max_window: 16 << 20,
+            auth_secret: None,
+            wall_epoch_unix_secs: 0,
+            compact_on_checkpoint: true,
+            sched: SchedulerConfig::default(),
+        }
+    }
+}
+
+/// Everything the relay counts. Read it from the server handle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RelayStats {
+    /// Connections accepted.
+    pub connections_opened: u64,
+    /// Connections gone (closed, failed or disconnected by the relay).
+    pub connections_closed: u64,
+    /// Frames received.
+    pub frames_in: u64,
+    /// Frames written.
+    pub frames_out: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+    /// `Deliver` frames written.
+    pub deliveries: u64,
+    /// Updates sequenced.
+    pub updates: u64,
+    /// Error frames sent (all codes).
+    pub errors_sent: u64,
+    /// Undecodable frames.
+    pub malformed_frames: u64,
+    /// Frames above the cap.
+    pub oversized_frames: u64,
+    /// Frames in an unknown version.
+    pub unsupported_versions: u64,
+    /// Frames out of place (not `Hello` first, relay-only kinds, bad credit).
+    pub protocol_violations: u64,
+    /// Refused tokens.
+    pub auth_failures: u64,
+    /// Requests the role or token did not allow.
+    pub forbidden: u64,
+    /// Requests for groups the client is not in.
+    pub not_member: u64,
+    /// Lock requests refused (busy, not holder, already held).
+    pub lock_errors: u64,
+    /// Storage failures.
+    pub storage_errors: u64,
+    /// Scheduler counters (demotions, agings, slow consumers, queues).
+    pub sched: SchedulerStats,
+}
+
+/// A member of a group as the core keeps it.
+#[derive(Clone, Debug)]
+struct Member {
+    role: Role,
+    mode: ActivityMode,
+    watch: bool,
+    /// The first sequence number delivered live. Updates below it come
+    /// from the state transfer (checkpoint + log up to `live_from - 1`),
+    /// updates from it on from the live fan-out: no gap, no duplicate.
+    live_from: u64,
+    /// A state transfer is in flight: `Some(request id)` of the `Joined`.
+    loading: Option<u32>,
+    /// Frames dropped by a slow-consumer resync, announced before `Joined`.
+    resync_dropped: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Group {
+    group_type: String,
+    default_priority: u8,
+    /// Next sequence number to assign.
+    next_seq: u64,
+    /// Last sequence number durable and fanned out.
+    committed: u64,
+    checkpoint_seq: u64,
+    members: BTreeMap<ConnId, Member>,
+    locks: BTreeMap<String, Lock>,
+    /// An append failed: sequence numbers may have a hole; refuse updates
+    /// until the relay restarts and reloads the head from storage.
+    broken: bool,
+}
+
+#[derive(Debug)]
+struct Lock {
+    holder: ConnId,
+    waiters: VecDeque<(ConnId, u32)>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    /// `None` until `Hello`.
+    claims: Option<Claims>,
+    name: String,
+    groups: BTreeSet<String>,
+}
+
+/// The protocol core. See the module docs for the call order.
+#[derive(Debug)]
+pub struct RelayCore {
+    cfg: CoreConfig,
+    groups: BTreeMap<String, Group>,
+    conns: BTreeMap<ConnId, Conn>,
+    sched: Scheduler,
+    storage_ops: VecDeque<StorageOp>,
+    slow: Vec<SlowAction>,
+    stats: RelayStats,
+    /// The `now` of the input being handled.
+    now: Instant,
+}
+
+impl RelayCore {
+    /// A core with no groups.
+    pub fn new(cfg: CoreConfig) -> Self {
+        Self {
+            sched: Scheduler::new(cfg.sched.clone()),
+            cfg,
+            groups: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            storage_ops: VecDeque::new(),
+            slow: Vec::new(),
+            stats: RelayStats::default(),
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Loads groups found in storage at startup (with their heads).
+    pub fn restore_groups(&mut self, records: Vec<GroupRecord>) {
+        for r in records {
+            self.sched.add_group(&r.name, r.priority);
+            self.groups.insert(
+                r.name,
+                Group {
+                    group_type: r.group_type,
+                    default_priority: r.priority,
+                    next_seq: r.head_seq + 1,
+                    committed: r.head_seq,
+                    checkpoint_seq: r.checkpoint_seq,
+                    members: BTreeMap::new(),
+                    locks: BTreeMap::new(),
+                    broken: false,
+                },
+            );
+        }
+    }
+
+    /// Counters, scheduler counters included.
+    pub fn stats(&self) -> RelayStats {
+        let mut s = self.stats.clone();
+        s.sched = self.sched.stats();
+        s
+    }
+
+    /// Every (member, group) queue with its depth and priority.
+    pub fn queue_depths(&self) -> Vec<QueueDepth> {
+        self.sched.depths()
+    }
+
+    /// Names of the groups that exist.
+    pub fn group_names(&self) -> Vec<String> {
+        self.groups.keys().cloned().collect()
+    }
+
+    /// A group's instant priority (its default, lowered during a burst).
+    pub fn instant_priority(&self, group: &str) -> Option<u8> {
+        self.sched.instant_priority(group)
+    }
+
+    /// A new connection. `conn` must be unique over the core's life.
+    pub fn handle_connect(&mut self, now: Instant, conn: ConnId) {
+        self.now = self.now.max(now);
+        self.stats.connections_opened += 1;
+        self.conns.insert(
+            conn,
+            Conn {
+                claims: None,
+                name: String::new(),
+                groups: BTreeSet::new(),
+            },
+        );
+        self.sched
+            .add_conn(conn, u64::from(self.cfg.default_window), 0);
+    }
+
+    /// The driver's stream decoder failed (oversized prefix, bad length):
+    /// the connection gets a fatal error.
+    pub fn handle_stream_error(&mut self, now: Instant, conn: ConnId, err: &FrameError) {
+        self.now = self.now.max(now);
+        self.decode_failed(now, conn, err);
+        self.drain_slow(now);
+    }
+
+    /// One whole frame's bytes from `conn`. Malformed input is answered and
+    /// counted, never a panic.
+    pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.now = self.now.max(now);
+        if !self.conns.contains_key(&conn) {
+            return; // closing or gone: ignore what is still in flight
+        }
+        self.stats.frames_in += 1;
+        match frame::decode(bytes, self.cfg.max_frame) {
+            Ok(env) => self.dispatch(now, conn, env.request, env.frame),
+            Err(e) => self.decode_failed(now, conn, &e),
+        }
+        self.drain_slow(now);
+    }
+
+    /// The driver wrote `bytes` of `conn`'s frames to the socket.
+    pub fn handle_written(&mut self, conn: ConnId, bytes: usize) {
+        self.sched.written(conn, bytes as u64);
+    }
+
+    /// The connection closed or failed: a leave of every group, announced
+    /// as [`MembershipChange::Disconnected`]; its locks are released.
+    pub fn handle_disconnect(&mut self, now: Instant, conn: ConnId) {
+        self.now = self.now.max(now);
+        self.drop_conn(now, conn);
+        self.sched.remove_conn(conn);
+        self.drain_slow(now);
+    }
+
+    /// A storage operation finished.
+    pub fn handle_storage(&mut self, now: Instant, done: StorageDone) {
+        self.now = self.now.max(now);
+        match done {
+            StorageDone::Appended {
+                origin,
+                entry,
+                result,
+            } => self.on_appended(now, origin, entry, result),
+            StorageDone::Created {
+                origin,
+                group,
+                result,
+            } => match result {
+                Ok(()) => self.reply(origin.conn, origin.request, Frame::Ok),
+                Err(e) => {
+                    self.stats.storage_errors += 1;
+                    if self
+                        .groups
+                        .get(&group)
+                        .is_some_and(|g| g.members.is_empty())
+                    {
+                        self.groups.remove(&group);
+                        self.sched.remove_group(&group);
+                    }
+                    let code = match e {
+                        StorageError::GroupExists(_) => ErrorCode::GROUP_EXISTS,
+                        _ => ErrorCode::STORAGE,
+                    };
+                    self.error(origin.conn, origin.request, code, &e.to_string());
+                }
+            },
+            StorageDone::Loaded {
+                origin,
+                group,
+                upto,
+                result,
+            } => self.on_loaded(now, origin, &group, upto, result),
+            StorageDone::Checkpointed {
+                origin,
+                group,
+                seq,
+                result,
+            } => match result {
+                Ok(()) => {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        g.checkpoint_seq = g.checkpoint_seq.max(seq);
+                    }
+                    self.reply(origin.conn, origin.request, Frame::Ok);
+                }
+                Err(e) => {
+                    self.stats.storage_errors += 1;
+                    self.error(
+                        origin.conn,
+                        origin.request,
+                        ErrorCode::STORAGE,
+                        &e.to_string(),
+                    );
+                }
+            },
+            StorageDone::Failed { error } => {
+                self.stats.storage_errors += 1;
+                tracing::warn!(%error, "relay storage write failed");
+            }
+        }
+        self.drain_slow(now);
+    }
+
+    /// Burst demotion and aging (see [`crate::sched`]). Early or repeated
+    /// calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let actions = self.sched.handle_timeout(now);
+        self.slow.extend(actions);
+        self.drain_slow(now);
+    }
+
+    /// The next storage operation to run. Run them in this order, on one
+    /// thread, and feed each result back with [`handle_storage`](Self::handle_storage).
+    pub fn poll_storage(&mut self) -> Option<StorageOp> {
+        self.storage_ops.pop_front()
+    }
+
+    /// The next frame to write, highest priority first. Call again until
+    /// `None`; new frames may appear after any input.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let t = self.sched.poll_transmit(now)?;
+        self.stats.frames_out += 1;
+        self.stats.bytes_out += t.frame.len() as u64;
+        if t.frame.get(5) == Some(&(frame::Kind::Deliver as u8)) {
+            self.stats.deliveries += 1;
+        }
+        if t.close_after {
+            self.stats.connections_closed += 1;
+        }
+        Some(t)
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout). Changes after
+    /// any input or `poll_transmit`.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.sched.poll_timeout()
+    }
+
+    // ---- dispatch ----
+
+    fn decode_failed(&mut self, _now: Instant, conn: ConnId, e: &FrameError) {
+        let code = match e {
+            FrameError::TooLarge { .. } => {
+                self.stats.oversized_frames += 1;
+                ErrorCode::FRAME_TOO_LARGE
+            }
+            FrameError::UnsupportedVersion(_) => {
+                self.stats.unsupported_versions += 1;
+                ErrorCode::UNSUPPORTED_VERSION
+            }
+            _ => {
+                self.stats.malformed_frames += 1;
+                ErrorCode::MALFORMED
+            }
+        };
+        self.fail(conn, 0, code, &e.to_string());
+    }
+
+    fn dispatch(&mut self, now: Instant, conn: ConnId, req: u32, f: Frame) {
+        let hello_done = self.conns.get(&conn).is_some_and(|c| c.claims.is_some());
+        if !hello_done {
+            return match f {
+                Frame::Hello {
+                    max_version,
+                    window,
+                    token,
+                    name,
+                } => self.on_hello(now, conn, req, max_version, window, &token, name),
+                _ => self.violation(conn, req, "the first frame must be Hello"),
+            };
+        }
+        match f {
+            Frame::CreateGroup {
+                group,
+                group_type,
+                priority,
+                initial_state,
+            } => self.on_create(conn, req, group, group_type, priority, initial_state),
+            Frame::DeleteGroup { group } => self.on_delete(now, conn, req, &group),
+            Frame::Join {
+                group,
+                role,
+                mode,
+                watch_membership,
+            } => self.on_join(now, conn, req, &group, role, mode, watch_membership),
+            Frame::Leave { group } => {
+                if self.member(conn, req, &group).is_some() {
+                    self.remove_member(now, conn, &group, MembershipChange::Left);
+                    self.reply(conn, req, Frame::Ok);
+                }
+            }
+            Frame::ChangeRole { group, role } => self.on_change_role(now, conn, req, &group, role),
+            Frame::ChangeMode { group, mode } => self.on_change_mode(now, conn, req, &group, mode),
+            Frame::SetPriority { group, priority } => {
+                self.on_set_priority(conn, req, &group, priority);
+            }
+            Frame::Send {
+                group,
+                msg_type,
+                sent_at_micros,
+                payload,
+            } => self.on_send(conn, req, group, msg_type, sent_at_micros, payload),
+            Frame::Checkpoint { group, seq, state } => {
+                self.on_checkpoint(conn, req, group, seq, state);
+            }
+            Frame::LockAcquire { group, lock, wait } => {
+                self.on_lock_acquire(conn, req, &group, &lock, wait);
+            }
+            Frame::LockRelease { group, lock } => self.on_lock_release(conn, req, &group, &lock),
+            Frame::Credit { consumed } => {
+                if self.sched.credit(conn, consumed).is_err() {
+                    self.violation(conn, req, "credit for bytes never sent");
+                }
+            }
+            Frame::Ping { nonce } => self.reply(conn, req, Frame::Pong { nonce }),
+            Frame::Hello { .. } => self.violation(conn, req, "a second Hello"),
+            other => {
+                let kind = other.kind();
+                self.violation(
+                    conn,
+                    req,
+                    &format!("{kind:?} is sent by the relay, not clients"),
+                );
+            }
+        }
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the fields of Hello")]
+    fn on_hello(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        max_version: u8,
+        window: u32,
+        token: &str,
+        name: String,
+    ) {
+        //= docs/relay-protocol.md#version-negotiation
+        //# the relay answers Welcome with version = min(max_version, relay's
+        //# highest)
+        let version = max_version.min(frame::VERSION);
+        if version < frame::MIN_VERSION {
+            self.stats.unsupported_versions += 1;
+            return self.fail(
+                conn,
+                req,
+                ErrorCode::UNSUPPORTED_VERSION,
+                &format!(
+                    "client speaks up to version {max_version}, relay {}..={}",
+                    frame::MIN_VERSION,
+                    frame::VERSION
+                ),
+            );
+        }
+        let claims = match &self.cfg.auth_secret {
+            None => Claims::anyone(),
+            Some(secret) => {
+                let unix = self.cfg.wall_epoch_unix_secs + now.as_nanos() / 1_000_000_000;
+                match auth::verify(secret, token, unix) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.stats.auth_failures += 1;
+                        return self.fail(conn, req, ErrorCode::UNAUTHORIZED, &e.to_string());
+                    }
+                }
+            }
+        };
+        let window = if window == 0 {
+            self.cfg.default_window
+        } else {
+            window.clamp(self.cfg.min_window, self.cfg.max_window)
+        };
+        self.sched
+            .set_conn_limits(conn, u64::from(window), claims.max_priority);
+        let c = self.conns.get_mut(&conn).expect("checked by handle_frame");
+        c.claims = Some(claims);
+        c.name = name;
+        self.reply(
+            conn,
+            req,
+            Frame::Welcome {
+                version,
+                client: conn,
+                max_frame: u32::try_from(self.cfg.max_frame).unwrap_or(u32::MAX),
+                window,
+            },
+        );
+    }
+
+    fn on_create(
+        &mut self,
+        conn: ConnId,
+        req: u32,
+        group: String,
+        group_type: String,
+        priority: u8,
+        initial_state: Bytes,
+    ) {
+        if group.is_empty() {
+            return self.error(conn, req, ErrorCode::INVALID_ARGUMENT, "empty group name");
+        }
+        if priority > MAX_GROUP_PRIORITY {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::INVALID_ARGUMENT,
+                &format!("priority {priority} above {MAX_GROUP_PRIORITY}"),
+            );
+        }
+        let claims = self.claims(conn);
+        if !claims.allows(&group, Role::Principal) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                "token does not allow creating this group",
+            );
+        }
+        if priority > claims.max_priority {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::PRIORITY_NOT_ALLOWED,
+                &format!(
+                    "priority {priority} above the token's cap {}",
+                    claims.max_priority
+                ),
+            );
+        }
+        if self.groups.contains_key(&group) {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::GROUP_EXISTS,
+                &format!("group {group:?} exists"),
+            );
+        }
+        self.sched.add_group(&group, priority);
+        self.groups.insert(
+            group.clone(),
+            Group {
+                group_type: group_type.clone(),
+                default_priority: priority,
+                next_seq: 1,
+                committed: 0,
+                checkpoint_seq: 0,
+                members: BTreeMap::new(),
+                locks: BTreeMap::new(),
+                broken: false,
+            },
+        );
+        self.storage_ops.push_back(StorageOp::CreateGroup {
+            origin: Origin { conn, request: req },
+            record: GroupRecord {
+                name: group,
+                group_type,
+                priority,
+                head_seq: 0,
+                checkpoint_seq: 0,
+            },
+            initial_state,
+        });
+    }
+
+    fn on_delete(&mut self, now: Instant, conn: ConnId, req: u32, group: &str) {
+        if !self.groups.contains_key(group) {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NO_SUCH_GROUP,
+                &format!("no group {group:?}"),
+            );
+        }
+        if !self.claims(conn).allows(group, Role::Principal) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                "token does not allow deleting this group",
+            );
+        }
+        let g = self.groups.remove(group).expect("checked above");
+        for &m in g.members.keys() {
+            self.sched.remove_queue(m, group);
+            if let Some(c) = self.conns.get_mut(&m) {
+                c.groups.remove(group);
+            }
+            if m != conn {
+                self.push_control(
+                    m,
+                    0,
+                    &Frame::GroupDeleted {
+                        group: group.into(),
+                    },
+                );
+            }
+        }
+        self.sched.remove_group(group);
+        self.storage_ops.push_back(StorageOp::DeleteGroup {
+            group: group.into(),
+        });
+        let _ = now;
+        self.reply(conn, req, Frame::Ok);
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the fields of Join")]
+    fn on_join(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        role: Role,
+        mode: ActivityMode,
+        watch: bool,
+    ) {
+        let Some(g) = self.groups.get(group) else {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NO_SUCH_GROUP,
+                &format!("no group {group:?}"),
+            );
+        };
+        if !self.claims(conn).allows(group, role) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                &format!("token does not allow {} in {group:?}", role.as_str()),
+            );
+        }
+        if g.members.contains_key(&conn) {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::ALREADY_MEMBER,
+                &format!("already in {group:?}"),
+            );
+        }
+        let head = g.next_seq - 1;
+        self.groups
+            .get_mut(group)
+            .expect("checked above")
+            .members
+            .insert(
+                conn,
+                Member {
+                    role,
+                    mode,
+                    watch,
+                    live_from: head + 1,
+                    loading: Some(req),
+                    resync_dropped: None,
+                },
+            );
+        self.sched
+            .add_queue(conn, group, member_priority(role, mode), now);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.groups.insert(group.into());
+        }
+        self.storage_ops.push_back(StorageOp::Load {
+            origin: Origin { conn, request: req },
+            group: group.into(),
+            upto: head,
+        });
+        self.notify(now, group, conn, MembershipChange::Joined, role, mode);
+    }
+
+    fn on_change_role(&mut self, now: Instant, conn: ConnId, req: u32, group: &str, role: Role) {
+        let Some(m) = self.member(conn, req, group) else {
+            return;
+        };
+        let old = m.role;
+        let mode = m.mode;
+        if !self.claims(conn).allows(group, role) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                &format!("token does not allow {}", role.as_str()),
+            );
+        }
+        self.member_mut(conn, group).expect("checked above").role = role;
+        self.sched
+            .set_member_priority(conn, group, member_priority(role, mode));
+        self.reply(conn, req, Frame::Ok);
+        self.notify(now, group, conn, MembershipChange::RoleChanged, role, mode);
+        // A membership observer received no updates: becoming an observer
+        // or principal needs the state first.
+        if old == Role::MembershipObserver && role != Role::MembershipObserver {
+            self.start_resync(now, conn, group, false);
+        }
+    }
+
+    fn on_change_mode(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        mode: ActivityMode,
+    ) {
+        let Some(m) = self.member(conn, req, group) else {
+            return;
+        };
+        let role = m.role;
+        self.member_mut(conn, group).expect("checked above").mode = mode;
+        //= Litiu & Prakash §4.3
+        //# The client priority within a group is decreased when the client
+        //# indicates that its activity mode is changing from active to
+        //# passive within a group, and restored when the client changes
+        //# back to active mode.
+        self.sched
+            .set_member_priority(conn, group, member_priority(role, mode));
+        self.reply(conn, req, Frame::Ok);
+        self.notify(now, group, conn, MembershipChange::ModeChanged, role, mode);
+    }
+
+    fn on_set_priority(&mut self, conn: ConnId, req: u32, group: &str, priority: u8) {
+        if priority > MAX_GROUP_PRIORITY {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::INVALID_ARGUMENT,
+                &format!("priority {priority} above {MAX_GROUP_PRIORITY}"),
+            );
+        }
+        let claims = self.claims(conn);
+        if !claims.allows(group, Role::Principal) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                "token does not allow changing this group",
+            );
+        }
+        if priority > claims.max_priority {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::PRIORITY_NOT_ALLOWED,
+                &format!(
+                    "priority {priority} above the token's cap {}",
+                    claims.max_priority
+                ),
+            );
+        }
+        let Some(g) = self.groups.get_mut(group) else {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NO_SUCH_GROUP,
+                &format!("no group {group:?}"),
+            );
+        };
+        g.default_priority = priority;
+        self.sched.set_group_priority(group, priority);
+        self.storage_ops.push_back(StorageOp::SetPriority {
+            group: group.into(),
+            priority,
+        });
+        self.reply(conn, req, Frame::Ok);
+    }
+
+    fn on_send(
+        &mut self,
+        conn: ConnId,
+        req: u32,
+        group: String,
+        msg_type: u16,
+        sent_at_micros: u64,
+        payload: Bytes,
+    ) {
+        let Some(m) = self.member(conn, req, &group) else {
+            return;
+        };
+        //= Litiu & Prakash §4.2
+        //# Principals have update privilege on a shared state.
+        if m.role != Role::Principal {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                &format!("only principals may send to {group:?}"),
+            );
+        }
+        let g = self.groups.get_mut(&group).expect("members are in groups");
+        if g.broken {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::STORAGE,
+                "the group's log failed; restart the relay",
+            );
+        }
+        //= Litiu & Prakash §2.1
+        //# Messages from members of a group are multicast as point-to-point
+        //# messages in the order of arrival to all the members, thus
+        //# ensuring total order.
+        let seq = g.next_seq;
+        g.next_seq += 1;
+        self.stats.updates += 1;
+        self.storage_ops.push_back(StorageOp::Append {
+            origin: Origin { conn, request: req },
+            entry: LogEntry {
+                group,
+                seq,
+                sender: conn,
+                msg_type,
+                sent_at_micros,
+                payload,
+            },
+        });
+    }
+
+    fn on_checkpoint(&mut self, conn: ConnId, req: u32, group: String, seq: u64, state: Bytes) {
+        let Some(m) = self.member(conn, req, &group) else {
+            return;
+        };
+        if m.role != Role::Principal {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                "only principals may checkpoint",
+            );
+        }
+        let g = &self.groups[&group];
+        if seq < g.checkpoint_seq || seq > g.committed {
+            let msg = format!(
+                "checkpoint at {seq} outside {}..={}",
+                g.checkpoint_seq, g.committed
+            );
+            return self.error(conn, req, ErrorCode::BAD_CHECKPOINT, &msg);
+        }
+        self.storage_ops.push_back(StorageOp::Checkpoint {
+            origin: Origin { conn, request: req },
+            group,
+            seq,
+            state,
+            compact: self.cfg.compact_on_checkpoint,
+        });
+    }
+
+    fn on_lock_acquire(&mut self, conn: ConnId, req: u32, group: &str, lock: &str, wait: bool) {
+        let Some(m) = self.member(conn, req, group) else {
+            return;
+        };
+        if m.role != Role::Principal {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                "only principals may take locks",
+            );
+        }
+        if lock.is_empty() {
+            return self.error(conn, req, ErrorCode::INVALID_ARGUMENT, "empty lock name");
+        }
+        let g = self.groups.get_mut(group).expect("members are in groups");
+        match g.locks.get_mut(lock) {
+            None => {
+                g.locks.insert(
+                    lock.into(),
+                    Lock {
+                        holder: conn,
+                        waiters: VecDeque::new(),
+                    },
+                );
+                self.storage_ops.push_back(StorageOp::Lock {
+                    group: group.into(),
+                    lock: lock.into(),
+                    expected: None,
+                    new: Some(conn),
+                });
+                self.reply(conn, req, Frame::Ok);
+            }
+            Some(l) if l.holder == conn || l.waiters.iter().any(|(w, _)| *w == conn) => {
+                self.stats.lock_errors += 1;
+                self.error(
+                    conn,
+                    req,
+                    ErrorCode::ALREADY_HELD,
+                    &format!("{lock:?} already held or awaited"),
+                );
+            }
+            Some(l) if wait => l.waiters.push_back((conn, req)),
+            Some(l) => {
+                let holder = l.holder;
+                self.stats.lock_errors += 1;
+                self.error(
+                    conn,
+                    req,
+                    ErrorCode::LOCK_BUSY,
+                    &format!("{lock:?} is held by client {holder}"),
+                );
+            }
+        }
+    }
+
+    fn on_lock_release(&mut self, conn: ConnId, req: u32, group: &str, lock: &str) {
+        if self.member(conn, req, group).is_none() {
+            return;
+        }
+        let holds = self.groups[group]
+            .locks
+            .get(lock)
+            .is_some_and(|l| l.holder == conn);
+        if !holds {
+            self.stats.lock_errors += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NOT_HOLDER,
+                &format!("{lock:?} is not yours"),
+            );
+        }
+        self.release_lock(group, lock);
+        self.reply(conn, req, Frame::Ok);
+    }
+
+    // ---- storage results ----
+
+    fn on_appended(
+        &mut self,
+        now: Instant,
+        origin: Origin,
+        entry: LogEntry,
+        result: Result<(), StorageError>,
+    ) {
+        if let Err(e) = result {
+            self.stats.storage_errors += 1;
+            if let Some(g) = self.groups.get_mut(&entry.group) {
+                g.broken = true;
+            }
+            return self.error(
+                origin.conn,
+                origin.request,
+                ErrorCode::STORAGE,
+                &e.to_string(),
+            );
+        }
+        if let Some(g) = self.groups.get_mut(&entry.group) {
+            g.committed = entry.seq;
+            let frame = frame::encode(0, &deliver(&entry));
+            let recipients: Vec<ConnId> = g
+                .members
+                .iter()
+                .filter(|(_, m)| m.role != Role::MembershipObserver && entry.seq >= m.live_from)
+                .map(|(&c, _)| c)
+                .collect();
+            for c in recipients {
+                self.push(now, c, &entry.group, frame.clone());
+            }
+        }
+        let group = entry.group;
+        self.reply(
+            origin.conn,
+            origin.request,
+            Frame::Sent {
+                group,
+                seq: entry.seq,
+            },
+        );
+    }
+
+    fn on_loaded(
+        &mut self,
+        now: Instant,
+        origin: Origin,
+        group: &str,
+        upto: u64,
+        result: Result<(Checkpoint, Vec<LogEntry>), StorageError>,
+    ) {
+        let conn = origin.conn;
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        let Some(m) = g.members.get(&conn) else {
+            return; // left before the state arrived
+        };
+        let Some(request) = m.loading else {
+            return;
+        };
+        if request != origin.request || m.live_from != upto + 1 {
+            return; // a newer state transfer superseded this one
+        }
+        let (ckpt, log) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.storage_errors += 1;
+                self.remove_member(now, conn, group, MembershipChange::Left);
+                return self.error(conn, request, ErrorCode::STORAGE, &e.to_string());
+            }
+        };
+        let members = g
+            .members
+            .iter()
+            .map(|(&c, m)| MemberInfo {
+                client: c,
+                name: self
+                    .conns
+                    .get(&c)
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default(),
+                role: m.role,
+                mode: m.mode,
+            })
+            .collect();
+        let mut front = Vec::with_capacity(log.len() + 2);
+        if let Some(dropped) = m.resync_dropped {
+            front.push(frame::encode(
+                0,
+                &Frame::Resync {
+                    group: group.into(),
+                    dropped,
+                },
+            ));
+        }
+        front.push(frame::encode(
+            request,
+            &Frame::Joined {
+                group: group.into(),
+                group_type: g.group_type.clone(),
+                checkpoint_seq: ckpt.seq,
+                head_seq: upto,
+                state: ckpt.state,
+                members,
+            },
+        ));
+        if m.role != Role::MembershipObserver {
+            front.extend(log.iter().map(|e| frame::encode(0, &deliver(e))));
+        }
+        let m = self.member_mut(conn, group).expect("checked above");
+        m.loading = None;
+        m.resync_dropped = None;
+        self.sched.unblock(now, conn, group, front);
+    }
+
+    // ---- helpers ----
+
+    fn claims(&self, conn: ConnId) -> Claims {
+        self.conns
+            .get(&conn)
+            .and_then(|c| c.claims.clone())
+            .unwrap_or_else(|| Claims {
+                groups: Vec::new(),
+                ..Claims::anyone()
+            })
+    }
+
+    /// The member, or an error reply (`NO_SUCH_GROUP`, `NOT_MEMBER`).
+    fn member(&mut self, conn: ConnId, req: u32, group: &str) -> Option<Member> {
+        match self.groups.get(group) {
+            None => {
+                self.stats.not_member += 1;
+                self.error(
+                    conn,
+                    req,
+                    ErrorCode::NOT_MEMBER,
+                    &format!("no group {group:?}"),
+                );
+                None
+            }
+            Some(g) => match g.members.get(&conn) {
+                Some(m) => Some(m.clone()),
+                None => {
+                    self.stats.not_member += 1;
+                    self.error(
+                        conn,
+                        req,
+                        ErrorCode::NOT_MEMBER,
+                        &format!("not a member of {group:?}"),
+                    );
+                    None
+                }
+            },
+        }
+    }
+
+    fn member_mut(&mut self, conn: ConnId, group: &str) -> Option<&mut Member> {
+        self.groups.get_mut(group)?.members.get_mut(&conn)
+    }
+
+    fn remove_member(&mut self, now: Instant, conn: ConnId, group: &str, change: MembershipChange) {
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        let Some(m) = g.members.remove(&conn) else {
+            return;
+        };
+        self.sched.remove_queue(conn, group);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.groups.remove(group);
+        }
+        // Locks: release what it held, forget what it waited for.
+        let g = self.groups.get_mut(group).expect("checked above");
+        let mut cancelled = Vec::new();
+        for l in g.locks.values_mut() {
+            l.waiters.retain(|(w, r)| {
+                if *w == conn {
+                    cancelled.push(*r);
+                }
+                *w != conn
+            });
+        }
+        let held: Vec<String> = g
+            .locks
+            .iter()
+            .filter(|(_, l)| l.holder == conn)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for lock in held {
+            self.release_lock(group, &lock);
+        }
+        if change == MembershipChange::Left {
+            for r in cancelled {
+                self.error(
+                    conn,
+                    r,
+                    ErrorCode::NOT_MEMBER,
+                    &format!("left {group:?} while waiting for a lock"),
+                );
+            }
+        }
+        self.notify(now, group, conn, change, m.role, m.mode);
+    }
+
+    /// Hands `lock` to its next waiter, or frees it.
+    fn release_lock(&mut self, group: &str, lock: &str) {
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        let Some(l) = g.locks.get_mut(lock) else {
+            return;
+        };
+        let old = l.holder;
+        if let Some((next, req)) = l.waiters.pop_front() {
+            l.holder = next;
+            self.storage_ops.push_back(StorageOp::Lock {
+                group: group.into(),
+                lock: lock.into(),
+                expected: Some(old),
+                new: Some(next),
+            });
+            self.reply(
+                next,
+                req,
+                Frame::LockGranted {
+                    group: group.into(),
+                    lock: lock.into(),
+                },
+            );
+        } else {
+            g.locks.remove(lock);
+            self.storage_ops.push_back(StorageOp::Lock {
+                group: group.into(),
+                lock: lock.into(),
+                expected: Some(old),
+                new: None,
+            });
+        }
+    }
+
+    /// Tells watchers of `group` (other than `about`) what happened.
+    fn notify(
+        &mut self,
+        now: Instant,
+        group: &str,
+        about: ConnId,
+        change: MembershipChange,
+        role: Role,
+        mode: ActivityMode,
+    ) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        let watchers: Vec<ConnId> = g
+            .members
+            .iter()
+            .filter(|(c, m)| **c != about && (m.watch || m.role == Role::MembershipObserver))
+            .map(|(&c, _)| c)
+            .collect();
+        if watchers.is_empty() {
+            return;
+        }
+        let name = self
+            .conns
+            .get(&about)
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        let frame = frame::encode(
+            0,
+            &Frame::Membership {
+                group: group.into(),
+                client: about,
+                name,
+                change,
+                role,
+                mode,
+            },
+        );
+        for w in watchers {
+            self.push(now, w, group, frame.clone());
+        }
+    }
+
+    /// Drops `conn`'s backlog for `group` and sends a fresh state transfer.
+    fn start_resync(&mut self, now: Instant, conn: ConnId, group: &str, announce: bool) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        if !g.members.contains_key(&conn) {
+            return;
+        }
+        let head = g.next_seq - 1;
+        let dropped = self.sched.reset_queue(conn, group) as u64;
+        let m = self.member_mut(conn, group).expect("checked above");
+        m.live_from = head + 1;
+        m.loading = Some(0);
+        m.resync_dropped = announce.then_some(dropped);
+        self.storage_ops.push_back(StorageOp::Load {
+            origin: Origin { conn, request: 0 },
+            group: group.into(),
+            upto: head,
+        });
+        let _ = now;
+    }
+
+    fn push(&mut self, now: Instant, conn: ConnId, group: &str, frame: Bytes) {
+        if let Some(a) = self.sched.push(now, conn, group, frame) {
+            self.slow.push(a);
+        }
+    }
+
+    fn push_control(&mut self, conn: ConnId, req: u32, f: &Frame) {
+        if !self.conns.contains_key(&conn) {
+            return;
+        }
+        if let Some(a) = self.sched.push_control(conn, frame::encode(req, f)) {
+            self.slow.push(a);
+        }
+    }
+
+    fn reply(&mut self, conn: ConnId, req: u32, f: Frame) {
+        self.push_control(conn, req, &f);
+    }
+
+    /// A non-fatal error reply.
+    fn error(&mut self, conn: ConnId, req: u32, code: ErrorCode, message: &str) {
+        self.stats.errors_sent += 1;
+        tracing::debug!(conn, %code, message, "relay request failed");
+        self.push_control(
+            conn,
+            req,
+            &Frame::Error {
+                code,
+                message: message.into(),
+            },
+        );
+    }
+
+    fn violation(&mut self, conn: ConnId, req: u32, message: &str) {
+        self.stats.protocol_violations += 1;
+        self.fail(conn, req, ErrorCode::PROTOCOL_VIOLATION, message);
+    }
+
+    /// A fatal error: the client leaves every group, gets `code` and is
+    /// closed after it.
+    fn fail(&mut self, conn: ConnId, req: u32, code: ErrorCode, message: &str) {
+        if !self.conns.contains_key(&conn) {
+            return;
+        }
+        self.stats.errors_sent += 1;
+        tracing::debug!(conn, %code, message, "relay closes a connection");
+        self.drop_conn(self.now, conn);
+        self.sched.close(
+            conn,
+            frame::encode(
+                req,
+                &Frame::Error {
+                    code,
+                    message: message.into(),
+                },
+            ),
+        );
+    }
+
+    /// Removes `conn` from every group (announced as a disconnect).
+    fn drop_conn(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.stats.connections_closed += 1;
+        for group in c.groups {
+            self.remove_member(now, conn, &group, MembershipChange::Disconnected);
+        }
+    }
+
+    fn drain_slow(&mut self, now: Instant) {
+        while let Some(a) = self.slow.pop() {
+            match a {
+                SlowAction::Resync { conn, group } => self.start_resync(now, conn, &group, true),
+                SlowAction::Disconnect { conn } => self.fail(
+                    conn,
+                    0,
+                    ErrorCode::SLOW_CONSUMER,
+                    "the client did not read its messages fast enough",
+                ),
+            }
+        }
+    }
+}
+
+//= Litiu & Prakash §4.2, §4.3
+//# three roles [...] listed here in the decreasing order of their priority
+//# [...] The client priority within a group is decreased when the client
+//# indicates that its activity mode is changing from active to passive
+/// A member's priority: principal 2, observer 1, membership observer 0,
+/// plus 1 when active. The paper gives the order, not the numbers.
+pub fn member_priority(role: Role, mode: ActivityMode) -> u8 {
+    let r = match role {
+        Role::Principal => 2,
+        Role::Observer => 1,
+        Role::MembershipObserver => 0,
+    };
+    r + u8::from(mode == ActivityMode::Active)
+}
+
+fn deliver(e: &LogEntry) -> Frame {
+    Frame::Deliver {
+        group: e.group.clone(),
+        seq: e.seq,
+        sender: e.sender,
+        msg_type: e.msg_type,
+        sent_at_micros: e.sent_at_micros,
+        payload: e.payload.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,793 @@
+//! Scripted tests of the protocol core: frames in, frames out, storage run
+//! in-line on the memory engine.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::frame::{Envelope, decode, encode};
+use crate::storage::{MemoryStorage, Storage, execute};
+
+/// A core, a memory store and per-client inboxes. Clients credit what they
+/// receive unless `stalled`.
+struct Harness {
+    core: RelayCore,
+    store: MemoryStorage,
+    inbox: BTreeMap<ConnId, Vec<Envelope>>,
+    consumed: BTreeMap<ConnId, u64>,
+    stalled: BTreeSet<ConnId>,
+    closed: BTreeSet<ConnId>,
+    now: Instant,
+    next_conn: ConnId,
+}
+
+impl Harness {
+    fn new(cfg: CoreConfig) -> Self {
+        Self {
+            core: RelayCore::new(cfg),
+            store: MemoryStorage::new(),
+            inbox: BTreeMap::new(),
+            consumed: BTreeMap::new(),
+            stalled: BTreeSet::new(),
+            closed: BTreeSet::new(),
+            now: Instant::ZERO,
+            next_conn: 1,
+        }
+    }
+
+    fn default() -> Self {
+        Self::new(CoreConfig::default())
+    }
+
+    /// Connects, says Hello without a token and takes the `Welcome`.
+    fn client(&mut self, name: &str) -> ConnId {
+        let c = self.client_with_token(name, "");
+        assert!(matches!(
+            self.frames(c)[..],
+            [Frame::Welcome { version: 1, .. }]
+        ));
+        c
+    }
+
+    fn client_with_token(&mut self, name: &str, token: &str) -> ConnId {
+        let c = self.connect();
+        self.input(
+            c,
+            1,
+            Frame::Hello {
+                max_version: 1,
+                window: 0,
+                token: token.into(),
+                name: name.into(),
+            },
+        );
+        self.pump();
+        c
+    }
+
+    fn connect(&mut self) -> ConnId {
+        let c = self.next_conn;
+        self.next_conn += 1;
+        self.core.handle_connect(self.now, c);
+        c
+    }
+
+    /// Feeds a frame without running storage or transmits.
+    fn input(&mut self, conn: ConnId, req: u32, f: Frame) {
+        self.core.handle_frame(self.now, conn, &encode(req, &f));
+    }
+
+    /// Feeds a frame and runs everything to quiescence.
+    fn req(&mut self, conn: ConnId, req: u32, f: Frame) {
+        self.input(conn, req, f);
+        self.pump();
+    }
+
+    fn pump(&mut self) {
+        loop {
+            let mut progress = false;
+            let mut ops = Vec::new();
+            while let Some(op) = self.core.poll_storage() {
+                ops.push(op);
+            }
+            if !ops.is_empty() {
+                progress = true;
+                for done in execute(&mut self.store, ops) {
+                    self.core.handle_storage(self.now, done);
+                }
+            }
+            let mut credits = Vec::new();
+            while let Some(t) = self.core.poll_transmit(self.now) {
+                progress = true;
+                self.core.handle_written(t.conn, t.frame.len());
+                let env = decode(&t.frame, usize::MAX).expect("the relay emits valid frames");
+                self.inbox.entry(t.conn).or_default().push(env);
+                let c = self.consumed.entry(t.conn).or_default();
+                *c += t.frame.len() as u64;
+                if t.close_after {
+                    self.closed.insert(t.conn);
+                } else if !self.stalled.contains(&t.conn) {
+                    credits.push((t.conn, *c));
+                }
+            }
+            for (conn, consumed) in credits {
+                self.input(conn, 0, Frame::Credit { consumed });
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.core.handle_timeout(self.now);
+        self.pump();
+    }
+
+    fn take(&mut self, conn: ConnId) -> Vec<Envelope> {
+        std::mem::take(self.inbox.entry(conn).or_default())
+    }
+
+    fn frames(&mut self, conn: ConnId) -> Vec<Frame> {
+        self.take(conn).into_iter().map(|e| e.frame).collect()
+    }
+
+    fn create(&mut self, conn: ConnId, group: &str, state: &[u8]) {
+        self.req(
+            conn,
+            9,
+            Frame::CreateGroup {
+                group: group.into(),
+                group_type: "chat".into(),
+                priority: DEFAULT_GROUP_PRIORITY,
+                initial_state: Bytes::copy_from_slice(state),
+            },
+        );
+        assert_eq!(self.frames(conn).last(), Some(&Frame::Ok));
+    }
+
+    fn join(&mut self, conn: ConnId, group: &str, role: Role) -> Vec<Frame> {
+        self.req(
+            conn,
+            10,
+            Frame::Join {
+                group: group.into(),
+                role,
+                mode: ActivityMode::Active,
+                watch_membership: true,
+            },
+        );
+        self.frames(conn)
+    }
+
+    fn send(&mut self, conn: ConnId, group: &str, payload: &str) {
+        self.input(
+            conn,
+            20,
+            Frame::Send {
+                group: group.into(),
+                msg_type: 1,
+                sent_at_micros: 5,
+                payload: Bytes::copy_from_slice(payload.as_bytes()),
+            },
+        );
+    }
+}
+
+fn delivered(frames: &[Frame]) -> Vec<(u64, String)> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Deliver { seq, payload, .. } => {
+                Some((*seq, String::from_utf8_lossy(payload).into_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn error_code(frames: &[Frame]) -> Option<ErrorCode> {
+    frames.iter().find_map(|f| match f {
+        Frame::Error { code, .. } => Some(*code),
+        _ => None,
+    })
+}
+
+#[test]
+fn welcome_then_total_order_with_sequence_numbers_to_the_sender() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    let b = h.client("b");
+    h.create(a, "chat", b"");
+    h.join(a, "chat", Role::Principal);
+    h.join(b, "chat", Role::Principal);
+    h.frames(a);
+    for i in 0..5 {
+        h.send(a, "chat", &format!("a{i}"));
+        h.send(b, "chat", &format!("b{i}"));
+    }
+    h.pump();
+    let fa = h.frames(a);
+    let fb = h.frames(b);
+    let da = delivered(&fa);
+    assert_eq!(da.len(), 10);
+    assert_eq!(da, delivered(&fb), "every member sees the same order");
+    assert_eq!(
+        da.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>()
+    );
+    // Arrival order: a0 b0 a1 b1 ...
+    assert_eq!(da[0].1, "a0");
+    assert_eq!(da[1].1, "b0");
+    let sent: Vec<u64> = fa
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Sent { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, vec![1, 3, 5, 7, 9]);
+}
+
+#[test]
+fn joiner_gets_checkpoint_and_log_with_no_gap_or_duplicate() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "doc", b"v0");
+    h.join(a, "doc", Role::Principal);
+    for i in 1..=4 {
+        h.send(a, "doc", &format!("u{i}"));
+    }
+    h.pump();
+    h.req(
+        a,
+        30,
+        Frame::Checkpoint {
+            group: "doc".into(),
+            seq: 3,
+            state: Bytes::from_static(b"v3"),
+        },
+    );
+    // Updates 5 and 6 are sequenced but not yet durable when b joins, and
+    // 7 arrives right after: the boundary must still be exact.
+    h.send(a, "doc", "u5");
+    h.send(a, "doc", "u6");
+    let b = h.connect();
+    h.input(
+        b,
+        1,
+        Frame::Hello {
+            max_version: 3,
+            window: 0,
+            token: String::new(),
+            name: "b".into(),
+        },
+    );
+    h.input(
+        b,
+        2,
+        Frame::Join {
+            group: "doc".into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: false,
+        },
+    );
+    h.send(a, "doc", "u7");
+    h.pump();
+    let fb = h.frames(b);
+    let joined = fb
+        .iter()
+        .find_map(|f| match f {
+            Frame::Joined {
+                checkpoint_seq,
+                head_seq,
+                state,
+                ..
+            } => Some((*checkpoint_seq, *head_seq, state.clone())),
+            _ => None,
+        })
+        .expect("joined");
+    assert_eq!(joined, (3, 6, Bytes::from_static(b"v3")));
+    assert_eq!(
+        delivered(&fb),
+        vec![
+            (4, "u4".into()),
+            (5, "u5".into()),
+            (6, "u6".into()),
+            (7, "u7".into())
+        ]
+    );
+}
+
+#[test]
+fn state_persists_when_everyone_leaves() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"init");
+    h.join(a, "g", Role::Principal);
+    h.send(a, "g", "x");
+    h.pump();
+    h.req(a, 3, Frame::Leave { group: "g".into() });
+    h.core.handle_disconnect(h.now, a);
+    let b = h.client("b");
+    let fb = h.join(b, "g", Role::Observer);
+    assert!(matches!(&fb[0], Frame::Joined { state, .. } if &state[..] == b"init"));
+    assert_eq!(delivered(&fb), vec![(1, "x".into())]);
+}
+
+#[test]
+fn roles_are_enforced() {
+    let mut h = Harness::default();
+    let p = h.client("p");
+    let o = h.client("o");
+    let mo = h.client("mo");
+    h.create(p, "g", b"");
+    h.join(p, "g", Role::Principal);
+    h.join(o, "g", Role::Observer);
+    h.join(mo, "g", Role::MembershipObserver);
+    h.frames(p);
+    h.send(o, "g", "nope");
+    h.pump();
+    assert_eq!(error_code(&h.frames(o)), Some(ErrorCode::FORBIDDEN));
+    h.req(
+        o,
+        4,
+        Frame::Checkpoint {
+            group: "g".into(),
+            seq: 0,
+            state: Bytes::new(),
+        },
+    );
+    assert_eq!(error_code(&h.frames(o)), Some(ErrorCode::FORBIDDEN));
+    h.send(p, "g", "yes");
+    h.pump();
+    assert_eq!(delivered(&h.frames(o)), vec![(1, "yes".into())]);
+    // The membership observer sees membership changes, never updates.
+    let fmo = h.frames(mo);
+    assert!(delivered(&fmo).is_empty());
+    let other = h.client("late");
+    h.join(other, "g", Role::Observer);
+    let fmo = h.frames(mo);
+    assert!(
+        fmo.iter()
+            .any(|f| matches!(f, Frame::Membership { change: MembershipChange::Joined, name, .. } if name == "late"))
+    );
+    assert!(h.core.stats().forbidden >= 2);
+}
+
+#[test]
+fn a_crash_is_a_leave_announced_to_watchers_and_others_carry_on() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    let b = h.client("b");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.join(b, "g", Role::Principal);
+    h.frames(a);
+    h.core.handle_disconnect(h.now, b);
+    h.pump();
+    let fa = h.frames(a);
+    assert!(fa.iter().any(|f| matches!(
+        f,
+        Frame::Membership {
+            change: MembershipChange::Disconnected,
+            ..
+        }
+    )));
+    h.send(a, "g", "still here");
+    h.pump();
+    assert_eq!(delivered(&h.frames(a)), vec![(1, "still here".into())]);
+}
+
+#[test]
+fn many_groups_over_one_connection_and_not_member_errors() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g1", b"");
+    h.create(a, "g2", b"");
+    h.join(a, "g1", Role::Principal);
+    h.join(a, "g2", Role::Principal);
+    h.send(a, "g1", "one");
+    h.send(a, "g2", "two");
+    h.send(a, "g3", "three");
+    h.pump();
+    let fa = h.frames(a);
+    assert_eq!(delivered(&fa).len(), 2);
+    assert_eq!(error_code(&fa), Some(ErrorCode::NOT_MEMBER));
+    h.req(a, 5, Frame::Leave { group: "g1".into() });
+    h.send(a, "g1", "gone");
+    h.pump();
+    assert_eq!(error_code(&h.frames(a)), Some(ErrorCode::NOT_MEMBER));
+}
+
+#[test]
+fn locks_wait_try_release_and_crash_release() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    let b = h.client("b");
+    let c = h.client("c");
+    h.create(a, "g", b"");
+    for x in [a, b, c] {
+        h.join(x, "g", Role::Principal);
+    }
+    let acquire = |wait| Frame::LockAcquire {
+        group: "g".into(),
+        lock: "pen".into(),
+        wait,
+    };
+    let release = Frame::LockRelease {
+        group: "g".into(),
+        lock: "pen".into(),
+    };
+    h.req(a, 1, acquire(true));
+    assert_eq!(h.frames(a).last(), Some(&Frame::Ok));
+    h.req(b, 2, acquire(false));
+    assert_eq!(error_code(&h.frames(b)), Some(ErrorCode::LOCK_BUSY));
+    h.req(b, 3, acquire(true));
+    h.req(c, 4, acquire(true));
+    assert!(h.frames(b).is_empty(), "b waits");
+    h.req(a, 5, acquire(true));
+    assert_eq!(error_code(&h.frames(a)), Some(ErrorCode::ALREADY_HELD));
+    h.req(c, 6, release.clone());
+    assert_eq!(error_code(&h.frames(c)), Some(ErrorCode::NOT_HOLDER));
+    h.req(a, 7, release.clone());
+    assert_eq!(h.frames(a).last(), Some(&Frame::Ok));
+    let fb = h.take(b);
+    assert!(matches!(
+        &fb[..],
+        [Envelope {
+            request: 3,
+            frame: Frame::LockGranted { .. }
+        }]
+    ));
+    // b crashes while holding the lock: c, next in line, gets it.
+    h.core.handle_disconnect(h.now, b);
+    h.pump();
+    let fc = h.take(c);
+    assert!(
+        fc.iter()
+            .any(|e| e.request == 4 && matches!(e.frame, Frame::LockGranted { .. }))
+    );
+    assert_eq!(h.core.stats().lock_errors, 3);
+}
+
+#[test]
+fn checkpoints_are_bounded_by_the_committed_head() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.send(a, "g", "1");
+    h.pump();
+    let ck = |seq| Frame::Checkpoint {
+        group: "g".into(),
+        seq,
+        state: Bytes::from_static(b"s"),
+    };
+    h.req(a, 1, ck(5));
+    assert_eq!(error_code(&h.frames(a)), Some(ErrorCode::BAD_CHECKPOINT));
+    h.req(a, 2, ck(1));
+    assert_eq!(h.frames(a).last(), Some(&Frame::Ok));
+    h.req(a, 3, ck(0));
+    assert_eq!(error_code(&h.frames(a)), Some(ErrorCode::BAD_CHECKPOINT));
+    // Compacted: the log before 1 is gone, a joiner starts from the checkpoint.
+    assert!(h.store.read_log("g", 0, 10).expect("log").is_empty());
+}
+
+#[test]
+fn delete_notifies_members_and_forgets_the_group() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    let b = h.client("b");
+    h.create(a, "g", b"");
+    h.join(b, "g", Role::Observer);
+    h.req(a, 2, Frame::DeleteGroup { group: "g".into() });
+    assert_eq!(h.frames(a).last(), Some(&Frame::Ok));
+    assert!(
+        h.frames(b)
+            .contains(&Frame::GroupDeleted { group: "g".into() })
+    );
+    h.req(
+        b,
+        3,
+        Frame::Join {
+            group: "g".into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: false,
+        },
+    );
+    assert_eq!(error_code(&h.frames(b)), Some(ErrorCode::NO_SUCH_GROUP));
+    assert!(h.store.load_groups().expect("groups").is_empty());
+}
+
+#[test]
+fn bad_input_is_answered_counted_and_closed() {
+    let mut h = Harness::default();
+    // Garbage before Hello.
+    let c = h.connect();
+    h.core.handle_frame(
+        h.now,
+        c,
+        b"\x00\x00\x00\x08\x01\xff\x00\x00\x00\x00\x00\x01",
+    );
+    h.pump();
+    assert_eq!(error_code(&h.frames(c)), Some(ErrorCode::MALFORMED));
+    assert!(h.closed.contains(&c));
+    // A request before Hello.
+    let c = h.connect();
+    h.req(c, 1, Frame::Ping { nonce: 1 });
+    assert_eq!(
+        error_code(&h.frames(c)),
+        Some(ErrorCode::PROTOCOL_VIOLATION)
+    );
+    // A relay-only kind, a second Hello, bad credit.
+    for f in [
+        Frame::Ok,
+        Frame::Hello {
+            max_version: 1,
+            window: 0,
+            token: String::new(),
+            name: String::new(),
+        },
+        Frame::Credit { consumed: u64::MAX },
+    ] {
+        let c = h.client("x");
+        h.frames(c);
+        h.req(c, 1, f);
+        assert_eq!(
+            error_code(&h.frames(c)),
+            Some(ErrorCode::PROTOCOL_VIOLATION)
+        );
+        assert!(h.closed.contains(&c));
+    }
+    // A frame in another version.
+    let c = h.client("v");
+    let mut b = encode(1, &Frame::Ping { nonce: 1 }).to_vec();
+    b[4] = 2;
+    h.core.handle_frame(h.now, c, &b);
+    h.pump();
+    assert_eq!(
+        error_code(&h.frames(c)),
+        Some(ErrorCode::UNSUPPORTED_VERSION)
+    );
+    // Oversized (as the driver's decoder reports it).
+    let c = h.client("big");
+    h.core.handle_stream_error(
+        h.now,
+        c,
+        &FrameError::TooLarge {
+            len: 1 << 30,
+            max: 1 << 20,
+        },
+    );
+    h.pump();
+    assert_eq!(error_code(&h.frames(c)), Some(ErrorCode::FRAME_TOO_LARGE));
+    let s = h.core.stats();
+    assert_eq!(
+        (
+            s.malformed_frames,
+            s.protocol_violations,
+            s.unsupported_versions,
+            s.oversized_frames
+        ),
+        (1, 4, 1, 1)
+    );
+    // Frames after the close are ignored.
+    h.req(c, 1, Frame::Ping { nonce: 1 });
+    assert!(h.frames(c).is_empty());
+}
+
+#[test]
+fn tokens_limit_groups_roles_and_priority() {
+    let secret = b"s3cret".to_vec();
+    let mut h = Harness::new(CoreConfig {
+        auth_secret: Some(secret.clone()),
+        ..CoreConfig::default()
+    });
+    let bad = h.client_with_token("x", "garbage.token");
+    assert_eq!(error_code(&h.frames(bad)), Some(ErrorCode::UNAUTHORIZED));
+    let none = h.client_with_token("none", "");
+    assert_eq!(error_code(&h.frames(none)), Some(ErrorCode::UNAUTHORIZED));
+    let admin = auth::mint(&secret, &Claims::anyone());
+    let a = h.client_with_token("admin", &admin);
+    h.create(a, "chat", b"");
+    h.create(a, "secret", b"");
+    let limited = auth::mint(
+        &secret,
+        &Claims {
+            subject: "guest".into(),
+            groups: vec!["chat".into()],
+            max_role: Role::Observer,
+            max_priority: 2,
+            expires_unix: 0,
+        },
+    );
+    let g = h.client_with_token("guest", &limited);
+    assert!(matches!(h.frames(g)[..], [Frame::Welcome { .. }]));
+    for (role, group, want) in [
+        (Role::Principal, "chat", Some(ErrorCode::FORBIDDEN)),
+        (Role::Observer, "secret", Some(ErrorCode::FORBIDDEN)),
+        (Role::Observer, "chat", None),
+    ] {
+        let f = h.join(g, group, role);
+        assert_eq!(error_code(&f), want, "{role:?} in {group}");
+    }
+    h.req(
+        g,
+        5,
+        Frame::CreateGroup {
+            group: "chat2".into(),
+            group_type: String::new(),
+            priority: 1,
+            initial_state: Bytes::new(),
+        },
+    );
+    assert_eq!(error_code(&h.frames(g)), Some(ErrorCode::FORBIDDEN));
+    // The priority cap holds for the guest's queues.
+    let depths = h.core.queue_depths();
+    let q = depths.iter().find(|d| d.conn == g).expect("guest queue");
+    assert!(q.priority <= 2, "{q:?}");
+}
+
+#[test]
+fn passive_members_and_burst_groups_get_lower_priority() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    let prio = |h: &Harness| h.core.queue_depths()[0].priority;
+    let active = prio(&h);
+    h.req(
+        a,
+        2,
+        Frame::ChangeMode {
+            group: "g".into(),
+            mode: ActivityMode::Passive,
+        },
+    );
+    assert_eq!(prio(&h), active - 1);
+    h.req(
+        a,
+        3,
+        Frame::ChangeRole {
+            group: "g".into(),
+            role: Role::Observer,
+        },
+    );
+    assert_eq!(prio(&h), active - 2);
+    // 2 MB in one burst window: above the 1 MiB/s threshold.
+    h.req(
+        a,
+        4,
+        Frame::ChangeRole {
+            group: "g".into(),
+            role: Role::Principal,
+        },
+    );
+    for _ in 0..40 {
+        h.input(
+            a,
+            5,
+            Frame::Send {
+                group: "g".into(),
+                msg_type: 0,
+                sent_at_micros: 0,
+                payload: Bytes::from(vec![0; 50_000]),
+            },
+        );
+    }
+    h.pump();
+    assert_eq!(
+        h.core.instant_priority("g"),
+        Some(DEFAULT_GROUP_PRIORITY - 2)
+    );
+    assert_eq!(h.core.stats().sched.burst_demotions, 1);
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.core.instant_priority("g"), Some(DEFAULT_GROUP_PRIORITY));
+    assert_eq!(h.core.stats().sched.burst_restores, 1);
+}
+
+#[test]
+fn a_client_that_never_reads_is_resynchronized_then_catches_up() {
+    let mut h = Harness::new(CoreConfig {
+        sched: SchedulerConfig {
+            slow_policy: crate::sched::SlowConsumerPolicy::Resync,
+            slow_agings: 1,
+            ..SchedulerConfig::default()
+        },
+        ..CoreConfig::default()
+    });
+    let a = h.client("a");
+    let slow = h.client("slow");
+    h.create(a, "g", b"s0");
+    h.join(a, "g", Role::Principal);
+    h.join(slow, "g", Role::Observer);
+    h.stalled.insert(slow);
+    for i in 0..200 {
+        h.send(a, "g", &format!("{i:0>2000}"));
+    }
+    h.pump();
+    h.take(slow);
+    h.req(
+        a,
+        7,
+        Frame::Checkpoint {
+            group: "g".into(),
+            seq: 200,
+            state: Bytes::from_static(b"s200"),
+        },
+    );
+    h.advance(Duration::from_secs(3));
+    assert_eq!(h.core.stats().sched.agings, 1);
+    assert_eq!(h.core.stats().sched.slow_resyncs, 1);
+    assert!(h.core.stats().sched.dropped_frames > 0);
+    // The slow client reads again: it gets Resync, a fresh Joined from the
+    // checkpoint, then only updates after its new head.
+    h.stalled.remove(&slow);
+    let consumed = h.consumed[&slow];
+    h.req(slow, 0, Frame::Credit { consumed });
+    let fs = h.frames(slow);
+    assert!(
+        matches!(fs[0], Frame::Resync { dropped, .. } if dropped > 0),
+        "{:?}",
+        &fs[..1]
+    );
+    assert!(matches!(
+        &fs[1],
+        Frame::Joined {
+            checkpoint_seq: 200,
+            head_seq: 200,
+            ..
+        }
+    ));
+    assert!(delivered(&fs).is_empty());
+    h.send(a, "g", "fresh");
+    h.pump();
+    assert_eq!(delivered(&h.frames(slow)), vec![(201, "fresh".into())]);
+}
+
+#[test]
+fn memory_stays_bounded_when_a_client_never_reads() {
+    let mut h = Harness::new(CoreConfig {
+        sched: SchedulerConfig {
+            slow_policy: crate::sched::SlowConsumerPolicy::Disconnect,
+            max_client_queue_bytes: 1 << 20,
+            ..SchedulerConfig::default()
+        },
+        ..CoreConfig::default()
+    });
+    let a = h.client("a");
+    let slow = h.client("slow");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.join(slow, "g", Role::Observer);
+    h.stalled.insert(slow);
+    for _ in 0..100 {
+        h.input(
+            a,
+            5,
+            Frame::Send {
+                group: "g".into(),
+                msg_type: 0,
+                sent_at_micros: 0,
+                payload: Bytes::from(vec![0; 50_000]),
+            },
+        );
+        h.pump();
+    }
+    let s = h.core.stats();
+    assert_eq!(s.sched.slow_disconnects, 1);
+    assert!(h.closed.contains(&slow));
+    assert!(s.sched.max_queued_bytes < 2 << 20, "{s:?}");
+    assert_eq!(error_code(&h.frames(slow)), Some(ErrorCode::SLOW_CONSUMER));
+    assert_eq!(
+        delivered(&h.frames(a)).len(),
+        100,
+        "the reader is not disturbed"
+    );
+}

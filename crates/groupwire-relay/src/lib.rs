@@ -1,0 +1,25 @@
+//! groupwire-relay: a Corona-style group communication relay
+//! (Litiu & Prakash, "Adaptive Group Communication Services for Groupware
+//! Systems").
+//!
+//! - [`frame`]: the wire format (documented in `docs/relay-protocol.md`);
+//! - [`core`]: the sans-IO protocol core (groups, members, roles, total
+//!   order, state transfer, checkpoints, locks);
+//! - [`sched`]: the priority scheduler of §4 (group and member priorities,
+//!   per-(member, group) queues, burst demotion, aging, slow consumers);
+//! - [`storage`]: the store behind a trait (SQLite by default, in memory for
+//!   tests);
+//! - [`auth`]: HMAC-signed tokens with group, role and priority limits;
+//! - [`server`]: the tokio driver (TCP and WebSocket), [`client`]: the client library.
+pub mod auth;
+pub mod client;
+pub mod core;
+pub mod frame;
+pub mod sched;
+pub mod server;
+pub mod storage;
+
+pub use client::{ClientError, ClientEvent, ClientOptions, Delivery, JoinInfo, RelayClient};
+pub use core::{CoreConfig, RelayStats};
+pub use sched::{SchedulerConfig, SlowConsumerPolicy};
+pub use server::{RelayHandle, ServerConfig, StorageConfig};

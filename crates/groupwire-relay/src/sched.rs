@@ -1,0 +1,1115 @@
+//! The priority scheduler of outgoing traffic (Litiu & Prakash §4.4–§4.6).
+//!
+//! A sans-IO structure: frames go in with `Scheduler::push`, come out in
+//! priority order from `Scheduler::poll_transmit`; time is an input.
+//!
+//! - One queue per (member, group). Its priority is the group's *instant*
+//!   priority plus the member's priority (role and activity mode), capped by
+//!   the client's token ([`crate::auth::Claims::max_priority`]).
+//! - `Scheduler::poll_transmit` serves, across all clients, the client
+//!   whose best queue has the highest priority, and within that client its
+//!   highest-priority queue; ties go round robin (between clients and
+//!   between a client's queues). Each client's replies go first.
+//! - A client is served only while its send window is open (bytes sent but
+//!   not yet credited by the client) and its writer is not backed up.
+//! - Burst demotion, aging and the slow-consumer policy: see
+//!   [`SchedulerConfig`].
+//!
+//! Memory is bounded: every client's queued bytes (replies included) are
+//! capped by [`SchedulerConfig::max_client_queue_bytes`]; crossing it
+//! triggers the slow-consumer policy (never a larger buffer).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use groupwire_proto::Instant;
+
+/// A connection id (the client id on the wire).
+pub type ConnId = u64;
+
+/// What to do with a member whose queues keep timing out or overflow.
+///
+/// Litiu & Prakash §4.6: "If timeouts are violated on a queue frequently, a
+/// policy of removing low-priority members from the system can be
+/// implemented." The paper leaves the policy open; these are the choices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlowConsumerPolicy {
+    /// Serve the client last (priority 0) until its queues drain. At the
+    /// memory cap the overflowing queue is resynchronized instead.
+    #[default]
+    Demote,
+    /// Drop the client's queue for the group and send it a fresh state
+    /// transfer (checkpoint + log) instead of the backlog.
+    Resync,
+    /// Close the connection with `SLOW_CONSUMER`.
+    Disconnect,
+}
+
+impl std::str::FromStr for SlowConsumerPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "demote" => Ok(Self::Demote),
+            "resync" => Ok(Self::Resync),
+            "disconnect" => Ok(Self::Disconnect),
+            other => Err(format!(
+                "unknown slow-consumer policy {other:?} (demote, resync, disconnect)"
+            )),
+        }
+    }
+}
+
+/// Scheduler knobs. Defaults follow the paper where it gives a value and
+/// say so where it does not.
+#[derive(Clone, Debug)]
+pub struct SchedulerConfig {
+    /// Every queue has the same priority, no burst demotion, no aging: the
+    /// paper's non-QoS baseline (§5.1 a, §5.2, §5.3 c), for comparisons.
+    pub equal_priorities: bool,
+    /// Window over which a group's outgoing bandwidth is measured (§4.4
+    /// "recent bandwidth usage"; the paper gives no value; default 1 s).
+    pub burst_window: Duration,
+    /// A group above this rate (bytes/s, fan-out included) is demoted
+    /// (default 1 MiB/s: well above the paper's chat traffic, 5 × 200 B
+    /// messages/s to 6 members, below its 40 KB image bursts).
+    pub burst_high_bytes_per_sec: u64,
+    /// A demoted group is restored below this rate (default 256 KiB/s;
+    /// hysteresis so a group does not flap).
+    pub burst_low_bytes_per_sec: u64,
+    /// How far a burst lowers the group's instant priority (default 2).
+    pub burst_penalty: u8,
+    /// A non-empty queue not served for this long is aged (§4.6: "should be
+    /// reasonably large"; default 2 s).
+    pub aging_timeout: Duration,
+    /// Agings of one client within [`slow_window`](Self::slow_window) that
+    /// make it a slow consumer (default 3).
+    pub slow_agings: u32,
+    /// See [`slow_agings`](Self::slow_agings) (default 10 s).
+    pub slow_window: Duration,
+    /// What to do with slow consumers.
+    pub slow_policy: SlowConsumerPolicy,
+    /// Hard cap on one client's queued bytes, replies included (default
+    /// 32 MiB). Crossing it applies the slow-consumer policy at once.
+    pub max_client_queue_bytes: usize,
+    /// Cap on bytes handed to a client's socket writer and not yet written
+    /// (default 256 KiB): bounds memory when a client credits bytes it
+    /// never reads.
+    pub max_writer_bytes: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            equal_priorities: false,
+            burst_window: Duration::from_secs(1),
+            burst_high_bytes_per_sec: 1 << 20,
+            burst_low_bytes_per_sec: 256 << 10,
+            burst_penalty: 2,
+            aging_timeout: Duration::from_secs(2),
+            slow_agings: 3,
+            slow_window: Duration::from_secs(10),
+            slow_policy: SlowConsumerPolicy::Demote,
+            max_client_queue_bytes: 32 << 20,
+            max_writer_bytes: 256 << 10,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// The paper's non-QoS baseline: all priorities equal.
+    pub fn equal_priorities() -> Self {
+        Self {
+            equal_priorities: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// A frame the driver must write to a client.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct Transmit {
+    /// The client.
+    pub conn: ConnId,
+    /// The encoded frame.
+    pub frame: Bytes,
+    /// Close the connection after writing this frame (a fatal error).
+    pub close_after: bool,
+}
+
+/// A slow-consumer decision the protocol core must carry out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SlowAction {
+    /// Drop `group`'s queue of `conn` and resynchronize it.
+    Resync {
+        /// The client.
+        conn: ConnId,
+        /// The group.
+        group: String,
+    },
+    /// Close `conn`.
+    Disconnect {
+        /// The client.
+        conn: ConnId,
+    },
+}
+
+/// Scheduler counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchedulerStats {
+    /// Groups demoted for a burst (§4.4).
+    pub burst_demotions: u64,
+    /// Demoted groups restored.
+    pub burst_restores: u64,
+    /// Queues aged (§4.6).
+    pub agings: u64,
+    /// Clients demoted as slow consumers.
+    pub slow_demotions: u64,
+    /// Queues resynchronized as slow consumers.
+    pub slow_resyncs: u64,
+    /// Clients disconnected as slow consumers.
+    pub slow_disconnects: u64,
+    /// Frames discarded (resync, disconnect, leave with a backlog).
+    pub dropped_frames: u64,
+    /// Frames currently queued.
+    pub queued_frames: u64,
+    /// Bytes currently queued.
+    pub queued_bytes: u64,
+    /// The most bytes ever queued at once.
+    pub max_queued_bytes: u64,
+}
+
+/// One (member, group) queue as seen from outside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// The client.
+    pub conn: ConnId,
+    /// The group.
+    pub group: String,
+    /// Frames waiting.
+    pub frames: usize,
+    /// Bytes waiting.
+    pub bytes: usize,
+    /// Its current priority.
+    pub priority: u16,
+}
+
+/// Priority of a client's replies: above every queue, aged or not.
+const CONTROL_PRIORITY: u16 = 1000;
+/// Priority of an aged queue: above every normal priority (group 7 +
+/// member 3), below replies.
+//= Litiu & Prakash §4.6
+//# the instant priority of a queue is temporarily raised above the default
+//# value when a queue is not served for a timeout interval.
+const AGED_PRIORITY: u16 = 100;
+
+/// The scheduler. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Scheduler {
+    cfg: SchedulerConfig,
+    groups: BTreeMap<String, GroupState>,
+    conns: BTreeMap<ConnId, ConnState>,
+    /// The client served last, for round robin between clients.
+    cursor: ConnId,
+    stats: SchedulerStats,
+}
+
+#[derive(Debug)]
+struct GroupState {
+    default_priority: u8,
+    demoted: bool,
+    meter: Meter,
+}
+
+#[derive(Debug)]
+struct ConnState {
+    window: u64,
+    sent: u64,
+    consumed: u64,
+    writer_pending: u64,
+    priority_cap: u8,
+    control: VecDeque<Bytes>,
+    queues: BTreeMap<String, Queue>,
+    /// The group served last, for round robin within the client.
+    rr_last: Option<String>,
+    agings: VecDeque<Instant>,
+    demoted: bool,
+    queued_bytes: usize,
+    /// A fatal error is queued; the client goes away after it.
+    closing: bool,
+}
+
+#[derive(Debug)]
+struct Queue {
+    frames: VecDeque<Bytes>,
+    bytes: usize,
+    member_priority: u8,
+    /// Waiting for a state transfer: nothing is sent until it arrives.
+    blocked: bool,
+    /// Last served, or when it last became non-empty.
+    since: Instant,
+    aged: bool,
+}
+
+impl Scheduler {
+    pub(crate) fn new(cfg: SchedulerConfig) -> Self {
+        Self {
+            cfg,
+            groups: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            cursor: 0,
+            stats: SchedulerStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SchedulerStats {
+        self.stats.clone()
+    }
+
+    pub(crate) fn add_group(&mut self, group: &str, default_priority: u8) {
+        self.groups.insert(
+            group.to_owned(),
+            GroupState {
+                default_priority,
+                demoted: false,
+                meter: Meter::new(self.cfg.burst_window),
+            },
+        );
+    }
+
+    pub(crate) fn set_group_priority(&mut self, group: &str, priority: u8) {
+        if let Some(g) = self.groups.get_mut(group) {
+            g.default_priority = priority;
+        }
+    }
+
+    pub(crate) fn remove_group(&mut self, group: &str) {
+        self.groups.remove(group);
+    }
+
+    /// The group's instant priority (§4.4), or `None` for an unknown group.
+    pub(crate) fn instant_priority(&self, group: &str) -> Option<u8> {
+        self.groups.get(group).map(|g| self.group_priority(g))
+    }
+
+    pub(crate) fn add_conn(&mut self, conn: ConnId, window: u64, priority_cap: u8) {
+        self.conns.insert(
+            conn,
+            ConnState {
+                window,
+                sent: 0,
+                consumed: 0,
+                writer_pending: 0,
+                priority_cap,
+                control: VecDeque::new(),
+                queues: BTreeMap::new(),
+                rr_last: None,
+                agings: VecDeque::new(),
+                demoted: false,
+                queued_bytes: 0,
+                closing: false,
+            },
+        );
+    }
+
+    pub(crate) fn set_conn_limits(&mut self, conn: ConnId, window: u64, priority_cap: u8) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.window = window;
+            c.priority_cap = priority_cap;
+        }
+    }
+
+    /// Forgets a client at once (it disconnected); its backlog is dropped.
+    pub(crate) fn remove_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            let frames = c.control.len() + c.queues.values().map(|q| q.frames.len()).sum::<usize>();
+            self.forget(frames, c.queued_bytes);
+        }
+    }
+
+    /// Drops a client's queues and sends `last` (a fatal error) before the
+    /// driver closes it ([`Transmit::close_after`]).
+    pub(crate) fn close(&mut self, conn: ConnId, last: Bytes) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let frames = c.control.len() + c.queues.values().map(|q| q.frames.len()).sum::<usize>();
+        let bytes = c.queued_bytes;
+        c.control.clear();
+        c.queues.clear();
+        c.queued_bytes = last.len();
+        c.control.push_back(last.clone());
+        c.closing = true;
+        self.forget(frames, bytes);
+        self.account_push(last.len());
+    }
+
+    pub(crate) fn add_queue(
+        &mut self,
+        conn: ConnId,
+        group: &str,
+        member_priority: u8,
+        now: Instant,
+    ) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.queues.insert(
+                group.to_owned(),
+                Queue {
+                    frames: VecDeque::new(),
+                    bytes: 0,
+                    member_priority,
+                    blocked: true,
+                    since: now,
+                    aged: false,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn set_member_priority(&mut self, conn: ConnId, group: &str, member_priority: u8) {
+        if let Some(q) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.queues.get_mut(group))
+        {
+            q.member_priority = member_priority;
+        }
+    }
+
+    pub(crate) fn remove_queue(&mut self, conn: ConnId, group: &str) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if let Some(q) = c.queues.remove(group) {
+                c.queued_bytes -= q.bytes;
+                self.forget(q.frames.len(), q.bytes);
+            }
+        }
+    }
+
+    /// Drops the backlog of `group` for `conn` and blocks the queue until
+    /// [`unblock`](Self::unblock). Returns the frames dropped.
+    pub(crate) fn reset_queue(&mut self, conn: ConnId, group: &str) -> usize {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return 0;
+        };
+        let Some(q) = c.queues.get_mut(group) else {
+            return 0;
+        };
+        let (frames, bytes) = (q.frames.len(), q.bytes);
+        q.frames.clear();
+        q.bytes = 0;
+        q.blocked = true;
+        q.aged = false;
+        c.queued_bytes -= bytes;
+        self.forget(frames, bytes);
+        frames
+    }
+
+    /// Ends a state transfer: `front` goes before everything queued since.
+    pub(crate) fn unblock(&mut self, now: Instant, conn: ConnId, group: &str, front: Vec<Bytes>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(q) = c.queues.get_mut(group) else {
+            return;
+        };
+        let bytes: usize = front.iter().map(Bytes::len).sum();
+        let n = front.len();
+        for f in front.into_iter().rev() {
+            q.frames.push_front(f);
+        }
+        q.bytes += bytes;
+        q.blocked = false;
+        q.since = now;
+        c.queued_bytes += bytes;
+        self.account_push_n(n, bytes);
+    }
+
+    /// Queues `frame` for (conn, group). The group's bandwidth meter counts
+    /// it (§4.4). Returns a slow-consumer action if the client's cap is hit.
+    pub(crate) fn push(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        group: &str,
+        frame: Bytes,
+    ) -> Option<SlowAction> {
+        let len = frame.len();
+        let c = self.conns.get_mut(&conn)?;
+        let q = c.queues.get_mut(group)?;
+        if q.frames.is_empty() {
+            q.since = now;
+        }
+        q.frames.push_back(frame);
+        q.bytes += len;
+        c.queued_bytes += len;
+        let over = c.queued_bytes > self.cfg.max_client_queue_bytes;
+        self.account_push(len);
+        if !self.cfg.equal_priorities
+            && let Some(g) = self.groups.get_mut(group)
+        {
+            g.meter.record(now, len as u64);
+            Self::update_burst(&self.cfg, &mut self.stats, g, now);
+        }
+        if over {
+            return Some(self.overflow(conn, group));
+        }
+        None
+    }
+
+    /// Queues a reply for `conn` (served before its group queues).
+    pub(crate) fn push_control(&mut self, conn: ConnId, frame: Bytes) -> Option<SlowAction> {
+        let len = frame.len();
+        let c = self.conns.get_mut(&conn)?;
+        if c.closing {
+            return None;
+        }
+        c.control.push_back(frame);
+        c.queued_bytes += len;
+        let over = c.queued_bytes > self.cfg.max_client_queue_bytes;
+        self.account_push(len);
+        if over {
+            // Replies cannot be dropped and resent: a client that floods
+            // requests without reading the answers is disconnected.
+            self.stats.slow_disconnects += 1;
+            return Some(SlowAction::Disconnect { conn });
+        }
+        None
+    }
+
+    /// The client reports `consumed` bytes (cumulative). `Err` if that is
+    /// more than was ever sent (a protocol violation).
+    pub(crate) fn credit(&mut self, conn: ConnId, consumed: u64) -> Result<(), ()> {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        if consumed > c.sent {
+            return Err(());
+        }
+        c.consumed = c.consumed.max(consumed);
+        Ok(())
+    }
+
+    /// The driver wrote `bytes` of `conn`'s frames to its socket.
+    pub(crate) fn written(&mut self, conn: ConnId, bytes: u64) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.writer_pending = c.writer_pending.saturating_sub(bytes);
+        }
+    }
+
+    /// The next frame to write, in priority order. Call until `None`
+    /// after every input; a `None` may become `Some` after any input or
+    /// [`handle_timeout`](Self::handle_timeout).
+    pub(crate) fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let mut best: Option<(u16, ConnId)> = None;
+        // Round robin between clients: start after the one served last, and
+        // only a strictly higher priority displaces an earlier candidate.
+        let order = self
+            .conns
+            .range(self.cursor.saturating_add(1)..)
+            .chain(self.conns.range(..=self.cursor));
+        for (&id, c) in order {
+            if c.writer_pending >= self.cfg.max_writer_bytes {
+                continue;
+            }
+            let p = if !c.control.is_empty() {
+                CONTROL_PRIORITY
+            } else if c.sent - c.consumed < c.window {
+                match self.best_queue(c) {
+                    Some((p, _)) => p,
+                    None => continue,
+                }
+            } else {
+                continue;
+            };
+            if best.is_none_or(|(bp, _)| p > bp) {
+                best = Some((p, id));
+            }
+        }
+        let (_, id) = best?;
+        self.cursor = id;
+        let c = self.conns.get_mut(&id).expect("chosen from the map");
+        let frame = if let Some(f) = c.control.pop_front() {
+            f
+        } else {
+            let (_, group) = Self::best_queue_of(&self.cfg, &self.groups, c)
+                .expect("chosen because it has a ready queue");
+            let q = c.queues.get_mut(&group).expect("best_queue names a queue");
+            let f = q.frames.pop_front().expect("ready queues are non-empty");
+            q.bytes -= f.len();
+            //= Litiu & Prakash §4.6
+            //# A queue which has its priority raised due to starvation is
+            //# brought back to its default priority after the corresponding
+            //# thread gets a chance to send some data from the queue.
+            q.aged = false;
+            q.since = now;
+            c.rr_last = Some(group);
+            f
+        };
+        let len = frame.len();
+        c.queued_bytes -= len;
+        c.sent += len as u64;
+        c.writer_pending += len as u64;
+        if c.demoted && c.queued_bytes == 0 {
+            c.demoted = false;
+        }
+        let close_after = c.closing && c.control.is_empty();
+        if close_after {
+            self.conns.remove(&id);
+        }
+        self.stats.queued_frames -= 1;
+        self.stats.queued_bytes -= len as u64;
+        Some(Transmit {
+            conn: id,
+            frame,
+            close_after,
+        })
+    }
+
+    /// Re-evaluates burst demotion and aging. Early or repeated calls are
+    /// harmless. Returns slow-consumer actions for the core to carry out.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<SlowAction> {
+        let mut actions = Vec::new();
+        if self.cfg.equal_priorities {
+            return actions;
+        }
+        for g in self.groups.values_mut() {
+            Self::update_burst(&self.cfg, &mut self.stats, g, now);
+        }
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in conns {
+            let c = self.conns.get_mut(&id).expect("listed above");
+            let mut aged_groups = Vec::new();
+            for (name, q) in &mut c.queues {
+                // An aged queue still not served a timeout later times out
+                // again: that is what makes a consumer "slow".
+                if !q.frames.is_empty()
+                    && !q.blocked
+                    && now.saturating_duration_since(q.since) >= self.cfg.aging_timeout
+                {
+                    q.aged = true;
+                    q.since = now;
+                    aged_groups.push(name.clone());
+                }
+            }
+            for group in aged_groups {
+                self.stats.agings += 1;
+                c.agings.push_back(now);
+                while c
+                    .agings
+                    .front()
+                    .is_some_and(|t| now.saturating_duration_since(*t) > self.cfg.slow_window)
+                {
+                    c.agings.pop_front();
+                }
+                if c.agings.len() >= self.cfg.slow_agings as usize {
+                    c.agings.clear();
+                    match self.cfg.slow_policy {
+                        SlowConsumerPolicy::Demote => {
+                            if !c.demoted {
+                                c.demoted = true;
+                                self.stats.slow_demotions += 1;
+                            }
+                        }
+                        SlowConsumerPolicy::Resync => {
+                            self.stats.slow_resyncs += 1;
+                            actions.push(SlowAction::Resync { conn: id, group });
+                        }
+                        SlowConsumerPolicy::Disconnect => {
+                            self.stats.slow_disconnects += 1;
+                            actions.push(SlowAction::Disconnect { conn: id });
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        actions
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) next: the
+    /// earliest aging deadline, and while a group is demoted, a fraction of
+    /// the burst window so it is restored promptly.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if self.cfg.equal_priorities {
+            return None;
+        }
+        let mut next: Option<Instant> = None;
+        let mut earliest = |t: Instant| {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        };
+        for c in self.conns.values() {
+            for q in c.queues.values() {
+                if !q.frames.is_empty() && !q.blocked {
+                    earliest(q.since + self.cfg.aging_timeout);
+                }
+            }
+        }
+        for g in self.groups.values() {
+            if g.demoted {
+                earliest(g.meter.last + self.cfg.burst_window / 8);
+            }
+        }
+        next
+    }
+
+    pub(crate) fn depths(&self) -> Vec<QueueDepth> {
+        let mut out = Vec::new();
+        for (&conn, c) in &self.conns {
+            for (group, q) in &c.queues {
+                out.push(QueueDepth {
+                    conn,
+                    group: group.clone(),
+                    frames: q.frames.len(),
+                    bytes: q.bytes,
+                    priority: self
+                        .groups
+                        .get(group)
+                        .map_or(0, |g| self.queue_priority(c, q, g)),
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether `conn`'s queue for `group` is demoted for slowness.
+    #[cfg(test)]
+    pub(crate) fn is_demoted(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.demoted)
+    }
+
+    // ---- helpers ----
+
+    fn group_priority(&self, g: &GroupState) -> u8 {
+        if g.demoted {
+            g.default_priority.saturating_sub(self.cfg.burst_penalty)
+        } else {
+            g.default_priority
+        }
+    }
+
+    fn queue_priority(&self, c: &ConnState, q: &Queue, g: &GroupState) -> u16 {
+        priority_of(&self.cfg, c, q, g)
+    }
+
+    fn best_queue(&self, c: &ConnState) -> Option<(u16, String)> {
+        Self::best_queue_of(&self.cfg, &self.groups, c)
+    }
+
+    //= Litiu & Prakash §4.5
+    //# Each thread uses a round-robin policy within the queues of the same
+    //# priority to deliver messages to its client.
+    fn best_queue_of(
+        cfg: &SchedulerConfig,
+        groups: &BTreeMap<String, GroupState>,
+        c: &ConnState,
+    ) -> Option<(u16, String)> {
+        let mut best: Option<(u16, &String)> = None;
+        let (after, before): (Vec<_>, Vec<_>) = c.queues.iter().partition(|(name, _)| {
+            c.rr_last
+                .as_ref()
+                .is_some_and(|last| name.as_str() > last.as_str())
+        });
+        for (name, q) in after.into_iter().chain(before) {
+            if q.blocked || q.frames.is_empty() {
+                continue;
+            }
+            let Some(g) = groups.get(name) else { continue };
+            let p = priority_of(cfg, c, q, g);
+            if best.is_none_or(|(bp, _)| p > bp) {
+                best = Some((p, name));
+            }
+        }
+        best.map(|(p, n)| (p, n.clone()))
+    }
+
+    fn update_burst(
+        cfg: &SchedulerConfig,
+        stats: &mut SchedulerStats,
+        g: &mut GroupState,
+        now: Instant,
+    ) {
+        //= Litiu & Prakash §4.6
+        //# To insulate low-bandwidth communication from bursty traffic in
+        //# another group, the instant priority of the group where the bursty
+        //# traffic occurred is lowered. [...] The priority is raised when the
+        //# recent bandwidth usage goes down.
+        let rate = g.meter.rate(now);
+        if !g.demoted && rate > cfg.burst_high_bytes_per_sec {
+            g.demoted = true;
+            stats.burst_demotions += 1;
+        } else if g.demoted && rate < cfg.burst_low_bytes_per_sec {
+            g.demoted = false;
+            stats.burst_restores += 1;
+        }
+    }
+
+    fn overflow(&mut self, conn: ConnId, group: &str) -> SlowAction {
+        match self.cfg.slow_policy {
+            SlowConsumerPolicy::Disconnect => {
+                self.stats.slow_disconnects += 1;
+                SlowAction::Disconnect { conn }
+            }
+            SlowConsumerPolicy::Demote | SlowConsumerPolicy::Resync => {
+                self.stats.slow_resyncs += 1;
+                SlowAction::Resync {
+                    conn,
+                    group: group.to_owned(),
+                }
+            }
+        }
+    }
+
+    fn account_push(&mut self, len: usize) {
+        self.account_push_n(1, len);
+    }
+
+    fn account_push_n(&mut self, frames: usize, len: usize) {
+        self.stats.queued_frames += frames as u64;
+        self.stats.queued_bytes += len as u64;
+        self.stats.max_queued_bytes = self.stats.max_queued_bytes.max(self.stats.queued_bytes);
+    }
+
+    fn forget(&mut self, frames: usize, bytes: usize) {
+        self.stats.dropped_frames += frames as u64;
+        self.stats.queued_frames -= frames as u64;
+        self.stats.queued_bytes -= bytes as u64;
+    }
+}
+
+//= Litiu & Prakash §4.5
+//# Each message queue is dynamically assigned a priority, based on the
+//# sum of the current priorities of the group and the receiver
+//# associated with the queue.
+fn priority_of(cfg: &SchedulerConfig, c: &ConnState, q: &Queue, g: &GroupState) -> u16 {
+    if cfg.equal_priorities {
+        return 0;
+    }
+    if q.aged {
+        return AGED_PRIORITY;
+    }
+    if c.demoted {
+        return 0;
+    }
+    let group = if g.demoted {
+        g.default_priority.saturating_sub(cfg.burst_penalty)
+    } else {
+        g.default_priority
+    };
+    u16::from((group + q.member_priority).min(c.priority_cap))
+}
+
+/// Bytes over a sliding window of eight buckets.
+#[derive(Debug)]
+struct Meter {
+    bucket: Duration,
+    buckets: [u64; BUCKETS],
+    /// Index (time / bucket) of the newest bucket.
+    head: u64,
+    last: Instant,
+}
+
+const BUCKETS: usize = 8;
+
+impl Meter {
+    fn new(window: Duration) -> Self {
+        Self {
+            bucket: (window / BUCKETS as u32).max(Duration::from_millis(1)),
+            buckets: [0; BUCKETS],
+            head: 0,
+            last: Instant::ZERO,
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
+        let idx = now.as_nanos() / self.bucket.as_nanos().max(1) as u64;
+        if idx > self.head {
+            let steps = (idx - self.head).min(BUCKETS as u64);
+            for i in 1..=steps {
+                self.buckets[((self.head + i) % BUCKETS as u64) as usize] = 0;
+            }
+            self.head = idx;
+        }
+        self.last = self.last.max(now);
+    }
+
+    fn record(&mut self, now: Instant, bytes: u64) {
+        self.advance(now);
+        self.buckets[(self.head % BUCKETS as u64) as usize] += bytes;
+    }
+
+    /// Bytes per second over the window.
+    fn rate(&mut self, now: Instant) -> u64 {
+        self.advance(now);
+        let total: u64 = self.buckets.iter().sum();
+        let window = self.bucket.as_secs_f64() * BUCKETS as f64;
+        (total as f64 / window) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(tag: u8, len: usize) -> Bytes {
+        let mut v = vec![tag; len.max(1)];
+        v[0] = tag;
+        Bytes::from(v)
+    }
+
+    /// A scheduler with clients 1..=n, unlimited windows, all queues unblocked.
+    fn sched(
+        cfg: SchedulerConfig,
+        groups: &[(&str, u8)],
+        members: &[(ConnId, &str, u8)],
+    ) -> Scheduler {
+        let mut s = Scheduler::new(cfg);
+        for (g, p) in groups {
+            s.add_group(g, *p);
+        }
+        for (c, g, p) in members {
+            if !s.conns.contains_key(c) {
+                s.add_conn(*c, u64::MAX / 2, u8::MAX);
+            }
+            s.add_queue(*c, g, *p, Instant::ZERO);
+            s.unblock(Instant::ZERO, *c, g, Vec::new());
+        }
+        s
+    }
+
+    fn drain(s: &mut Scheduler, now: Instant) -> Vec<(ConnId, u8)> {
+        let mut out = Vec::new();
+        while let Some(t) = s.poll_transmit(now) {
+            s.written(t.conn, t.frame.len() as u64);
+            out.push((t.conn, t.frame[0]));
+        }
+        out
+    }
+
+    #[test]
+    fn higher_priority_queues_go_first_across_clients_and_keep_their_order() {
+        let mut s = sched(
+            SchedulerConfig::default(),
+            &[("chat", 6), ("bulk", 2)],
+            &[(1, "bulk", 3), (2, "chat", 1), (2, "bulk", 3)],
+        );
+        let t = Instant::ZERO;
+        for i in 0..3 {
+            let _ = s.push(t, 1, "bulk", f(10 + i, 10));
+            let _ = s.push(t, 2, "bulk", f(20 + i, 10));
+        }
+        let _ = s.push(t, 2, "chat", f(1, 10));
+        let _ = s.push(t, 2, "chat", f(2, 10));
+        let out = drain(&mut s, t);
+        // chat (6 + 1 = 7) beats bulk (2 + 3 = 5): both chat frames first, in order.
+        assert_eq!(&out[..2], &[(2, 1), (2, 2)]);
+        // Then bulk, round robin between the two clients, each in order.
+        let c1: Vec<u8> = out
+            .iter()
+            .filter(|(c, _)| *c == 1)
+            .map(|(_, t)| *t)
+            .collect();
+        assert_eq!(c1, vec![10, 11, 12]);
+        let alternation: Vec<ConnId> = out[2..].iter().map(|(c, _)| *c).collect();
+        assert_eq!(alternation, vec![1, 2, 1, 2, 1, 2]);
+    }
+
+    #[test]
+    fn equal_queues_of_one_client_are_served_round_robin() {
+        let mut s = sched(
+            SchedulerConfig::default(),
+            &[("a", 4), ("b", 4)],
+            &[(1, "a", 2), (1, "b", 2)],
+        );
+        for i in 0..3 {
+            let _ = s.push(Instant::ZERO, 1, "a", f(i, 5));
+            let _ = s.push(Instant::ZERO, 1, "b", f(100 + i, 5));
+        }
+        let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(tags, vec![0, 100, 1, 101, 2, 102]);
+    }
+
+    #[test]
+    fn equal_priorities_mode_ignores_priorities() {
+        let mut s = sched(
+            SchedulerConfig::equal_priorities(),
+            &[("hi", 7), ("lo", 0)],
+            &[(1, "lo", 0), (2, "hi", 3)],
+        );
+        for i in 0..2 {
+            let _ = s.push(Instant::ZERO, 1, "lo", f(i, 5));
+            let _ = s.push(Instant::ZERO, 2, "hi", f(100 + i, 5));
+        }
+        let conns: Vec<ConnId> = drain(&mut s, Instant::ZERO)
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect();
+        assert_eq!(conns, vec![1, 2, 1, 2]);
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn the_send_window_holds_frames_until_credit() {
+        let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
+        s.add_conn(1, 100, u8::MAX);
+        s.add_queue(1, "g", 3, Instant::ZERO);
+        s.unblock(Instant::ZERO, 1, "g", Vec::new());
+        for i in 0..4 {
+            let _ = s.push(Instant::ZERO, 1, "g", f(i, 60));
+        }
+        assert_eq!(
+            drain(&mut s, Instant::ZERO).len(),
+            2,
+            "60 + 60 fills a 100-byte window"
+        );
+        assert!(s.credit(1, 1000).is_err(), "credit beyond what was sent");
+        s.credit(1, 120).expect("credit");
+        assert_eq!(drain(&mut s, Instant::ZERO).len(), 2);
+        // Replies are not held by the window.
+        let _ = s.push_control(1, f(9, 10));
+        assert_eq!(drain(&mut s, Instant::ZERO), vec![(1, 9)]);
+    }
+
+    #[test]
+    fn a_blocked_queue_waits_for_its_state_transfer() {
+        let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
+        s.add_conn(1, 1000, u8::MAX);
+        s.add_queue(1, "g", 3, Instant::ZERO);
+        let _ = s.push(Instant::ZERO, 1, "g", f(5, 5));
+        assert!(s.poll_transmit(Instant::ZERO).is_none());
+        s.unblock(Instant::ZERO, 1, "g", vec![f(1, 5), f(2, 5)]);
+        let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(tags, vec![1, 2, 5]);
+    }
+
+    #[test]
+    fn a_burst_demotes_its_group_until_usage_goes_down() {
+        let mut s = sched(
+            SchedulerConfig::default(),
+            &[("img", 4), ("chat", 4)],
+            &[(1, "img", 3), (1, "chat", 3)],
+        );
+        let t = Instant::from_millis(10);
+        for i in 0..30 {
+            let _ = s.push(t, 1, "img", f(i, 40_000));
+        }
+        assert_eq!(s.instant_priority("img"), Some(2));
+        assert_eq!(s.instant_priority("chat"), Some(4));
+        // The low-bandwidth group now goes first.
+        let _ = s.push(t, 1, "chat", f(200, 100));
+        assert_eq!(s.poll_transmit(t).map(|t| t.frame[0]), Some(200));
+        let _ = drain(&mut s, t);
+        let later = Instant::from_millis(1500);
+        assert!(s.poll_timeout().is_some_and(|d| d < later));
+        let _ = s.handle_timeout(later);
+        assert_eq!(s.instant_priority("img"), Some(4));
+        assert_eq!(
+            (s.stats().burst_demotions, s.stats().burst_restores),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_starved_queue_ages_above_everyone_then_returns_to_normal() {
+        let cfg = SchedulerConfig {
+            aging_timeout: Duration::from_millis(500),
+            ..SchedulerConfig::default()
+        };
+        let mut s = sched(cfg, &[("hi", 7), ("lo", 0)], &[(1, "hi", 3), (2, "lo", 0)]);
+        let _ = s.push(Instant::ZERO, 2, "lo", f(1, 10));
+        let _ = s.push(Instant::ZERO, 2, "lo", f(2, 10));
+        // A steady stream of high-priority frames starves "lo" ...
+        let mut now = Instant::ZERO;
+        let mut served_lo = Vec::new();
+        for step in 0..20u64 {
+            now = Instant::from_millis(step * 100);
+            let _ = s.handle_timeout(now);
+            let _ = s.push(now, 1, "hi", f(50, 10));
+            let _ = s.push(now, 1, "hi", f(50, 10));
+            // ... the relay can only send one frame per step.
+            if let Some(t) = s.poll_transmit(now) {
+                s.written(t.conn, t.frame.len() as u64);
+                if t.conn == 2 {
+                    served_lo.push((step, t.frame[0]));
+                }
+            }
+        }
+        // ... until it ages (after 500 ms), is served once, and waits again.
+        assert_eq!(served_lo, vec![(5, 1), (10, 2)]);
+        assert_eq!(s.stats().agings, 2);
+        let _ = now;
+    }
+
+    #[test]
+    fn repeated_agings_trigger_the_slow_consumer_policy() {
+        for (policy, want) in [
+            (SlowConsumerPolicy::Demote, None),
+            (
+                SlowConsumerPolicy::Resync,
+                Some(SlowAction::Resync {
+                    conn: 1,
+                    group: "g".into(),
+                }),
+            ),
+            (
+                SlowConsumerPolicy::Disconnect,
+                Some(SlowAction::Disconnect { conn: 1 }),
+            ),
+        ] {
+            let cfg = SchedulerConfig {
+                aging_timeout: Duration::from_secs(1),
+                slow_agings: 2,
+                slow_policy: policy,
+                ..SchedulerConfig::default()
+            };
+            let mut s = sched(cfg, &[("g", 4)], &[]);
+            s.add_conn(1, 10, u8::MAX); // a tiny window nobody credits
+            s.add_queue(1, "g", 3, Instant::ZERO);
+            s.unblock(Instant::ZERO, 1, "g", Vec::new());
+            let mut actions = Vec::new();
+            for sec in 0..6 {
+                let now = Instant::from_secs(sec);
+                let _ = s.push(now, 1, "g", f(1, 20));
+                let _ = s.poll_transmit(now);
+                actions.extend(s.handle_timeout(now));
+            }
+            assert_eq!(actions.first().cloned(), want, "{policy:?}");
+            if policy == SlowConsumerPolicy::Demote {
+                assert!(s.is_demoted(1));
+                assert_eq!(s.stats().slow_demotions, 1);
+            }
+        }
+    }
+
+    #[test]
+    fn the_per_client_memory_cap_triggers_the_policy() {
+        let cfg = SchedulerConfig {
+            max_client_queue_bytes: 1000,
+            ..SchedulerConfig::default()
+        };
+        let mut s = sched(cfg, &[("g", 4)], &[]);
+        s.add_conn(1, 0, u8::MAX);
+        s.add_queue(1, "g", 3, Instant::ZERO);
+        s.unblock(Instant::ZERO, 1, "g", Vec::new());
+        let mut action = None;
+        for _ in 0..20 {
+            action = action.or(s.push(Instant::ZERO, 1, "g", f(1, 100)));
+        }
+        assert_eq!(
+            action,
+            Some(SlowAction::Resync {
+                conn: 1,
+                group: "g".into()
+            })
+        );
+        assert_eq!(s.reset_queue(1, "g"), 20);
+        assert_eq!(s.stats().queued_bytes, 0);
+    }
+}

@@ -1,0 +1,600 @@
+//! The tokio driver: sockets, the storage thread and one task running the
+//! [`RelayCore`]. Thin by design: every decision is the core's.
+//!
+//! ```text
+//!  TCP / WebSocket readers ──frames──▶ ┌────────────┐ ──ops──▶ storage thread
+//!                                      │ core task  │          (group commit)
+//!  writers ◀──frames (priority order)──│ RelayCore  │ ◀─results─┘
+//!                                      └────────────┘
+//! ```
+//!
+//! - **Fan-out worker budget**: each turn of the core task writes at most
+//!   [`ServerConfig::fanout_budget`] frames, highest priority first, then
+//!   looks at new input again. Under load the relay's CPU goes to the
+//!   highest-priority queues first (Litiu & Prakash §4.5: the scheduler
+//!   decides which Client Sender runs).
+//! - **Per-connection send windows**: the core hands a client no more than
+//!   its window of unconsumed bytes (see `docs/relay-protocol.md`), so each
+//!   client's bandwidth is also spent in priority order.
+//! - **Storage**: blocking calls run on one dedicated thread; consecutive
+//!   appends commit together. The core never waits for storage except for
+//!   backpressure when [`ServerConfig::storage_queue`] ops are pending.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use groupwire_proto::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::core::{CoreConfig, RelayCore, RelayStats};
+use crate::frame::{self, FrameDecoder, FrameError};
+use crate::sched::{ConnId, QueueDepth};
+use crate::storage::{
+    MemoryStorage, SqliteStorage, Storage, StorageDone, StorageError, StorageOp, SyncMode, execute,
+};
+
+/// Where the relay keeps its state.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum StorageConfig {
+    /// In memory: lost when the relay stops (tests, demos).
+    Memory,
+    /// SQLite in `dir` (the default for `groupwire relay serve`).
+    Sqlite {
+        /// The data directory.
+        dir: PathBuf,
+        /// Commit durability.
+        sync: SyncMode,
+    },
+}
+
+/// Server knobs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// TCP listen address.
+    pub listen: SocketAddr,
+    /// WebSocket listen address, if any.
+    pub ws: Option<SocketAddr>,
+    /// Storage engine.
+    pub storage: StorageConfig,
+    /// Protocol core and scheduler knobs.
+    pub core: CoreConfig,
+    /// Frames written per turn of the core task before it looks at input
+    /// again (default 64).
+    pub fanout_budget: usize,
+    /// Most storage operations in one group commit (default 1024).
+    pub storage_batch: usize,
+    /// Storage operations pending before the core waits (default 8192).
+    pub storage_queue: usize,
+}
+
+impl ServerConfig {
+    /// A relay on `listen` with in-memory storage and default knobs.
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            ws: None,
+            storage: StorageConfig::Memory,
+            core: CoreConfig::default(),
+            fanout_budget: 64,
+            storage_batch: 1024,
+            storage_queue: 8192,
+        }
+    }
+}
+
+/// A running relay. Dropping it does not stop the relay; call
+/// [`shutdown`](Self::shutdown).
+#[derive(Debug)]
+pub struct RelayHandle {
+    tcp: SocketAddr,
+    ws: Option<SocketAddr>,
+    commands: mpsc::UnboundedSender<Command>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+enum Command {
+    Stats(oneshot::Sender<RelayStats>),
+    Depths(oneshot::Sender<Vec<QueueDepth>>),
+    Shutdown,
+}
+
+impl RelayHandle {
+    /// The bound TCP address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.tcp
+    }
+
+    /// The bound WebSocket address.
+    pub fn ws_addr(&self) -> Option<SocketAddr> {
+        self.ws
+    }
+
+    /// The relay's counters.
+    pub async fn stats(&self) -> RelayStats {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.commands.send(Command::Stats(tx));
+        rx.await.unwrap_or_default()
+    }
+
+    /// Every (member, group) queue's depth and priority.
+    pub async fn queue_depths(&self) -> Vec<QueueDepth> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.commands.send(Command::Depths(tx));
+        rx.await.unwrap_or_default()
+    }
+
+    /// Stops accepting, closes every connection and waits for the core
+    /// task (pending storage operations finish on the storage thread).
+    pub async fn shutdown(self) {
+        let _ = self.commands.send(Command::Shutdown);
+        let _ = self.task.await;
+    }
+
+    /// Waits until the relay stops (it runs until shutdown or a fatal
+    /// storage error).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Opens storage, binds the listeners and starts the relay.
+pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
+    let mut storage: Box<dyn Storage> = match &cfg.storage {
+        StorageConfig::Memory => Box::new(MemoryStorage::new()),
+        StorageConfig::Sqlite { dir, sync } => {
+            Box::new(SqliteStorage::open(dir, *sync).map_err(storage_io)?)
+        }
+    };
+    storage.clear_locks().map_err(storage_io)?;
+    let groups = storage.load_groups().map_err(storage_io)?;
+
+    let clock = Clock::start();
+    let mut core_cfg = cfg.core.clone();
+    core_cfg.wall_epoch_unix_secs = clock.wall_epoch_secs;
+    let max_frame = core_cfg.max_frame;
+    let mut core = RelayCore::new(core_cfg);
+    core.restore_groups(groups);
+
+    let tcp = TcpListener::bind(cfg.listen).await?;
+    let tcp_addr = tcp.local_addr()?;
+    let ws = match cfg.ws {
+        Some(a) => Some(TcpListener::bind(a).await?),
+        None => None,
+    };
+    let ws_addr = ws.as_ref().map(TcpListener::local_addr).transpose()?;
+
+    let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<StorageDone>();
+    spawn_storage_thread(storage, storage_rx, done_tx, cfg.storage_batch.max(1))?;
+
+    let (inputs_tx, inputs_rx) = mpsc::channel::<Input>(4096);
+    let (events_tx, events_rx) = mpsc::unbounded_channel::<Event>();
+    let (commands, commands_rx) = mpsc::unbounded_channel();
+    let next_id = Arc::new(AtomicU64::new(1));
+
+    let mut acceptors = vec![tokio::spawn(accept_loop(
+        tcp,
+        Transport::Tcp,
+        next_id.clone(),
+        inputs_tx.clone(),
+        events_tx.clone(),
+        max_frame,
+    ))];
+    if let Some(ws) = ws {
+        acceptors.push(tokio::spawn(accept_loop(
+            ws,
+            Transport::WebSocket,
+            next_id,
+            inputs_tx,
+            events_tx,
+            max_frame,
+        )));
+    }
+    let driver = Driver {
+        core,
+        clock,
+        writers: std::collections::BTreeMap::new(),
+        storage_tx,
+        fanout_budget: cfg.fanout_budget.max(1),
+    };
+    let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
+    tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, "relay listening");
+    Ok(RelayHandle {
+        tcp: tcp_addr,
+        ws: ws_addr,
+        commands,
+        task,
+    })
+}
+
+fn storage_io(e: StorageError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Runs storage operations in order on a dedicated thread, batching
+/// whatever is queued (up to `batch`) into one [`execute`] call.
+fn spawn_storage_thread(
+    mut storage: Box<dyn Storage>,
+    mut rx: mpsc::Receiver<StorageOp>,
+    done: mpsc::UnboundedSender<StorageDone>,
+    batch: usize,
+) -> std::io::Result<()> {
+    // A named thread rather than `spawn_blocking`: it lives as long as the
+    // relay and owns the (non-`Sync`) SQLite connection.
+    std::thread::Builder::new()
+        .name("relay-storage".into())
+        .spawn(move || {
+            while let Some(first) = rx.blocking_recv() {
+                let mut ops = vec![first];
+                while ops.len() < batch {
+                    match rx.try_recv() {
+                        Ok(op) => ops.push(op),
+                        Err(_) => break,
+                    }
+                }
+                for d in execute(storage.as_mut(), ops) {
+                    if done.send(d).is_err() {
+                        return;
+                    }
+                }
+            }
+        })
+        .map(|_| ())
+}
+
+/// Input from connection readers (bounded: a fast sender waits).
+enum Input {
+    Frame(ConnId, Bytes),
+    StreamError(ConnId, FrameError),
+}
+
+/// Connection lifecycle and writer feedback (unbounded; bounded in
+/// practice by connections and the core's writer cap).
+enum Event {
+    Connected(ConnId, mpsc::UnboundedSender<Outgoing>),
+    Written(ConnId, usize),
+    Disconnected(ConnId),
+}
+
+/// A frame for a writer; `close` ends the connection after it.
+struct Outgoing {
+    frame: Bytes,
+    close: bool,
+}
+
+struct Driver {
+    core: RelayCore,
+    clock: Clock,
+    writers: std::collections::BTreeMap<ConnId, mpsc::UnboundedSender<Outgoing>>,
+    storage_tx: mpsc::Sender<StorageOp>,
+    fanout_budget: usize,
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        mut inputs: mpsc::Receiver<Input>,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut done: mpsc::UnboundedReceiver<StorageDone>,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        acceptors: Vec<tokio::task::JoinHandle<()>>,
+    ) {
+        loop {
+            // Drain outputs: storage first (so appends keep their order),
+            // then at most one budget of frames in priority order.
+            while let Some(op) = self.core.poll_storage() {
+                if self.storage_tx.send(op).await.is_err() {
+                    tracing::error!("relay storage thread stopped");
+                    return;
+                }
+            }
+            let mut budget = self.fanout_budget;
+            let now = self.clock.now();
+            while budget > 0 {
+                let Some(t) = self.core.poll_transmit(now) else {
+                    break;
+                };
+                budget -= 1;
+                if let Some(w) = self.writers.get(&t.conn) {
+                    let _ = w.send(Outgoing {
+                        frame: t.frame,
+                        close: t.close_after,
+                    });
+                }
+                if t.close_after {
+                    self.writers.remove(&t.conn);
+                }
+            }
+            let more = budget == 0;
+            let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));
+            tokio::select! {
+                biased;
+                Some(c) = commands.recv() => match c {
+                    Command::Stats(tx) => { let _ = tx.send(self.core.stats()); }
+                    Command::Depths(tx) => { let _ = tx.send(self.core.queue_depths()); }
+                    Command::Shutdown => break,
+                },
+                Some(ev) = events.recv() => self.on_event(ev),
+                Some(d) = done.recv() => self.core.handle_storage(self.clock.now(), d),
+                Some(input) = inputs.recv() => {
+                    self.on_input(input);
+                    // Take what else is waiting, up to a bound, before fanning out.
+                    for _ in 0..64 {
+                        match inputs.try_recv() {
+                            Ok(i) => self.on_input(i),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                () = sleep_until(deadline) => self.core.handle_timeout(self.clock.now()),
+                () = std::future::ready(()), if more => {}
+            }
+        }
+        for a in acceptors {
+            a.abort();
+        }
+        let shutting = frame::encode(
+            0,
+            &frame::Frame::Error {
+                code: frame::ErrorCode::SHUTTING_DOWN,
+                message: "the relay is shutting down".into(),
+            },
+        );
+        for (_, w) in std::mem::take(&mut self.writers) {
+            let _ = w.send(Outgoing {
+                frame: shutting.clone(),
+                close: true,
+            });
+        }
+    }
+
+    fn on_input(&mut self, input: Input) {
+        let now = self.clock.now();
+        match input {
+            Input::Frame(conn, bytes) => self.core.handle_frame(now, conn, &bytes),
+            Input::StreamError(conn, e) => self.core.handle_stream_error(now, conn, &e),
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        let now = self.clock.now();
+        match ev {
+            Event::Connected(conn, w) => {
+                self.writers.insert(conn, w);
+                self.core.handle_connect(now, conn);
+            }
+            Event::Written(conn, n) => self.core.handle_written(conn, n),
+            Event::Disconnected(conn) => {
+                self.writers.remove(&conn);
+                self.core.handle_disconnect(now, conn);
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    Tcp,
+    WebSocket,
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    transport: Transport,
+    next_id: Arc<AtomicU64>,
+    inputs: mpsc::Sender<Input>,
+    events: mpsc::UnboundedSender<Event>,
+    max_frame: usize,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "relay accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = next_id.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(conn, %peer, ?transport, "relay connection");
+        let inputs = inputs.clone();
+        let events = events.clone();
+        tokio::spawn(async move {
+            match transport {
+                Transport::Tcp => serve_tcp(conn, stream, inputs, events, max_frame).await,
+                Transport::WebSocket => serve_ws(conn, stream, inputs, events, max_frame).await,
+            }
+        });
+    }
+}
+
+async fn serve_tcp(
+    conn: ConnId,
+    stream: TcpStream,
+    inputs: mpsc::Sender<Input>,
+    events: mpsc::UnboundedSender<Event>,
+    max_frame: usize,
+) {
+    let (mut rd, mut wr) = stream.into_split();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
+    let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
+    if events.send(Event::Connected(conn, out_tx)).is_err() {
+        return;
+    }
+    let wevents = events.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(o) = out_rx.recv().await {
+            if wr.write_all(&o.frame).await.is_err() {
+                break;
+            }
+            let _ = wevents.send(Event::Written(conn, o.frame.len()));
+            if o.close {
+                break;
+            }
+        }
+        let _ = wr.shutdown().await;
+        let _ = closed_tx.send(());
+    });
+    let mut decoder = FrameDecoder::new(max_frame);
+    'read: loop {
+        tokio::select! {
+            r = rd.read_buf(decoder.buffer_mut()) => match r {
+                Ok(0) | Err(_) => break 'read,
+                Ok(_) => loop {
+                    match decoder.next_frame() {
+                        Ok(Some(f)) => {
+                            if inputs.send(Input::Frame(conn, f)).await.is_err() {
+                                break 'read;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = inputs.send(Input::StreamError(conn, e)).await;
+                            // Wait for the writer to send the error and close.
+                            let _ = (&mut closed_rx).await;
+                            break 'read;
+                        }
+                    }
+                },
+            },
+            _ = &mut closed_rx => break 'read,
+        }
+    }
+    let _ = events.send(Event::Disconnected(conn));
+    let _ = writer.await;
+}
+
+async fn serve_ws(
+    conn: ConnId,
+    stream: TcpStream,
+    inputs: mpsc::Sender<Input>,
+    events: mpsc::UnboundedSender<Event>,
+    max_frame: usize,
+) {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_frame))
+        .max_frame_size(Some(max_frame));
+    let ws = match tokio_tungstenite::accept_async_with_config(stream, Some(config)).await {
+        Ok(ws) => ws,
+        Err(e) => {
+            tracing::debug!(conn, error = %e, "websocket handshake failed");
+            return;
+        }
+    };
+    let (mut sink, mut source) = ws.split();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
+    let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
+    if events.send(Event::Connected(conn, out_tx)).is_err() {
+        return;
+    }
+    let wevents = events.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(o) = out_rx.recv().await {
+            let len = o.frame.len();
+            if sink.send(Message::Binary(o.frame)).await.is_err() {
+                break;
+            }
+            let _ = wevents.send(Event::Written(conn, len));
+            if o.close {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+        let _ = closed_tx.send(());
+    });
+    loop {
+        tokio::select! {
+            m = source.next() => {
+                let bytes = match m {
+                    Some(Ok(Message::Binary(b))) => b,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+                    Some(Ok(Message::Text(_))) => {
+                        let _ = inputs
+                            .send(Input::StreamError(conn, FrameError::Malformed("WebSocket text message")))
+                            .await;
+                        let _ = (&mut closed_rx).await;
+                        break;
+                    }
+                    Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => {
+                        let _ = inputs
+                            .send(Input::StreamError(conn, FrameError::TooLarge { len: max_frame + 1, max: max_frame }))
+                            .await;
+                        let _ = (&mut closed_rx).await;
+                        break;
+                    }
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                };
+                // One message, one whole frame.
+                match frame::frame_len(&bytes, max_frame) {
+                    Ok(Some(len)) if len == bytes.len() => {
+                        if inputs.send(Input::Frame(conn, bytes)).await.is_err() {
+                            break;
+                        }
+                    }
+                    other => {
+                        let e = match other {
+                            Err(e) => e,
+                            _ => FrameError::Malformed("a WebSocket message must hold exactly one frame"),
+                        };
+                        let _ = inputs.send(Input::StreamError(conn, e)).await;
+                        let _ = (&mut closed_rx).await;
+                        break;
+                    }
+                }
+            }
+            _ = &mut closed_rx => break,
+        }
+    }
+    let _ = events.send(Event::Disconnected(conn));
+    let _ = writer.await;
+}
+
+/// The driver clock: the one place the relay reads the time.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    epoch: tokio::time::Instant,
+    wall_epoch_secs: u64,
+}
+
+impl Clock {
+    fn start() -> Self {
+        let (epoch, wall) = read_clocks();
+        Self {
+            epoch,
+            wall_epoch_secs: wall.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        let since = read_clocks().0.saturating_duration_since(self.epoch);
+        Instant::from_nanos(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn to_tokio(self, t: Instant) -> tokio::time::Instant {
+        self.epoch + Duration::from_nanos(t.as_nanos().min(365 * 24 * 3600 * 1_000_000_000))
+    }
+}
+
+#[expect(clippy::disallowed_methods, reason = "driver clock")]
+fn read_clocks() -> (tokio::time::Instant, SystemTime) {
+    (tokio::time::Instant::now(), SystemTime::now())
+}

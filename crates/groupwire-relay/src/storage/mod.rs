@@ -1,0 +1,498 @@
+//! Where the relay keeps groups, the update log, checkpoints and locks.
+//!
+//! [`Storage`] is a small synchronous trait, called only from the relay's
+//! storage thread (never from the async runtime: SQLite calls block). Two
+//! engines implement it: [`MemoryStorage`] for tests and
+//! [`SqliteStorage`], the default, in a data directory.
+//!
+//! The trait is shaped so NATS JetStream can implement it later
+//! (ARCHITECTURE.md, "The relay"):
+//!
+//! - **per-group sequencing**: [`Storage::append`] takes entries whose
+//!   `seq` is the group's head + 1, the same check as JetStream's
+//!   `Nats-Expected-Last-Subject-Sequence` header, so a second relay node
+//!   that lost a race gets an error instead of a fork;
+//! - **replay from a sequence**: [`Storage::read_log`] (`after`, `upto`]
+//!   is a JetStream ordered consumer with `DeliverByStartSequence`;
+//! - **compare-and-set for locks**: [`Storage::lock_cas`] is a KV
+//!   `update(key, value, revision)`; checkpoints are a KV put.
+//!
+//! [`execute`] runs a batch of [`StorageOp`]s against an engine and turns
+//! consecutive appends into one [`Storage::append`] call: that is the group
+//! commit (one transaction, one fsync, for every update that arrived while
+//! the previous commit was running).
+
+mod memory;
+mod sqlite;
+
+use bytes::Bytes;
+
+pub use memory::MemoryStorage;
+pub use sqlite::{DB_FILE, SqliteStorage, SyncMode};
+
+/// A group as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRecord {
+    /// Group name (unique).
+    pub name: String,
+    /// Application-defined type.
+    pub group_type: String,
+    /// Default priority (Corona §4.1).
+    pub priority: u8,
+    /// Last sequence number appended (0 before the first update).
+    pub head_seq: u64,
+    /// Sequence number of the latest checkpoint (0: the initial state).
+    pub checkpoint_seq: u64,
+}
+
+/// One sequenced update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Group name.
+    pub group: String,
+    /// Sequence number within the group, from 1.
+    pub seq: u64,
+    /// Sender's client id.
+    pub sender: u64,
+    /// Application-defined message type.
+    pub msg_type: u16,
+    /// Sender's timestamp, carried untouched.
+    pub sent_at_micros: u64,
+    /// The update.
+    pub payload: Bytes,
+}
+
+/// A snapshot of a group's state including every update up to `seq`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Last sequence number the snapshot includes.
+    pub seq: u64,
+    /// The state.
+    pub state: Bytes,
+}
+
+/// A storage failure. The request it belonged to had no effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// No such group.
+    #[error("no group named {0:?}")]
+    NoSuchGroup(String),
+    /// A group of that name exists.
+    #[error("group {0:?} exists")]
+    GroupExists(String),
+    /// An append whose sequence is not the group's head + 1.
+    #[error("group {group:?}: expected sequence {expected}, got {got}")]
+    WrongSequence {
+        /// Group name.
+        group: String,
+        /// Head + 1.
+        expected: u64,
+        /// What the entry carried.
+        got: u64,
+    },
+    /// The engine failed (I/O, corruption, ...).
+    #[error("storage engine: {0}")]
+    Engine(String),
+}
+
+/// A store for groups, the log, checkpoints and locks. Calls block; the
+/// relay makes them from one dedicated thread, in the order the protocol
+/// core issued them (so a read sees every earlier write).
+pub trait Storage: Send {
+    /// Every group, with its head and checkpoint sequence.
+    fn load_groups(&mut self) -> Result<Vec<GroupRecord>, StorageError>;
+    /// Creates a group and stores `initial_state` as its checkpoint at
+    /// `record.checkpoint_seq` (0).
+    fn create_group(
+        &mut self,
+        record: &GroupRecord,
+        initial_state: &[u8],
+    ) -> Result<(), StorageError>;
+    /// Deletes a group with its log, checkpoints and locks.
+    fn delete_group(&mut self, group: &str) -> Result<(), StorageError>;
+    /// Changes a group's default priority.
+    fn set_priority(&mut self, group: &str, priority: u8) -> Result<(), StorageError>;
+    /// Appends `entries` atomically and durably (all or none). Within a
+    /// group, each `seq` must be the previous head + 1.
+    fn append(&mut self, entries: &[LogEntry]) -> Result<(), StorageError>;
+    /// Entries of `group` with `after < seq <= upto`, in order.
+    fn read_log(
+        &mut self,
+        group: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<Vec<LogEntry>, StorageError>;
+    /// Stores a checkpoint; with `compact`, deletes log entries `<= seq`.
+    fn put_checkpoint(
+        &mut self,
+        group: &str,
+        seq: u64,
+        state: &[u8],
+        compact: bool,
+    ) -> Result<(), StorageError>;
+    /// The latest checkpoint of `group`.
+    fn latest_checkpoint(&mut self, group: &str) -> Result<Checkpoint, StorageError>;
+    /// Sets lock `lock` of `group` to `new` (None: free) if its holder is
+    /// `expected`; returns whether it did.
+    fn lock_cas(
+        &mut self,
+        group: &str,
+        lock: &str,
+        expected: Option<u64>,
+        new: Option<u64>,
+    ) -> Result<bool, StorageError>;
+    /// Frees every lock (at startup: the sessions that held them are gone).
+    fn clear_locks(&mut self) -> Result<(), StorageError>;
+}
+
+/// Who asked for a storage operation, so its result can be routed back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The connection.
+    pub conn: u64,
+    /// Its request id.
+    pub request: u32,
+}
+
+/// An operation the protocol core asks the storage thread to run.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum StorageOp {
+    /// Create a group.
+    CreateGroup {
+        /// Requester.
+        origin: Origin,
+        /// The group.
+        record: GroupRecord,
+        /// Its initial state.
+        initial_state: Bytes,
+    },
+    /// Delete a group.
+    DeleteGroup {
+        /// Group name.
+        group: String,
+    },
+    /// Change a group's default priority.
+    SetPriority {
+        /// Group name.
+        group: String,
+        /// New priority.
+        priority: u8,
+    },
+    /// Append one update (batched with its neighbours).
+    Append {
+        /// Sender.
+        origin: Origin,
+        /// The update.
+        entry: LogEntry,
+    },
+    /// Read the latest checkpoint and the log after it up to `upto`, for a
+    /// joiner (state transfer) or a resynchronized slow consumer.
+    Load {
+        /// The member's connection (request: the join's request id).
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Last sequence assigned when the member joined.
+        upto: u64,
+    },
+    /// Store a checkpoint.
+    Checkpoint {
+        /// Requester.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Sequence the state includes.
+        seq: u64,
+        /// The state.
+        state: Bytes,
+        /// Delete log entries up to `seq`.
+        compact: bool,
+    },
+    /// Write a lock's holder through to the store.
+    Lock {
+        /// Group name.
+        group: String,
+        /// Lock name.
+        lock: String,
+        /// Expected holder.
+        expected: Option<u64>,
+        /// New holder.
+        new: Option<u64>,
+    },
+}
+
+/// The result of a [`StorageOp`], handed back to the protocol core.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum StorageDone {
+    /// A group was created (or not).
+    Created {
+        /// Requester.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Outcome.
+        result: Result<(), StorageError>,
+    },
+    /// An update is durable (or failed).
+    Appended {
+        /// Sender.
+        origin: Origin,
+        /// The update.
+        entry: LogEntry,
+        /// Outcome.
+        result: Result<(), StorageError>,
+    },
+    /// State for a joiner.
+    Loaded {
+        /// The member.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// As requested.
+        upto: u64,
+        /// The checkpoint and the entries after it.
+        result: Result<(Checkpoint, Vec<LogEntry>), StorageError>,
+    },
+    /// A checkpoint is durable (or failed).
+    Checkpointed {
+        /// Requester.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Its sequence.
+        seq: u64,
+        /// Outcome.
+        result: Result<(), StorageError>,
+    },
+    /// A fire-and-forget write failed (delete, priority, lock).
+    Failed {
+        /// What failed.
+        error: StorageError,
+    },
+}
+
+/// Runs `ops` in order against `storage`, committing each run of
+/// consecutive appends as one batch (group commit).
+pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDone> {
+    let mut done = Vec::with_capacity(ops.len());
+    let mut batch: Vec<(Origin, LogEntry)> = Vec::new();
+    for op in ops {
+        if let StorageOp::Append { origin, entry } = op {
+            batch.push((origin, entry));
+            continue;
+        }
+        flush_appends(storage, &mut batch, &mut done);
+        match op {
+            StorageOp::CreateGroup {
+                origin,
+                record,
+                initial_state,
+            } => done.push(StorageDone::Created {
+                origin,
+                result: storage.create_group(&record, &initial_state),
+                group: record.name,
+            }),
+            StorageOp::DeleteGroup { group } => {
+                if let Err(error) = storage.delete_group(&group) {
+                    done.push(StorageDone::Failed { error });
+                }
+            }
+            StorageOp::SetPriority { group, priority } => {
+                if let Err(error) = storage.set_priority(&group, priority) {
+                    done.push(StorageDone::Failed { error });
+                }
+            }
+            StorageOp::Load {
+                origin,
+                group,
+                upto,
+            } => {
+                let result = storage.latest_checkpoint(&group).and_then(|ckpt| {
+                    let log = storage.read_log(&group, ckpt.seq, upto)?;
+                    Ok((ckpt, log))
+                });
+                done.push(StorageDone::Loaded {
+                    origin,
+                    group,
+                    upto,
+                    result,
+                });
+            }
+            StorageOp::Checkpoint {
+                origin,
+                group,
+                seq,
+                state,
+                compact,
+            } => done.push(StorageDone::Checkpointed {
+                origin,
+                result: storage.put_checkpoint(&group, seq, &state, compact),
+                group,
+                seq,
+            }),
+            StorageOp::Lock {
+                group,
+                lock,
+                expected,
+                new,
+            } => match storage.lock_cas(&group, &lock, expected, new) {
+                Ok(true) => {}
+                Ok(false) => done.push(StorageDone::Failed {
+                    error: StorageError::Engine(format!(
+                        "lock {group}/{lock}: stored holder is not {expected:?}"
+                    )),
+                }),
+                Err(error) => done.push(StorageDone::Failed { error }),
+            },
+            StorageOp::Append { .. } => unreachable!("appends are batched above"),
+        }
+    }
+    flush_appends(storage, &mut batch, &mut done);
+    done
+}
+
+fn flush_appends(
+    storage: &mut dyn Storage,
+    batch: &mut Vec<(Origin, LogEntry)>,
+    done: &mut Vec<StorageDone>,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    let entries: Vec<LogEntry> = batch.iter().map(|(_, e)| e.clone()).collect();
+    let result = storage.append(&entries);
+    for (origin, entry) in batch.drain(..) {
+        done.push(StorageDone::Appended {
+            origin,
+            entry,
+            result: result.clone(),
+        });
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod conformance {
+    //! The behaviour every engine must show; run against each engine.
+    use super::*;
+
+    fn entry(group: &str, seq: u64) -> LogEntry {
+        LogEntry {
+            group: group.into(),
+            seq,
+            sender: 7,
+            msg_type: 1,
+            sent_at_micros: u64::MAX - seq,
+            payload: Bytes::from(format!("u{seq}")),
+        }
+    }
+
+    fn record(name: &str) -> GroupRecord {
+        GroupRecord {
+            name: name.into(),
+            group_type: "chat".into(),
+            priority: 3,
+            head_seq: 0,
+            checkpoint_seq: 0,
+        }
+    }
+
+    pub(crate) fn groups_log_and_checkpoints(s: &mut dyn Storage) {
+        s.create_group(&record("a"), b"init").expect("create");
+        assert_eq!(
+            s.create_group(&record("a"), b"x"),
+            Err(StorageError::GroupExists("a".into()))
+        );
+        s.create_group(&record("b"), b"").expect("create b");
+        s.append(&[entry("a", 1), entry("a", 2), entry("b", 1)])
+            .expect("append");
+        assert!(matches!(
+            s.append(&[entry("a", 4)]),
+            Err(StorageError::WrongSequence { expected: 3, .. })
+        ));
+        assert!(matches!(
+            s.append(&[entry("zz", 1)]),
+            Err(StorageError::NoSuchGroup(_))
+        ));
+        // A failed batch leaves nothing behind.
+        assert!(s.append(&[entry("a", 3), entry("a", 9)]).is_err());
+        assert_eq!(
+            s.read_log("a", 0, 10).expect("read"),
+            vec![entry("a", 1), entry("a", 2)]
+        );
+        s.append(&[entry("a", 3)]).expect("append 3");
+        assert_eq!(s.read_log("a", 1, 2).expect("read"), vec![entry("a", 2)]);
+        let ckpt = s.latest_checkpoint("a").expect("ckpt");
+        assert_eq!(
+            ckpt,
+            Checkpoint {
+                seq: 0,
+                state: Bytes::from_static(b"init")
+            }
+        );
+        s.put_checkpoint("a", 2, b"s2", true).expect("checkpoint");
+        assert_eq!(s.latest_checkpoint("a").expect("ckpt").seq, 2);
+        assert_eq!(s.read_log("a", 0, 10).expect("read"), vec![entry("a", 3)]);
+        s.set_priority("a", 6).expect("priority");
+        let groups = s.load_groups().expect("groups");
+        let a = groups.iter().find(|g| g.name == "a").expect("a");
+        assert_eq!((a.head_seq, a.checkpoint_seq, a.priority), (3, 2, 6));
+        s.delete_group("b").expect("delete");
+        assert_eq!(s.load_groups().expect("groups").len(), 1);
+        assert!(s.latest_checkpoint("b").is_err());
+    }
+
+    pub(crate) fn locks(s: &mut dyn Storage) {
+        s.create_group(&record("g"), b"").expect("create");
+        assert_eq!(s.lock_cas("g", "l", None, Some(1)), Ok(true));
+        assert_eq!(s.lock_cas("g", "l", None, Some(2)), Ok(false));
+        assert_eq!(s.lock_cas("g", "l", Some(1), Some(2)), Ok(true));
+        assert_eq!(s.lock_cas("g", "l", Some(2), None), Ok(true));
+        assert_eq!(s.lock_cas("g", "l", None, Some(3)), Ok(true));
+        s.clear_locks().expect("clear");
+        assert_eq!(s.lock_cas("g", "l", None, Some(4)), Ok(true));
+    }
+
+    pub(crate) fn execute_batches_appends(s: &mut dyn Storage) {
+        let o = Origin {
+            conn: 1,
+            request: 1,
+        };
+        let done = execute(
+            s,
+            vec![
+                StorageOp::CreateGroup {
+                    origin: o,
+                    record: record("g"),
+                    initial_state: Bytes::new(),
+                },
+                StorageOp::Append {
+                    origin: o,
+                    entry: entry("g", 1),
+                },
+                StorageOp::Append {
+                    origin: o,
+                    entry: entry("g", 2),
+                },
+                StorageOp::Load {
+                    origin: o,
+                    group: "g".into(),
+                    upto: 2,
+                },
+            ],
+        );
+        assert_eq!(done.len(), 4);
+        match &done[3] {
+            StorageDone::Loaded {
+                result: Ok((ckpt, log)),
+                ..
+            } => {
+                assert_eq!(ckpt.seq, 0);
+                assert_eq!(log.len(), 2);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
