@@ -8,6 +8,7 @@ mod net;
 mod output;
 mod plot;
 mod sim;
+mod tunnel;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -42,6 +43,7 @@ enum Command {
     /// Stream telepointer updates over real UDP with adaptive FEC, or receive them.
     #[command(subcommand)]
     Awareness(awareness::AwarenessCommand),
+    Tunnel(tunnel::TunnelArgs),
 }
 
 /// An error that is the user's to fix (exit code 2), as opposed to a failure while running.
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Emulate(args) => emulate::run(args),
         Command::Awareness(cmd) => awareness::run(cmd),
+        Command::Tunnel(args) => tunnel::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
