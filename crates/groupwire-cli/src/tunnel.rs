@@ -21,7 +21,8 @@
 //!
 //! The tunnel speaks [`groupwire_proto::wire::block`] unchanged: every
 //! application datagram is one source packet (its payload whole, up to
-//! `--max-datagram` less 26 bytes), `k` of them form a block, and the
+//! `--max-datagram` less 30 bytes: a 28-byte header and the 2-byte
+//! length every protected symbol carries), `k` of them form a block, and the
 //! block's `Fwnd` Reed-Solomon repair packets follow it at once (no
 //! pacing: "send originals at once; only recovered packets wait"). Each
 //! direction is one independent GENEVA stream with its own sequence
@@ -146,7 +147,7 @@ pub(crate) struct TunnelArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "200ms")]
     max_wait: Duration,
     /// Largest datagram on the link (path MTU less IP and UDP headers);
-    /// application datagrams may be up to this less 26 bytes.
+    /// application datagrams may be up to this less 30 bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1472)]
     max_datagram: usize,
     /// Session id; both sides must agree.
