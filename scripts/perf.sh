@@ -3,7 +3,8 @@
 # Every number in that file comes from this script's run; each is a ratio
 # against a baseline measured in the same run where one exists.
 #
-#   scripts/perf.sh
+#   scripts/perf.sh           # everything
+#   scripts/perf.sh tunnel    # only the tunnel section (4.)
 #
 # What it runs:
 #   1. the AFEC sender+receiver benchmark (criterion), code set size 3
@@ -15,10 +16,22 @@
 #   3. the simulator on the speed cell of the ns-3 validation (1 Gbit/s
 #      dumbbell, 100 TCP flows, RTT 100 ms, 10 s), against the ns-3 wall
 #      time recorded for the same cell by validation/ns3/run.sh (re-run
-#      that script to measure ns-3 on this machine again).
+#      that script to measure ns-3 on this machine again);
+#   4. `groupwire tunnel` on loopback, 1400-byte datagrams, k=20, Fwnd=8,
+#      against a plain UDP relay in the same run (scripts/tunnel_bench.py);
+#      written between markers, so it can be refreshed alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=docs/results/perf.md
+
+tunnel_section() {
+  cargo build --release -q -p groupwire-cli --bin groupwire --example udp_load
+  python3 scripts/tunnel_bench.py perf "$out"
+}
+if [ "${1:-}" = tunnel ]; then
+  tunnel_section
+  exit 0
+fi
 
 cargo bench -q -p groupwire-proto --bench afec -- --noplot >/dev/null
 cargo build --release -q -p groupwire-cli
@@ -117,3 +130,5 @@ L.append("")
 open(out, "w").write("\n".join(L))
 print("wrote", out)
 PY
+
+tunnel_section

@@ -5,6 +5,7 @@
 #
 #   scripts/results.sh            # everything
 #   scripts/results.sh link-models
+#   scripts/results.sh tunnel     # real processes on loopback, about 4 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -140,4 +141,10 @@ if selected tcp-dumbbell; then
 drop-tail bottleneck (RTT 20 ms, queue min(BDP, 2048) packets), measured
 after a 5 s warm-up." \
     tcp-dumbbell --seed 1
+fi
+
+if selected tunnel; then
+  # Not a simulation: groupwire tunnel and emulate as processes on loopback.
+  cargo build --release -q -p groupwire-cli --example udp_load
+  python3 scripts/tunnel_bench.py results docs/results/tunnel.md
 fi
