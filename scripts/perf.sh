@@ -6,6 +6,7 @@
 #   scripts/perf.sh          # everything
 #   scripts/perf.sh codec    # only the Reed-Solomon section (a few minutes)
 #   scripts/perf.sh geneva   # only the GENEVA simulator-speed section
+#   scripts/perf.sh tunnel   # only the tunnel section
 #
 # What it runs:
 #   1. the AFEC sender+receiver benchmark (criterion), code set size 3
@@ -27,6 +28,9 @@
 #      with GMIAD + 200 long-lived TCP flows, 1 Gbit/s, RTTmin 10 ms, 10 s
 #      simulated), against the same dumbbell with the 200 TCP flows alone
 #      in the same run; its own marked section, like the codec's.
+#   6. `groupwire tunnel` on loopback, 1400-byte datagrams, k=20, Fwnd=8,
+#      against a plain UDP relay in the same run (scripts/tunnel_bench.py);
+#      written between markers, so it can be refreshed alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=docs/results/perf.md
@@ -152,6 +156,14 @@ if [ "${1:-}" = geneva ]; then
   geneva_section
   exit 0
 fi
+tunnel_section() {
+  cargo build --release -q -p groupwire-cli --bin groupwire --example udp_load
+  python3 scripts/tunnel_bench.py perf "$out"
+}
+if [ "${1:-}" = tunnel ]; then
+  tunnel_section
+  exit 0
+fi
 
 cargo bench -q -p groupwire-proto --bench afec -- --noplot >/dev/null
 cargo build --release -q -p groupwire-cli
@@ -252,3 +264,4 @@ print("wrote", out)
 PY
 codec_section
 geneva_section
+tunnel_section

@@ -9,6 +9,7 @@ mod output;
 mod plot;
 mod relay;
 mod sim;
+mod tunnel;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -46,6 +47,7 @@ enum Command {
     Relay(relay::RelayArgs),
     /// Talk to a relay by hand: create groups, send, watch, lock.
     Group(relay::GroupArgs),
+    Tunnel(tunnel::TunnelArgs),
 }
 
 /// An error that is the user's to fix (exit code 2), as opposed to a failure while running.
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Awareness(cmd) => awareness::run(cmd),
         Command::Relay(args) => relay::run_relay(args),
         Command::Group(args) => relay::run_group(args),
+        Command::Tunnel(args) => tunnel::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

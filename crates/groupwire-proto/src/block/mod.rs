@@ -23,7 +23,8 @@
 //!   one SYN at the stream's rate ([`k_for_rate`]); the sender also accepts
 //!   any fixed `k`, and with [`SenderConfig::max_block_wait`] closes a block
 //!   early when packets come too slowly (the tunnel), so a low rate never
-//!   stalls a block.
+//!   stalls a block. Such a short block gets `Fwnd` scaled to its size
+//!   (`⌈Fwnd · len / k⌉` repairs), keeping the controller's repair ratio.
 //! - **Loss counting.** The receiver counts a packet lost when a later
 //!   sequence number arrives first (the paper's links do not reorder); a
 //!   late packet takes its loss back within the same interval.

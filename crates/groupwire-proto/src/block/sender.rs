@@ -321,7 +321,7 @@ impl BlockSender {
         if k < self.cfg.k {
             self.stats.short_blocks += 1;
         }
-        let m = self.controller.fwnd().min(255 - k);
+        let m = repairs_for(self.controller.fwnd(), k, self.cfg.k);
         if m > 0 {
             self.queue_repairs(k, m);
         }
@@ -393,6 +393,21 @@ impl BlockSender {
         let n = (self.fwnd() + self.cfg.k).max(1) as u32;
         self.cfg.syn / n
     }
+}
+
+/// Repair packets for a block of `len` sources when the controller's window
+/// is `fwnd` per `k`: all of it for a full block; for a block closed early
+/// ([`SenderConfig::max_block_wait`]) the same ratio, `⌈fwnd · len / k⌉`, so
+/// a slow stream's overhead stays what the controller chose instead of
+/// growing by `k / len` (a one-packet block would otherwise carry `fwnd`
+/// repairs). Never more than the code allows (`len + m <= 255`).
+pub(super) fn repairs_for(fwnd: usize, len: usize, k: usize) -> usize {
+    let m = if len < k {
+        (fwnd * len).div_ceil(k.max(1))
+    } else {
+        fwnd
+    };
+    m.min(255 - len)
 }
 
 impl Machine for BlockSender {

@@ -273,6 +273,36 @@ fn low_rate_stream_is_flushed_after_the_block_wait() {
     assert_eq!(r.rx.stats().recovered, 1);
 }
 
+/// Regression: a block closed early by the block wait used to get the
+/// whole `Fwnd`, so at 20 datagrams/s with k = 20 and `Fwnd` = 8 every
+/// datagram went out with 8 repairs (800% overhead instead of 40%).
+#[test]
+fn short_blocks_keep_the_controllers_repair_ratio() {
+    let mut cfg = geneva(20, ControllerKind::Static(8));
+    cfg.pacing = false;
+    cfg.max_block_wait = Some(Duration::from_millis(2));
+    let r = run(
+        cfg,
+        ReceiverConfig {
+            ordered: false,
+            ..ReceiverConfig::default()
+        },
+        10,
+        Duration::from_millis(50),
+        |_| false,
+    );
+    let s = r.tx.stats();
+    assert_eq!((s.source_sent, s.blocks, s.short_blocks), (10, 10, 10));
+    // One source per block: ⌈8 · 1 / 20⌉ = 1 repair each.
+    assert_eq!(s.repair_sent, 10);
+    assert_eq!(s.fwnd_sum, 10);
+    assert_eq!(r.delivered.len(), 10);
+    // Full blocks still get the whole window; the cap keeps k + m <= 255.
+    assert_eq!(super::sender::repairs_for(8, 20, 20), 8);
+    assert_eq!(super::sender::repairs_for(8, 5, 20), 2);
+    assert_eq!(super::sender::repairs_for(60, 250, 250), 5);
+}
+
 #[test]
 fn gmiad_raises_fwnd_under_loss_and_lowers_it_after() {
     // Every 20th packet lost for the first half second.

@@ -1,0 +1,511 @@
+//! The tunnel's sans-IO core: one [`BlockEndpoint`] toward one peer, the
+//! rule for which peer that is, and the added latency of rebuilt packets.
+//!
+//! [`TunnelEndpoint`] is a [`Machine`] over the tunnel-facing socket:
+//! datagrams in are block-FEC data and reports from the peer; its events
+//! are the application's datagrams to hand out. The command
+//! [`send`](TunnelEndpoint::send) takes a datagram from the application.
+//! Polling order as for every machine: after any `handle_*` or command,
+//! `poll_transmit` until `None`, `poll_event` until `None`, then
+//! `poll_timeout`.
+//!
+//! **Which peer.** With a configured peer (`--peer`) only datagrams from
+//! that address are accepted. Without one (`--forward`), the source of the
+//! first valid data packet of the session becomes the peer; until then the
+//! application's replies are dropped (there is nowhere to send them). Once
+//! the peer has been silent for [`TunnelConfig::peer_idle`], a valid data
+//! packet from another address takes its place (a restarted or re-mapped
+//! peer) with fresh FEC state. Datagrams from any other address are
+//! counted as foreign and dropped. After the same silence from a fixed
+//! peer, its next packet also starts fresh receive state, since a
+//! restarted peer numbers its blocks from zero again.
+//!
+//! **Added latency** of a rebuilt packet: the time from the arrival of the
+//! next-later data packet that did arrive (the first received source packet
+//! with a higher data sequence number) to the rebuilt packet's delivery.
+//! Had it not been lost, the packet would have arrived just before that
+//! one, so this is what FEC recovery added, to within one inter-packet
+//! gap. A packet rebuilt before any later source packet arrived (the end
+//! of a block, rebuilt from repairs) added nothing and counts as zero.
+//! Received packets are handed out at once and add no FEC delay.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use groupwire_proto::block::{
+    BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, ReceiverStats, SendError,
+    SenderConfig, SenderStats,
+};
+use groupwire_proto::control::gmiad::{Gmiad, GmiadConfig};
+use groupwire_proto::control::{ControllerKind, FecController};
+use groupwire_proto::wire::block::DataRepr;
+use groupwire_proto::{Instant, Machine, Transmit};
+
+/// How a [`TunnelEndpoint`] is set up.
+#[derive(Clone, Debug)]
+pub(crate) struct TunnelConfig {
+    /// The peer, or `None` to learn it from the first valid packet.
+    pub(crate) peer: Option<SocketAddr>,
+    /// Sender template (its `peer` is replaced by the peer in use).
+    pub(crate) sender: SenderConfig,
+    /// Receiver configuration (unordered for a tunnel).
+    pub(crate) receiver: ReceiverConfig,
+    /// GMIAD's window bounds when `sender.controller` is GMIAD.
+    pub(crate) gmiad: GmiadConfig,
+    /// Silence after which another address may take the peer's place.
+    pub(crate) peer_idle: Duration,
+}
+
+/// A datagram for the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TunnelDelivery {
+    pub(crate) payload: Bytes,
+    /// Rebuilt by the code, with the latency the recovery added.
+    pub(crate) recovered: Option<Duration>,
+}
+
+/// What the tunnel dropped before its FEC machines saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TunnelStats {
+    /// Datagrams from an address that is not the peer.
+    pub(crate) foreign: u64,
+    /// Datagrams before a peer was known that were not a valid data packet
+    /// of the session.
+    pub(crate) invalid_before_peer: u64,
+    /// Application datagrams dropped because no peer is known yet.
+    pub(crate) no_peer: u64,
+    /// Application datagrams the sender refused (too large, queue full).
+    pub(crate) refused: u64,
+    /// Times the FEC state was started afresh (new or silent peer).
+    pub(crate) restarts: u64,
+}
+
+/// Counters summed over every FEC state the tunnel has had.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub(crate) source_sent: u64,
+    pub(crate) repair_sent: u64,
+    pub(crate) bytes_sent: u64,
+    pub(crate) blocks: u64,
+    pub(crate) short_blocks: u64,
+    pub(crate) fwnd_sum: u64,
+    pub(crate) reports_received: u64,
+    /// The peer's totals from its latest report (current state only).
+    pub(crate) peer_delivered: u64,
+    pub(crate) peer_recovered: u64,
+    pub(crate) peer_unrecovered: u64,
+    pub(crate) packets: u64,
+    pub(crate) lost_packets: u64,
+    pub(crate) delivered: u64,
+    pub(crate) recovered: u64,
+    pub(crate) unrecovered: u64,
+    pub(crate) reports_sent: u64,
+    /// Dropped by the machines as not a valid packet (data or report).
+    pub(crate) malformed: u64,
+    pub(crate) other_session: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) stale: u64,
+    pub(crate) late: u64,
+    pub(crate) inconsistent: u64,
+    pub(crate) oversized: u64,
+    pub(crate) evicted: u64,
+}
+
+impl Totals {
+    fn add(&mut self, s: &SenderStats, r: &ReceiverStats) {
+        self.add_sender(s);
+        self.add_receiver(r);
+    }
+
+    fn add_sender(&mut self, s: &SenderStats) {
+        self.source_sent += s.source_sent;
+        self.repair_sent += s.repair_sent;
+        self.bytes_sent += s.bytes_sent;
+        self.blocks += s.blocks;
+        self.short_blocks += s.short_blocks;
+        self.fwnd_sum += s.fwnd_sum;
+        self.reports_received += s.reports;
+        self.peer_delivered = s.peer_delivered;
+        self.peer_recovered = s.peer_recovered;
+        self.peer_unrecovered = s.peer_unrecovered;
+        self.malformed += s.malformed;
+    }
+
+    fn add_receiver(&mut self, r: &ReceiverStats) {
+        self.malformed += r.malformed;
+        self.packets += r.packets;
+        self.lost_packets += r.lost_packets;
+        self.delivered += r.delivered;
+        self.recovered += r.recovered;
+        self.unrecovered += r.unrecovered;
+        self.reports_sent += r.reports_sent;
+        self.other_session += r.other_session;
+        self.duplicates += r.duplicates;
+        self.stale += r.stale;
+        self.late += r.late;
+        self.inconsistent += r.inconsistent;
+        self.oversized += r.oversized;
+        self.evicted += r.evicted;
+    }
+}
+
+/// The tunnel's machine. See the [module docs](self).
+#[derive(Debug)]
+pub(crate) struct TunnelEndpoint {
+    cfg: TunnelConfig,
+    peer: Option<SocketAddr>,
+    last_heard: Option<Instant>,
+    inner: Option<BlockEndpoint>,
+    /// Totals of FEC states already replaced.
+    retired: Totals,
+    /// Arrival time of received source packets, by `data_seq % len`.
+    arrivals: Vec<(u64, Instant)>,
+    events: VecDeque<TunnelDelivery>,
+    stats: TunnelStats,
+}
+
+impl TunnelEndpoint {
+    pub(crate) fn new(cfg: TunnelConfig) -> Self {
+        let mut t = Self {
+            peer: cfg.peer,
+            cfg,
+            last_heard: None,
+            inner: None,
+            retired: Totals::default(),
+            arrivals: vec![(u64::MAX, Instant::ZERO); ARRIVALS],
+            events: VecDeque::new(),
+            stats: TunnelStats::default(),
+        };
+        if let Some(p) = t.peer {
+            t.inner = Some(t.fresh(p));
+        }
+        t
+    }
+
+    /// The peer in use.
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    pub(crate) fn stats(&self) -> TunnelStats {
+        self.stats
+    }
+
+    /// Counters over the tunnel's whole life.
+    pub(crate) fn totals(&self) -> Totals {
+        let mut t = self.retired;
+        if let Some(ep) = &self.inner {
+            t.add(&ep.sender.stats(), &ep.receiver.stats());
+        }
+        t
+    }
+
+    /// The repair packets the next full block gets.
+    pub(crate) fn fwnd(&self) -> Option<usize> {
+        self.inner.as_ref().map(|ep| ep.sender.fwnd())
+    }
+
+    /// Blocks the receiver holds now (bounded by its `max_blocks`).
+    pub(crate) fn blocks_held(&self) -> usize {
+        self.inner
+            .as_ref()
+            .map_or(0, |ep| ep.receiver.blocks_held())
+    }
+
+    /// A datagram from the application, for the peer. Dropped (and
+    /// counted) without a peer or if the sender refuses it.
+    pub(crate) fn send(&mut self, now: Instant, payload: Bytes) -> Result<(), SendRefused> {
+        let Some(ep) = self.inner.as_mut() else {
+            self.stats.no_peer += 1;
+            return Err(SendRefused::NoPeer);
+        };
+        ep.sender.send(now, payload).map(|_| ()).map_err(|e| {
+            self.stats.refused += 1;
+            SendRefused::Sender(e)
+        })
+    }
+
+    fn fresh(&self, peer: SocketAddr) -> BlockEndpoint {
+        let mut s = self.cfg.sender.clone();
+        s.peer = peer;
+        let controller: Box<dyn FecController> = match s.controller {
+            ControllerKind::Gmiad => Box::new(Gmiad::new(self.cfg.gmiad)),
+            other => other.build(),
+        };
+        BlockEndpoint::new(
+            BlockSender::with_controller(s, controller),
+            BlockReceiver::new(self.cfg.receiver.clone()),
+        )
+    }
+
+    fn is_valid_data(&self, data: &[u8]) -> bool {
+        DataRepr::parse(data).is_ok_and(|d| d.session == self.cfg.sender.session)
+    }
+
+    fn silent(&self, now: Instant) -> bool {
+        self.last_heard
+            .is_some_and(|t| now.saturating_duration_since(t) >= self.cfg.peer_idle)
+    }
+
+    /// Replaces the FEC state (all of it, or the receiving half).
+    fn restart(&mut self, peer: SocketAddr, whole: bool) {
+        self.stats.restarts += 1;
+        if whole {
+            if let Some(old) = self.inner.take() {
+                self.retired.add(&old.sender.stats(), &old.receiver.stats());
+            }
+            self.peer = Some(peer);
+            self.inner = Some(self.fresh(peer));
+        } else if let Some(ep) = self.inner.as_mut() {
+            let old = std::mem::replace(
+                &mut ep.receiver,
+                BlockReceiver::new(self.cfg.receiver.clone()),
+            );
+            // The sender's counters stay with the sender.
+            self.retired.add_receiver(&old.stats());
+        }
+        self.arrivals.fill((u64::MAX, Instant::ZERO));
+    }
+
+    /// Moves the inner machine's deliveries out, stamped with `now`.
+    fn collect(&mut self, now: Instant) {
+        let Some(ep) = self.inner.as_mut() else {
+            return;
+        };
+        while let Some(d) = ep.poll_event() {
+            let len = self.arrivals.len() as u64;
+            let recovered = if d.recovered {
+                let later = (1..=LATER_SCAN).find_map(|j| {
+                    let s = d.data_seq + j;
+                    let (seq, at) = self.arrivals[(s % len) as usize];
+                    (seq == s).then_some(at)
+                });
+                Some(later.map_or(Duration::ZERO, |at| now.saturating_duration_since(at)))
+            } else {
+                self.arrivals[(d.data_seq % len) as usize] = (d.data_seq, now);
+                None
+            };
+            self.events.push_back(TunnelDelivery {
+                payload: d.payload,
+                recovered,
+            });
+        }
+    }
+}
+
+/// Why [`TunnelEndpoint::send`] dropped a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendRefused {
+    /// No peer known yet.
+    NoPeer,
+    /// The block sender refused it.
+    Sender(SendError),
+}
+
+impl Machine for TunnelEndpoint {
+    type Event = TunnelDelivery;
+
+    /// Any input is safe: invalid or foreign datagrams are counted and dropped.
+    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        match self.peer {
+            None => {
+                if !self.is_valid_data(data) {
+                    self.stats.invalid_before_peer += 1;
+                    return;
+                }
+                self.restart(src, true);
+                self.stats.restarts -= 1; // learning the first peer is no restart
+            }
+            Some(p) if p != src => {
+                let learnable = self.cfg.peer.is_none();
+                if learnable && self.silent(now) && self.is_valid_data(data) {
+                    self.restart(src, true);
+                } else {
+                    self.stats.foreign += 1;
+                    return;
+                }
+            }
+            Some(p) => {
+                if self.silent(now) && self.is_valid_data(data) {
+                    self.restart(p, false);
+                }
+            }
+        }
+        let ep = self.inner.as_mut().expect("a peer has an endpoint");
+        let before = (ep.receiver.stats().packets, ep.sender.stats().reports);
+        ep.handle_datagram(now, src, data);
+        if (ep.receiver.stats().packets, ep.sender.stats().reports) != before {
+            self.last_heard = Some(now);
+        }
+        self.collect(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(ep) = self.inner.as_mut() {
+            ep.handle_timeout(now);
+        }
+        self.collect(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        self.inner.as_mut()?.poll_transmit(now)
+    }
+
+    fn poll_event(&mut self) -> Option<TunnelDelivery> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.inner.as_ref()?.poll_timeout()
+    }
+}
+
+/// Received source packets remembered for the added-latency measure: more
+/// than the reorder span of a block (255 symbols).
+const ARRIVALS: usize = 4096;
+/// How far past a rebuilt packet to look for the next received one: one
+/// block at most.
+const LATER_SCAN: u64 = 255;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1);
+    const B: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2);
+    const C: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3);
+
+    fn config(peer: Option<SocketAddr>, fec: ControllerKind) -> TunnelConfig {
+        let mut sender = SenderConfig::new(peer.unwrap_or(A), 4);
+        sender.controller = fec;
+        sender.pacing = false;
+        sender.max_block_wait = Some(Duration::from_millis(2));
+        TunnelConfig {
+            peer,
+            sender,
+            receiver: ReceiverConfig {
+                ordered: false,
+                ..ReceiverConfig::default()
+            },
+            gmiad: GmiadConfig::default(),
+            peer_idle: Duration::from_secs(5),
+        }
+    }
+
+    /// Data packets `a` (at A, peer B) sends for `payloads`.
+    fn packets(a: &mut TunnelEndpoint, now: Instant, payloads: &[&[u8]]) -> Vec<Bytes> {
+        for p in payloads {
+            a.send(now, Bytes::copy_from_slice(p)).expect("sent");
+        }
+        let mut out = Vec::new();
+        while let Some(t) = a.poll_transmit(now) {
+            out.push(t.payload);
+        }
+        out
+    }
+
+    #[test]
+    fn learns_the_peer_from_the_first_valid_packet_and_ignores_others() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(1)));
+        let mut b = TunnelEndpoint::new(config(None, ControllerKind::Static(1)));
+        let now = Instant::from_millis(1);
+        // Replies before the peer is known have nowhere to go.
+        assert_eq!(
+            b.send(now, Bytes::from_static(b"x")),
+            Err(SendRefused::NoPeer)
+        );
+        b.handle_datagram(now, C, b"garbage");
+        assert_eq!(b.peer(), None);
+        let pkts = packets(&mut a, now, &[b"one", b"two", b"three", b"four"]);
+        assert_eq!(pkts.len(), 5, "4 sources + 1 repair");
+        for p in &pkts {
+            b.handle_datagram(now, A, p);
+        }
+        assert_eq!(b.peer(), Some(A));
+        // The same packets from elsewhere are foreign.
+        b.handle_datagram(now, C, &pkts[0]);
+        let got: Vec<_> = std::iter::from_fn(|| b.poll_event()).collect();
+        assert_eq!(got.len(), 4);
+        assert!(got.iter().all(|d| d.recovered.is_none()));
+        let s = b.stats();
+        assert_eq!((s.invalid_before_peer, s.foreign, s.no_peer), (1, 1, 1));
+        // Replies now go to A.
+        b.send(now, Bytes::from_static(b"reply"))
+            .expect("peer known");
+        let t = b.poll_transmit(now).expect("a data packet");
+        assert_eq!(t.dst, A);
+    }
+
+    #[test]
+    fn a_silent_peer_can_be_replaced_by_a_new_address() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(0)));
+        let mut b = TunnelEndpoint::new(config(None, ControllerKind::Static(0)));
+        let t0 = Instant::from_millis(1);
+        for p in packets(&mut a, t0, &[b"a"]) {
+            b.handle_datagram(t0, A, &p);
+        }
+        // A restarted peer (fresh numbering) at a new address, too soon:
+        let mut a2 = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(0)));
+        let p = packets(&mut a2, t0, &[b"b"]);
+        b.handle_datagram(t0 + Duration::from_secs(1), C, &p[0]);
+        assert_eq!((b.peer(), b.stats().foreign), (Some(A), 1));
+        // ... and after the idle time.
+        b.handle_datagram(t0 + Duration::from_secs(6), C, &p[0]);
+        assert_eq!((b.peer(), b.stats().restarts), (Some(C), 1));
+        assert_eq!(b.totals().delivered, 2);
+    }
+
+    #[test]
+    fn rebuilt_packets_carry_the_latency_recovery_added() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(2)));
+        let mut b = TunnelEndpoint::new(config(None, ControllerKind::Static(2)));
+        let t0 = Instant::from_millis(10);
+        let pkts = packets(&mut a, t0, &[b"s0", b"s1", b"s2", b"s3"]);
+        assert_eq!(pkts.len(), 6);
+        // s1 lost; s2 arrives at +1 ms, the first repair at +4 ms.
+        let at = |ms| t0 + Duration::from_millis(ms);
+        b.handle_datagram(at(0), A, &pkts[0]);
+        b.handle_datagram(at(1), A, &pkts[2]);
+        b.handle_datagram(at(2), A, &pkts[3]);
+        b.handle_datagram(at(4), A, &pkts[4]);
+        let got: Vec<_> = std::iter::from_fn(|| b.poll_event()).collect();
+        let rebuilt: Vec<_> = got.iter().filter(|d| d.recovered.is_some()).collect();
+        assert_eq!(rebuilt.len(), 1);
+        assert_eq!(rebuilt[0].payload, Bytes::from_static(b"s1"));
+        assert_eq!(rebuilt[0].recovered, Some(Duration::from_millis(3)));
+        // The last packet of a block, rebuilt before anything later came,
+        // added nothing.
+        let pkts = packets(&mut a, at(5), &[b"t0", b"t1", b"t2", b"t3"]);
+        for p in [&pkts[0], &pkts[1], &pkts[2], &pkts[4]] {
+            b.handle_datagram(at(6), A, p);
+        }
+        let got: Vec<_> = std::iter::from_fn(|| b.poll_event()).collect();
+        let last = got.iter().find(|d| d.payload == Bytes::from_static(b"t3"));
+        assert_eq!(last.and_then(|d| d.recovered), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn hostile_datagrams_from_the_peer_are_counted_never_panic() {
+        let mut b = TunnelEndpoint::new(config(Some(A), ControllerKind::Gmiad));
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Gmiad));
+        let now = Instant::from_millis(1);
+        let good = packets(&mut a, now, &[b"hello"]);
+        let mut junk: Vec<Vec<u8>> = vec![vec![], vec![1], vec![0xff; 3000]];
+        for i in 0..good[0].len() {
+            let mut m = good[0].to_vec();
+            m[i] ^= 0x5a;
+            junk.push(m);
+            junk.push(good[0][..i].to_vec());
+        }
+        for j in &junk {
+            b.handle_datagram(now, A, j);
+            while b.poll_transmit(now).is_some() {}
+        }
+        let t = b.totals();
+        let dropped = t.malformed + t.other_session + t.inconsistent + t.oversized + t.stale;
+        assert!(dropped > 0, "{t:?}");
+        assert!(b.blocks_held() <= ReceiverConfig::default().max_blocks);
+    }
+}

@@ -1,0 +1,332 @@
+//! `groupwire tunnel` as a user runs it: app sender → tunnel A → (link
+//! emulator) → tunnel B → app receiver, separate processes on loopback,
+//! free ports, each bounded by `--duration`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running `groupwire` and the first line it wrote on stderr.
+struct Proc {
+    child: Child,
+    line: String,
+}
+
+fn spawn(args: &[&str]) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("groupwire starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("first line");
+    Proc { child, line }
+}
+
+impl Proc {
+    /// The address after `key=` (`app=`, `link=`) or the first address.
+    fn addr(&self, key: &str) -> SocketAddr {
+        let w = self
+            .line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.line));
+        let a: SocketAddr = w.parse().expect("an address");
+        // 0.0.0.0 binds are reached on loopback.
+        SocketAddr::from(([127, 0, 0, 1], a.port()))
+    }
+
+    /// Waits for it to exit; returns its stdout. Panics on failure.
+    fn finish(self) -> String {
+        let o = self.child.wait_with_output().expect("exits");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{}: {err}", self.line);
+        assert!(!err.contains("panicked"), "{err}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+}
+
+/// The test's own clock: it times real processes, not machines.
+#[expect(clippy::disallowed_methods, reason = "test timing of real processes")]
+fn clock() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+fn stats(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).expect("json")
+}
+
+/// Datagram `seq`: sequence number, filler derived from it.
+fn datagram(seq: u64, len: usize) -> Vec<u8> {
+    let mut d: Vec<u8> = (0..len)
+        .map(|i| (seq.wrapping_mul(131).wrapping_add(i as u64 * 17) % 253) as u8)
+        .collect();
+    d[..8].copy_from_slice(&seq.to_be_bytes());
+    d
+}
+
+/// What the receiving application saw: arrival time (since start) by
+/// sequence number, and how many datagrams were not byte-identical to one
+/// sent.
+struct Received {
+    at: BTreeMap<u64, Duration>,
+    corrupt: u64,
+}
+
+/// Sends `count` datagrams at `rate` per second to `to` while `rx`
+/// collects for `listen` in total; returns the send times and what arrived.
+fn exchange(
+    to: SocketAddr,
+    rx: &UdpSocket,
+    count: u64,
+    rate: f64,
+    listen: Duration,
+) -> (Vec<Duration>, Received) {
+    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind sender");
+    let start = clock();
+    std::thread::scope(|s| {
+        let recv = s.spawn(|| {
+            rx.set_read_timeout(Some(Duration::from_millis(100)))
+                .expect("timeout");
+            let mut got = Received {
+                at: BTreeMap::new(),
+                corrupt: 0,
+            };
+            let mut buf = [0u8; 2048];
+            while clock().duration_since(start) < listen {
+                let Ok(n) = rx.recv(&mut buf) else { continue };
+                let d = &buf[..n];
+                let seq = u64::from_be_bytes(d[..8.min(n)].try_into().unwrap_or([0xff; 8]));
+                let now = clock().duration_since(start);
+                if n < 8 || d != datagram(seq, n).as_slice() {
+                    got.corrupt += 1;
+                } else {
+                    got.at.entry(seq).or_insert(now);
+                }
+            }
+            got
+        });
+        let mut sent = Vec::new();
+        for seq in 0..count {
+            let due = Duration::from_secs_f64(seq as f64 / rate);
+            let now = clock().duration_since(start);
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            sent.push(clock().duration_since(start));
+            let len = 100 + (seq as usize * 37) % 900;
+            tx.send_to(&datagram(seq, len), to).expect("send");
+        }
+        (sent, recv.join().expect("receiver thread"))
+    })
+}
+
+/// The channel: Gilbert loss, 10% long-run, mean burst 4
+/// (`r = 1/4`, `p = r · 0.1 / 0.9`).
+const GILBERT_10_4: &str = "gilbert:p=0.027778,r=0.25";
+
+#[test]
+fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    let target = app_rx.local_addr().expect("bound").to_string();
+    let b = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &target,
+        "--duration",
+        "9s",
+        "--quiet",
+        "--stats-json",
+        b_json.to_str().expect("utf-8"),
+    ]);
+    let emu = spawn(&[
+        "emulate",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &b.addr("link=").to_string(),
+        "--loss",
+        GILBERT_10_4,
+        "--seed",
+        "7",
+        "--duration",
+        "9s",
+    ]);
+    let emu_addr: SocketAddr = emu
+        .line
+        .split_whitespace()
+        .nth(1)
+        .expect("address")
+        .parse()
+        .expect("addr");
+    let a = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        &emu_addr.to_string(),
+        "--fec",
+        "gmiad",
+        "--k",
+        "20",
+        "--block-wait",
+        "20ms",
+        "--duration",
+        "8s",
+        "--quiet",
+        "--stats-json",
+        a_json.to_str().expect("utf-8"),
+    ]);
+    let count = 10_000;
+    let (_, got) = exchange(
+        a.addr("app="),
+        &app_rx,
+        count,
+        2000.0,
+        Duration::from_secs(6),
+    );
+    let (a_out, _, emu_out) = (a.finish(), b.finish(), emu.finish());
+    let (sa, sb) = (stats(&a_json), stats(&b_json));
+    assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
+    let residual = 1.0 - got.at.len() as f64 / count as f64;
+    let rb = &sb["received"];
+    let link_loss = rb["lost_packets"].as_f64().expect("n")
+        / (rb["packets"].as_f64().expect("n") + rb["lost_packets"].as_f64().expect("n"));
+    assert!(link_loss > 0.05, "the link lost {link_loss}: {emu_out}");
+    assert!(rb["recovered"].as_u64() > Some(100), "{sb}");
+    assert!(
+        residual < 0.01,
+        "residual {residual} vs link {link_loss}: {a_out}\n{sb}"
+    );
+    // The sender's view, from the far side's reports, agrees.
+    assert!(sa["sent"]["residual_loss"].as_f64() < Some(0.01), "{sa}");
+    assert!(sa["sent"]["overhead"].as_f64() > Some(0.1), "{sa}");
+    assert!(a_out.contains("residual loss"), "{a_out}");
+}
+
+#[test]
+fn low_rate_datagrams_arrive_without_waiting_for_a_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b_json = dir.path().join("b.json");
+    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    let target = app_rx.local_addr().expect("bound").to_string();
+    let b = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &target,
+        "--duration",
+        "4s",
+        "--quiet",
+        "--stats-json",
+        b_json.to_str().expect("utf-8"),
+    ]);
+    let a = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        &b.addr("link=").to_string(),
+        "--duration",
+        "4s",
+        "--quiet",
+    ]);
+    let count = 40;
+    let (sent, got) = exchange(a.addr("app="), &app_rx, count, 20.0, Duration::from_secs(3));
+    a.finish();
+    b.finish();
+    assert_eq!(got.corrupt, 0);
+    assert_eq!(got.at.len() as u64, count, "all arrive on a lossless path");
+    for (seq, at) in &got.at {
+        let delay = at.saturating_sub(sent[*seq as usize]);
+        // A stalled block would hold them for 20 × 50 ms.
+        assert!(
+            delay < Duration::from_millis(50),
+            "datagram {seq} took {delay:?}"
+        );
+    }
+    // Short blocks keep the controller's repair ratio (GMIAD's 8 of 20).
+    let s = stats(&b_json);
+    assert_eq!(s["received"]["unrecovered"].as_u64(), Some(0), "{s}");
+}
+
+#[test]
+fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b_json = dir.path().join("b.json");
+    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    let target = app_rx.local_addr().expect("bound").to_string();
+    let b = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &target,
+        "--duration",
+        "4s",
+        "--quiet",
+        "--stats-json",
+        b_json.to_str().expect("utf-8"),
+    ]);
+    let b_link = b.addr("link=");
+    let junk = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![1],
+        vec![0xff; 1500],
+        // A plausible header: version 1, block data kind, then nonsense.
+        [1u8, 3, 0, 0, 0, 0, 0, 0, 9, 9, 9].to_vec(),
+    ];
+    // Before the tunnel knows its peer: nothing here is a valid packet.
+    for g in &garbage {
+        junk.send_to(g, b_link).expect("send");
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let a = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        &b_link.to_string(),
+        "--duration",
+        "4s",
+        "--quiet",
+    ]);
+    let (to, count) = (a.addr("app="), 200);
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    // Learn the peer with one datagram, then garbage from a stranger and
+    // at the listen side's link socket too, then traffic.
+    sock.send_to(&datagram(1_000_000, 50), to).expect("send");
+    std::thread::sleep(Duration::from_millis(100));
+    for g in &garbage {
+        junk.send_to(g, b_link).expect("send");
+        junk.send_to(g, a.addr("link=")).expect("send");
+    }
+    let (_, got) = exchange(to, &app_rx, count, 400.0, Duration::from_secs(2));
+    let a_out = a.finish();
+    b.finish();
+    assert_eq!(got.corrupt, 0);
+    assert_eq!(got.at.range(..count).count() as u64, count, "{a_out}");
+    let s = stats(&b_json);
+    let d = &s["dropped"];
+    assert_eq!(
+        d["invalid_before_peer"].as_u64(),
+        Some(garbage.len() as u64),
+        "{s}"
+    );
+    assert_eq!(d["foreign"].as_u64(), Some(garbage.len() as u64), "{s}");
+    assert!(a_out.contains("dropped              4"), "{a_out}");
+}

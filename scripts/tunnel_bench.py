@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Measures `groupwire tunnel` on loopback with real processes.
+
+  scripts/tunnel_bench.py results docs/results/tunnel.md   # loss/overhead/latency table
+  scripts/tunnel_bench.py perf docs/results/perf.md        # goodput vs a plain UDP relay
+
+Called by `scripts/results.sh tunnel` and `scripts/perf.sh tunnel` after a
+release build; every number written comes from this run. The load generator
+and checking sink are `crates/groupwire-cli/examples/udp_load.rs`.
+"""
+import datetime, json, os, re, shutil, subprocess, sys, tempfile, time
+
+GW = "target/release/groupwire"
+LOAD = "target/release/examples/udp_load"
+# The issue's channel: Gilbert loss, 10% long-run, mean burst 4.
+GILBERT = "gilbert:p=0.027778,r=0.25"
+
+
+def start(args):
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    return p, line
+
+
+def field(line, key):
+    for w in line.split():
+        if w.startswith(key):
+            return "127.0.0.1:" + w[len(key):].rsplit(":", 1)[1]
+    raise SystemExit(f"no {key} in {line!r}")
+
+
+def finish(p):
+    out, err = p.communicate(timeout=120)
+    if p.returncode != 0:
+        raise SystemExit(f"{p.args}: exit {p.returncode}: {err}")
+    return out
+
+
+def chain(tmp, tunnel_args, rate, size, seconds, batch=1, loss=None, relay=False, a_prefix=()):
+    """app sender -> A -> [emulator] -> B -> sink; returns the JSON of each part."""
+    sink_json, a_json, b_json = (os.path.join(tmp, n) for n in ("sink.json", "a.json", "b.json"))
+    life = f"{seconds + 3}s"
+    sink, line = start([LOAD, "recv", "--duration", str(seconds + 2.5), "--json", sink_json])
+    sink_addr = line.split()[1]
+    procs = [sink]
+    if relay:
+        b, line = start([LOAD, "relay", "--forward", sink_addr, "--duration", str(seconds + 2)])
+        b_addr = line.split()[1]
+        a, line = start([LOAD, "relay", "--forward", b_addr, "--duration", str(seconds + 2)])
+        a_app = line.split()[1]
+        procs += [b, a]
+    else:
+        b, line = start([GW, "tunnel", "--listen", "127.0.0.1:0", "--forward", sink_addr, "--duration", life,
+                         "--quiet", "--stats-json", b_json] + tunnel_args)
+        peer = field(line, "link=")
+        procs.append(b)
+        if loss:
+            emu, line = start([GW, "emulate", "--listen", "127.0.0.1:0", "--forward", peer, "--loss", loss,
+                               "--seed", "1", "--duration", life])
+            peer = line.split()[1]
+            procs.append(emu)
+        a, line = start(list(a_prefix) + [GW, "tunnel", "--listen", "127.0.0.1:0", "--peer", peer, "--duration", life,
+                         "--quiet", "--stats-json", a_json] + tunnel_args)
+        a_app = field(line, "app=")
+        procs.append(a)
+    time.sleep(0.2)
+    sent = json.loads(subprocess.run([LOAD, "send", "--to", a_app, "--rate", str(rate), "--size", str(size),
+                                      "--duration", str(seconds), "--batch", str(batch)],
+                                     capture_output=True, text=True, check=True).stdout)
+    outs = [finish(p) for p in procs]
+    res = {"sent": sent, "sink": json.load(open(sink_json)), "outs": outs}
+    if not relay:
+        res["a"], res["b"] = json.load(open(a_json)), json.load(open(b_json))
+    if loss:
+        m = re.search(r"client → target: (\d+) in, (\d+) out, (\d+) lost", outs[2])
+        res["link_loss"] = int(m.group(3)) / max(1, int(m.group(1)))
+    return res
+
+
+def analytic_residual(k, m, p=0.027778, r=0.25):
+    """Residual loss of full (k, m) blocks on the Gilbert chain: expected lost
+    sources in blocks with more than m losses, over k (blocks back to back)."""
+    P = [[1 - p, p], [r, 1 - r]]
+    d = {}
+    for s0, pr in ((0, r / (p + r)), (1, p / (p + r))):
+        d[(s0, s0, s0)] = pr
+    for i in range(1, k + m):
+        nd = {}
+        for (s0, sl, tl), pr in d.items():
+            for t in (0, 1):
+                key = (t, sl + (t if i < k else 0), tl + t)
+                nd[key] = nd.get(key, 0.0) + pr * P[s0][t]
+        d = nd
+    return sum(pr * sl for (s0, sl, tl), pr in d.items() if tl > m) / k
+
+
+def ms(us):
+    return "-" if us is None else f"{us / 1000:.2f} ms"
+
+
+def results(out):
+    seconds, rate, size = 30, 2000, 1000
+    cases = [
+        ("no FEC", ["--fec", "static:0", "--k", "20"]),
+        ("fixed 20:10", ["--fec", "static:10", "--k", "20", "--block-wait", "100ms"]),
+        ("GMIAD as published (k=20, Fwnd 8..60)", ["--fec", "gmiad", "--k", "20", "--block-wait", "100ms"]),
+        ("GMIAD, tunnel defaults (k=20, --block-wait 2ms)", ["--fec", "gmiad"]),
+        ("GMIAD, k=150, Fwnd 8..70", ["--fec", "gmiad", "--k", "150", "--fwnd-max", "70", "--block-wait", "100ms"]),
+        ("fixed 150:70", ["--fec", "static:70", "--k", "150", "--block-wait", "100ms"]),
+    ]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, args in cases:
+            r = chain(tmp, args, rate, size, seconds, loss=GILBERT)
+            sent, sink, a, b = r["sent"]["sent"], r["sink"], r["a"], r["b"]
+            rows.append(dict(
+                name=name, args=" ".join(args), sent=sent, link=r["link_loss"],
+                residual=1 - sink["unique"] / sent, corrupt=sink["corrupt"],
+                reported=a["sent"]["residual_loss"], overhead=a["sent"]["overhead"],
+                fwnd=a["sent"]["mean_fwnd"], short=a["sent"]["short_blocks"], blocks=a["sent"]["blocks"],
+                rebuilt=b["received"]["recovered"], add=b["received"]["added_latency_us"],
+                e2e=sink["latency_us"]))
+            print(f"{name}: residual {rows[-1]['residual']:.4%} overhead {rows[-1]['overhead']:.1%}", file=sys.stderr)
+    base = rows[0]["e2e"]
+    L = ["# tunnel: residual loss, overhead and latency on a bursty link\n",
+         f"Produced by `scripts/results.sh tunnel` on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+         f"(commit {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}), which runs "
+         "`scripts/tunnel_bench.py results docs/results/tunnel.md`: for each row, on loopback,",
+         "",
+         "```sh",
+         "udp_load recv                                    # checking sink (crates/groupwire-cli/examples/udp_load.rs)",
+         "groupwire tunnel --listen 127.0.0.1:0 --forward SINK ARGS",
+         f"groupwire emulate --listen 127.0.0.1:0 --forward B_LINK --loss {GILBERT} --seed 1",
+         "groupwire tunnel --listen 127.0.0.1:0 --peer EMULATOR ARGS",
+         f"udp_load send --to A_APP --rate {rate} --size {size} --duration {seconds}",
+         "```",
+         "",
+         f"{rate} datagrams/s of {size} bytes for {seconds} s through a Gilbert channel with 10% long-run loss and mean "
+         "burst length 4 (`p = 0.0278`, `r = 0.25`; the reverse direction, which carries the reports, is lossless). "
+         "**residual** is measured by the sink: 1 − distinct datagrams received / sent (every received datagram is "
+         "checked byte for byte against what was sent; `corrupt` counts mismatches). **reported** is the same from the "
+         "far side's reports as the sending tunnel shows it. **overhead** is extra bytes on the link over sending the "
+         "datagrams bare (IP and UDP headers counted on both). **added (rebuilt)** is the tunnel's own measure for "
+         "rebuilt datagrams: from the arrival of the next later datagram that did arrive to the rebuilt one's "
+         "delivery. **one-way p50 / p99** is the sink's application-to-application latency over all datagrams "
+         "(sender and sink on one host); **added p50 / p99** is that minus the no-FEC row's.\n",
+         "| setting | tunnel args | link loss | residual | reported | overhead | mean Fwnd | short blocks | rebuilt | added (rebuilt) p50 / p99 | one-way p50 / p99 | added p50 / p99 | corrupt |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        L.append(f"| {r['name']} | `{r['args']}` | {r['link']:.2%} | {r['residual']:.3%} | {r['reported']:.3%} | "
+                 f"{r['overhead']:.1%} | {r['fwnd']:.1f} | {r['short']} of {r['blocks']} | {r['rebuilt']} | "
+                 f"{ms(r['add']['p50'])} / {ms(r['add']['p99'])} | {ms(r['e2e']['p50'])} / {ms(r['e2e']['p99'])} | "
+                 f"{ms(r['e2e']['p50'] - base['p50'])} / {ms(r['e2e']['p99'] - base['p99'])} | {r['corrupt']} |")
+    L.append("")
+    L.append("**Why block length decides.** A block of `k` sources and `m` repairs is rebuilt whenever at most `m` of its "
+             "`k + m` packets are lost. Bursts of mean length 4 make the number of losses per block far more variable "
+             "than independent 10% loss, so short blocks need a large `m / k`. For full blocks on this Gilbert chain, "
+             "the residual loss is (computed exactly by this script from the chain, no simulation):\n")
+    L.append("| k | m | repair packets | analytic residual loss |")
+    L.append("|---|---|---|---|")
+    for k, m in [(20, 8), (20, 10), (20, 20), (20, 60), (40, 20), (100, 40), (100, 50), (150, 70)]:
+        L.append(f"| {k} | {m} | {m / k:.0%} | {analytic_residual(k, m):.4%} |")
+    L.append("")
+    byname = {r["name"]: r for r in rows}
+    dflt = byname["GMIAD, tunnel defaults (k=20, --block-wait 2ms)"]
+    fixed, pub, big = byname["fixed 20:10"], byname["GMIAD as published (k=20, Fwnd 8..60)"], byname["GMIAD, k=150, Fwnd 8..70"]
+    goal = lambda r: r["residual"] <= 0.001 and r["overhead"] <= 0.5
+    L.append(f"**The goal** (residual ≤ 0.1% with ≤ 50% overhead, p50 added latency < 1 ms). The fixed 20:10 row "
+             f"leaves {fixed['residual']:.2%} at {fixed['overhead']:.0%} overhead (the issue measured 2.7% at 67%). GMIAD "
+             f"as published leaves {pub['residual']:.3%} but at {pub['overhead']:.0%} overhead "
+             f"({'meets' if goal(pub) else 'misses'} the goal): the loss rate, 10%, is far above its p_max of 3%, so "
+             "GMIAD's window grows to Fwnd_max = 60 and stays there (GENEVA §3.2.4 keeps Fwnd_max while loss "
+             "stays above p_max); it cannot trade overhead for loss at k = 20, because no Fwnd ≤ 10 brings 20-packet "
+             "blocks near 0.1% on this channel (table above). Long blocks can: GMIAD with k = 150 capped at "
+             f"Fwnd 70 leaves {big['residual']:.3%} at {big['overhead']:.0%} overhead "
+             f"({'meets' if goal(big) else 'misses'} the residual and overhead goal). The price is latency for the "
+             "rebuilt datagrams: a 150-datagram block spans 75 ms at 2000/s, so a rebuilt datagram waits for the "
+             f"rest of its block (p50 {ms(big['add']['p50'])}, p99 {ms(big['add']['p99'])} here). Datagrams that arrive "
+             "are forwarded at once, so over all datagrams the p50 added latency is "
+             f"{ms(big['e2e']['p50'] - base['p50'])} against the no-FEC row: under 1 ms at p50 because 90% of "
+             "datagrams are never held, not because recovery is fast. With the default `--block-wait 2ms`, "
+             f"{dflt['short']} of {dflt['blocks']} blocks closed early (about {rate * 0.002:.0f} datagrams each at this "
+             "rate) and get GMIAD's window scaled to their size, so the ratio, and the overhead, stay those of k = 20: "
+             f"residual {dflt['residual']:.3%} at {dflt['overhead']:.0%} overhead, rebuilt datagrams held "
+             f"p50 {ms(dflt['add']['p50'])}, p99 {ms(dflt['add']['p99'])}.\n")
+    L.append("Numbers vary from run to run (the loss pattern is seeded, the process timing is not) and other work on "
+             "this shared 2-core machine adds latency noise.")
+    L.append("")
+    json.dump(rows, open(out.replace(".md", ".json"), "w"), indent=1)
+    return "\n".join(L)
+
+
+def perf(out):
+    seconds, size, batch = 5, 1400, 16
+    cases = [("plain UDP relay (baseline)", None), ("tunnel, k=20, Fwnd=8 (static:8)", ["--fec", "static:8", "--k", "20"])]
+    rows, profile = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, args in cases:
+            prof = os.path.join(tmp, "perf.data")
+            # Where the sending tunnel's time goes, if `perf` is installed.
+            prefix = ("perf", "record", "-q", "-F", "499", "-o", prof, "--") if args and shutil.which("perf") else ()
+            r = chain(tmp, args or [], 0, size, seconds, batch=batch, relay=args is None, a_prefix=prefix)
+            if prefix:
+                rep = subprocess.run(["perf", "report", "-i", prof, "--no-children", "--stdio", "--sort", "symbol"],
+                                     capture_output=True, text=True).stdout
+                top = [re.match(r"\s+([0-9.]+)%\s+\[.\]\s+(\S+)", l) for l in rep.splitlines()]
+                profile = [(float(m.group(1)), m.group(2)) for m in top if m][:4]
+            sink, sent = r["sink"], r["sent"]["sent"]
+            goodput = sink["unique"] * size * 8 / max(sink["span_seconds"], 1e-9)
+            rows.append(dict(name=name, sent=sent, unique=sink["unique"], corrupt=sink["corrupt"],
+                             offered=sent * size * 8 / r["sent"]["seconds"], goodput=goodput,
+                             loss=1 - sink["unique"] / max(sent, 1), lat=sink["latency_us"],
+                             overhead=r["a"]["sent"]["overhead"] if "a" in r else None))
+            print(f"{name}: {goodput / 1e9:.3f} Gbit/s", file=sys.stderr)
+    base = rows[0]
+    L = ["<!-- tunnel-perf:begin -->", "## Tunnel goodput on loopback\n",
+         "`scripts/perf.sh tunnel` (`scripts/tunnel_bench.py perf docs/results/perf.md`): "
+         f"`udp_load send --rate 0 --size {size} --batch {batch}` (as fast as the socket takes, GSO batches of {batch}) "
+         "→ hop A → hop B → `udp_load recv`, all on 127.0.0.1, separate processes, "
+         f"{seconds} s. Baseline: both hops are a plain UDP relay (`udp_load relay`: recvmmsg in, GSO out, no "
+         "framing). Tunnel: `groupwire tunnel` on both hops, `--fec static:8 --k 20` (Fwnd 8 per 20), lossless. "
+         "Goodput: distinct, byte-checked datagrams at the sink over its receive span. Latency: one-way, "
+         "application to application, under this full load (mostly queueing). Goal: ≥ 1 Gbit/s of goodput.\n",
+         "| case | offered | goodput | relative to the relay | loss | one-way p50 / p99 | link overhead | corrupt |",
+         "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ov = "-" if r["overhead"] is None else f"{r['overhead']:.1%}"
+        L.append(f"| {r['name']} | {r['offered'] / 1e9:.2f} Gbit/s | {r['goodput'] / 1e9:.3f} Gbit/s | "
+                 f"{r['goodput'] / base['goodput']:.2f} | {r['loss']:.1%} | {ms(r['lat']['p50'])} / {ms(r['lat']['p99'])} | {ov} | {r['corrupt']} |")
+    t = rows[1]
+    L.append("")
+    verdict = "meets the 1 Gbit/s goal" if t["goodput"] >= 1e9 else \
+        f"misses the 1 Gbit/s goal by {(1e9 - t['goodput']) / 1e6:.0f} Mbit/s"
+    L.append(f"The tunnel delivers **{t['goodput'] / 1e9:.3f} Gbit/s** ({verdict}); its p99 one-way latency under "
+             f"this load is {ms(t['lat']['p99'])} against the relay's {ms(base['lat']['p99'])}.")
+    if profile:
+        L.append("")
+        L.append("Where the sending tunnel's time goes (`perf record -F 499` on hop A during the tunnel run, share of its "
+                 "samples): " + "; ".join(f"`{sym}` {pct:.1f}%" for pct, sym in profile) + ". `dot_prod` is the "
+                 "Reed-Solomon encoder's scalar GF(2^8) loop (8 repair symbols of 1400 bytes per 20 sources); a vector "
+                 "backend in `groupwire-codec` is the lever, the tunnel's own framing and copies are small beside it.")
+    L.append("<!-- tunnel-perf:end -->")
+    return "\n".join(L)
+
+
+def main():
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "results":
+        open(out, "w").write(results(out) + "\n")
+    elif mode == "perf":
+        section = perf(out)
+        text = open(out).read() if os.path.exists(out) else "# Performance\n"
+        m = re.search(r"<!-- tunnel-perf:begin -->.*<!-- tunnel-perf:end -->", text, re.S)
+        text = text[:m.start()] + section + text[m.end():] if m else text.rstrip("\n") + "\n\n" + section + "\n"
+        open(out, "w").write(text)
+    else:
+        raise SystemExit(__doc__)
+    print("wrote", out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
