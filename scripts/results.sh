@@ -144,9 +144,9 @@ after a 5 s warm-up." \
 fi
 
 if selected geneva; then
-  # Many runs (all five controllers x every setting x 2 seeds of 180 s),
+  # Many runs (all five controllers x every setting x 2 seeds of 90 s),
   # two at a time; composed into one page with the paper's numbers.
-  python3 scripts/geneva.py --duration 180s --seeds 2 --jobs 2
+  python3 scripts/geneva.py --duration 90s --seeds 2 --jobs 2
 if selected tunnel; then
   # Not a simulation: groupwire tunnel and emulate as processes on loopback.
   cargo build --release -q -p groupwire-cli --example udp_load

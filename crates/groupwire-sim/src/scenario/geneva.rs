@@ -33,18 +33,15 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::tcp_dumbbell::{QueueSpec, ShortFlowSpec};
+use super::tcp_dumbbell::{QueueSpec, ShortFlowSpec, bell_counters};
 use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
 use crate::blockfec::{BlockSink, BlockSource, stream_sender_config};
-use crate::core::{LinkId, NodeId, Simulator};
+use crate::core::{NodeId, Simulator};
 use crate::metrics::TimeSeries;
 use crate::rng;
 use crate::tcp::{HEADER_BYTES, TcpConfig};
-use crate::tcpnode::{ShortFlows, TcpApp, TcpHost, TcpSinkHost};
+use crate::tcpnode::{TcpApp, TcpHost, TcpSinkHost};
 use crate::topology::{Dumbbell, DumbbellConfig};
-
-/// Largest bottleneck queue of the evaluation, packets (§4.1).
-const MAX_AUTO_QUEUE: u64 = 2048;
 
 /// Parameters of the `geneva` scenario. Defaults are the paper's Fig. 8
 /// setting at one TCP population, shortened to 30 s (the paper: "about 3
@@ -181,17 +178,8 @@ impl Geneva {
     }
 
     fn queue_limit(&self) -> QueueLimit {
-        match self.queue {
-            QueueSpec::Auto => {
-                let bdp =
-                    self.bottleneck_rate.bytes_in(self.rtt) / u64::from(self.packet_size.max(1));
-                QueueLimit::Packets(
-                    u32::try_from(bdp.clamp(1, MAX_AUTO_QUEUE)).expect("clamped to 2048"),
-                )
-            }
-            QueueSpec::Packets(p) => QueueLimit::Packets(p),
-            QueueSpec::Bytes(b) => QueueLimit::Bytes(b),
-        }
+        self.queue
+            .limit(self.bottleneck_rate, self.rtt, self.packet_size)
     }
 
     /// Runs in the whole grid (for progress).
@@ -325,17 +313,7 @@ impl Geneva {
         }
         if let Some(s) = &self.short_flows {
             let i = n_str + n_tcp;
-            let mut host = TcpHost::new(left[i], tcp.clone());
-            host.short_flows(
-                ShortFlows {
-                    rate: s.rate,
-                    mean_packets: s.mean_packets,
-                    shape: s.shape,
-                    start: Instant::ZERO,
-                },
-                right[i],
-            );
-            sim.add_node(Box::new(host));
+            sim.add_node(Box::new(s.host(left[i], right[i], tcp.clone())));
         }
         for (i, &r) in right.iter().enumerate() {
             if i < n_str {
@@ -807,10 +785,4 @@ impl Geneva {
             plots,
         }
     }
-}
-
-/// (packets offered to, packets dropped by) a link so far.
-fn bell_counters(sim: &Simulator, link: LinkId) -> (u64, u64) {
-    let s = sim.view().link(link).link.stats().clone();
-    (s.offered, s.queue_drops + s.lost)
 }

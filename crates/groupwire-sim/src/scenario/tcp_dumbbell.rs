@@ -39,6 +39,23 @@ pub enum QueueSpec {
     Bytes(u64),
 }
 
+impl QueueSpec {
+    /// The queue limit for a bottleneck of `rate` on a path of `rtt` with
+    /// `packet_size`-byte packets ("auto": min(BDP, 2048) packets).
+    pub fn limit(self, rate: Bitrate, rtt: Duration, packet_size: u32) -> QueueLimit {
+        match self {
+            Self::Auto => {
+                let bdp = rate.bytes_in(rtt) / u64::from(packet_size.max(1));
+                QueueLimit::Packets(
+                    u32::try_from(bdp.clamp(1, MAX_AUTO_QUEUE)).expect("clamped to 2048"),
+                )
+            }
+            Self::Packets(p) => QueueLimit::Packets(p),
+            Self::Bytes(b) => QueueLimit::Bytes(b),
+        }
+    }
+}
+
 impl Serialize for QueueSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -83,6 +100,23 @@ pub struct ShortFlowSpec {
     pub mean_packets: f64,
     /// Pareto shape (paper: 1.5).
     pub shape: f64,
+}
+
+impl ShortFlowSpec {
+    /// A host at `me` opening these flows toward `dst` from time zero.
+    pub(super) fn host(&self, me: NodeId, dst: NodeId, tcp: TcpConfig) -> TcpHost {
+        let mut host = TcpHost::new(me, tcp);
+        host.short_flows(
+            ShortFlows {
+                rate: self.rate,
+                mean_packets: self.mean_packets,
+                shape: self.shape,
+                start: Instant::ZERO,
+            },
+            dst,
+        );
+        host
+    }
 }
 
 impl Default for ShortFlowSpec {
@@ -183,17 +217,8 @@ impl Default for TcpDumbbell {
 impl TcpDumbbell {
     /// The bottleneck queue limit this configuration gives.
     pub fn queue_limit(&self) -> QueueLimit {
-        match self.queue {
-            QueueSpec::Auto => {
-                let bdp =
-                    self.bottleneck_rate.bytes_in(self.rtt) / u64::from(self.packet_size.max(1));
-                QueueLimit::Packets(
-                    u32::try_from(bdp.clamp(1, MAX_AUTO_QUEUE)).expect("clamped to 2048"),
-                )
-            }
-            QueueSpec::Packets(p) => QueueLimit::Packets(p),
-            QueueSpec::Bytes(b) => QueueLimit::Bytes(b),
-        }
+        self.queue
+            .limit(self.bottleneck_rate, self.rtt, self.packet_size)
     }
 
     fn tcp_config(&self) -> TcpConfig {
@@ -315,17 +340,7 @@ impl TcpDumbbell {
         }
         if let Some(s) = &self.short_flows {
             let i = n_tcp + n_cbr;
-            let mut host = TcpHost::new(left[i], tcp.clone());
-            host.short_flows(
-                ShortFlows {
-                    rate: s.rate,
-                    mean_packets: s.mean_packets,
-                    shape: s.shape,
-                    start: Instant::ZERO,
-                },
-                right[i],
-            );
-            sim.add_node(Box::new(host));
+            sim.add_node(Box::new(s.host(left[i], right[i], tcp.clone())));
         }
         for (i, &r) in right.iter().enumerate() {
             if (n_tcp..n_tcp + n_cbr).contains(&i) {
@@ -568,7 +583,7 @@ impl TcpDumbbell {
 }
 
 /// (packets offered to, packets dropped by) the bottleneck so far.
-fn bell_counters(sim: &Simulator, link: crate::core::LinkId) -> (u64, u64) {
+pub(super) fn bell_counters(sim: &Simulator, link: crate::core::LinkId) -> (u64, u64) {
     let s = sim.view().link(link).link.stats().clone();
     (s.offered, s.queue_drops + s.lost)
 }
