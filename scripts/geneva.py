@@ -71,6 +71,13 @@ def sets(duration, seeds):
               common + [("rtt", "10ms"), ("tcp_flows", "[100,150,200,250]")]))
     s.append(("fig9", "Fig. 9: 10 streams vs long-lived TCP, RTTmin 100 ms",
               common + [("rtt", "100ms"), ("tcp_flows", "[300,500,700]")]))
+    # The paper chose its populations to give 1-4% loss on the bottleneck
+    # (§4.2); our TCP model loses less at the same counts, so these sets
+    # extend the sweeps until the link loss reaches that range.
+    s.append(("fig8_more", "Fig. 8, extended: more TCP flows, RTTmin 10 ms",
+              common + [("rtt", "10ms"), ("tcp_flows", "[400,600]")]))
+    s.append(("fig9_more", "Fig. 9, extended: more TCP flows, RTTmin 100 ms",
+              common + [("rtt", "100ms"), ("tcp_flows", "[1000,1500]")]))
     for rtt in ("10ms", "100ms"):
         for r in (12.5, 25.0):
             mean = 500e6 / (r * 1500 * 8)  # rho_tcp = r_tcp * s_tcp = 500 Mbit/s
@@ -152,6 +159,9 @@ def main():
         for name in ex.map(run_set, todo):
             print(f"ran {name}", file=sys.stderr)
     write_doc(all_sets, a)
+
+
+a_duration = "?"
 
 
 def write_doc(all_sets, a):
@@ -257,7 +267,14 @@ def write_doc(all_sets, a):
         for p in pngs:
             w(f"![{p[:-4]}](geneva/{name}/{p})")
         w("")
-    w(PROSE_DIFFERENCES)
+    global a_duration
+    a_duration = a.duration
+    L.extend(analysis(all_sets))
+    w("")
+    w("**Run length.** Each run simulates the duration in the command lines above with a 5 s "
+      "warm-up; the paper ran \"about 3 minutes\" per simulation. 180 s runs work the same way "
+      "(`scripts/geneva.py --duration 180s`); `docs/results/perf.md` times the simulator on the "
+      "Fig. 8 setting.")
     with open(os.path.join(OUT, "geneva.md"), "w") as f:
         f.write("\n".join(L) + "\n")
     print("wrote docs/results/geneva.md", file=sys.stderr)
@@ -279,27 +296,108 @@ loss rate (Figs. 10-12). Data packets occupy 1500 bytes on the simulated
 wire but carry 8 real bytes through the real Reed-Solomon code (see
 `crates/groupwire-sim/src/blockfec.rs`)."""
 
-PROSE_DIFFERENCES = """\
-## Where we differ from the paper, and why
+def cell(name, ctrl, pop=None):
+    for c in read_cells(name):
+        if c["controller"] == ctrl and (pop is None or c["tcp_flows"] == str(pop)):
+            return c
+    return None
 
-- **DP-FEC is a reconstruction.** GENEVA's paper describes DP-FEC only in
-  outline (§5: probe upward, halve when the estimated FEC impact from
-  loss-event intervals exceeds a threshold). Its estimator's form and
-  constants are not given; `crates/groupwire-proto/src/control/dpfec.rs`
-  says what we chose. The paper's DP-FEC flows lost a quarter to a third of
-  their own packets (Table 1's packet loss 0.23-0.35) with Fwnd near 50;
-  ours does not drive itself that far, so its rows differ most from the
-  paper's and should be read as "a probing controller", not as DP-FEC's
-  published numbers.
-- **TCP model and burstiness.** The paper's losses come from ns-2's TCP;
-  ours from groupwire's TCP model (validated against ns-3, not ns-2). The
-  streams here are paced exactly as §3.2.2 asks, so a drop-tail overflow
-  hits each stream with one or two packets at a time; the paper counts
-  hundreds of bursty loss events per stream where we count few. With fewer
-  bursts, every controller's residual loss is lower than the paper's, and
-  the differences between controllers are smaller.
-- **Run length.** See the command lines above for the simulated time per
-  run; the paper ran "about 3 minutes" per simulation with one seed."""
+
+def ertt_ms(fwnd, wtot, k=25, syn_ms=10.0):
+    """ERTT implied by eq. 1, Wtot = (Fwnd + k)(ERTT + SYN) / SYN."""
+    return wtot * syn_ms / (fwnd + k) - syn_ms
+
+
+def analysis(all_sets):
+    """The differences from the paper, each with the numbers behind it."""
+    names = [n for n, _, _ in all_sets]
+    L = ["## Where we differ from the paper, and why", ""]
+    # 1. Link loss range.
+    links = [float(c["link_loss_rate"]) for n in names if n.startswith("fig")
+             for c in read_cells(n) if c["controller"] == "gmiad"]
+    L.append(
+        f"- **Less loss at the same TCP populations.** The paper chose its populations so that the "
+        f"bottleneck lost about 1% to 4% (§4.2). With the same counts our link loses "
+        f"{min(links):.2%} to {max(links):.2%} in the long-lived runs (GMIAD rows): groupwire's TCP "
+        "model is validated against ns-3, not ns-2, and loses less at a given flow count. The "
+        "`fig8_more` and `fig9_more` sets extend the sweeps toward the paper's loss range.")
+    # 2. Bursty events.
+    t1 = cell("table1_10ms_r25", "static-small")
+    L.append(
+        "- **Fewer bursty loss events.** Our streams are paced exactly as §3.2.2 asks, so a drop-tail "
+        "overflow takes one or two packets of a stream at a time; the paper counts hundreds of "
+        f"bursty events per stream over 3 minutes (Table 1, static-small at 10 ms and r_tcp 25: "
+        f"{PAPER_T1[('10ms', 25.0)]['static-small'][3]:g}) where we count "
+        f"{float(t1['bursty_events_per_stream']):.1f} in {a_duration} (the same setting). With fewer "
+        "bursts every FEC controller loses less than in the paper, and the controllers' differences "
+        "are in smaller numbers; their order is what to compare.")
+    # 3. GMIAD at 100 ms.
+    f9 = [float(c["mean_fwnd"]) for c in read_cells("fig9") if c["controller"] == "gmiad"]
+    w9 = [float(c["mean_wtot"]) for c in read_cells("fig9") if c["controller"] == "gmiad"]
+    L.append(
+        f"- **GMIAD at RTTmin 100 ms stays at Fwnd_min.** Our mean Fwnd is {min(f9):.2f} to "
+        f"{max(f9):.2f} (paper: 8.2 to 8.4). With Wtot around {min(w9):.0f} to {max(w9):.0f}, "
+        "i(Wtot) is about 1.6 per lost packet, and eq. 3 turns a Wtot increase into SYN / (ERTT + "
+        "SYN), about a tenth, of a repair packet: it takes a burst of about seven losses inside one "
+        "10 ms report to add one repair packet, and our long-RTT runs have few such bursts.")
+    # 4. Table 1 at 10 ms.
+    g = cell("table1_10ms_r12.5", "gmiad")
+    pg = PAPER_T1[("10ms", 12.5)]["gmiad"]
+    paper_wtot = 105.26  # Table 1, GENEVA, RTTmin 10 ms, r_tcp 12.5
+    e_ours = ertt_ms(float(g["mean_fwnd"]), float(g["mean_wtot"]))
+    e_paper = ertt_ms(pg[2], paper_wtot)
+    misses = []
+    for n in names:
+        for c in read_cells(n):
+            if c["controller"] != "gmiad":
+                continue
+            s_ = cell(n, "static-small", c["tcp_flows"])
+            if s_ is None:
+                continue
+            lo = float(c["data_loss_rate"]) < float(s_["data_loss_rate"])
+            tg = float(c["tpindex"]) if c["tpindex"] else float("nan")
+            ts = float(s_["tpindex"]) if s_["tpindex"] else float("nan")
+            if not (lo and abs(tg - ts) <= 0.05):
+                misses.append(n if c["tcp_flows"] == "0" else f"{n} ({c['tcp_flows']} flows)")
+    L.append(
+        "- **Where GMIAD misses the bar here: "
+        + (", ".join(misses) if misses else "nowhere")
+        + ".** Short-lived TCP at RTTmin 10 ms (Table 1's first two settings) shows the mechanism. "
+        "GMIAD raises Fwnd to "
+        f"{float(g['mean_fwnd']):.1f} on average (paper: {pg[2]:g}); the extra repair packets make "
+        f"its own packet loss {float(g['packet_loss_rate']):.2%} against static-small's "
+        f"{float(cell('table1_10ms_r12.5', 'static-small')['packet_loss_rate']):.2%}, with more "
+        "packets of each stream inside each overflow, and the residual loss ends slightly higher. "
+        "The reason is the RTT GMIAD sees. By eq. 1 the mean Wtot and Fwnd give the ERTT: ours "
+        f"{e_ours:.1f} ms, the paper's "
+        f"{e_paper:.1f} ms (from its Table 1 Wtot {paper_wtot:g} and Fwnd {pg[2]:g}). "
+        f"At 50% load our queue is emptier, so Wtot sits near 73 (mean {float(g['mean_wtot']):.0f}), "
+        "where i is the constant 10 "
+        "(text under Fig. 6): every lost packet adds 10 to Wtot and about five repair packets per "
+        "block, and a slow-start burst of a short flow moves Fwnd far. In the paper's fuller queue "
+        f"the same Wtot increase moves Fwnd {1 - (10 / (e_paper + 10)) / (10 / (e_ours + 10)):.0%} "
+        "less (eq. 3: SYN / (ERTT + SYN) repair packets per unit of Wtot). We keep the paper's "
+        "constants; this is the case its §3.2.4 discussion of i below W = 73 leaves open.")
+    # 5. DP-FEC.
+    dp = [float(c["mean_fwnd"]) for n in names if n.startswith("fig") for c in read_cells(n)
+          if c["controller"] == "dp-fec"]
+    dpl = [float(c["packet_loss_rate"]) for n in names if n.startswith("fig") for c in read_cells(n)
+           if c["controller"] == "dp-fec"]
+    L.append(
+        "- **DP-FEC is a reconstruction.** GENEVA's paper describes DP-FEC only in outline (§5: "
+        "probe upward, halve when the FEC impact estimated from loss-event intervals exceeds a "
+        "threshold); `crates/groupwire-proto/src/control/dpfec.rs` says what we chose. Like the "
+        f"paper's, ours keeps a large Fwnd ({min(dp):.1f} to {max(dp):.1f} against long-lived TCP) "
+        "and costs TCP the most (the lowest TPindex). Unlike the paper's it does not drive its own "
+        f"packet loss to a quarter or a third (Table 1: 0.23 to 0.35; ours {min(dpl):.2%} to "
+        f"{max(dpl):.2%}), so its residual loss is low here; read its rows as a probing controller, "
+        "not as DP-FEC's published numbers.")
+    L.append(
+        "- **TPindex.** Against long-lived TCP the paper finds about 0.65 for both static-small and "
+        "GENEVA (§4.2.1); ours is in the table above for every population, computed the same way "
+        "(eq. 9, against the TFRC run of the same seed and population).")
+    return L
+
 
 if __name__ == "__main__":
     main()
