@@ -699,12 +699,16 @@ impl Geneva {
             },
         ];
 
-        // Figs. 8/9: each metric against the TCP population, one line per controller.
+        // Figs. 8/9: each metric against the TCP population, one line per
+        // FEC controller. TFRC is the reference of TPindex and carries no
+        // FEC; like the paper's figures, the plots leave it out (its data
+        // loss would set the scale), the tables keep it.
         let metric_plot = |j: usize, file: &str, title: &str, y: &str| {
             let series = self
                 .controllers
                 .iter()
                 .enumerate()
+                .filter(|(_, c)| !c.is_rate_controlled())
                 .map(|(ci, c)| {
                     let mut ts = TimeSeries::new(c.to_string());
                     for &n in &self.tcp_flows {
