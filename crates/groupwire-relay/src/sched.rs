@@ -219,6 +219,12 @@ pub(crate) struct Scheduler {
     /// The client served last, for round robin between clients.
     cursor: ConnId,
     stats: SchedulerStats,
+    /// No queue ages before this: the earliest aging deadline found by the
+    /// last [`handle_timeout`](Self::handle_timeout) scan, lowered when a
+    /// queue starts waiting. It may be early (a queue was served since),
+    /// never late, so [`poll_timeout`](Self::poll_timeout) need not scan
+    /// every queue on every turn of the driver.
+    aging_deadline: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -269,6 +275,7 @@ impl Scheduler {
             levels: BTreeMap::new(),
             cursor: 0,
             stats: SchedulerStats::default(),
+            aging_deadline: None,
         }
     }
 
@@ -439,6 +446,8 @@ impl Scheduler {
         q.bytes += bytes;
         q.blocked = false;
         q.since = now;
+        let due = now + self.cfg.aging_timeout;
+        self.aging_deadline = Some(self.aging_deadline.map_or(due, |d| d.min(due)));
         c.queued_bytes += bytes;
         self.account_push_n(n, bytes);
         self.refresh(conn);
@@ -458,6 +467,8 @@ impl Scheduler {
         let q = c.queues.get_mut(group)?;
         if q.frames.is_empty() {
             q.since = now;
+            let due = now + self.cfg.aging_timeout;
+            self.aging_deadline = Some(self.aging_deadline.map_or(due, |d| d.min(due)));
         }
         q.frames.push_back(frame);
         q.bytes += len;
@@ -641,6 +652,13 @@ impl Scheduler {
         }
         // Aging, demotions and restores move many clients at once.
         self.refresh_all();
+        self.aging_deadline = self
+            .conns
+            .values()
+            .flat_map(|c| c.queues.values())
+            .filter(|q| !q.frames.is_empty() && !q.blocked)
+            .map(|q| q.since + self.cfg.aging_timeout)
+            .min();
         actions
     }
 
@@ -651,20 +669,16 @@ impl Scheduler {
         if self.cfg.equal_priorities {
             return None;
         }
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Instant> = self.aging_deadline;
         let mut earliest = |t: Instant| {
             next = Some(next.map_or(t, |n| n.min(t)));
         };
-        for c in self.conns.values() {
-            for q in c.queues.values() {
-                if !q.frames.is_empty() && !q.blocked {
-                    earliest(q.since + self.cfg.aging_timeout);
+        // Skip the scan of every group unless one may be demoted.
+        if self.stats.burst_demotions > self.stats.burst_restores {
+            for g in self.groups.values() {
+                if g.demoted {
+                    earliest(g.meter.last + self.cfg.burst_window / 8);
                 }
-            }
-        }
-        for g in self.groups.values() {
-            if g.demoted {
-                earliest(g.meter.last + self.cfg.burst_window / 8);
             }
         }
         next
@@ -772,6 +786,15 @@ impl Scheduler {
         c: &'c ConnState,
     ) -> Option<(u16, &'c String)> {
         use std::ops::Bound::{Excluded, Unbounded};
+        if c.queues.len() == 1 {
+            // The common case (one group per client): no round robin.
+            let (name, q) = c.queues.iter().next().expect("one queue");
+            if q.blocked || q.frames.is_empty() {
+                return None;
+            }
+            let g = groups.get(name)?;
+            return Some((priority_of(cfg, c, q, g), name));
+        }
         let mut best: Option<(u16, &String)> = None;
         // Queues after the one served last, then from the start: the first
         // of the highest priority wins, which is round robin among equals.
@@ -1003,6 +1026,17 @@ mod tests {
                 for (&id, c) in &s.conns {
                     let fresh = Scheduler::serve_priority(&s.cfg, &s.groups, c);
                     prop_assert_eq!(c.level, fresh, "client {}", id);
+                }
+                // The cached aging deadline may be early, never late.
+                let exact = s
+                    .conns
+                    .values()
+                    .flat_map(|c| c.queues.values())
+                    .filter(|q| !q.frames.is_empty() && !q.blocked)
+                    .map(|q| q.since + s.cfg.aging_timeout)
+                    .min();
+                if let Some(e) = exact {
+                    prop_assert!(s.poll_timeout().is_some_and(|t| t <= e));
                 }
             }
         }
