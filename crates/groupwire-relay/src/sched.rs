@@ -911,6 +911,9 @@ struct Meter {
     /// Index (time / bucket) of the newest bucket.
     head: u64,
     last: Instant,
+    /// Sum of `buckets`, kept so `rate` (run on every push) does not add
+    /// up the buckets and divide in floating point each time.
+    total: u64,
 }
 
 const BUCKETS: usize = 8;
@@ -922,6 +925,7 @@ impl Meter {
             buckets: [0; BUCKETS],
             head: 0,
             last: Instant::ZERO,
+            total: 0,
         }
     }
 
@@ -930,7 +934,9 @@ impl Meter {
         if idx > self.head {
             let steps = (idx - self.head).min(BUCKETS as u64);
             for i in 1..=steps {
-                self.buckets[((self.head + i) % BUCKETS as u64) as usize] = 0;
+                let b = &mut self.buckets[((self.head + i) % BUCKETS as u64) as usize];
+                self.total -= *b;
+                *b = 0;
             }
             self.head = idx;
         }
@@ -940,14 +946,15 @@ impl Meter {
     fn record(&mut self, now: Instant, bytes: u64) {
         self.advance(now);
         self.buckets[(self.head % BUCKETS as u64) as usize] += bytes;
+        self.total += bytes;
     }
 
     /// Bytes per second over the window.
     fn rate(&mut self, now: Instant) -> u64 {
         self.advance(now);
-        let total: u64 = self.buckets.iter().sum();
-        let window = self.bucket.as_secs_f64() * BUCKETS as f64;
-        (total as f64 / window) as u64
+        let window_nanos = (self.bucket.as_nanos() as u64).max(1) * BUCKETS as u64;
+        u64::try_from(u128::from(self.total) * 1_000_000_000 / u128::from(window_nanos))
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -1075,6 +1082,17 @@ mod tests {
             out.push((t.conn, t.frame[0]));
         }
         out
+    }
+
+    #[test]
+    fn the_meter_forgets_bytes_older_than_its_window() {
+        let mut m = Meter::new(Duration::from_secs(1));
+        m.record(Instant::from_millis(10), 1000);
+        m.record(Instant::from_millis(500), 3000);
+        assert_eq!(m.rate(Instant::from_millis(900)), 4000);
+        // The first bucket (0-125 ms) leaves the window at 1125 ms.
+        assert_eq!(m.rate(Instant::from_millis(1130)), 3000);
+        assert_eq!(m.rate(Instant::from_secs(5)), 0);
     }
 
     #[test]
