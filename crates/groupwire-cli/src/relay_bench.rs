@@ -1036,6 +1036,7 @@ impl Conn {
         loop {
             while let Some(n) = frame::frame_len(&self.buf, usize::MAX)
                 .map_err(|e| anyhow!("bad frame from the relay: {e}"))?
+                .filter(|&n| self.buf.len() >= n)
             {
                 let fb = self.buf.split_to(n);
                 self.consumed += n as u64;
