@@ -40,7 +40,7 @@ enum RelayCommand {
     /// Mint a signed token for a relay started with --auth-secret-file.
     Token(TokenArgs),
     /// Load a running relay with many clients; measure latency and throughput.
-    Bench(crate::relay_bench::BenchArgs),
+    Bench(Box<crate::relay_bench::BenchArgs>),
     /// Draw a PNG chart from the bench's CSV output.
     Plot(crate::relay_bench::PlotArgs),
 }
@@ -129,7 +129,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
         None => serve(args.serve),
         Some(RelayCommand::Serve(s)) => serve(s),
         Some(RelayCommand::Token(t)) => token(t),
-        Some(RelayCommand::Bench(b)) => crate::relay_bench::run_bench(b),
+        Some(RelayCommand::Bench(b)) => crate::relay_bench::run_bench(*b),
         Some(RelayCommand::Plot(p)) => crate::relay_bench::run_plot(p),
     }
 }

@@ -1020,7 +1020,7 @@ mod tests {
                     }
                     4 => s.written(conn, n as u64 * 4),
                     5 => {
-                        now = now + Duration::from_millis(n as u64 * 5);
+                        now += Duration::from_millis(n as u64 * 5);
                         let _ = s.handle_timeout(now);
                     }
                     6 => s.set_member_priority(conn, group, (n % 4) as u8),
