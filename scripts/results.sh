@@ -6,6 +6,7 @@
 #   scripts/results.sh            # everything
 #   scripts/results.sh link-models
 #   scripts/results.sh tunnel     # real processes on loopback, about 4 minutes
+#   scripts/results.sh relay      # the relay's figures and throughput, about 10 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -147,8 +148,16 @@ if selected geneva; then
   # Many runs (all five controllers x every setting x 2 seeds of 90 s),
   # two at a time; composed into one page with the paper's numbers.
   python3 scripts/geneva.py --duration 90s --seeds 2 --jobs 2
+fi
+
 if selected tunnel; then
   # Not a simulation: groupwire tunnel and emulate as processes on loopback.
   cargo build --release -q -p groupwire-cli --example udp_load
   python3 scripts/tunnel_bench.py results docs/results/tunnel.md
+fi
+
+if selected relay; then
+  # Not a simulation: the relay, nats-server and the load generator as
+  # processes on loopback, pinned to one core each; about 10 minutes.
+  python3 scripts/relay_bench.py docs/results/relay.md
 fi

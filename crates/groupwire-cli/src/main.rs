@@ -8,6 +8,7 @@ mod net;
 mod output;
 mod plot;
 mod relay;
+mod relay_bench;
 mod sim;
 mod tunnel;
 

@@ -39,6 +39,10 @@ enum RelayCommand {
     Serve(ServeArgs),
     /// Mint a signed token for a relay started with --auth-secret-file.
     Token(TokenArgs),
+    /// Load a running relay with many clients; measure latency and throughput.
+    Bench(Box<crate::relay_bench::BenchArgs>),
+    /// Draw a PNG chart from the bench's CSV output.
+    Plot(crate::relay_bench::PlotArgs),
 }
 
 /// Run the relay: groups with shared state, roles, totally ordered
@@ -125,6 +129,8 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
         None => serve(args.serve),
         Some(RelayCommand::Serve(s)) => serve(s),
         Some(RelayCommand::Token(t)) => token(t),
+        Some(RelayCommand::Bench(b)) => crate::relay_bench::run_bench(*b),
+        Some(RelayCommand::Plot(p)) => crate::relay_bench::run_plot(p),
     }
 }
 

@@ -19,7 +19,7 @@
 //! capped by [`SchedulerConfig::max_client_queue_bytes`]; crossing it
 //! triggers the slow-consumer policy (never a larger buffer).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -211,9 +211,20 @@ pub(crate) struct Scheduler {
     cfg: SchedulerConfig,
     groups: BTreeMap<String, GroupState>,
     conns: BTreeMap<ConnId, ConnState>,
+    /// Clients that can be served now, by the priority of what they would
+    /// be served next. Kept up to date on every change to a client, so a
+    /// pick looks at the top level only instead of scanning every client
+    /// (which made fan-out to 1000 clients quadratic).
+    levels: BTreeMap<u16, BTreeSet<ConnId>>,
     /// The client served last, for round robin between clients.
     cursor: ConnId,
     stats: SchedulerStats,
+    /// No queue ages before this: the earliest aging deadline found by the
+    /// last [`handle_timeout`](Self::handle_timeout) scan, lowered when a
+    /// queue starts waiting. It may be early (a queue was served since),
+    /// never late, so [`poll_timeout`](Self::poll_timeout) need not scan
+    /// every queue on every turn of the driver.
+    aging_deadline: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -239,6 +250,8 @@ struct ConnState {
     queued_bytes: usize,
     /// A fatal error is queued; the client goes away after it.
     closing: bool,
+    /// Its entry in [`Scheduler::levels`], if it can be served.
+    level: Option<u16>,
 }
 
 #[derive(Debug)]
@@ -259,8 +272,10 @@ impl Scheduler {
             cfg,
             groups: BTreeMap::new(),
             conns: BTreeMap::new(),
+            levels: BTreeMap::new(),
             cursor: 0,
             stats: SchedulerStats::default(),
+            aging_deadline: None,
         }
     }
 
@@ -283,10 +298,12 @@ impl Scheduler {
         if let Some(g) = self.groups.get_mut(group) {
             g.default_priority = priority;
         }
+        self.refresh_all();
     }
 
     pub(crate) fn remove_group(&mut self, group: &str) {
         self.groups.remove(group);
+        self.refresh_all();
     }
 
     /// The group's instant priority (§4.4), or `None` for an unknown group.
@@ -310,6 +327,7 @@ impl Scheduler {
                 demoted: false,
                 queued_bytes: 0,
                 closing: false,
+                level: None,
             },
         );
     }
@@ -319,11 +337,13 @@ impl Scheduler {
             c.window = window;
             c.priority_cap = priority_cap;
         }
+        self.refresh(conn);
     }
 
     /// Forgets a client at once (it disconnected); its backlog is dropped.
     pub(crate) fn remove_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.remove(&conn) {
+            self.unlevel(conn, c.level);
             let frames = c.control.len() + c.queues.values().map(|q| q.frames.len()).sum::<usize>();
             self.forget(frames, c.queued_bytes);
         }
@@ -344,6 +364,7 @@ impl Scheduler {
         c.closing = true;
         self.forget(frames, bytes);
         self.account_push(last.len());
+        self.refresh(conn);
     }
 
     pub(crate) fn add_queue(
@@ -376,6 +397,7 @@ impl Scheduler {
         {
             q.member_priority = member_priority;
         }
+        self.refresh(conn);
     }
 
     pub(crate) fn remove_queue(&mut self, conn: ConnId, group: &str) {
@@ -385,6 +407,7 @@ impl Scheduler {
                 self.forget(q.frames.len(), q.bytes);
             }
         }
+        self.refresh(conn);
     }
 
     /// Drops the backlog of `group` for `conn` and blocks the queue until
@@ -403,6 +426,7 @@ impl Scheduler {
         q.aged = false;
         c.queued_bytes -= bytes;
         self.forget(frames, bytes);
+        self.refresh(conn);
         frames
     }
 
@@ -422,8 +446,11 @@ impl Scheduler {
         q.bytes += bytes;
         q.blocked = false;
         q.since = now;
+        let due = now + self.cfg.aging_timeout;
+        self.aging_deadline = Some(self.aging_deadline.map_or(due, |d| d.min(due)));
         c.queued_bytes += bytes;
         self.account_push_n(n, bytes);
+        self.refresh(conn);
     }
 
     /// Queues `frame` for (conn, group). The group's bandwidth meter counts
@@ -440,17 +467,25 @@ impl Scheduler {
         let q = c.queues.get_mut(group)?;
         if q.frames.is_empty() {
             q.since = now;
+            let due = now + self.cfg.aging_timeout;
+            self.aging_deadline = Some(self.aging_deadline.map_or(due, |d| d.min(due)));
         }
         q.frames.push_back(frame);
         q.bytes += len;
         c.queued_bytes += len;
         let over = c.queued_bytes > self.cfg.max_client_queue_bytes;
         self.account_push(len);
+        let mut burst_changed = false;
         if !self.cfg.equal_priorities
             && let Some(g) = self.groups.get_mut(group)
         {
             g.meter.record(now, len as u64);
-            Self::update_burst(&self.cfg, &mut self.stats, g, now);
+            burst_changed = Self::update_burst(&self.cfg, &mut self.stats, g, now);
+        }
+        if burst_changed {
+            self.refresh_all();
+        } else {
+            self.refresh(conn);
         }
         if over {
             return Some(self.overflow(conn, group));
@@ -469,6 +504,7 @@ impl Scheduler {
         c.queued_bytes += len;
         let over = c.queued_bytes > self.cfg.max_client_queue_bytes;
         self.account_push(len);
+        self.refresh(conn);
         if over {
             // Replies cannot be dropped and resent: a client that floods
             // requests without reading the answers is disconnected.
@@ -488,6 +524,7 @@ impl Scheduler {
             return Err(());
         }
         c.consumed = c.consumed.max(consumed);
+        self.refresh(conn);
         Ok(())
     }
 
@@ -496,44 +533,28 @@ impl Scheduler {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.writer_pending = c.writer_pending.saturating_sub(bytes);
         }
+        self.refresh(conn);
     }
 
     /// The next frame to write, in priority order. Call until `None`
     /// after every input; a `None` may become `Some` after any input or
     /// [`handle_timeout`](Self::handle_timeout).
     pub(crate) fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let mut best: Option<(u16, ConnId)> = None;
-        // Round robin between clients: start after the one served last, and
-        // only a strictly higher priority displaces an earlier candidate.
-        let order = self
-            .conns
+        // Round robin between clients: among those with the highest
+        // priority, the first after the one served last.
+        let (_, top) = self.levels.iter().next_back()?;
+        let id = *top
             .range(self.cursor.saturating_add(1)..)
-            .chain(self.conns.range(..=self.cursor));
-        for (&id, c) in order {
-            if c.writer_pending >= self.cfg.max_writer_bytes {
-                continue;
-            }
-            let p = if !c.control.is_empty() {
-                CONTROL_PRIORITY
-            } else if c.sent - c.consumed < c.window {
-                match self.best_queue(c) {
-                    Some((p, _)) => p,
-                    None => continue,
-                }
-            } else {
-                continue;
-            };
-            if best.is_none_or(|(bp, _)| p > bp) {
-                best = Some((p, id));
-            }
-        }
-        let (_, id) = best?;
+            .next()
+            .or_else(|| top.iter().next())
+            .expect("levels holds no empty sets");
         self.cursor = id;
         let c = self.conns.get_mut(&id).expect("chosen from the map");
         let frame = if let Some(f) = c.control.pop_front() {
             f
         } else {
-            let (_, group) = Self::best_queue_of(&self.cfg, &self.groups, c)
+            let group = Self::best_queue_of(&self.cfg, &self.groups, c)
+                .map(|(_, g)| g.clone())
                 .expect("chosen because it has a ready queue");
             let q = c.queues.get_mut(&group).expect("best_queue names a queue");
             let f = q.frames.pop_front().expect("ready queues are non-empty");
@@ -556,7 +577,11 @@ impl Scheduler {
         }
         let close_after = c.closing && c.control.is_empty();
         if close_after {
+            let level = c.level;
             self.conns.remove(&id);
+            self.unlevel(id, level);
+        } else {
+            self.refresh(id);
         }
         self.stats.queued_frames -= 1;
         self.stats.queued_bytes -= len as u64;
@@ -575,7 +600,7 @@ impl Scheduler {
             return actions;
         }
         for g in self.groups.values_mut() {
-            Self::update_burst(&self.cfg, &mut self.stats, g, now);
+            let _ = Self::update_burst(&self.cfg, &mut self.stats, g, now);
         }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in conns {
@@ -625,6 +650,15 @@ impl Scheduler {
                 }
             }
         }
+        // Aging, demotions and restores move many clients at once.
+        self.refresh_all();
+        self.aging_deadline = self
+            .conns
+            .values()
+            .flat_map(|c| c.queues.values())
+            .filter(|q| !q.frames.is_empty() && !q.blocked)
+            .map(|q| q.since + self.cfg.aging_timeout)
+            .min();
         actions
     }
 
@@ -635,20 +669,16 @@ impl Scheduler {
         if self.cfg.equal_priorities {
             return None;
         }
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Instant> = self.aging_deadline;
         let mut earliest = |t: Instant| {
             next = Some(next.map_or(t, |n| n.min(t)));
         };
-        for c in self.conns.values() {
-            for q in c.queues.values() {
-                if !q.frames.is_empty() && !q.blocked {
-                    earliest(q.since + self.cfg.aging_timeout);
+        // Skip the scan of every group unless one may be demoted.
+        if self.stats.burst_demotions > self.stats.burst_restores {
+            for g in self.groups.values() {
+                if g.demoted {
+                    earliest(g.meter.last + self.cfg.burst_window / 8);
                 }
-            }
-        }
-        for g in self.groups.values() {
-            if g.demoted {
-                earliest(g.meter.last + self.cfg.burst_window / 8);
             }
         }
         next
@@ -693,25 +723,94 @@ impl Scheduler {
         priority_of(&self.cfg, c, q, g)
     }
 
-    fn best_queue(&self, c: &ConnState) -> Option<(u16, String)> {
-        Self::best_queue_of(&self.cfg, &self.groups, c)
+    /// The priority `c` would be served at now, or `None` if it cannot be
+    /// served (nothing ready, window closed or writer backed up).
+    fn serve_priority(
+        cfg: &SchedulerConfig,
+        groups: &BTreeMap<String, GroupState>,
+        c: &ConnState,
+    ) -> Option<u16> {
+        if c.writer_pending >= cfg.max_writer_bytes {
+            None
+        } else if !c.control.is_empty() {
+            Some(CONTROL_PRIORITY)
+        } else if c.sent - c.consumed < c.window {
+            Self::best_queue_of(cfg, groups, c).map(|(p, _)| p)
+        } else {
+            None
+        }
+    }
+
+    /// Moves `conn` to the level it belongs to now. Call after any change
+    /// to the client, its queues or their priorities.
+    fn refresh(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let new = Self::serve_priority(&self.cfg, &self.groups, c);
+        if new == c.level {
+            return;
+        }
+        let old = std::mem::replace(&mut c.level, new);
+        self.unlevel(conn, old);
+        if let Some(p) = new {
+            self.levels.entry(p).or_default().insert(conn);
+        }
+    }
+
+    /// [`refresh`](Self::refresh) for every client (group-wide changes).
+    fn refresh_all(&mut self) {
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.refresh(id);
+        }
+    }
+
+    fn unlevel(&mut self, conn: ConnId, level: Option<u16>) {
+        if let Some(p) = level
+            && let Some(set) = self.levels.get_mut(&p)
+        {
+            set.remove(&conn);
+            if set.is_empty() {
+                self.levels.remove(&p);
+            }
+        }
     }
 
     //= Litiu & Prakash §4.5
     //# Each thread uses a round-robin policy within the queues of the same
     //# priority to deliver messages to its client.
-    fn best_queue_of(
+    fn best_queue_of<'c>(
         cfg: &SchedulerConfig,
         groups: &BTreeMap<String, GroupState>,
-        c: &ConnState,
-    ) -> Option<(u16, String)> {
+        c: &'c ConnState,
+    ) -> Option<(u16, &'c String)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        if c.queues.len() == 1 {
+            // The common case (one group per client): no round robin.
+            let (name, q) = c.queues.iter().next().expect("one queue");
+            if q.blocked || q.frames.is_empty() {
+                return None;
+            }
+            let g = groups.get(name)?;
+            return Some((priority_of(cfg, c, q, g), name));
+        }
         let mut best: Option<(u16, &String)> = None;
-        let (after, before): (Vec<_>, Vec<_>) = c.queues.iter().partition(|(name, _)| {
-            c.rr_last
-                .as_ref()
-                .is_some_and(|last| name.as_str() > last.as_str())
-        });
-        for (name, q) in after.into_iter().chain(before) {
+        // Queues after the one served last, then from the start: the first
+        // of the highest priority wins, which is round robin among equals.
+        let (after, before) = match &c.rr_last {
+            Some(last) => (
+                c.queues
+                    .range::<str, _>((Excluded(last.as_str()), Unbounded)),
+                c.queues
+                    .range::<str, _>((Unbounded, std::ops::Bound::Included(last.as_str()))),
+            ),
+            None => (
+                c.queues.range::<str, _>(..),
+                c.queues.range::<str, _>((Unbounded, Excluded(""))),
+            ),
+        };
+        for (name, q) in after.chain(before) {
             if q.blocked || q.frames.is_empty() {
                 continue;
             }
@@ -721,7 +820,7 @@ impl Scheduler {
                 best = Some((p, name));
             }
         }
-        best.map(|(p, n)| (p, n.clone()))
+        best
     }
 
     fn update_burst(
@@ -729,7 +828,7 @@ impl Scheduler {
         stats: &mut SchedulerStats,
         g: &mut GroupState,
         now: Instant,
-    ) {
+    ) -> bool {
         //= Litiu & Prakash §4.6
         //# To insulate low-bandwidth communication from bursty traffic in
         //# another group, the instant priority of the group where the bursty
@@ -739,9 +838,13 @@ impl Scheduler {
         if !g.demoted && rate > cfg.burst_high_bytes_per_sec {
             g.demoted = true;
             stats.burst_demotions += 1;
+            true
         } else if g.demoted && rate < cfg.burst_low_bytes_per_sec {
             g.demoted = false;
             stats.burst_restores += 1;
+            true
+        } else {
+            false
         }
     }
 
@@ -808,6 +911,9 @@ struct Meter {
     /// Index (time / bucket) of the newest bucket.
     head: u64,
     last: Instant,
+    /// Sum of `buckets`, kept so `rate` (run on every push) does not add
+    /// up the buckets and divide in floating point each time.
+    total: u64,
 }
 
 const BUCKETS: usize = 8;
@@ -819,6 +925,7 @@ impl Meter {
             buckets: [0; BUCKETS],
             head: 0,
             last: Instant::ZERO,
+            total: 0,
         }
     }
 
@@ -827,7 +934,9 @@ impl Meter {
         if idx > self.head {
             let steps = (idx - self.head).min(BUCKETS as u64);
             for i in 1..=steps {
-                self.buckets[((self.head + i) % BUCKETS as u64) as usize] = 0;
+                let b = &mut self.buckets[((self.head + i) % BUCKETS as u64) as usize];
+                self.total -= *b;
+                *b = 0;
             }
             self.head = idx;
         }
@@ -837,20 +946,108 @@ impl Meter {
     fn record(&mut self, now: Instant, bytes: u64) {
         self.advance(now);
         self.buckets[(self.head % BUCKETS as u64) as usize] += bytes;
+        self.total += bytes;
     }
 
     /// Bytes per second over the window.
     fn rate(&mut self, now: Instant) -> u64 {
         self.advance(now);
-        let total: u64 = self.buckets.iter().sum();
-        let window = self.bucket.as_secs_f64() * BUCKETS as f64;
-        (total as f64 / window) as u64
+        let window_nanos = (self.bucket.as_nanos() as u64).max(1) * BUCKETS as u64;
+        u64::try_from(u128::from(self.total) * 1_000_000_000 / u128::from(window_nanos))
+            .unwrap_or(u64::MAX)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// The selection before the priority index: scan every client in
+    /// round-robin order, keep the first of the highest priority.
+    fn naive_pick(s: &Scheduler) -> Option<ConnId> {
+        let mut best: Option<(u16, ConnId)> = None;
+        let order = s
+            .conns
+            .range(s.cursor.saturating_add(1)..)
+            .chain(s.conns.range(..=s.cursor));
+        for (&id, c) in order {
+            if let Some(p) = Scheduler::serve_priority(&s.cfg, &s.groups, c)
+                && best.is_none_or(|(bp, _)| p > bp)
+            {
+                best = Some((p, id));
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    proptest! {
+        #[test]
+        fn indexed_picks_match_a_scan_of_every_client(
+            ops in prop::collection::vec((0u8..8, 1u64..6, 0usize..3, 1usize..200), 1..300)
+        ) {
+            let cfg = SchedulerConfig {
+                aging_timeout: Duration::from_millis(300),
+                max_writer_bytes: 500,
+                burst_high_bytes_per_sec: 4000,
+                burst_low_bytes_per_sec: 1000,
+                ..SchedulerConfig::default()
+            };
+            let groups = ["a", "b", "c"];
+            let mut s = Scheduler::new(cfg);
+            s.add_group("a", 6);
+            s.add_group("b", 4);
+            s.add_group("c", 2);
+            for c in 1..=5u64 {
+                s.add_conn(c, 600, u8::MAX);
+                for (i, g) in groups.iter().enumerate() {
+                    if (c as usize + i) % 3 != 0 {
+                        s.add_queue(c, g, (c % 4) as u8, Instant::ZERO);
+                        s.unblock(Instant::ZERO, c, g, Vec::new());
+                    }
+                }
+            }
+            let mut now = Instant::ZERO;
+            for (op, conn, g, n) in ops {
+                let group = groups[g];
+                match op {
+                    0 | 1 => { let _ = s.push(now, conn, group, f(1, n)); }
+                    2 => { let _ = s.push_control(conn, f(2, 10)); }
+                    3 => {
+                        let sent = s.conns.get(&conn).map_or(0, |c| c.sent);
+                        let _ = s.credit(conn, sent);
+                    }
+                    4 => s.written(conn, n as u64 * 4),
+                    5 => {
+                        now += Duration::from_millis(n as u64 * 5);
+                        let _ = s.handle_timeout(now);
+                    }
+                    6 => s.set_member_priority(conn, group, (n % 4) as u8),
+                    _ => {
+                        let want = naive_pick(&s);
+                        let got = s.poll_transmit(now).map(|t| t.conn);
+                        prop_assert_eq!(got, want);
+                    }
+                }
+                for (&id, c) in &s.conns {
+                    let fresh = Scheduler::serve_priority(&s.cfg, &s.groups, c);
+                    prop_assert_eq!(c.level, fresh, "client {}", id);
+                }
+                // The cached aging deadline may be early, never late.
+                let exact = s
+                    .conns
+                    .values()
+                    .flat_map(|c| c.queues.values())
+                    .filter(|q| !q.frames.is_empty() && !q.blocked)
+                    .map(|q| q.since + s.cfg.aging_timeout)
+                    .min();
+                if let Some(e) = exact {
+                    prop_assert!(s.poll_timeout().is_some_and(|t| t <= e));
+                }
+            }
+        }
+    }
 
     fn f(tag: u8, len: usize) -> Bytes {
         let mut v = vec![tag; len.max(1)];
@@ -885,6 +1082,17 @@ mod tests {
             out.push((t.conn, t.frame[0]));
         }
         out
+    }
+
+    #[test]
+    fn the_meter_forgets_bytes_older_than_its_window() {
+        let mut m = Meter::new(Duration::from_secs(1));
+        m.record(Instant::from_millis(10), 1000);
+        m.record(Instant::from_millis(500), 3000);
+        assert_eq!(m.rate(Instant::from_millis(900)), 4000);
+        // The first bucket (0-125 ms) leaves the window at 1125 ms.
+        assert_eq!(m.rate(Instant::from_millis(1130)), 3000);
+        assert_eq!(m.rate(Instant::from_secs(5)), 0);
     }
 
     #[test]

@@ -442,12 +442,36 @@ async fn serve_tcp(
     }
     let wevents = events.clone();
     let writer = tokio::spawn(async move {
-        while let Some(o) = out_rx.recv().await {
-            if wr.write_all(&o.frame).await.is_err() {
-                break;
-            }
-            let _ = wevents.send(Event::Written(conn, o.frame.len()));
-            if o.close {
+        // Everything already queued goes out in one write (and one
+        // `Written` event): a syscall per frame capped fan-out far below
+        // what the core can schedule.
+        let mut batch: Vec<u8> = Vec::new();
+        while let Some(first) = out_rx.recv().await {
+            let mut close = first.close;
+            let n = if close || out_rx.is_empty() {
+                if wr.write_all(&first.frame).await.is_err() {
+                    break;
+                }
+                first.frame.len()
+            } else {
+                batch.clear();
+                batch.extend_from_slice(&first.frame);
+                while !close && batch.len() < WRITE_BATCH {
+                    match out_rx.try_recv() {
+                        Ok(o) => {
+                            batch.extend_from_slice(&o.frame);
+                            close = o.close;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if wr.write_all(&batch).await.is_err() {
+                    break;
+                }
+                batch.len()
+            };
+            let _ = wevents.send(Event::Written(conn, n));
+            if close {
                 break;
             }
         }
@@ -482,6 +506,10 @@ async fn serve_tcp(
     let _ = events.send(Event::Disconnected(conn));
     let _ = writer.await;
 }
+
+/// Most bytes a TCP writer copies into one write (a few frames of the
+/// default 1 MiB cap would otherwise make one huge buffer).
+const WRITE_BATCH: usize = 64 << 10;
 
 async fn serve_ws(
     conn: ConnId,

@@ -1,0 +1,1411 @@
+//! `groupwire relay bench`: an open-loop load generator for the relay (and
+//! for nats-server, as a yardstick), and `groupwire relay plot`, which draws
+//! its CSV output.
+//!
+//! Many clients share one process and one thread: each connection is a
+//! tokio task speaking raw frames (no `RelayClient`, whose two tasks and
+//! channels per connection cost more than the relay's work at 1000
+//! connections). Publishers send on a schedule and never wait for replies;
+//! each update carries its *scheduled* send time, so a publisher that falls
+//! behind shows up as latency instead of hiding it (no coordinated omission).
+//! Latency is one way, scheduled send to receipt, for every receiver; both
+//! ends read the same host's wall clock. Publishers wake on a 1 ms tick
+//! (tokio's timer resolution), so a message sent less than [`ON_TIME`]
+//! after its scheduled time is stamped with its real send time: that much
+//! lateness is the bench's timer, not the system under test.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use bytes::{Buf, Bytes, BytesMut};
+use clap::{Args, ValueEnum};
+use groupwire_relay::client::wall_micros;
+use groupwire_relay::frame::{self, ActivityMode, Frame, Kind, Role};
+use groupwire_sim::metrics::TimeSeries;
+use groupwire_sim::scenario::{Plot, PlotStyle};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// Load a running relay (or nats-server) with many clients and measure
+/// delivery latency and throughput.
+///
+/// Start the relay yourself (ideally pinned to its own core), then point
+/// the bench at it. Every client is a TCP connection in this one process;
+/// publishers send on a fixed schedule (open loop) and every receiver
+/// records the latency from the scheduled send time to receipt in an
+/// HdrHistogram. Results print as a table; --json writes every number.
+///
+/// Scenarios (the paper is Litiu & Prakash, §5):
+///
+///   burst        Fig. 5: a 6-member chat group (5 msg/s of 200 B) while
+///                another 6-member group sends bursts of 5 x 40 KB.
+///
+///   group-size   Fig. 6: a 2-member high-priority group (5 msg/s) while
+///                another group (5 msg/s) grows through --sizes.
+///
+///   roles        Fig. 7: one 20-member group (3 msg/s); half the members
+///                have high priority (principal, active), half low
+///                (observer, passive).
+///
+///   isolation    every client is in one firehose group and in 20
+///                low-rate groups; the low-rate latency is measured
+///                without, then with the firehose.
+///
+///   slow-member  one group of 1000; then one member reads at only
+///                --slow-read bytes/s; the others' latency and the
+///                relay's memory (--relay-pid) are measured in both phases.
+///
+///   fanout       --groups groups of --members members, --rate messages/s
+///                per group: deliveries/s, latency percentiles and, with
+///                --relay-pid, deliveries per relay CPU-second.
+///
+/// Example:
+///   groupwire relay --memory --listen 127.0.0.1:7600 &
+///   groupwire relay bench fanout --relay 127.0.0.1:7600 --groups 1 --members 1000 --rate 500 --duration 10s
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct BenchArgs {
+    /// What to measure (see above).
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// Address of the relay, or of nats-server with --target nats.
+    #[arg(long, default_value = "127.0.0.1:7600")]
+    relay: String,
+    /// What listens at --relay.
+    #[arg(long, value_enum, default_value = "relay")]
+    target: Target,
+    /// Measurement time of each phase.
+    #[arg(long, default_value = "10s")]
+    duration: humantime::Duration,
+    /// Load before each phase's measurement starts (queues settle).
+    #[arg(long, default_value = "2s")]
+    warmup: humantime::Duration,
+    /// Members per group (default: 6 burst, 20 roles, 50 isolation, 1000
+    /// slow-member, 10 fanout).
+    #[arg(long)]
+    members: Option<usize>,
+    /// Groups (fanout; default 1).
+    #[arg(long)]
+    groups: Option<usize>,
+    /// Client connections (fanout; default: members x groups, at most 1000;
+    /// each client then joins several groups).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Messages per second per publisher (default: 5 burst and group-size,
+    /// 3 roles, 5 isolation, 20 slow-member, 100 fanout).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Payload bytes (default 200, the paper's; 1000 for slow-member).
+    #[arg(long)]
+    size: Option<usize>,
+    /// Publishers per group (fanout); each sends --rate.
+    #[arg(long, default_value_t = 1)]
+    publishers: usize,
+    /// group-size: the sizes the growing group goes through.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2,5,10,20,30,40,50,100,200,500"
+    )]
+    sizes: Vec<usize>,
+    /// burst: time between bursts.
+    #[arg(long, default_value = "2s")]
+    burst_every: humantime::Duration,
+    /// burst: messages per burst.
+    #[arg(long, default_value_t = 5)]
+    burst_count: u32,
+    /// burst: bytes per burst message.
+    #[arg(long, default_value_t = 40_000)]
+    burst_size: usize,
+    /// isolation: the firehose's messages per second.
+    #[arg(long, default_value_t = 2000.0)]
+    firehose_rate: f64,
+    /// isolation: the firehose's payload bytes.
+    #[arg(long, default_value_t = 1000)]
+    firehose_size: usize,
+    /// isolation: low-rate groups.
+    #[arg(long, default_value_t = 20)]
+    low_groups: usize,
+    /// slow-member: how fast the slow member reads, bytes/s.
+    #[arg(long, default_value_t = 10_000)]
+    slow_read: u64,
+    /// The relay's process id: its CPU time (utime + stime) and resident
+    /// memory are read from /proc during each phase.
+    #[arg(long)]
+    relay_pid: Option<u32>,
+    /// Write every number as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write per-message latency series (time, ms) of the probe members
+    /// to this CSV file.
+    #[arg(long)]
+    series_csv: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Scenario {
+    Burst,
+    GroupSize,
+    Roles,
+    Isolation,
+    SlowMember,
+    Fanout,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Target {
+    /// groupwire relay (its binary protocol).
+    Relay,
+    /// nats-server (core NATS text protocol; subjects stand in for groups).
+    Nats,
+}
+
+/// Draw a PNG line or point chart from a CSV file's columns.
+///
+/// Example: groupwire relay plot --csv fig6.csv --x size --y small,large --out fig6.png
+#[derive(Debug, Args)]
+pub(crate) struct PlotArgs {
+    /// CSV file with a header row.
+    #[arg(long)]
+    csv: PathBuf,
+    /// Column for the x axis.
+    #[arg(long)]
+    x: String,
+    /// Columns to draw, one series each.
+    #[arg(long, value_delimiter = ',', required = true)]
+    y: Vec<String>,
+    /// Only rows whose column --filter-col equals --filter-value.
+    #[arg(long, requires = "filter_value")]
+    filter_col: Option<String>,
+    /// See --filter-col.
+    #[arg(long)]
+    filter_value: Option<String>,
+    /// Split series by this column's values (one line per value and y column).
+    #[arg(long)]
+    split: Option<String>,
+    /// Chart title.
+    #[arg(long, default_value = "")]
+    title: String,
+    /// X axis label (default: the column name).
+    #[arg(long)]
+    x_label: Option<String>,
+    /// Y axis label.
+    #[arg(long, default_value = "")]
+    y_label: String,
+    /// Markers instead of lines.
+    #[arg(long)]
+    points: bool,
+    /// PNG to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub(crate) fn run_plot(a: PlotArgs) -> Result<()> {
+    let mut rd =
+        csv::Reader::from_path(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
+    let headers = rd.headers()?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| anyhow!("{} has no column {name:?}", a.csv.display()))
+    };
+    let xi = col(&a.x)?;
+    let yis = a.y.iter().map(|y| col(y)).collect::<Result<Vec<_>>>()?;
+    let fi = a.filter_col.as_deref().map(col).transpose()?;
+    let si = a.split.as_deref().map(col).transpose()?;
+    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for rec in rd.records() {
+        let rec = rec?;
+        if let (Some(fi), Some(v)) = (fi, a.filter_value.as_deref())
+            && rec.get(fi) != Some(v)
+        {
+            continue;
+        }
+        let Some(x) = rec.get(xi).and_then(|s| s.parse::<f64>().ok()) else {
+            continue;
+        };
+        for (yname, &yi) in a.y.iter().zip(&yis) {
+            let Some(y) = rec.get(yi).and_then(|s| s.parse::<f64>().ok()) else {
+                continue;
+            };
+            let name = match si {
+                Some(si) if a.y.len() > 1 => format!("{} {yname}", rec.get(si).unwrap_or("")),
+                Some(si) => rec.get(si).unwrap_or("").to_owned(),
+                None => yname.clone(),
+            };
+            if !series.contains_key(&name) {
+                order.push(name.clone());
+            }
+            series.entry(name).or_default().push((x, y));
+        }
+    }
+    let plot = Plot {
+        file: String::new(),
+        title: a.title,
+        x_label: a.x_label.unwrap_or(a.x),
+        y_label: a.y_label,
+        series: order
+            .into_iter()
+            .map(|name| {
+                let points = series.remove(&name).unwrap_or_default();
+                TimeSeries { name, points }
+            })
+            .collect(),
+        style: if a.points {
+            PlotStyle::Points
+        } else {
+            PlotStyle::Lines
+        },
+        x_categories: Vec::new(),
+        markers: Vec::new(),
+    };
+    crate::plot::line_chart(&a.out, &plot)
+}
+
+pub(crate) fn run_bench(a: BenchArgs) -> Result<()> {
+    if a.duration.as_secs_f64() <= 0.0 {
+        return Err(crate::UsageError(anyhow!("--duration must be positive")).into());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = rt.block_on(bench(&a))?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report.table().as_bytes())?;
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.series_csv {
+        let mut w =
+            csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
+        w.write_record(["probe", "msg", "t_s", "latency_ms"])?;
+        for s in &report.series {
+            for (i, (t, l)) in s.points.iter().enumerate() {
+                w.write_record([
+                    s.name.clone(),
+                    i.to_string(),
+                    format!("{t:.3}"),
+                    format!("{l:.3}"),
+                ])?;
+            }
+        }
+        w.flush()?;
+    }
+    Ok(())
+}
+
+// ---- the plan: groups, clients, memberships, publishers ----
+
+#[derive(Clone, Debug)]
+struct Membership {
+    group: usize,
+    class: usize,
+    role: Role,
+    mode: ActivityMode,
+    /// Keep every latency of this member in a series (the paper's plots).
+    probe: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Publisher {
+    group: usize,
+    period: Duration,
+    burst: u32,
+    size: usize,
+    /// Index into [`Shared::switches`]: the publisher sends only while on.
+    switch: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ClientPlan {
+    memberships: Vec<Membership>,
+    publishers: Vec<Publisher>,
+    /// Read at most this many bytes/s while [`Shared::slow`] is set.
+    slow_read: Option<u64>,
+}
+
+/// State shared by the controller and every client task (one thread, so
+/// the locks are never contended).
+struct Shared {
+    target: Target,
+    addr: String,
+    groups: Vec<String>,
+    /// 0 while not measuring; otherwise the phase deliveries count toward.
+    phase: AtomicUsize,
+    /// Deliveries scheduled before this (wall µs) do not count.
+    phase_start: AtomicU64,
+    switches: Vec<AtomicBool>,
+    slow: AtomicBool,
+    delivered: AtomicU64,
+    ready: AtomicUsize,
+    failed: Mutex<Option<String>>,
+    rec: Mutex<Recorder>,
+    epoch_micros: u64,
+}
+
+#[derive(Default)]
+struct Recorder {
+    hists: BTreeMap<(usize, usize), Histogram<u64>>,
+    series: BTreeMap<String, Vec<(f64, f64)>>,
+    errors: u64,
+    resyncs: u64,
+    disconnects: u64,
+    first_error: Option<String>,
+}
+
+impl Recorder {
+    fn record(&mut self, phase: usize, class: usize, micros: u64) {
+        let h = self.hists.entry((phase, class)).or_insert_with(|| {
+            Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
+        });
+        h.saturating_record(micros.max(1));
+    }
+}
+
+// ---- the report ----
+
+#[derive(Debug, Serialize)]
+struct Report {
+    scenario: Scenario,
+    target: Target,
+    relay: String,
+    clients: usize,
+    phases: Vec<PhaseReport>,
+    #[serde(skip)]
+    series: Vec<TimeSeries>,
+    series_points: usize,
+}
+
+#[derive(Debug, Serialize, Default)]
+struct PhaseReport {
+    name: String,
+    params: BTreeMap<String, f64>,
+    seconds: f64,
+    deliveries: u64,
+    deliveries_per_sec: f64,
+    classes: BTreeMap<String, LatencyStats>,
+    relay_cpu_sec: Option<f64>,
+    relay_cpu_util: Option<f64>,
+    deliveries_per_relay_cpu_sec: Option<f64>,
+    relay_rss_max_kib: Option<u64>,
+    relay_rss_end_kib: Option<u64>,
+    bench_cpu_util: Option<f64>,
+    errors: u64,
+    resyncs: u64,
+    disconnects: u64,
+}
+
+#[derive(Debug, Serialize, Default, Clone)]
+struct LatencyStats {
+    count: u64,
+    mean_ms: f64,
+    p50_ms: f64,
+    p90_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    max_ms: f64,
+}
+
+impl LatencyStats {
+    fn of(h: &Histogram<u64>) -> Self {
+        let ms = |v: u64| v as f64 / 1000.0;
+        Self {
+            count: h.len(),
+            mean_ms: h.mean() / 1000.0,
+            p50_ms: ms(h.value_at_quantile(0.50)),
+            p90_ms: ms(h.value_at_quantile(0.90)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+            max_ms: ms(h.max()),
+        }
+    }
+}
+
+impl Report {
+    fn table(&self) -> String {
+        let mut s = format!(
+            "{:?} against {} ({:?}), {} clients\n",
+            self.scenario, self.relay, self.target, self.clients
+        );
+        s += "phase                class        count     deliv/s    mean ms   p50 ms   p99 ms  p99.9 ms   max ms  relay cpu\n";
+        for p in &self.phases {
+            for (class, l) in &p.classes {
+                s += &format!(
+                    "{:<20} {:<10} {:>8} {:>11.0} {:>10.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>10}\n",
+                    p.name,
+                    class,
+                    l.count,
+                    p.deliveries_per_sec,
+                    l.mean_ms,
+                    l.p50_ms,
+                    l.p99_ms,
+                    l.p999_ms,
+                    l.max_ms,
+                    p.relay_cpu_util
+                        .map_or("-".into(), |u| format!("{:.0}%", u * 100.0)),
+                );
+            }
+            if p.errors + p.resyncs + p.disconnects > 0 {
+                s += &format!(
+                    "  ({} errors, {} resyncs, {} clients disconnected)\n",
+                    p.errors, p.resyncs, p.disconnects
+                );
+            }
+        }
+        s
+    }
+}
+
+// ---- scenarios ----
+
+async fn bench(a: &BenchArgs) -> Result<Report> {
+    let stamp = wall_micros() % 1_000_000_000;
+    let period = |rate: f64| Duration::from_secs_f64(1.0 / rate.max(1e-3));
+    let size = a.size.unwrap_or(match a.scenario {
+        Scenario::SlowMember => 1000,
+        _ => 200,
+    });
+    let rate = a.rate.unwrap_or(match a.scenario {
+        Scenario::Roles => 3.0,
+        Scenario::SlowMember => 20.0,
+        Scenario::Fanout => 100.0,
+        _ => 5.0,
+    });
+    let chat = |group: usize, switch: usize| Publisher {
+        group,
+        period: period(rate),
+        burst: 1,
+        size,
+        switch,
+    };
+    let member = |group: usize, class: usize| Membership {
+        group,
+        class,
+        role: Role::Observer,
+        mode: ActivityMode::Active,
+        probe: None,
+    };
+    let principal = |group: usize, class: usize, probe: Option<&str>| Membership {
+        group,
+        class,
+        role: Role::Principal,
+        mode: ActivityMode::Active,
+        probe: probe.map(str::to_owned),
+    };
+    let name = |g: &str| format!("b{stamp}-{g}");
+    let dur = Duration::from(a.duration);
+    let warm = Duration::from(a.warmup);
+
+    // Each arm: groups (name, priority), classes, clients, then phases.
+    let (groups, classes, plans, steps): Setup = match a.scenario {
+        Scenario::Burst => {
+            let m = a.members.unwrap_or(6).max(2);
+            let mut plans = Vec::new();
+            for i in 0..m {
+                let mut p = ClientPlan::default();
+                if i == 0 {
+                    p.memberships.push(principal(0, 0, Some("chat sender")));
+                    p.publishers.push(chat(0, 0));
+                } else {
+                    p.memberships.push(member(0, 0));
+                }
+                plans.push(p);
+            }
+            for i in 0..m {
+                let mut p = ClientPlan::default();
+                if i == 0 {
+                    p.memberships.push(principal(1, 1, None));
+                    p.publishers.push(Publisher {
+                        group: 1,
+                        period: a.burst_every.into(),
+                        burst: a.burst_count,
+                        size: a.burst_size,
+                        switch: 0,
+                    });
+                } else {
+                    p.memberships.push(member(1, 1));
+                }
+                plans.push(p);
+            }
+            (
+                vec![(name("chat"), 4), (name("image"), 4)],
+                vec!["chat", "image"],
+                plans,
+                vec![Step::phase("bursts", &[0], false, &[])],
+            )
+        }
+        Scenario::GroupSize => {
+            let mut plans = vec![
+                ClientPlan {
+                    memberships: vec![principal(0, 0, None)],
+                    publishers: vec![chat(0, 0)],
+                    slow_read: None,
+                },
+                ClientPlan {
+                    memberships: vec![member(0, 0)],
+                    ..ClientPlan::default()
+                },
+                ClientPlan {
+                    memberships: vec![principal(1, 1, None)],
+                    publishers: vec![chat(1, 0)],
+                    slow_read: None,
+                },
+            ];
+            let mut steps = Vec::new();
+            let mut have = 1;
+            let mut sizes = a.sizes.clone();
+            sizes.sort_unstable();
+            sizes.dedup();
+            for &n in &sizes {
+                let n = n.max(1);
+                while have < n {
+                    plans.push(ClientPlan {
+                        memberships: vec![member(1, 1)],
+                        ..ClientPlan::default()
+                    });
+                    have += 1;
+                }
+                steps.push(Step {
+                    name: format!("size {n}"),
+                    switches_on: vec![0],
+                    slow: false,
+                    params: vec![("size".into(), n as f64)],
+                    spawn_upto: plans.len(),
+                });
+            }
+            (
+                vec![(name("small"), 6), (name("large"), 2)],
+                vec!["small", "large"],
+                plans,
+                steps,
+            )
+        }
+        Scenario::Roles => {
+            let m = a.members.unwrap_or(20).max(3);
+            let mut plans = vec![ClientPlan {
+                memberships: vec![principal(0, 0, None)],
+                publishers: vec![chat(0, 0)],
+                slow_read: None,
+            }];
+            for i in 1..m {
+                let high = i % 2 == 1;
+                let probe = match i {
+                    1 => Some("high-priority member".to_owned()),
+                    2 => Some("low-priority member".to_owned()),
+                    _ => None,
+                };
+                plans.push(ClientPlan {
+                    memberships: vec![Membership {
+                        group: 0,
+                        class: if high { 1 } else { 2 },
+                        role: if high {
+                            Role::Principal
+                        } else {
+                            Role::Observer
+                        },
+                        mode: if high {
+                            ActivityMode::Active
+                        } else {
+                            ActivityMode::Passive
+                        },
+                        probe,
+                    }],
+                    ..ClientPlan::default()
+                });
+            }
+            (
+                vec![(name("team"), 4)],
+                vec!["sender", "high", "low"],
+                plans,
+                vec![Step::phase("roles", &[0], false, &[])],
+            )
+        }
+        Scenario::Isolation => {
+            let m = a.members.unwrap_or(50).max(2);
+            let lg = a.low_groups.max(1);
+            let mut groups = vec![(name("firehose"), 4)];
+            for g in 0..lg {
+                groups.push((name(&format!("low{g}")), 4));
+            }
+            let mut plans = Vec::new();
+            for i in 0..m {
+                let mut p = ClientPlan::default();
+                if i == 0 {
+                    p.memberships.push(principal(0, 1, None));
+                    p.publishers.push(Publisher {
+                        group: 0,
+                        period: period(a.firehose_rate),
+                        burst: 1,
+                        size: a.firehose_size,
+                        switch: 1,
+                    });
+                } else {
+                    p.memberships.push(member(0, 1));
+                }
+                for g in 0..lg {
+                    // Low-rate group g's publisher is client g + 1 (client
+                    // 0 is busy with the firehose).
+                    if i == (g + 1) % m {
+                        p.memberships.push(principal(g + 1, 0, None));
+                        p.publishers.push(chat(g + 1, 0));
+                    } else {
+                        p.memberships.push(member(g + 1, 0));
+                    }
+                }
+                plans.push(p);
+            }
+            (
+                groups,
+                vec!["low-rate", "firehose"],
+                plans,
+                vec![
+                    Step::phase("unloaded", &[0], false, &[]),
+                    Step::phase("firehose on", &[0, 1], false, &[]),
+                ],
+            )
+        }
+        Scenario::SlowMember => {
+            let m = a.members.unwrap_or(1000).max(2);
+            let mut plans = Vec::new();
+            for i in 0..m {
+                let mut p = ClientPlan::default();
+                if i == 0 {
+                    p.memberships.push(principal(0, 0, None));
+                    p.publishers.push(chat(0, 0));
+                } else if i == m - 1 {
+                    p.memberships.push(member(0, 1));
+                    p.slow_read = Some(a.slow_read.max(1));
+                } else {
+                    p.memberships.push(member(0, 0));
+                }
+                plans.push(p);
+            }
+            (
+                vec![(name("big"), 4)],
+                vec!["others", "slow"],
+                plans,
+                vec![
+                    Step::phase("all read fast", &[0], false, &[]),
+                    Step::phase("one slow member", &[0], true, &[]),
+                ],
+            )
+        }
+        Scenario::Fanout => {
+            let g = a.groups.unwrap_or(1).max(1);
+            let m = a.members.unwrap_or(10).max(1);
+            let c = a.clients.unwrap_or((g * m).min(1000)).max(m);
+            let stride = (c / m).max(1);
+            let pubs = a.publishers.clamp(1, m);
+            let mut plans = vec![ClientPlan::default(); c];
+            for gi in 0..g {
+                for j in 0..m {
+                    let ci = (gi + j * stride) % c;
+                    if j < pubs {
+                        plans[ci].memberships.push(principal(gi, 0, None));
+                        plans[ci].publishers.push(chat(gi, 0));
+                    } else {
+                        plans[ci].memberships.push(member(gi, 0));
+                    }
+                }
+            }
+            let groups = (0..g).map(|i| (name(&format!("g{i}")), 4)).collect();
+            (
+                groups,
+                vec!["all"],
+                plans,
+                vec![Step::phase(
+                    "fanout",
+                    &[0],
+                    false,
+                    &[
+                        ("groups", g as f64),
+                        ("members", m as f64),
+                        ("clients", c as f64),
+                        ("rate_per_group", rate * pubs as f64),
+                    ],
+                )],
+            )
+        }
+    };
+    let classes: Vec<String> = classes.into_iter().map(str::to_owned).collect();
+    let shared = Arc::new(Shared {
+        target: a.target,
+        addr: a.relay.clone(),
+        groups: groups.iter().map(|(n, _)| n.clone()).collect(),
+        phase: AtomicUsize::new(0),
+        phase_start: AtomicU64::new(u64::MAX),
+        switches: (0..2).map(|_| AtomicBool::new(false)).collect(),
+        slow: AtomicBool::new(false),
+        delivered: AtomicU64::new(0),
+        ready: AtomicUsize::new(0),
+        failed: Mutex::new(None),
+        rec: Mutex::new(Recorder::default()),
+        epoch_micros: wall_micros(),
+    });
+    if a.target == Target::Relay {
+        create_groups(&a.relay, &groups).await?;
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let mut spawned = 0;
+    let mut phases = Vec::new();
+    for (pi, step) in steps.iter().enumerate() {
+        let upto = if step.spawn_upto == 0 {
+            plans.len()
+        } else {
+            step.spawn_upto
+        };
+        while spawned < upto {
+            let plan = plans[spawned].clone();
+            tasks.push(tokio::spawn(client(
+                shared.clone(),
+                spawned,
+                plan,
+                stop_rx.clone(),
+            )));
+            spawned += 1;
+        }
+        wait_ready(&shared, spawned).await?;
+        for (i, s) in shared.switches.iter().enumerate() {
+            s.store(step.switches_on.contains(&i), Ordering::Relaxed);
+        }
+        shared.slow.store(step.slow, Ordering::Relaxed);
+        progress(a, &shared, &step.name, warm, None).await?;
+        let phase = pi + 1;
+        let cpu0 = a.relay_pid.and_then(proc_cpu_secs);
+        let self0 = proc_cpu_secs_self();
+        let (r0, s0, d0) = {
+            let r = shared.rec.lock().expect("recorder lock");
+            (r.errors, r.resyncs, r.disconnects)
+        };
+        shared.phase_start.store(wall_micros(), Ordering::Relaxed);
+        shared.phase.store(phase, Ordering::Relaxed);
+        let t0 = wall_micros();
+        let rss_max = progress(a, &shared, &step.name, dur, a.relay_pid).await?;
+        shared.phase.store(0, Ordering::Relaxed);
+        let secs = (wall_micros() - t0) as f64 / 1e6;
+        let cpu = a
+            .relay_pid
+            .and_then(proc_cpu_secs)
+            .zip(cpu0)
+            .map(|(b, a)| b - a);
+        let own = proc_cpu_secs_self().zip(self0).map(|(b, a)| b - a);
+        let counted: u64;
+        let mut rep = PhaseReport {
+            name: step.name.clone(),
+            params: step.params.iter().cloned().collect(),
+            seconds: secs,
+            ..PhaseReport::default()
+        };
+        {
+            let r = shared.rec.lock().expect("recorder lock");
+            for (ci, cname) in classes.iter().enumerate() {
+                if let Some(h) = r.hists.get(&(phase, ci)) {
+                    rep.classes.insert(cname.clone(), LatencyStats::of(h));
+                }
+            }
+            counted = rep.classes.values().map(|l| l.count).sum();
+            rep.errors = r.errors - r0;
+            rep.resyncs = r.resyncs - s0;
+            rep.disconnects = r.disconnects - d0;
+        }
+        rep.deliveries = counted;
+        rep.deliveries_per_sec = counted as f64 / secs;
+        rep.relay_cpu_sec = cpu;
+        rep.relay_cpu_util = cpu.map(|c| c / secs);
+        rep.deliveries_per_relay_cpu_sec = cpu.filter(|c| *c > 0.0).map(|c| counted as f64 / c);
+        rep.relay_rss_max_kib = rss_max;
+        rep.relay_rss_end_kib = a.relay_pid.and_then(proc_rss_kib);
+        rep.bench_cpu_util = own.map(|c| c / secs);
+        phases.push(rep);
+    }
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    }
+    let rec = std::mem::take(&mut *shared.rec.lock().expect("recorder lock"));
+    if let Some(e) = &rec.first_error {
+        eprintln!("first relay error seen by a client: {e}");
+    }
+    let series: Vec<TimeSeries> = rec
+        .series
+        .into_iter()
+        .map(|(name, points)| TimeSeries { name, points })
+        .collect();
+    Ok(Report {
+        scenario: a.scenario,
+        target: a.target,
+        relay: a.relay.clone(),
+        clients: spawned,
+        phases,
+        series_points: series.iter().map(|s| s.points.len()).sum(),
+        series,
+    })
+}
+
+/// A scenario: groups (name, priority), latency classes, clients, phases.
+type Setup = (
+    Vec<(String, u8)>,
+    Vec<&'static str>,
+    Vec<ClientPlan>,
+    Vec<Step>,
+);
+
+struct Step {
+    name: String,
+    switches_on: Vec<usize>,
+    slow: bool,
+    params: Vec<(String, f64)>,
+    /// Clients `0..spawn_upto` run during this step (0: all).
+    spawn_upto: usize,
+}
+
+impl Step {
+    fn phase(name: &str, on: &[usize], slow: bool, params: &[(&str, f64)]) -> Self {
+        Self {
+            name: name.into(),
+            switches_on: on.to_vec(),
+            slow,
+            params: params.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            spawn_upto: 0,
+        }
+    }
+}
+
+/// Waits `d`, printing deliveries/s every second; returns the relay's
+/// largest resident set seen (sampled every 250 ms) when `pid` is given.
+async fn progress(
+    a: &BenchArgs,
+    shared: &Shared,
+    name: &str,
+    d: Duration,
+    pid: Option<u32>,
+) -> Result<Option<u64>> {
+    let tick = Duration::from_millis(250);
+    let steps = (d.as_secs_f64() / tick.as_secs_f64()).ceil().max(1.0) as u64;
+    let mut rss_max = pid.and_then(proc_rss_kib);
+    let mut last = shared.delivered.load(Ordering::Relaxed);
+    for i in 1..=steps {
+        tokio::time::sleep(tick.min(d)).await;
+        if let Some(e) = shared.failed.lock().expect("failed lock").clone() {
+            bail!("a client failed: {e}");
+        }
+        if let Some(pid) = pid {
+            rss_max = rss_max.max(proc_rss_kib(pid));
+        }
+        if i % 4 == 0 && !a.quiet {
+            let now = shared.delivered.load(Ordering::Relaxed);
+            let measuring = if shared.phase.load(Ordering::Relaxed) == 0 {
+                "warm-up"
+            } else {
+                "measuring"
+            };
+            eprintln!(
+                "[{name}] {measuring} {:.0}s/{:.0}s: {} deliveries/s",
+                (i * 250) as f64 / 1000.0,
+                d.as_secs_f64(),
+                now - last
+            );
+            last = now;
+        }
+    }
+    Ok(rss_max)
+}
+
+async fn wait_ready(shared: &Shared, n: usize) -> Result<()> {
+    for _ in 0..600 {
+        if let Some(e) = shared.failed.lock().expect("failed lock").clone() {
+            bail!("a client failed: {e}");
+        }
+        if shared.ready.load(Ordering::Relaxed) >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!(
+        "only {} of {n} clients joined within 60 s",
+        shared.ready.load(Ordering::Relaxed)
+    )
+}
+
+// ---- /proc ----
+
+/// Clock ticks per second of /proc/PID/stat's utime and stime
+/// (`getconf CLK_TCK`; 100 on every Linux this runs on).
+const CLK_TCK: f64 = 100.0;
+
+fn cpu_from_stat(stat: &str) -> Option<f64> {
+    // Fields after the parenthesised command name: state is field 3,
+    // utime 14 and stime 15 (proc(5)).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / CLK_TCK)
+}
+
+fn proc_cpu_secs(pid: u32) -> Option<f64> {
+    cpu_from_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn proc_cpu_secs_self() -> Option<f64> {
+    cpu_from_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+fn proc_rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+// ---- clients ----
+
+async fn create_groups(addr: &str, groups: &[(String, u8)]) -> Result<()> {
+    let mut s = Conn::connect(addr).await?;
+    for (i, (g, prio)) in groups.iter().enumerate() {
+        let req = i as u32 + 2;
+        s.request(
+            req,
+            &Frame::CreateGroup {
+                group: g.clone(),
+                group_type: "bench".into(),
+                priority: *prio,
+                initial_state: Bytes::new(),
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn client(shared: Arc<Shared>, index: usize, plan: ClientPlan, stop: watch::Receiver<bool>) {
+    let mut ready = false;
+    let r = match shared.target {
+        Target::Relay => relay_client(&shared, index, &plan, stop, &mut ready).await,
+        Target::Nats => nats_client(&shared, index, &plan, stop, &mut ready).await,
+    };
+    if let Err(e) = r {
+        if ready {
+            // A server may drop a client under overload (a slow consumer):
+            // that is a result, not a failure of the bench.
+            let mut rec = shared.rec.lock().expect("recorder lock");
+            rec.disconnects += 1;
+            if rec.first_error.is_none() {
+                rec.first_error = Some(format!("client {index}: {e:#}"));
+            }
+            return;
+        }
+        let mut f = shared.failed.lock().expect("failed lock");
+        if f.is_none() {
+            *f = Some(format!("client {index}: {e:#}"));
+        }
+    }
+}
+
+/// A raw relay connection for setup: requests one at a time.
+struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    consumed: u64,
+    window: u64,
+}
+
+impl Conn {
+    async fn connect(addr: &str) -> Result<Self> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connecting to {addr}"))?;
+        let _ = stream.set_nodelay(true);
+        let mut c = Self {
+            stream,
+            buf: BytesMut::with_capacity(64 << 10),
+            consumed: 0,
+            window: 0,
+        };
+        let hello = Frame::Hello {
+            max_version: frame::VERSION,
+            window: 0,
+            token: String::new(),
+            name: "bench".into(),
+        };
+        match c.request(1, &hello).await? {
+            Frame::Welcome { window, .. } => c.window = u64::from(window),
+            other => bail!("expected Welcome, got {:?}", other.kind()),
+        }
+        Ok(c)
+    }
+
+    /// Sends a request and reads until its reply, skipping other frames.
+    async fn request(&mut self, req: u32, f: &Frame) -> Result<Frame> {
+        self.stream.write_all(&frame::encode(req, f)).await?;
+        loop {
+            while let Some(n) = frame::frame_len(&self.buf, usize::MAX)
+                .map_err(|e| anyhow!("bad frame from the relay: {e}"))?
+                .filter(|&n| self.buf.len() >= n)
+            {
+                let fb = self.buf.split_to(n);
+                self.consumed += n as u64;
+                let env = frame::decode(&fb, usize::MAX)
+                    .map_err(|e| anyhow!("bad frame from the relay: {e}"))?;
+                if env.request == req {
+                    if let Frame::Error { code, message } = env.frame {
+                        bail!("relay error {code}: {message}");
+                    }
+                    return Ok(env.frame);
+                }
+            }
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                bail!("the relay closed the connection");
+            }
+        }
+    }
+}
+
+/// Offsets in a `Deliver` frame (docs/relay-protocol.md): after the 4-byte
+/// length and 8-byte header come the group name (u16 length + bytes), then
+/// seq u64, sender u64, msg_type u16, sent_at_micros u64.
+const DELIVER_AFTER_NAME_TO_SENT_AT: usize = 8 + 8 + 2;
+
+async fn relay_client(
+    shared: &Shared,
+    index: usize,
+    plan: &ClientPlan,
+    mut stop: watch::Receiver<bool>,
+    ready: &mut bool,
+) -> Result<()> {
+    let mut c = Conn::connect(&shared.addr).await?;
+    for (i, m) in plan.memberships.iter().enumerate() {
+        c.request(
+            i as u32 + 2,
+            &Frame::Join {
+                group: shared.groups[m.group].clone(),
+                role: m.role,
+                mode: m.mode,
+                watch_membership: false,
+            },
+        )
+        .await?;
+    }
+    shared.ready.fetch_add(1, Ordering::Relaxed);
+    *ready = true;
+    let names: Vec<(Vec<u8>, &Membership)> = plan
+        .memberships
+        .iter()
+        .map(|m| (shared.groups[m.group].as_bytes().to_vec(), m))
+        .collect();
+    let Conn {
+        stream,
+        mut buf,
+        mut consumed,
+        window,
+    } = c;
+    let (mut rd, mut wr) = stream.into_split();
+    let mut pubs = Publishers::new(shared, index, &plan.publishers);
+    let credit_every = (window / 4).max(1);
+    let mut credited = consumed;
+    let mut out: Vec<u8> = Vec::with_capacity(4096);
+    let mut tmp = vec![0u8; 4096];
+    let mut req = 1000u32;
+    loop {
+        let slow = plan
+            .slow_read
+            .filter(|_| shared.slow.load(Ordering::Relaxed));
+        tokio::select! {
+            r = async {
+                if slow.is_some() {
+                    // A slow reader: small reads, paced below.
+                    let n = rd.read(&mut tmp[..1024]).await?;
+                    buf.extend_from_slice(&tmp[..n]);
+                    Ok::<usize, std::io::Error>(n)
+                } else {
+                    rd.read_buf(&mut buf).await
+                }
+            } => {
+                let n = r.context("reading from the relay")?;
+                if n == 0 {
+                    if *stop.borrow() {
+                        return Ok(());
+                    }
+                    bail!("the relay closed the connection");
+                }
+                let now = wall_micros();
+                let phase = shared.phase.load(Ordering::Relaxed);
+                let start = shared.phase_start.load(Ordering::Relaxed);
+                let delivered = {
+                let mut rec = shared.rec.lock().expect("recorder lock");
+                let mut delivered = 0;
+                while buf.len() >= frame::LEN_PREFIX {
+                    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
+                        + frame::LEN_PREFIX;
+                    if buf.len() < len {
+                        break;
+                    }
+                    let f = &buf[..len];
+                    if f.len() < frame::HEADER_LEN {
+                        bail!("runt frame from the relay");
+                    }
+                    let kind = f[5];
+                    if kind == Kind::Deliver as u8 {
+                        delivered += 1;
+                        let nl = usize::from(u16::from_be_bytes([f[12], f[13]]));
+                        let name = &f[14..14 + nl];
+                        let at = 14 + nl + DELIVER_AFTER_NAME_TO_SENT_AT;
+                        let sent = u64::from_be_bytes(f[at..at + 8].try_into().expect("8 bytes"));
+                        if phase != 0
+                            && sent >= start
+                            && let Some((_, m)) = names.iter().find(|(n, _)| n == name)
+                        {
+                            let lat = now.saturating_sub(sent);
+                            rec.record(phase, m.class, lat);
+                            if let Some(p) = &m.probe {
+                                let t = sent.saturating_sub(shared.epoch_micros) as f64 / 1e6;
+                                rec.series.entry(p.clone()).or_default().push((t, lat as f64 / 1000.0));
+                            }
+                        }
+                    } else if kind == Kind::Error as u8 {
+                        rec.errors += 1;
+                        if rec.first_error.is_none() {
+                            rec.first_error = frame::decode(f, usize::MAX)
+                                .ok()
+                                .map(|e| format!("{:?}", e.frame));
+                        }
+                    } else if kind == Kind::Resync as u8 {
+                        rec.resyncs += 1;
+                    }
+                    consumed += len as u64;
+                    buf.advance(len);
+                }
+                delivered
+                };
+                shared.delivered.fetch_add(delivered, Ordering::Relaxed);
+                if consumed - credited >= credit_every {
+                    credited = consumed;
+                    wr.write_all(&frame::encode(0, &Frame::Credit { consumed })).await?;
+                }
+                if let Some(rate) = slow {
+                    tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate as f64)).await;
+                }
+            }
+            () = pubs.tick() => {
+                out.clear();
+                pubs.due(shared, |g, sent_at, payload| {
+                    req = req.wrapping_add(1).max(1000);
+                    out.extend_from_slice(&frame::encode(req, &Frame::Send {
+                        group: shared.groups[g].clone(),
+                        msg_type: 1,
+                        sent_at_micros: sent_at,
+                        payload: payload.clone(),
+                    }));
+                });
+                if !out.is_empty() {
+                    wr.write_all(&out).await?;
+                }
+            }
+            _ = stop.changed() => return Ok(()),
+        }
+    }
+}
+
+/// Lateness (µs) below which a message is stamped with its real send time:
+/// one and a half ticks of the publishers' 1 ms timer.
+const ON_TIME: u64 = 1500;
+
+/// Open-loop publishers of one client. The client sleeps until the next
+/// message is due (a fixed 1 ms tick for each of 1000 clients cost the
+/// bench's core a million wake-ups a second).
+struct Publishers {
+    list: Vec<(Publisher, u64, Bytes)>,
+}
+
+impl Publishers {
+    fn new(shared: &Shared, index: usize, list: &[Publisher]) -> Self {
+        let now = wall_micros();
+        let list = list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                // Spread publishers over their period (deterministically) so
+                // a thousand of them do not fire in the same millisecond.
+                let period = p.period.as_micros() as u64;
+                let spread = ((index * 7919 + i * 104_729) as u64 * 1_000_003) % period.max(1);
+                (p.clone(), now + spread, Bytes::from(vec![b'x'; p.size]))
+            })
+            .collect::<Vec<_>>();
+        let _ = shared;
+        Self { list }
+    }
+
+    /// Waits until a message is due (never, without publishers).
+    async fn tick(&mut self) {
+        let Some(next) = self.list.iter().map(|(_, n, _)| *n).min() else {
+            return std::future::pending().await;
+        };
+        let wait = next.saturating_sub(wall_micros());
+        tokio::time::sleep(Duration::from_micros(wait)).await;
+    }
+
+    /// Calls `send(group, scheduled_micros, payload)` for every message due.
+    fn due(&mut self, shared: &Shared, mut send: impl FnMut(usize, u64, &Bytes)) {
+        let now = wall_micros();
+        for (p, next, payload) in &mut self.list {
+            let period = p.period.as_micros().max(1) as u64;
+            if !shared.switches[p.switch].load(Ordering::Relaxed) {
+                // Off: keep the phase of the schedule, send nothing.
+                while *next <= now {
+                    *next += period;
+                }
+                continue;
+            }
+            while *next <= now {
+                let stamp = if now - *next <= ON_TIME { now } else { *next };
+                for _ in 0..p.burst {
+                    send(p.group, stamp, payload);
+                }
+                *next += period;
+            }
+        }
+    }
+}
+
+/// The same load against nats-server: subjects are groups, a subscription
+/// is a membership, the first 8 payload bytes carry the scheduled send time.
+async fn nats_client(
+    shared: &Shared,
+    index: usize,
+    plan: &ClientPlan,
+    mut stop: watch::Receiver<bool>,
+    ready: &mut bool,
+) -> Result<()> {
+    let mut stream = TcpStream::connect(&shared.addr)
+        .await
+        .with_context(|| format!("connecting to nats at {}", shared.addr))?;
+    let _ = stream.set_nodelay(true);
+    let mut setup = String::from(
+        "CONNECT {\"verbose\":false,\"pedantic\":false,\"echo\":true,\"lang\":\"groupwire-bench\",\"version\":\"0\"}\r\n",
+    );
+    for (sid, m) in plan.memberships.iter().enumerate() {
+        setup += &format!("SUB {} {sid}\r\n", shared.groups[m.group]);
+    }
+    setup += "PING\r\n";
+    stream.write_all(setup.as_bytes()).await?;
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    // INFO first, then PONG once the subscriptions are in place.
+    loop {
+        if let Some(i) = buf.windows(6).position(|w| w == b"PONG\r\n") {
+            buf.advance(i + 6);
+            break;
+        }
+        if stream.read_buf(&mut buf).await? == 0 {
+            bail!("nats-server closed the connection during setup");
+        }
+    }
+    shared.ready.fetch_add(1, Ordering::Relaxed);
+    *ready = true;
+    let (mut rd, mut wr) = stream.into_split();
+    let mut pubs = Publishers::new(shared, index, &plan.publishers);
+    let mut out: Vec<u8> = Vec::with_capacity(4096);
+    loop {
+        tokio::select! {
+            r = rd.read_buf(&mut buf) => {
+                let n = r.context("reading from nats-server")?;
+                if n == 0 {
+                    if *stop.borrow() {
+                        return Ok(());
+                    }
+                    bail!("nats-server closed the connection");
+                }
+                let now = wall_micros();
+                let phase = shared.phase.load(Ordering::Relaxed);
+                let start = shared.phase_start.load(Ordering::Relaxed);
+                let (delivered, pong) = {
+                let mut rec = shared.rec.lock().expect("recorder lock");
+                let mut delivered = 0;
+                let mut pong = false;
+                while let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") {
+                    let line = &buf[..eol];
+                    if let Some(rest) = line.strip_prefix(b"MSG ") {
+                        // MSG <subject> <sid> [reply-to] <#bytes>
+                        let parts: Vec<&[u8]> = rest.split(|&b| b == b' ').collect();
+                        let (Some(sid), Some(nb)) = (parts.get(1), parts.last()) else {
+                            bail!("bad MSG line from nats-server");
+                        };
+                        let nb: usize = std::str::from_utf8(nb)?.parse()?;
+                        let sid: usize = std::str::from_utf8(sid)?.parse()?;
+                        if buf.len() < eol + 2 + nb + 2 {
+                            break;
+                        }
+                        let p = &buf[eol + 2..eol + 2 + nb];
+                        delivered += 1;
+                        if phase != 0 && p.len() >= 8 {
+                            let sent = u64::from_be_bytes(p[..8].try_into().expect("8 bytes"));
+                            if sent >= start && let Some(m) = plan.memberships.get(sid) {
+                                rec.record(phase, m.class, now.saturating_sub(sent));
+                            }
+                        }
+                        buf.advance(eol + 2 + nb + 2);
+                    } else {
+                        if line == b"PING" {
+                            pong = true;
+                        } else if line.starts_with(b"-ERR") {
+                            rec.errors += 1;
+                            if rec.first_error.is_none() {
+                                rec.first_error = Some(String::from_utf8_lossy(line).into_owned());
+                            }
+                        }
+                        buf.advance(eol + 2);
+                    }
+                }
+                (delivered, pong)
+                };
+                shared.delivered.fetch_add(delivered, Ordering::Relaxed);
+                if pong {
+                    wr.write_all(b"PONG\r\n").await?;
+                }
+            }
+            () = pubs.tick() => {
+                out.clear();
+                pubs.due(shared, |g, sent_at, payload| {
+                    let n = payload.len().max(8);
+                    out.extend_from_slice(format!("PUB {} {n}\r\n", shared.groups[g]).as_bytes());
+                    out.extend_from_slice(&sent_at.to_be_bytes());
+                    out.extend_from_slice(&payload[payload.len().min(8)..]);
+                    out.extend_from_slice(b"\r\n");
+                });
+                if !out.is_empty() {
+                    wr.write_all(&out).await?;
+                }
+            }
+            _ = stop.changed() => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cpu_time_from_a_proc_stat_line() {
+        // pid (comm with spaces) state ppid ... utime=250 stime=50 ...
+        let line = "42 (my relay) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 1000";
+        assert_eq!(cpu_from_stat(line), Some(3.0));
+    }
+}
