@@ -70,7 +70,7 @@ def bench(tmp, name, relay_extra, args, target="relay"):
         cmd += ["--target", "nats"]
     shown_relay = "nats-server -a 127.0.0.1" if target == "nats" else \
         " ".join(["groupwire relay serve --memory"] + relay_extra)
-    COMMANDS.append(f"taskset -c 0 {shown_relay}  &&  taskset -c 1 groupwire relay bench "
+    COMMANDS.append(f"taskset -c 0 {shown_relay} & taskset -c 1 groupwire relay bench "
                     + " ".join(args) + (" --target nats" if target == "nats" else "") + " --relay-pid PID")
     try:
         r = subprocess.run(["taskset", "-c", "1"] + cmd, capture_output=True, text=True, timeout=900)
@@ -259,15 +259,27 @@ def write(res, fan, nats_ver, tmp):
           "groups' p99 with the firehose within 2x of their p99 without it.", "",
           "| relay | low-rate p99 ms, unloaded | low-rate p99 ms, firehose on | ratio | goal (<= 2x) | firehose deliveries/s | resyncs | clients dropped |",
           "|---|---|---|---|---|---|---|---|"]
+    invalid_iso = False
     for mode, _ in MODES:
         j = res[("isolation", mode)][0]
         u, l = j["phases"][0], j["phases"][1]
         pu, pl = cls(u, "low-rate").get("p99_ms"), cls(l, "low-rate").get("p99_ms")
         ratio = pl / pu if pu and pl else None
         fh = cls(l, "firehose").get("count", 0) / l["seconds"]
-        L.append(f"| {mode} | {ms(pu)} | {ms(pl)} | {ratio:.1f}x | {'met' if ratio and ratio <= 2 else 'missed'} "
+        verdict = ("not measured: no firehose traffic" if fh == 0 else
+                   "met" if ratio and ratio <= 2 else "missed")
+        invalid_iso = invalid_iso or fh == 0
+        L.append(f"| {mode} | {ms(pu)} | {ms(pl)} | {ratio:.1f}x | {verdict} "
                  f"| {fh:.0f} | {l['resyncs']} | {l['disconnects']} |")
     L.append("")
+    if invalid_iso:
+        L.append("**This run does not measure isolation.** A row with no firehose deliveries means the "
+                 "relay dropped the firehose's sender during the warm-up (the bench's sender saw its "
+                 "connection closed; `clients dropped` counts it), so the \"firehose on\" phase carried "
+                 "only the low-rate groups and the backlog left behind; its p99 is not the loaded p99 "
+                 "the goal asks about. Suspected cause, not yet confirmed: the sender is also a member "
+                 "of the firehose and its own queue reaches the relay's per-client memory cap. Open.")
+        L.append("")
 
     # Slow member
     L += ["## Slow member: one of 1000 reads at 10 KB/s", "",
