@@ -14,6 +14,12 @@
 //!   when feedback is due (§6).
 //! - [`TfrcSender`]: the allowed sending rate `X` (§4).
 //!
+//! **On the `//=` / `//#` citations in this file:** they name the RFC 5348
+//! section each rule comes from and give its text as we understood it; the
+//! RFC's full text was not reachable when this was written, so the wording
+//! is a paraphrase checked against other implementations (Linux DCCP CCID3,
+//! farstream), not a verbatim quote.
+//!
 //! Nothing here reads a clock or touches a socket; every input carries
 //! `now`, and `now` must not go backwards (each half has its own clock; the
 //! sender's timestamps are only echoed by the receiver, never compared with
