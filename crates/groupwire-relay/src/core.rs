@@ -576,35 +576,8 @@ impl RelayCore {
         if group.is_empty() {
             return self.error(conn, req, ErrorCode::INVALID_ARGUMENT, "empty group name");
         }
-        if priority > MAX_GROUP_PRIORITY {
-            return self.error(
-                conn,
-                req,
-                ErrorCode::INVALID_ARGUMENT,
-                &format!("priority {priority} above {MAX_GROUP_PRIORITY}"),
-            );
-        }
-        let claims = self.claims(conn);
-        if !claims.allows(&group, Role::Principal) {
-            self.stats.forbidden += 1;
-            return self.error(
-                conn,
-                req,
-                ErrorCode::FORBIDDEN,
-                "token does not allow creating this group",
-            );
-        }
-        if priority > claims.max_priority {
-            self.stats.forbidden += 1;
-            return self.error(
-                conn,
-                req,
-                ErrorCode::PRIORITY_NOT_ALLOWED,
-                &format!(
-                    "priority {priority} above the token's cap {}",
-                    claims.max_priority
-                ),
-            );
+        if !self.group_priority_allowed(conn, req, &group, priority, "creating") {
+            return;
         }
         if self.groups.contains_key(&group) {
             return self.error(
@@ -799,36 +772,54 @@ impl RelayCore {
         self.notify(now, group, conn, MembershipChange::ModeChanged, role, mode);
     }
 
-    fn on_set_priority(&mut self, conn: ConnId, req: u32, group: &str, priority: u8) {
+    /// Checks a group priority a principal asks for (create or change):
+    /// within [`MAX_GROUP_PRIORITY`], a group the token allows, and under
+    /// the token's priority cap. On refusal the error is sent and counted.
+    fn group_priority_allowed(
+        &mut self,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        priority: u8,
+        verb: &str,
+    ) -> bool {
         if priority > MAX_GROUP_PRIORITY {
-            return self.error(
+            self.error(
                 conn,
                 req,
                 ErrorCode::INVALID_ARGUMENT,
                 &format!("priority {priority} above {MAX_GROUP_PRIORITY}"),
             );
+            return false;
         }
         let claims = self.claims(conn);
         if !claims.allows(group, Role::Principal) {
             self.stats.forbidden += 1;
-            return self.error(
+            self.error(
                 conn,
                 req,
                 ErrorCode::FORBIDDEN,
-                "token does not allow changing this group",
+                &format!("token does not allow {verb} this group"),
             );
+            return false;
         }
         if priority > claims.max_priority {
             self.stats.forbidden += 1;
-            return self.error(
+            let cap = claims.max_priority;
+            self.error(
                 conn,
                 req,
                 ErrorCode::PRIORITY_NOT_ALLOWED,
-                &format!(
-                    "priority {priority} above the token's cap {}",
-                    claims.max_priority
-                ),
+                &format!("priority {priority} above the token's cap {cap}"),
             );
+            return false;
+        }
+        true
+    }
+
+    fn on_set_priority(&mut self, conn: ConnId, req: u32, group: &str, priority: u8) {
+        if !self.group_priority_allowed(conn, req, group, priority, "changing") {
+            return;
         }
         let Some(g) = self.groups.get_mut(group) else {
             return self.error(
