@@ -15,9 +15,11 @@
 //! - Burst demotion, aging and the slow-consumer policy: see
 //!   [`SchedulerConfig`].
 //!
-//! Memory is bounded: every client's queued bytes (replies included) are
-//! capped by [`SchedulerConfig::max_client_queue_bytes`]; crossing it
-//! triggers the slow-consumer policy (never a larger buffer).
+//! Memory is bounded: a client's group queues together, and its replies
+//! separately, are capped by [`SchedulerConfig::max_client_queue_bytes`]
+//! (so at most twice the cap per client); crossing it triggers the
+//! slow-consumer policy for the group queues and a disconnect for replies
+//! (never a larger buffer).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -90,8 +92,10 @@ pub struct SchedulerConfig {
     pub slow_window: Duration,
     /// What to do with slow consumers.
     pub slow_policy: SlowConsumerPolicy,
-    /// Hard cap on one client's queued bytes, replies included (default
-    /// 32 MiB). Crossing it applies the slow-consumer policy at once.
+    /// Hard cap on one client's queued group messages, and separately on
+    /// its queued replies (default 32 MiB each). Group messages crossing
+    /// it apply the slow-consumer policy at once; replies crossing it
+    /// disconnect the client (it floods requests and reads no answers).
     pub max_client_queue_bytes: usize,
     /// Cap on bytes handed to a client's socket writer and not yet written
     /// (default 256 KiB): bounds memory when a client credits bytes it
@@ -247,7 +251,13 @@ struct ConnState {
     rr_last: Option<String>,
     agings: VecDeque<Instant>,
     demoted: bool,
+    /// Everything queued for the client: replies and group queues.
     queued_bytes: usize,
+    /// The replies' share of `queued_bytes`. The cap applies to replies
+    /// and to group queues separately, so a publisher whose own group
+    /// backlog overflows (and is resynchronized) is not disconnected for
+    /// the acknowledgement queued just after it.
+    control_bytes: usize,
     /// A fatal error is queued; the client goes away after it.
     closing: bool,
     /// Its entry in [`Scheduler::levels`], if it can be served.
@@ -326,6 +336,7 @@ impl Scheduler {
                 agings: VecDeque::new(),
                 demoted: false,
                 queued_bytes: 0,
+                control_bytes: 0,
                 closing: false,
                 level: None,
             },
@@ -360,6 +371,7 @@ impl Scheduler {
         c.control.clear();
         c.queues.clear();
         c.queued_bytes = last.len();
+        c.control_bytes = last.len();
         c.control.push_back(last.clone());
         c.closing = true;
         self.forget(frames, bytes);
@@ -473,7 +485,7 @@ impl Scheduler {
         q.frames.push_back(frame);
         q.bytes += len;
         c.queued_bytes += len;
-        let over = c.queued_bytes > self.cfg.max_client_queue_bytes;
+        let over = c.queued_bytes - c.control_bytes > self.cfg.max_client_queue_bytes;
         self.account_push(len);
         let mut burst_changed = false;
         if !self.cfg.equal_priorities
@@ -502,7 +514,8 @@ impl Scheduler {
         }
         c.control.push_back(frame);
         c.queued_bytes += len;
-        let over = c.queued_bytes > self.cfg.max_client_queue_bytes;
+        c.control_bytes += len;
+        let over = c.control_bytes > self.cfg.max_client_queue_bytes;
         self.account_push(len);
         self.refresh(conn);
         if over {
@@ -551,6 +564,7 @@ impl Scheduler {
         self.cursor = id;
         let c = self.conns.get_mut(&id).expect("chosen from the map");
         let frame = if let Some(f) = c.control.pop_front() {
+            c.control_bytes -= f.len();
             f
         } else {
             let group = Self::best_queue_of(&self.cfg, &self.groups, c)

@@ -791,3 +791,40 @@ fn memory_stays_bounded_when_a_client_never_reads() {
         "the reader is not disturbed"
     );
 }
+
+#[test]
+fn a_publisher_that_never_reads_its_own_group_is_resynced_not_dropped() {
+    // The isolation bench's firehose sender is also a member of the
+    // firehose: its own copies overflow the cap while its acknowledgements
+    // are queued. The overflow must resynchronize the group queue; the
+    // acknowledgement after it must not count against the same cap.
+    let mut h = Harness::new(CoreConfig {
+        sched: SchedulerConfig {
+            max_client_queue_bytes: 1 << 20,
+            ..SchedulerConfig::default()
+        },
+        ..CoreConfig::default()
+    });
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.stalled.insert(a);
+    for _ in 0..100 {
+        h.input(
+            a,
+            5,
+            Frame::Send {
+                group: "g".into(),
+                msg_type: 0,
+                sent_at_micros: 0,
+                payload: Bytes::from(vec![0; 50_000]),
+            },
+        );
+        h.pump();
+    }
+    let s = h.core.stats();
+    assert!(!h.closed.contains(&a), "{s:?}");
+    assert_eq!(s.sched.slow_disconnects, 0, "{s:?}");
+    assert!(s.sched.slow_resyncs > 0, "{s:?}");
+    assert!(s.sched.max_queued_bytes < 2 << 20, "{s:?}");
+}
