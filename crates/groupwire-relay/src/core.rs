@@ -50,7 +50,7 @@ use crate::sched::{
     ConnId, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,
 };
 use crate::storage::{
-    Checkpoint, GroupRecord, LogEntry, Origin, StorageDone, StorageError, StorageOp,
+    GroupRecord, LogEntry, Origin, StatePage, StorageDone, StorageError, StorageOp,
 };
 
 /// Highest group default priority.
@@ -77,6 +77,11 @@ pub struct CoreConfig {
     pub wall_epoch_unix_secs: u64,
     /// Delete log entries a checkpoint covers.
     pub compact_on_checkpoint: bool,
+    /// Log bytes per page of a state transfer (default 256 KiB). A joiner
+    /// or a resynchronized member gets the checkpoint and the log after it
+    /// one page at a time, the next page loaded once the last is sent, so
+    /// a long log never sits in the relay's memory whole.
+    pub transfer_page_bytes: usize,
     /// Priority scheduler.
     pub sched: SchedulerConfig,
 }
@@ -91,6 +96,7 @@ impl Default for CoreConfig {
             auth_secret: None,
             wall_epoch_unix_secs: 0,
             compact_on_checkpoint: true,
+            transfer_page_bytes: 256 << 10,
             sched: SchedulerConfig::default(),
         }
     }
@@ -150,6 +156,11 @@ struct Member {
     live_from: u64,
     /// A state transfer is in flight: `Some(request id)` of the `Joined`.
     loading: Option<u32>,
+    /// The transfer in flight (from [`RelayCore::next_transfer`]): pages of
+    /// an older one are ignored.
+    transfer: u64,
+    /// The last sequence number the transfer has queued so far.
+    transfer_sent: u64,
     /// Frames dropped by a slow-consumer resync, announced before `Joined`.
     resync_dropped: Option<u64>,
 }
@@ -196,6 +207,8 @@ pub struct RelayCore {
     stats: RelayStats,
     /// The `now` of the input being handled.
     now: Instant,
+    /// Numbers state transfers.
+    next_transfer: u64,
 }
 
 impl RelayCore {
@@ -210,6 +223,7 @@ impl RelayCore {
             slow: Vec::new(),
             stats: RelayStats::default(),
             now: Instant::ZERO,
+            next_transfer: 0,
         }
     }
 
@@ -343,9 +357,11 @@ impl RelayCore {
             StorageDone::Loaded {
                 origin,
                 group,
+                transfer,
+                after,
                 upto,
                 result,
-            } => self.on_loaded(now, origin, &group, upto, result),
+            } => self.on_loaded(now, origin, &group, transfer, after, upto, result),
             StorageDone::Checkpointed {
                 origin,
                 group,
@@ -395,6 +411,7 @@ impl RelayCore {
     /// `None`; new frames may appear after any input.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         let t = self.sched.poll_transmit(now)?;
+        self.load_next_pages();
         self.stats.frames_out += 1;
         self.stats.bytes_out += t.frame.len() as u64;
         if t.frame.get(5) == Some(&(frame::Kind::Deliver as u8)) {
@@ -705,6 +722,8 @@ impl RelayCore {
                     watch,
                     live_from: head + 1,
                     loading: Some(req),
+                    transfer: 0,
+                    transfer_sent: 0,
                     resync_dropped: None,
                 },
             );
@@ -713,11 +732,7 @@ impl RelayCore {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.groups.insert(group.into());
         }
-        self.storage_ops.push_back(StorageOp::Load {
-            origin: Origin { conn, request: req },
-            group: group.into(),
-            upto: head,
-        });
+        self.start_transfer(conn, group, req, head);
         self.notify(now, group, conn, MembershipChange::Joined, role, mode);
     }
 
@@ -1043,13 +1058,16 @@ impl RelayCore {
         );
     }
 
+    #[expect(clippy::too_many_arguments, reason = "the fields of Loaded")]
     fn on_loaded(
         &mut self,
         now: Instant,
         origin: Origin,
         group: &str,
+        transfer: u64,
+        after: Option<u64>,
         upto: u64,
-        result: Result<(Checkpoint, Vec<LogEntry>), StorageError>,
+        result: Result<StatePage, StorageError>,
     ) {
         let conn = origin.conn;
         let Some(g) = self.groups.get(group) else {
@@ -1061,10 +1079,10 @@ impl RelayCore {
         let Some(request) = m.loading else {
             return;
         };
-        if request != origin.request || m.live_from != upto + 1 {
+        if m.transfer != transfer || request != origin.request || m.live_from != upto + 1 {
             return; // a newer state transfer superseded this one
         }
-        let (ckpt, log) = match result {
+        let page = match result {
             Ok(r) => r,
             Err(e) => {
                 self.stats.storage_errors += 1;
@@ -1072,48 +1090,71 @@ impl RelayCore {
                 return self.error(conn, request, ErrorCode::STORAGE, &e.to_string());
             }
         };
-        let members = g
-            .members
-            .iter()
-            .map(|(&c, m)| MemberInfo {
-                client: c,
-                name: self
-                    .conns
-                    .get(&c)
-                    .map(|c| c.name.clone())
-                    .unwrap_or_default(),
-                role: m.role,
-                mode: m.mode,
-            })
-            .collect();
-        let mut front = Vec::with_capacity(log.len() + 2);
-        if let Some(dropped) = m.resync_dropped {
-            front.push(frame::encode(
-                0,
-                &Frame::Resync {
+        let base = match (after, &page.checkpoint) {
+            (Some(a), _) => a,
+            (None, Some(c)) => c.seq,
+            (None, None) => 0,
+        };
+        let contiguous = match page.entries.first() {
+            Some(e) => e.seq == base + 1,
+            None => base >= upto,
+        };
+        if !contiguous {
+            // A checkpoint compacted the log between two pages: start over
+            // from that checkpoint (the member sees Resync, then Joined).
+            return self.start_resync(now, conn, group, true);
+        }
+        let last_seq = page.entries.last().map_or(base, |e| e.seq);
+        // Membership observers get no updates: one page is the whole state.
+        let last = last_seq >= upto || m.role == Role::MembershipObserver;
+        let mut frames = Vec::with_capacity(page.entries.len() + 2);
+        if let Some(ckpt) = page.checkpoint {
+            if let Some(dropped) = m.resync_dropped {
+                frames.push(frame::encode(
+                    0,
+                    &Frame::Resync {
+                        group: group.into(),
+                        dropped,
+                    },
+                ));
+            }
+            let members = g
+                .members
+                .iter()
+                .map(|(&c, m)| MemberInfo {
+                    client: c,
+                    name: self
+                        .conns
+                        .get(&c)
+                        .map(|c| c.name.clone())
+                        .unwrap_or_default(),
+                    role: m.role,
+                    mode: m.mode,
+                })
+                .collect();
+            frames.push(frame::encode(
+                request,
+                &Frame::Joined {
                     group: group.into(),
-                    dropped,
+                    group_type: g.group_type.clone(),
+                    checkpoint_seq: ckpt.seq,
+                    head_seq: upto,
+                    state: ckpt.state,
+                    members,
                 },
             ));
         }
-        front.push(frame::encode(
-            request,
-            &Frame::Joined {
-                group: group.into(),
-                group_type: g.group_type.clone(),
-                checkpoint_seq: ckpt.seq,
-                head_seq: upto,
-                state: ckpt.state,
-                members,
-            },
-        ));
         if m.role != Role::MembershipObserver {
-            front.extend(log.iter().map(|e| frame::encode(0, &deliver(e))));
+            frames.extend(page.entries.iter().map(|e| frame::encode(0, &deliver(e))));
         }
         let m = self.member_mut(conn, group).expect("checked above");
-        m.loading = None;
-        m.resync_dropped = None;
-        self.sched.unblock(now, conn, group, front);
+        m.transfer_sent = last_seq;
+        if last {
+            m.loading = None;
+            m.resync_dropped = None;
+        }
+        self.sched.transfer(now, conn, group, frames, last);
+        self.load_next_pages();
     }
 
     // ---- helpers ----
@@ -1296,14 +1337,50 @@ impl RelayCore {
         let dropped = self.sched.reset_queue(conn, group) as u64;
         let m = self.member_mut(conn, group).expect("checked above");
         m.live_from = head + 1;
-        m.loading = Some(0);
         m.resync_dropped = announce.then_some(dropped);
-        self.storage_ops.push_back(StorageOp::Load {
-            origin: Origin { conn, request: 0 },
-            group: group.into(),
-            upto: head,
-        });
+        self.start_transfer(conn, group, 0, head);
         let _ = now;
+    }
+
+    /// Starts a (paged) state transfer of `group` up to `upto` for `conn`,
+    /// answering `request` with its `Joined`.
+    fn start_transfer(&mut self, conn: ConnId, group: &str, request: u32, upto: u64) {
+        self.next_transfer += 1;
+        let transfer = self.next_transfer;
+        let Some(m) = self.member_mut(conn, group) else {
+            return;
+        };
+        m.loading = Some(request);
+        m.transfer = transfer;
+        m.transfer_sent = 0;
+        self.storage_ops.push_back(StorageOp::Load {
+            origin: Origin { conn, request },
+            group: group.into(),
+            transfer,
+            after: None,
+            upto,
+            max_bytes: self.cfg.transfer_page_bytes,
+        });
+    }
+
+    /// Loads the next page of every transfer whose last page went out.
+    fn load_next_pages(&mut self) {
+        for (conn, group) in self.sched.take_refills() {
+            let Some(m) = self.groups.get(&group).and_then(|g| g.members.get(&conn)) else {
+                continue;
+            };
+            let Some(request) = m.loading else {
+                continue;
+            };
+            self.storage_ops.push_back(StorageOp::Load {
+                origin: Origin { conn, request },
+                group: group.clone(),
+                transfer: m.transfer,
+                after: Some(m.transfer_sent),
+                upto: m.live_from - 1,
+                max_bytes: self.cfg.transfer_page_bytes,
+            });
+        }
     }
 
     fn push(&mut self, now: Instant, conn: ConnId, group: &str, frame: Bytes) {

@@ -229,6 +229,9 @@ pub(crate) struct Scheduler {
     /// never late, so [`poll_timeout`](Self::poll_timeout) need not scan
     /// every queue on every turn of the driver.
     aging_deadline: Option<Instant>,
+    /// Queues whose state-transfer page was sent out while more pages are
+    /// due: the core loads the next page ([`take_refills`](Self::take_refills)).
+    refills: Vec<(ConnId, String)>,
 }
 
 #[derive(Debug)]
@@ -266,14 +269,27 @@ struct ConnState {
 
 #[derive(Debug)]
 struct Queue {
+    /// Live frames.
     frames: VecDeque<Bytes>,
+    /// The state transfer's current page: sent before `frames`, even while
+    /// `blocked`.
+    front: VecDeque<Bytes>,
+    /// Bytes in `frames` and `front`.
     bytes: usize,
     member_priority: u8,
-    /// Waiting for a state transfer: nothing is sent until it arrives.
+    /// A state transfer is under way: live frames wait until its last page
+    /// is queued.
     blocked: bool,
     /// Last served, or when it last became non-empty.
     since: Instant,
     aged: bool,
+}
+
+impl Queue {
+    /// Whether it has a frame to send now.
+    fn ready(&self) -> bool {
+        !self.front.is_empty() || (!self.blocked && !self.frames.is_empty())
+    }
 }
 
 impl Scheduler {
@@ -286,6 +302,7 @@ impl Scheduler {
             cursor: 0,
             stats: SchedulerStats::default(),
             aging_deadline: None,
+            refills: Vec::new(),
         }
     }
 
@@ -355,7 +372,11 @@ impl Scheduler {
     pub(crate) fn remove_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.remove(&conn) {
             self.unlevel(conn, c.level);
-            let frames = c.control.len() + c.queues.values().map(|q| q.frames.len()).sum::<usize>();
+            let frames = c.control.len()
+                + c.queues
+                    .values()
+                    .map(|q| q.frames.len() + q.front.len())
+                    .sum::<usize>();
             self.forget(frames, c.queued_bytes);
         }
     }
@@ -366,7 +387,11 @@ impl Scheduler {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let frames = c.control.len() + c.queues.values().map(|q| q.frames.len()).sum::<usize>();
+        let frames = c.control.len()
+            + c.queues
+                .values()
+                .map(|q| q.frames.len() + q.front.len())
+                .sum::<usize>();
         let bytes = c.queued_bytes;
         c.control.clear();
         c.queues.clear();
@@ -391,6 +416,7 @@ impl Scheduler {
                 group.to_owned(),
                 Queue {
                     frames: VecDeque::new(),
+                    front: VecDeque::new(),
                     bytes: 0,
                     member_priority,
                     blocked: true,
@@ -416,14 +442,14 @@ impl Scheduler {
         if let Some(c) = self.conns.get_mut(&conn) {
             if let Some(q) = c.queues.remove(group) {
                 c.queued_bytes -= q.bytes;
-                self.forget(q.frames.len(), q.bytes);
+                self.forget(q.frames.len() + q.front.len(), q.bytes);
             }
         }
         self.refresh(conn);
     }
 
     /// Drops the backlog of `group` for `conn` and blocks the queue until
-    /// [`unblock`](Self::unblock). Returns the frames dropped.
+    /// the last page of a [`transfer`](Self::transfer). Returns the frames dropped.
     pub(crate) fn reset_queue(&mut self, conn: ConnId, group: &str) -> usize {
         let Some(c) = self.conns.get_mut(&conn) else {
             return 0;
@@ -431,8 +457,9 @@ impl Scheduler {
         let Some(q) = c.queues.get_mut(group) else {
             return 0;
         };
-        let (frames, bytes) = (q.frames.len(), q.bytes);
+        let (frames, bytes) = (q.frames.len() + q.front.len(), q.bytes);
         q.frames.clear();
+        q.front.clear();
         q.bytes = 0;
         q.blocked = true;
         q.aged = false;
@@ -442,21 +469,33 @@ impl Scheduler {
         frames
     }
 
-    /// Ends a state transfer: `front` goes before everything queued since.
-    pub(crate) fn unblock(&mut self, now: Instant, conn: ConnId, group: &str, front: Vec<Bytes>) {
+    /// Queues one page of a state transfer: it goes before everything
+    /// queued live since the transfer started. With `last`, the transfer
+    /// ends and live frames follow; otherwise, once the page is sent, the
+    /// queue is listed for [`take_refills`](Self::take_refills).
+    pub(crate) fn transfer(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        group: &str,
+        page: Vec<Bytes>,
+        last: bool,
+    ) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         let Some(q) = c.queues.get_mut(group) else {
             return;
         };
-        let bytes: usize = front.iter().map(Bytes::len).sum();
-        let n = front.len();
-        for f in front.into_iter().rev() {
-            q.frames.push_front(f);
+        let bytes: usize = page.iter().map(Bytes::len).sum();
+        let n = page.len();
+        q.front.extend(page);
+        if q.front.is_empty() && !last {
+            // Nothing to wait for: ask for the next page at once.
+            self.refills.push((conn, group.to_owned()));
         }
         q.bytes += bytes;
-        q.blocked = false;
+        q.blocked = !last;
         q.since = now;
         let due = now + self.cfg.aging_timeout;
         self.aging_deadline = Some(self.aging_deadline.map_or(due, |d| d.min(due)));
@@ -541,6 +580,11 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Queues that sent their state-transfer page and wait for the next.
+    pub(crate) fn take_refills(&mut self) -> Vec<(ConnId, String)> {
+        std::mem::take(&mut self.refills)
+    }
+
     /// The driver wrote `bytes` of `conn`'s frames to its socket.
     pub(crate) fn written(&mut self, conn: ConnId, bytes: u64) {
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -571,7 +615,15 @@ impl Scheduler {
                 .map(|(_, g)| g.clone())
                 .expect("chosen because it has a ready queue");
             let q = c.queues.get_mut(&group).expect("best_queue names a queue");
-            let f = q.frames.pop_front().expect("ready queues are non-empty");
+            let f = match q.front.pop_front() {
+                Some(f) => {
+                    if q.front.is_empty() && q.blocked {
+                        self.refills.push((id, group.clone()));
+                    }
+                    f
+                }
+                None => q.frames.pop_front().expect("ready queues are non-empty"),
+            };
             q.bytes -= f.len();
             //= Litiu & Prakash §4.6
             //# A queue which has its priority raised due to starvation is
@@ -623,10 +675,7 @@ impl Scheduler {
             for (name, q) in &mut c.queues {
                 // An aged queue still not served a timeout later times out
                 // again: that is what makes a consumer "slow".
-                if !q.frames.is_empty()
-                    && !q.blocked
-                    && now.saturating_duration_since(q.since) >= self.cfg.aging_timeout
-                {
+                if q.ready() && now.saturating_duration_since(q.since) >= self.cfg.aging_timeout {
                     q.aged = true;
                     q.since = now;
                     aged_groups.push(name.clone());
@@ -670,7 +719,7 @@ impl Scheduler {
             .conns
             .values()
             .flat_map(|c| c.queues.values())
-            .filter(|q| !q.frames.is_empty() && !q.blocked)
+            .filter(|q| q.ready())
             .map(|q| q.since + self.cfg.aging_timeout)
             .min();
         actions
@@ -705,7 +754,7 @@ impl Scheduler {
                 out.push(QueueDepth {
                     conn,
                     group: group.clone(),
-                    frames: q.frames.len(),
+                    frames: q.frames.len() + q.front.len(),
                     bytes: q.bytes,
                     priority: self
                         .groups
@@ -803,7 +852,7 @@ impl Scheduler {
         if c.queues.len() == 1 {
             // The common case (one group per client): no round robin.
             let (name, q) = c.queues.iter().next().expect("one queue");
-            if q.blocked || q.frames.is_empty() {
+            if !q.ready() {
                 return None;
             }
             let g = groups.get(name)?;
@@ -825,7 +874,7 @@ impl Scheduler {
             ),
         };
         for (name, q) in after.chain(before) {
-            if q.blocked || q.frames.is_empty() {
+            if !q.ready() {
                 continue;
             }
             let Some(g) = groups.get(name) else { continue };
@@ -1018,7 +1067,7 @@ mod tests {
                 for (i, g) in groups.iter().enumerate() {
                     if (c as usize + i) % 3 != 0 {
                         s.add_queue(c, g, (c % 4) as u8, Instant::ZERO);
-                        s.unblock(Instant::ZERO, c, g, Vec::new());
+                        s.transfer(Instant::ZERO, c, g, Vec::new(), true);
                     }
                 }
             }
@@ -1053,7 +1102,7 @@ mod tests {
                     .conns
                     .values()
                     .flat_map(|c| c.queues.values())
-                    .filter(|q| !q.frames.is_empty() && !q.blocked)
+                    .filter(|q| q.ready())
                     .map(|q| q.since + s.cfg.aging_timeout)
                     .min();
                 if let Some(e) = exact {
@@ -1084,7 +1133,7 @@ mod tests {
                 s.add_conn(*c, u64::MAX / 2, u8::MAX);
             }
             s.add_queue(*c, g, *p, Instant::ZERO);
-            s.unblock(Instant::ZERO, *c, g, Vec::new());
+            s.transfer(Instant::ZERO, *c, g, Vec::new(), true);
         }
         s
     }
@@ -1179,7 +1228,7 @@ mod tests {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
         s.add_conn(1, 100, u8::MAX);
         s.add_queue(1, "g", 3, Instant::ZERO);
-        s.unblock(Instant::ZERO, 1, "g", Vec::new());
+        s.transfer(Instant::ZERO, 1, "g", Vec::new(), true);
         for i in 0..4 {
             let _ = s.push(Instant::ZERO, 1, "g", f(i, 60));
         }
@@ -1203,12 +1252,37 @@ mod tests {
         s.add_queue(1, "g", 3, Instant::ZERO);
         let _ = s.push(Instant::ZERO, 1, "g", f(5, 5));
         assert!(s.poll_transmit(Instant::ZERO).is_none());
-        s.unblock(Instant::ZERO, 1, "g", vec![f(1, 5), f(2, 5)]);
+        s.transfer(Instant::ZERO, 1, "g", vec![f(1, 5), f(2, 5)], true);
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
             .collect();
         assert_eq!(tags, vec![1, 2, 5]);
+    }
+
+    #[test]
+    fn a_paged_transfer_asks_for_each_page_once_the_last_is_sent() {
+        let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
+        s.add_conn(1, 1000, u8::MAX);
+        s.add_queue(1, "g", 3, Instant::ZERO);
+        let _ = s.push(Instant::ZERO, 1, "g", f(9, 5));
+        s.transfer(Instant::ZERO, 1, "g", vec![f(1, 5), f(2, 5)], false);
+        assert!(s.take_refills().is_empty(), "the page is not sent yet");
+        let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(tags, vec![1, 2], "live frames wait for the last page");
+        assert_eq!(s.take_refills(), vec![(1, "g".to_owned())]);
+        assert!(s.take_refills().is_empty(), "asked once");
+        s.transfer(Instant::ZERO, 1, "g", vec![f(3, 5)], true);
+        let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(tags, vec![3, 9]);
+        assert!(s.take_refills().is_empty());
+        assert_eq!(s.stats().queued_bytes, 0);
     }
 
     #[test]
@@ -1294,7 +1368,7 @@ mod tests {
             let mut s = sched(cfg, &[("g", 4)], &[]);
             s.add_conn(1, 10, u8::MAX); // a tiny window nobody credits
             s.add_queue(1, "g", 3, Instant::ZERO);
-            s.unblock(Instant::ZERO, 1, "g", Vec::new());
+            s.transfer(Instant::ZERO, 1, "g", Vec::new(), true);
             let mut actions = Vec::new();
             for sec in 0..6 {
                 let now = Instant::from_secs(sec);
@@ -1319,7 +1393,7 @@ mod tests {
         let mut s = sched(cfg, &[("g", 4)], &[]);
         s.add_conn(1, 0, u8::MAX);
         s.add_queue(1, "g", 3, Instant::ZERO);
-        s.unblock(Instant::ZERO, 1, "g", Vec::new());
+        s.transfer(Instant::ZERO, 1, "g", Vec::new(), true);
         let mut action = None;
         for _ in 0..20 {
             action = action.or(s.push(Instant::ZERO, 1, "g", f(1, 100)));

@@ -281,6 +281,18 @@ struct Driver {
 }
 
 impl Driver {
+    /// Hands the core's storage operations to the storage thread; false if
+    /// that thread is gone.
+    async fn flush_storage(&mut self) -> bool {
+        while let Some(op) = self.core.poll_storage() {
+            if self.storage_tx.send(op).await.is_err() {
+                tracing::error!("relay storage thread stopped");
+                return false;
+            }
+        }
+        true
+    }
+
     async fn run(
         mut self,
         mut inputs: mpsc::Receiver<Input>,
@@ -292,11 +304,8 @@ impl Driver {
         loop {
             // Drain outputs: storage first (so appends keep their order),
             // then at most one budget of frames in priority order.
-            while let Some(op) = self.core.poll_storage() {
-                if self.storage_tx.send(op).await.is_err() {
-                    tracing::error!("relay storage thread stopped");
-                    return;
-                }
+            if !self.flush_storage().await {
+                return;
             }
             let mut budget = self.fanout_budget;
             let now = self.clock.now();
@@ -314,6 +323,10 @@ impl Driver {
                 if t.close_after {
                     self.writers.remove(&t.conn);
                 }
+            }
+            // Sending a state-transfer page asks for the next one.
+            if !self.flush_storage().await {
+                return;
             }
             let more = budget == 0;
             let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));

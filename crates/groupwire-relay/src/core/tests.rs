@@ -475,7 +475,12 @@ fn checkpoints_are_bounded_by_the_committed_head() {
     h.req(a, 3, ck(0));
     assert_eq!(error_code(&h.frames(a)), Some(ErrorCode::BAD_CHECKPOINT));
     // Compacted: the log before 1 is gone, a joiner starts from the checkpoint.
-    assert!(h.store.read_log("g", 0, 10).expect("log").is_empty());
+    assert!(
+        h.store
+            .read_log("g", 0, 10, usize::MAX)
+            .expect("log")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -827,4 +832,123 @@ fn a_publisher_that_never_reads_its_own_group_is_resynced_not_dropped() {
     assert_eq!(s.sched.slow_disconnects, 0, "{s:?}");
     assert!(s.sched.slow_resyncs > 0, "{s:?}");
     assert!(s.sched.max_queued_bytes < 2 << 20, "{s:?}");
+}
+
+/// A harness with small state-transfer pages, a principal `a` in `doc`
+/// and `n` updates of `size` bytes in the log.
+fn paged_log(page: usize, n: usize, size: usize) -> (Harness, ConnId) {
+    let mut h = Harness::new(CoreConfig {
+        transfer_page_bytes: page,
+        ..CoreConfig::default()
+    });
+    let a = h.client("a");
+    h.create(a, "doc", b"v0");
+    h.join(a, "doc", Role::Principal);
+    for i in 1..=n {
+        h.send(a, "doc", &format!("{i:0>size$}"));
+    }
+    h.pump();
+    h.take(a);
+    (h, a)
+}
+
+/// Joins `doc` with the smallest send window and reads nothing.
+fn join_stalled(h: &mut Harness, name: &str) -> ConnId {
+    let b = h.connect();
+    h.input(
+        b,
+        1,
+        Frame::Hello {
+            max_version: 1,
+            window: 4096,
+            token: String::new(),
+            name: name.into(),
+        },
+    );
+    h.stalled.insert(b);
+    h.input(
+        b,
+        2,
+        Frame::Join {
+            group: "doc".into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: false,
+        },
+    );
+    h.pump();
+    b
+}
+
+fn catch_up(h: &mut Harness, b: ConnId) -> Vec<Frame> {
+    let mut out = Vec::new();
+    h.stalled.remove(&b);
+    loop {
+        let consumed = h.consumed[&b];
+        h.req(b, 0, Frame::Credit { consumed });
+        let fs = h.frames(b);
+        if fs.is_empty() {
+            return out;
+        }
+        out.extend(fs);
+    }
+}
+
+#[test]
+fn a_long_log_is_transferred_in_pages_and_memory_stays_at_one_page() {
+    let (mut h, a) = paged_log(64 << 10, 300, 10_000);
+    let b = join_stalled(&mut h, "b");
+    let queued: usize = h
+        .core
+        .queue_depths()
+        .iter()
+        .filter(|d| d.conn == b)
+        .map(|d| d.bytes)
+        .sum();
+    // 3 MB of log; the stalled joiner holds at most one page (+ a frame).
+    assert!(
+        queued < 80 << 10,
+        "{queued} bytes queued for a stalled joiner"
+    );
+    h.send(a, "doc", "live");
+    h.pump();
+    let fs = catch_up(&mut h, b);
+    assert!(matches!(
+        fs.iter().find(|f| matches!(f, Frame::Joined { .. })),
+        Some(Frame::Joined { head_seq: 300, .. })
+    ));
+    let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=301).collect::<Vec<_>>(), "no gap, no duplicate");
+}
+
+#[test]
+fn a_checkpoint_between_pages_restarts_the_transfer_from_it() {
+    let (mut h, a) = paged_log(300, 50, 200);
+    let b = join_stalled(&mut h, "b");
+    // The joiner has the first page; a compacting checkpoint at 40 removes
+    // entries its next pages need.
+    h.req(
+        a,
+        9,
+        Frame::Checkpoint {
+            group: "doc".into(),
+            seq: 40,
+            state: Bytes::from_static(b"v40"),
+        },
+    );
+    let fs = catch_up(&mut h, b);
+    let resync = fs
+        .iter()
+        .position(|f| matches!(f, Frame::Resync { .. }))
+        .expect("the transfer restarts with Resync");
+    assert!(matches!(
+        fs[resync + 1],
+        Frame::Joined {
+            checkpoint_seq: 40,
+            head_seq: 50,
+            ..
+        }
+    ));
+    let after: Vec<u64> = delivered(&fs[resync..]).iter().map(|(s, _)| *s).collect();
+    assert_eq!(after, (41..=50).collect::<Vec<_>>());
 }

@@ -109,15 +109,22 @@ impl Storage for MemoryStorage {
         group: &str,
         after: u64,
         upto: u64,
+        max_bytes: usize,
     ) -> Result<Vec<LogEntry>, StorageError> {
         if upto <= after {
             self.group(group)?;
             return Ok(Vec::new());
         }
+        let mut total = 0;
         Ok(self
             .group(group)?
             .log
             .range(after + 1..=upto)
+            .take_while(|(_, e)| {
+                let more = total < max_bytes || total == 0;
+                total += e.payload.len().max(1);
+                more
+            })
             .map(|(_, e)| e.clone())
             .collect())
     }

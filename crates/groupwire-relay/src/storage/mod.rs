@@ -116,12 +116,16 @@ pub trait Storage: Send {
     /// Appends `entries` atomically and durably (all or none). Within a
     /// group, each `seq` must be the previous head + 1.
     fn append(&mut self, entries: &[LogEntry]) -> Result<(), StorageError>;
-    /// Entries of `group` with `after < seq <= upto`, in order.
+    /// Entries of `group` with `after < seq <= upto`, in order, stopping
+    /// after the entry that brings the payloads to `max_bytes` or more (so
+    /// at least one entry if there is any): one page of a state transfer,
+    /// like a JetStream pull fetch with `max_bytes`.
     fn read_log(
         &mut self,
         group: &str,
         after: u64,
         upto: u64,
+        max_bytes: usize,
     ) -> Result<Vec<LogEntry>, StorageError>;
     /// Stores a checkpoint; with `compact`, deletes log entries `<= seq`.
     fn put_checkpoint(
@@ -187,15 +191,23 @@ pub enum StorageOp {
         /// The update.
         entry: LogEntry,
     },
-    /// Read the latest checkpoint and the log after it up to `upto`, for a
-    /// joiner (state transfer) or a resynchronized slow consumer.
+    /// Read one page of a state transfer, for a joiner or a
+    /// resynchronized slow consumer: the first page (`after: None`) is the
+    /// latest checkpoint and the log after it, later pages the log after
+    /// `after`; each page holds about `max_bytes` of log, up to `upto`.
     Load {
         /// The member's connection (request: the join's request id).
         origin: Origin,
         /// Group name.
         group: String,
-        /// Last sequence assigned when the member joined.
+        /// Which transfer this page belongs to (the core's counter).
+        transfer: u64,
+        /// `None` for the first page, else the last sequence already sent.
+        after: Option<u64>,
+        /// Last sequence assigned when the transfer started.
         upto: u64,
+        /// Page size: payload bytes of log per page.
+        max_bytes: usize,
     },
     /// Store a checkpoint.
     Checkpoint {
@@ -223,6 +235,15 @@ pub enum StorageOp {
     },
 }
 
+/// One page of a state transfer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatePage {
+    /// The checkpoint the transfer starts from (first page only).
+    pub checkpoint: Option<Checkpoint>,
+    /// Log entries after the checkpoint or the previous page, in order.
+    pub entries: Vec<LogEntry>,
+}
+
 /// The result of a [`StorageOp`], handed back to the protocol core.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -245,16 +266,20 @@ pub enum StorageDone {
         /// Outcome.
         result: Result<(), StorageError>,
     },
-    /// State for a joiner.
+    /// One page of state for a joiner.
     Loaded {
         /// The member.
         origin: Origin,
         /// Group name.
         group: String,
         /// As requested.
+        transfer: u64,
+        /// As requested.
+        after: Option<u64>,
+        /// As requested.
         upto: u64,
-        /// The checkpoint and the entries after it.
-        result: Result<(Checkpoint, Vec<LogEntry>), StorageError>,
+        /// The page.
+        result: Result<StatePage, StorageError>,
     },
     /// A checkpoint is durable (or failed).
     Checkpointed {
@@ -308,15 +333,32 @@ pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDon
             StorageOp::Load {
                 origin,
                 group,
+                transfer,
+                after,
                 upto,
+                max_bytes,
             } => {
-                let result = storage.latest_checkpoint(&group).and_then(|ckpt| {
-                    let log = storage.read_log(&group, ckpt.seq, upto)?;
-                    Ok((ckpt, log))
-                });
+                let result = match after {
+                    None => storage.latest_checkpoint(&group).and_then(|ckpt| {
+                        Ok(StatePage {
+                            entries: storage.read_log(&group, ckpt.seq, upto, max_bytes)?,
+                            checkpoint: Some(ckpt),
+                        })
+                    }),
+                    Some(after) => {
+                        storage
+                            .read_log(&group, after, upto, max_bytes)
+                            .map(|entries| StatePage {
+                                checkpoint: None,
+                                entries,
+                            })
+                    }
+                };
                 done.push(StorageDone::Loaded {
                     origin,
                     group,
+                    transfer,
+                    after,
                     upto,
                     result,
                 });
@@ -419,11 +461,24 @@ pub(crate) mod conformance {
         // A failed batch leaves nothing behind.
         assert!(s.append(&[entry("a", 3), entry("a", 9)]).is_err());
         assert_eq!(
-            s.read_log("a", 0, 10).expect("read"),
+            s.read_log("a", 0, 10, usize::MAX).expect("read"),
             vec![entry("a", 1), entry("a", 2)]
         );
         s.append(&[entry("a", 3)]).expect("append 3");
-        assert_eq!(s.read_log("a", 1, 2).expect("read"), vec![entry("a", 2)]);
+        assert_eq!(
+            s.read_log("a", 1, 2, usize::MAX).expect("read"),
+            vec![entry("a", 2)]
+        );
+        // Pages: at least one entry, and stop once `max_bytes` is reached.
+        assert_eq!(
+            s.read_log("a", 0, 10, 0).expect("read"),
+            vec![entry("a", 1)]
+        );
+        let one = entry("a", 1).payload.len();
+        assert_eq!(
+            s.read_log("a", 0, 10, one + 1).expect("read"),
+            vec![entry("a", 1), entry("a", 2)]
+        );
         let ckpt = s.latest_checkpoint("a").expect("ckpt");
         assert_eq!(
             ckpt,
@@ -434,7 +489,10 @@ pub(crate) mod conformance {
         );
         s.put_checkpoint("a", 2, b"s2", true).expect("checkpoint");
         assert_eq!(s.latest_checkpoint("a").expect("ckpt").seq, 2);
-        assert_eq!(s.read_log("a", 0, 10).expect("read"), vec![entry("a", 3)]);
+        assert_eq!(
+            s.read_log("a", 0, 10, usize::MAX).expect("read"),
+            vec![entry("a", 3)]
+        );
         s.set_priority("a", 6).expect("priority");
         let groups = s.load_groups().expect("groups");
         let a = groups.iter().find(|g| g.name == "a").expect("a");
@@ -479,18 +537,37 @@ pub(crate) mod conformance {
                 StorageOp::Load {
                     origin: o,
                     group: "g".into(),
+                    transfer: 1,
+                    after: None,
                     upto: 2,
+                    max_bytes: usize::MAX,
+                },
+                StorageOp::Load {
+                    origin: o,
+                    group: "g".into(),
+                    transfer: 1,
+                    after: Some(1),
+                    upto: 2,
+                    max_bytes: 0,
                 },
             ],
         );
-        assert_eq!(done.len(), 4);
+        assert_eq!(done.len(), 5);
         match &done[3] {
             StorageDone::Loaded {
-                result: Ok((ckpt, log)),
-                ..
+                result: Ok(page), ..
             } => {
-                assert_eq!(ckpt.seq, 0);
-                assert_eq!(log.len(), 2);
+                assert_eq!(page.checkpoint.as_ref().map(|c| c.seq), Some(0));
+                assert_eq!(page.entries.len(), 2);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        match &done[4] {
+            StorageDone::Loaded {
+                result: Ok(page), ..
+            } => {
+                assert_eq!(page.checkpoint, None);
+                assert_eq!(page.entries, vec![entry("g", 2)]);
             }
             other => panic!("unexpected {other:?}"),
         }

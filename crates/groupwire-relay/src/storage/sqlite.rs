@@ -276,6 +276,7 @@ impl Storage for SqliteStorage {
         group: &str,
         after: u64,
         upto: u64,
+        max_bytes: usize,
     ) -> Result<Vec<LogEntry>, StorageError> {
         self.require(group)?;
         let mut stmt = self
@@ -297,7 +298,17 @@ impl Storage for SqliteStorage {
                 })
             })
             .map_err(engine)?;
-        rows.collect::<Result<_, _>>().map_err(engine)
+        let mut out = Vec::new();
+        let mut total = 0;
+        for row in rows {
+            if total >= max_bytes && total > 0 {
+                break;
+            }
+            let e = row.map_err(engine)?;
+            total += e.payload.len().max(1);
+            out.push(e);
+        }
+        Ok(out)
     }
 
     fn put_checkpoint(
@@ -428,7 +439,7 @@ mod tests {
         }
         let mut s = SqliteStorage::open(dir.path(), SyncMode::Full).expect("reopen");
         assert_eq!(s.load_groups().expect("groups")[0].head_seq, 1);
-        let log = s.read_log("g", 0, 10).expect("log");
+        let log = s.read_log("g", 0, 10, usize::MAX).expect("log");
         assert_eq!(log[0].sent_at_micros, u64::MAX);
         assert_eq!(s.latest_checkpoint("g").expect("ckpt").state, &b"init"[..]);
     }
