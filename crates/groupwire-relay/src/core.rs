@@ -209,6 +209,8 @@ pub struct RelayCore {
     now: Instant,
     /// Numbers state transfers.
     next_transfer: u64,
+    /// Bumped on every join, leave and role change.
+    roles_epoch: u64,
 }
 
 impl RelayCore {
@@ -224,6 +226,7 @@ impl RelayCore {
             stats: RelayStats::default(),
             now: Instant::ZERO,
             next_transfer: 0,
+            roles_epoch: 0,
         }
     }
 
@@ -267,6 +270,50 @@ impl RelayCore {
     /// A group's instant priority (its default, lowered during a burst).
     pub fn instant_priority(&self, group: &str) -> Option<u8> {
         self.sched.instant_priority(group)
+    }
+
+    //= Litiu & Prakash §4.5
+    //# Client Receiver threads run at the maximum of the priority of groups
+    //# in which the client has a principal role.
+    /// The priority at which the driver should take `conn`'s input: the
+    /// highest instant priority of the groups it is a principal in. A
+    /// client that is principal nowhere sends only requests and credits;
+    /// the paper does not say, and we use [`DEFAULT_GROUP_PRIORITY`] so an
+    /// observer's credits are not starved by a demoted publisher. With
+    /// [`SchedulerConfig::equal_priorities`], the default for everyone.
+    pub fn receive_priority(&self, conn: ConnId) -> u8 {
+        let Some(c) = self.conns.get(&conn) else {
+            return DEFAULT_GROUP_PRIORITY;
+        };
+        if self.cfg.sched.equal_priorities {
+            return DEFAULT_GROUP_PRIORITY;
+        }
+        c.groups
+            .iter()
+            .filter(|g| {
+                self.groups
+                    .get(*g)
+                    .and_then(|g| g.members.get(&conn))
+                    .is_some_and(|m| m.role == Role::Principal)
+            })
+            .filter_map(|g| self.sched.instant_priority(g))
+            .max()
+            .unwrap_or(DEFAULT_GROUP_PRIORITY)
+    }
+
+    /// Changes whenever a group's instant priority may have changed (burst
+    /// demotion and restore, `SetPriority`, deletion): then every client's
+    /// [`receive_priority`](Self::receive_priority) may have changed.
+    /// Otherwise a client's changes only after its own input.
+    pub fn priority_epoch(&self) -> u64 {
+        self.sched.epoch()
+    }
+
+    /// Changes on every join, leave and role change: after an input that
+    /// changed it, the sender's [`receive_priority`](Self::receive_priority)
+    /// may have changed.
+    pub fn roles_epoch(&self) -> u64 {
+        self.roles_epoch
     }
 
     /// A new connection. `conn` must be unique over the core's life.
@@ -727,6 +774,7 @@ impl RelayCore {
                     resync_dropped: None,
                 },
             );
+        self.roles_epoch += 1;
         self.sched
             .add_queue(conn, group, member_priority(role, mode), now);
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -752,6 +800,7 @@ impl RelayCore {
             );
         }
         self.member_mut(conn, group).expect("checked above").role = role;
+        self.roles_epoch += 1;
         self.sched
             .set_member_priority(conn, group, member_priority(role, mode));
         self.reply(conn, req, Frame::Ok);
@@ -1209,6 +1258,7 @@ impl RelayCore {
         let Some(m) = g.members.remove(&conn) else {
             return;
         };
+        self.roles_epoch += 1;
         self.sched.remove_queue(conn, group);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.groups.remove(group);

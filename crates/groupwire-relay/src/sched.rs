@@ -232,6 +232,8 @@ pub(crate) struct Scheduler {
     /// Queues whose state-transfer page was sent out while more pages are
     /// due: the core loads the next page ([`take_refills`](Self::take_refills)).
     refills: Vec<(ConnId, String)>,
+    /// Bumped whenever a group's instant priority may have changed.
+    epoch: u64,
 }
 
 #[derive(Debug)]
@@ -303,6 +305,7 @@ impl Scheduler {
             stats: SchedulerStats::default(),
             aging_deadline: None,
             refills: Vec::new(),
+            epoch: 0,
         }
     }
 
@@ -325,12 +328,19 @@ impl Scheduler {
         if let Some(g) = self.groups.get_mut(group) {
             g.default_priority = priority;
         }
+        self.epoch += 1;
         self.refresh_all();
     }
 
     pub(crate) fn remove_group(&mut self, group: &str) {
         self.groups.remove(group);
+        self.epoch += 1;
         self.refresh_all();
+    }
+
+    /// Changes whenever a group's instant priority may have changed.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The group's instant priority (§4.4), or `None` for an unknown group.
@@ -534,6 +544,7 @@ impl Scheduler {
             burst_changed = Self::update_burst(&self.cfg, &mut self.stats, g, now);
         }
         if burst_changed {
+            self.epoch += 1;
             self.refresh_all();
         } else {
             self.refresh(conn);
@@ -666,7 +677,9 @@ impl Scheduler {
             return actions;
         }
         for g in self.groups.values_mut() {
-            let _ = Self::update_burst(&self.cfg, &mut self.stats, g, now);
+            if Self::update_burst(&self.cfg, &mut self.stats, g, now) {
+                self.epoch += 1;
+            }
         }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in conns {
@@ -843,6 +856,7 @@ impl Scheduler {
     //= Litiu & Prakash §4.5
     //# Each thread uses a round-robin policy within the queues of the same
     //# priority to deliver messages to its client.
+    /// The ready queue to serve next and its priority.
     fn best_queue_of<'c>(
         cfg: &SchedulerConfig,
         groups: &BTreeMap<String, GroupState>,

@@ -13,6 +13,12 @@
 //!   looks at new input again. Under load the relay's CPU goes to the
 //!   highest-priority queues first (Litiu & Prakash §4.5: the scheduler
 //!   decides which Client Sender runs).
+//! - **Receive priority**: readers hand frames to the core task through
+//!   one lane per priority, and the core task takes the highest lane
+//!   first. A client's lane is the highest instant priority of the groups
+//!   it is a principal in (Litiu & Prakash §4.5, the Client Receiver
+//!   threads), so a publisher in a demoted bursty group waits while a
+//!   chat publisher's message is sequenced at once.
 //! - **Per-connection send windows**: the core hands a client no more than
 //!   its window of unconsumed bytes (see `docs/relay-protocol.md`), so each
 //!   client's bandwidth is also spent in priority order.
@@ -23,7 +29,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -35,7 +42,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::core::{CoreConfig, RelayCore, RelayStats};
+use crate::core::{CoreConfig, DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
 use crate::frame::{self, FrameDecoder, FrameError};
 use crate::sched::{ConnId, QueueDepth};
 use crate::storage::{
@@ -46,7 +53,9 @@ use crate::storage::{
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum StorageConfig {
-    /// In memory: lost when the relay stops (tests, demos).
+    /// In memory: lost when the relay stops (tests, demos). Its calls take
+    /// microseconds and never block, so the core task makes them itself:
+    /// no storage thread, no hand-off between threads per update.
     Memory,
     /// SQLite in `dir` (the default for `groupwire relay serve`).
     Sqlite {
@@ -149,6 +158,7 @@ impl RelayHandle {
 
 /// Opens storage, binds the listeners and starts the relay.
 pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
+    let inline = matches!(cfg.storage, StorageConfig::Memory);
     let mut storage: Box<dyn Storage> = match &cfg.storage {
         StorageConfig::Memory => Box::new(MemoryStorage::new()),
         StorageConfig::Sqlite { dir, sync } => {
@@ -173,11 +183,19 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     };
     let ws_addr = ws.as_ref().map(TcpListener::local_addr).transpose()?;
 
-    let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
     let (done_tx, done_rx) = mpsc::unbounded_channel::<StorageDone>();
-    spawn_storage_thread(storage, storage_rx, done_tx, cfg.storage_batch.max(1))?;
+    let storage = if inline {
+        StorageLink::Inline(storage)
+    } else {
+        let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
+        spawn_storage_thread(storage, storage_rx, done_tx, cfg.storage_batch.max(1))?;
+        StorageLink::Thread(storage_tx)
+    };
 
-    let (inputs_tx, inputs_rx) = mpsc::channel::<Input>(4096);
+    let (lanes_tx, inputs_rx): (Vec<_>, Vec<_>) = (0..LANES)
+        .map(|_| mpsc::channel::<Input>(LANE_CAPACITY))
+        .unzip();
+    let inputs_tx: Arc<[mpsc::Sender<Input>]> = lanes_tx.into();
     let (events_tx, events_rx) = mpsc::unbounded_channel::<Event>();
     let (commands, commands_rx) = mpsc::unbounded_channel();
     let next_id = Arc::new(AtomicU64::new(1));
@@ -204,8 +222,9 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         core,
         clock,
         writers: std::collections::BTreeMap::new(),
-        storage_tx,
+        storage,
         fanout_budget: cfg.fanout_budget.max(1),
+        priority_epoch: 0,
     };
     let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
     tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, "relay listening");
@@ -258,10 +277,81 @@ enum Input {
     StreamError(ConnId, FrameError),
 }
 
+/// Input lanes: one per receive priority (group priorities 0..=7).
+const LANES: usize = MAX_GROUP_PRIORITY as usize + 1;
+/// Frames waiting per lane before readers of that lane wait.
+const LANE_CAPACITY: usize = 1024;
+
+/// What a connection's reader and the core task share.
+#[derive(Debug)]
+struct ConnShared {
+    /// The lane to use ([`RelayCore::receive_priority`]), set by the core
+    /// task.
+    priority: AtomicU8,
+    /// Frames handed to a lane and not yet handled by the core.
+    inflight: AtomicUsize,
+}
+
+/// A reader's end of the input lanes.
+struct InputTx {
+    lanes: Arc<[mpsc::Sender<Input>]>,
+    shared: Arc<ConnShared>,
+    lane: usize,
+}
+
+impl InputTx {
+    fn new(lanes: Arc<[mpsc::Sender<Input>]>) -> Self {
+        Self {
+            lanes,
+            shared: Arc::new(ConnShared {
+                priority: AtomicU8::new(DEFAULT_GROUP_PRIORITY),
+                inflight: AtomicUsize::new(0),
+            }),
+            lane: usize::from(DEFAULT_GROUP_PRIORITY),
+        }
+    }
+
+    /// Queues `input` on the connection's lane. The lane changes only when
+    /// none of the connection's frames is waiting, so they keep their
+    /// order. `Err` once the relay stops.
+    async fn send(&mut self, input: Input) -> Result<(), ()> {
+        if self.shared.inflight.load(Ordering::Acquire) == 0 {
+            self.lane = usize::from(self.shared.priority.load(Ordering::Relaxed)).min(LANES - 1);
+        }
+        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
+        self.lanes[self.lane].send(input).await.map_err(|_| ())
+    }
+}
+
+/// The next input from the highest non-empty lane.
+async fn recv_highest(lanes: &mut [mpsc::Receiver<Input>]) -> Option<Input> {
+    std::future::poll_fn(|cx| {
+        let mut open = false;
+        for lane in lanes.iter_mut().rev() {
+            match lane.poll_recv(cx) {
+                Poll::Ready(Some(i)) => return Poll::Ready(Some(i)),
+                Poll::Ready(None) => {}
+                Poll::Pending => open = true,
+            }
+        }
+        if open {
+            Poll::Pending
+        } else {
+            Poll::Ready(None)
+        }
+    })
+    .await
+}
+
+/// [`recv_highest`] without waiting.
+fn try_recv_highest(lanes: &mut [mpsc::Receiver<Input>]) -> Option<Input> {
+    lanes.iter_mut().rev().find_map(|l| l.try_recv().ok())
+}
+
 /// Connection lifecycle and writer feedback (unbounded; bounded in
 /// practice by connections and the core's writer cap).
 enum Event {
-    Connected(ConnId, mpsc::UnboundedSender<Outgoing>),
+    Connected(ConnId, mpsc::UnboundedSender<Outgoing>, Arc<ConnShared>),
     Written(ConnId, usize),
     Disconnected(ConnId),
 }
@@ -272,39 +362,74 @@ struct Outgoing {
     close: bool,
 }
 
+/// Where the core task's storage operations go.
+enum StorageLink {
+    /// The storage thread (SQLite: its calls block).
+    Thread(mpsc::Sender<StorageOp>),
+    /// Run by the core task itself (memory).
+    Inline(Box<dyn Storage>),
+}
+
+/// The core task's end of a connection.
+struct Writer {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    shared: Arc<ConnShared>,
+}
+
 struct Driver {
     core: RelayCore,
     clock: Clock,
-    writers: std::collections::BTreeMap<ConnId, mpsc::UnboundedSender<Outgoing>>,
-    storage_tx: mpsc::Sender<StorageOp>,
+    writers: std::collections::BTreeMap<ConnId, Writer>,
+    storage: StorageLink,
     fanout_budget: usize,
+    /// [`RelayCore::priority_epoch`] when receive priorities were last set.
+    priority_epoch: u64,
 }
 
 impl Driver {
-    /// Hands the core's storage operations to the storage thread; false if
-    /// that thread is gone.
-    async fn flush_storage(&mut self) -> bool {
-        while let Some(op) = self.core.poll_storage() {
-            if self.storage_tx.send(op).await.is_err() {
-                tracing::error!("relay storage thread stopped");
-                return false;
+    /// Hands the core's storage operations to the storage thread, or runs
+    /// them. `None` if the storage thread is gone; `Some(true)` if results
+    /// came back at once (inline storage), so there may be frames to send.
+    async fn flush_storage(&mut self) -> Option<bool> {
+        let mut ran = false;
+        match &mut self.storage {
+            StorageLink::Thread(tx) => {
+                while let Some(op) = self.core.poll_storage() {
+                    if tx.send(op).await.is_err() {
+                        tracing::error!("relay storage thread stopped");
+                        return None;
+                    }
+                }
             }
+            StorageLink::Inline(storage) => loop {
+                // Results may ask for more (a state transfer's next page).
+                let ops: Vec<StorageOp> = std::iter::from_fn(|| self.core.poll_storage()).collect();
+                if ops.is_empty() {
+                    break;
+                }
+                let now = self.clock.now();
+                for d in execute(storage.as_mut(), ops) {
+                    self.core.handle_storage(now, d);
+                }
+                ran = true;
+            },
         }
-        true
+        Some(ran)
     }
 
     async fn run(
         mut self,
-        mut inputs: mpsc::Receiver<Input>,
+        mut inputs: Vec<mpsc::Receiver<Input>>,
         mut events: mpsc::UnboundedReceiver<Event>,
         mut done: mpsc::UnboundedReceiver<StorageDone>,
         mut commands: mpsc::UnboundedReceiver<Command>,
         acceptors: Vec<tokio::task::JoinHandle<()>>,
     ) {
         loop {
+            self.refresh_receive_priorities();
             // Drain outputs: storage first (so appends keep their order),
             // then at most one budget of frames in priority order.
-            if !self.flush_storage().await {
+            if self.flush_storage().await.is_none() {
                 return;
             }
             let mut budget = self.fanout_budget;
@@ -315,7 +440,7 @@ impl Driver {
                 };
                 budget -= 1;
                 if let Some(w) = self.writers.get(&t.conn) {
-                    let _ = w.send(Outgoing {
+                    let _ = w.tx.send(Outgoing {
                         frame: t.frame,
                         close: t.close_after,
                     });
@@ -325,10 +450,10 @@ impl Driver {
                 }
             }
             // Sending a state-transfer page asks for the next one.
-            if !self.flush_storage().await {
+            let Some(loaded) = self.flush_storage().await else {
                 return;
-            }
-            let more = budget == 0;
+            };
+            let more = budget == 0 || loaded;
             let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));
             tokio::select! {
                 biased;
@@ -339,13 +464,13 @@ impl Driver {
                 },
                 Some(ev) = events.recv() => self.on_event(ev),
                 Some(d) = done.recv() => self.core.handle_storage(self.clock.now(), d),
-                Some(input) = inputs.recv() => {
+                Some(input) = recv_highest(&mut inputs) => {
                     self.on_input(input);
                     // Take what else is waiting, up to a bound, before fanning out.
                     for _ in 0..64 {
-                        match inputs.try_recv() {
-                            Ok(i) => self.on_input(i),
-                            Err(_) => break,
+                        match try_recv_highest(&mut inputs) {
+                            Some(i) => self.on_input(i),
+                            None => break,
                         }
                     }
                 }
@@ -364,7 +489,7 @@ impl Driver {
             },
         );
         for (_, w) in std::mem::take(&mut self.writers) {
-            let _ = w.send(Outgoing {
+            let _ = w.tx.send(Outgoing {
                 frame: shutting.clone(),
                 close: true,
             });
@@ -373,17 +498,45 @@ impl Driver {
 
     fn on_input(&mut self, input: Input) {
         let now = self.clock.now();
-        match input {
-            Input::Frame(conn, bytes) => self.core.handle_frame(now, conn, &bytes),
-            Input::StreamError(conn, e) => self.core.handle_stream_error(now, conn, &e),
+        let roles = self.core.roles_epoch();
+        let conn = match input {
+            Input::Frame(conn, bytes) => {
+                self.core.handle_frame(now, conn, &bytes);
+                conn
+            }
+            Input::StreamError(conn, e) => {
+                self.core.handle_stream_error(now, conn, &e);
+                conn
+            }
+        };
+        if let Some(w) = self.writers.get(&conn) {
+            if self.core.roles_epoch() != roles {
+                let p = self.core.receive_priority(conn);
+                w.shared.priority.store(p, Ordering::Relaxed);
+            }
+            w.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Sets every connection's lane again after a group's instant priority
+    /// changed (burst demotion or restore, `SetPriority`, deletion).
+    fn refresh_receive_priorities(&mut self) {
+        let epoch = self.core.priority_epoch();
+        if epoch == self.priority_epoch {
+            return;
+        }
+        self.priority_epoch = epoch;
+        for (&conn, w) in &self.writers {
+            let p = self.core.receive_priority(conn);
+            w.shared.priority.store(p, Ordering::Relaxed);
         }
     }
 
     fn on_event(&mut self, ev: Event) {
         let now = self.clock.now();
         match ev {
-            Event::Connected(conn, w) => {
-                self.writers.insert(conn, w);
+            Event::Connected(conn, tx, shared) => {
+                self.writers.insert(conn, Writer { tx, shared });
                 self.core.handle_connect(now, conn);
             }
             Event::Written(conn, n) => self.core.handle_written(conn, n),
@@ -412,7 +565,7 @@ async fn accept_loop(
     listener: TcpListener,
     transport: Transport,
     next_id: Arc<AtomicU64>,
-    inputs: mpsc::Sender<Input>,
+    inputs: Arc<[mpsc::Sender<Input>]>,
     events: mpsc::UnboundedSender<Event>,
     max_frame: usize,
 ) {
@@ -429,7 +582,7 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let conn = next_id.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(conn, %peer, ?transport, "relay connection");
-        let inputs = inputs.clone();
+        let inputs = InputTx::new(inputs.clone());
         let events = events.clone();
         tokio::spawn(async move {
             match transport {
@@ -443,14 +596,17 @@ async fn accept_loop(
 async fn serve_tcp(
     conn: ConnId,
     stream: TcpStream,
-    inputs: mpsc::Sender<Input>,
+    mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     max_frame: usize,
 ) {
     let (mut rd, mut wr) = stream.into_split();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
-    if events.send(Event::Connected(conn, out_tx)).is_err() {
+    if events
+        .send(Event::Connected(conn, out_tx, inputs.shared.clone()))
+        .is_err()
+    {
         return;
     }
     let wevents = events.clone();
@@ -527,7 +683,7 @@ const WRITE_BATCH: usize = 64 << 10;
 async fn serve_ws(
     conn: ConnId,
     stream: TcpStream,
-    inputs: mpsc::Sender<Input>,
+    mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     max_frame: usize,
 ) {
@@ -544,7 +700,10 @@ async fn serve_ws(
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
-    if events.send(Event::Connected(conn, out_tx)).is_err() {
+    if events
+        .send(Event::Connected(conn, out_tx, inputs.shared.clone()))
+        .is_err()
+    {
         return;
     }
     let wevents = events.clone();
@@ -638,4 +797,63 @@ impl Clock {
 #[expect(clippy::disallowed_methods, reason = "driver clock")]
 fn read_clocks() -> (tokio::time::Instant, SystemTime) {
     (tokio::time::Instant::now(), SystemTime::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lanes() -> (Arc<[mpsc::Sender<Input>]>, Vec<mpsc::Receiver<Input>>) {
+        let (tx, rx): (Vec<_>, Vec<_>) = (0..LANES).map(|_| mpsc::channel(16)).unzip();
+        (tx.into(), rx)
+    }
+
+    fn conn_of(i: Option<Input>) -> ConnId {
+        match i {
+            Some(Input::Frame(c, _) | Input::StreamError(c, _)) => c,
+            None => 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_core_task_takes_the_highest_lane_first() {
+        let (tx, mut rx) = lanes();
+        let mut low = InputTx::new(tx.clone());
+        low.shared.priority.store(2, Ordering::Relaxed);
+        let mut high = InputTx::new(tx);
+        high.shared.priority.store(6, Ordering::Relaxed);
+        for _ in 0..3 {
+            low.send(Input::Frame(1, Bytes::new())).await.expect("open");
+        }
+        high.send(Input::Frame(2, Bytes::new()))
+            .await
+            .expect("open");
+        assert_eq!(conn_of(recv_highest(&mut rx).await), 2);
+        assert_eq!(conn_of(try_recv_highest(&mut rx)), 1);
+        assert_eq!(low.shared.inflight.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn a_connection_changes_lane_only_once_its_frames_are_handled() {
+        let (tx, mut rx) = lanes();
+        let mut c = InputTx::new(tx);
+        c.shared.priority.store(2, Ordering::Relaxed);
+        c.send(Input::Frame(1, Bytes::from_static(b"a")))
+            .await
+            .expect("open");
+        // Raised while frame "a" waits in lane 2: "b" must not overtake it.
+        c.shared.priority.store(6, Ordering::Relaxed);
+        c.send(Input::Frame(1, Bytes::from_static(b"b")))
+            .await
+            .expect("open");
+        assert_eq!(rx[2].len(), 2);
+        for _ in 0..2 {
+            let _ = try_recv_highest(&mut rx);
+            c.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+        }
+        c.send(Input::Frame(1, Bytes::from_static(b"c")))
+            .await
+            .expect("open");
+        assert_eq!(rx[6].len(), 1, "nothing waits: the new lane applies");
+    }
 }

@@ -952,3 +952,60 @@ fn a_checkpoint_between_pages_restarts_the_transfer_from_it() {
     let after: Vec<u64> = delivered(&fs[resync..]).iter().map(|(s, _)| *s).collect();
     assert_eq!(after, (41..=50).collect::<Vec<_>>());
 }
+
+#[test]
+fn input_is_taken_at_the_priority_of_the_groups_a_client_is_principal_in() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    let b = h.client("b");
+    h.req(
+        a,
+        2,
+        Frame::CreateGroup {
+            group: "chat".into(),
+            group_type: String::new(),
+            priority: 6,
+            initial_state: Bytes::new(),
+        },
+    );
+    h.create(a, "images", b"");
+    h.join(a, "images", Role::Principal);
+    h.join(b, "images", Role::Principal);
+    h.join(b, "chat", Role::Observer);
+    // §4.5: the maximum over groups where the client is principal; being
+    // an observer in a high-priority group does not count.
+    assert_eq!(h.core.receive_priority(a), DEFAULT_GROUP_PRIORITY);
+    assert_eq!(h.core.receive_priority(b), DEFAULT_GROUP_PRIORITY);
+    let roles = h.core.roles_epoch();
+    h.req(
+        b,
+        3,
+        Frame::ChangeRole {
+            group: "chat".into(),
+            role: Role::Principal,
+        },
+    );
+    assert_ne!(h.core.roles_epoch(), roles);
+    assert_eq!(h.core.receive_priority(b), 6);
+    // A burst demotes "images", and with it a's input.
+    let epoch = h.core.priority_epoch();
+    for _ in 0..40 {
+        h.input(
+            a,
+            5,
+            Frame::Send {
+                group: "images".into(),
+                msg_type: 0,
+                sent_at_micros: 0,
+                payload: Bytes::from(vec![0; 50_000]),
+            },
+        );
+    }
+    h.pump();
+    assert_ne!(h.core.priority_epoch(), epoch);
+    assert!(h.core.receive_priority(a) < DEFAULT_GROUP_PRIORITY);
+    assert_eq!(h.core.receive_priority(b), 6);
+    // A client principal nowhere is taken at the default priority.
+    let c = h.client("c");
+    assert_eq!(h.core.receive_priority(c), DEFAULT_GROUP_PRIORITY);
+}
