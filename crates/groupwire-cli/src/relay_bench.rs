@@ -137,6 +137,12 @@ pub(crate) struct BenchArgs {
     /// slow-member: how fast the slow member reads, bytes/s.
     #[arg(long, default_value_t = 10_000)]
     slow_read: u64,
+    /// Send window each client asks the relay for, in bytes (0: the
+    /// relay's default, 256 KiB). What a client has in flight is
+    /// head-of-line delay for its next message, so latency-sensitive
+    /// clients ask for small windows, as with a TCP receive window.
+    #[arg(long, default_value_t = 0)]
+    window: u32,
     /// The relay's process id: its CPU time (utime + stime) and resident
     /// memory are read from /proc during each phase.
     #[arg(long)]
@@ -347,6 +353,8 @@ struct Shared {
     target: Target,
     addr: String,
     groups: Vec<String>,
+    /// Requested send window (0: the relay's default).
+    window: u32,
     /// 0 while not measuring; otherwise the phase deliveries count toward.
     phase: AtomicUsize,
     /// Deliveries scheduled before this (wall µs) do not count.
@@ -749,6 +757,7 @@ async fn bench(a: &BenchArgs) -> Result<Report> {
         target: a.target,
         addr: a.relay.clone(),
         groups: groups.iter().map(|(n, _)| n.clone()).collect(),
+        window: a.window,
         phase: AtomicUsize::new(0),
         phase_start: AtomicU64::new(u64::MAX),
         switches: (0..2).map(|_| AtomicBool::new(false)).collect(),
@@ -979,7 +988,7 @@ fn proc_rss_kib(pid: u32) -> Option<u64> {
 // ---- clients ----
 
 async fn create_groups(addr: &str, groups: &[(String, u8)]) -> Result<()> {
-    let mut s = Conn::connect(addr).await?;
+    let mut s = Conn::connect(addr, 0).await?;
     for (i, (g, prio)) in groups.iter().enumerate() {
         let req = i as u32 + 2;
         s.request(
@@ -1029,7 +1038,7 @@ struct Conn {
 }
 
 impl Conn {
-    async fn connect(addr: &str) -> Result<Self> {
+    async fn connect(addr: &str, window: u32) -> Result<Self> {
         let stream = TcpStream::connect(addr)
             .await
             .with_context(|| format!("connecting to {addr}"))?;
@@ -1042,7 +1051,7 @@ impl Conn {
         };
         let hello = Frame::Hello {
             max_version: frame::VERSION,
-            window: 0,
+            window,
             token: String::new(),
             name: "bench".into(),
         };
@@ -1091,7 +1100,7 @@ async fn relay_client(
     mut stop: watch::Receiver<bool>,
     ready: &mut bool,
 ) -> Result<()> {
-    let mut c = Conn::connect(&shared.addr).await?;
+    let mut c = Conn::connect(&shared.addr, shared.window).await?;
     for (i, m) in plan.memberships.iter().enumerate() {
         c.request(
             i as u32 + 2,
