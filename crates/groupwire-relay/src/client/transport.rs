@@ -197,9 +197,12 @@ pub(super) async fn connect_ws(
         addr: url.to_owned(),
         reason,
     };
-    let request = url
-        .into_client_request()
-        .map_err(|e| invalid(e.to_string()))?;
+    let request = url.into_client_request().map_err(|e| {
+        invalid(match e {
+            tungstenite::Error::HttpFormat(e) => format!("not a URL ({e})"),
+            e => e.to_string(),
+        })
+    })?;
     match request.uri().scheme_str() {
         Some(s) if s.eq_ignore_ascii_case("ws") => {}
         Some(s) if s.eq_ignore_ascii_case("wss") => {
