@@ -46,7 +46,6 @@ enum Command {
     #[command(subcommand)]
     Awareness(awareness::AwarenessCommand),
     Relay(relay::RelayArgs),
-    /// Talk to a relay by hand: create groups, send, watch, lock.
     Group(relay::GroupArgs),
     Tunnel(tunnel::TunnelArgs),
 }

@@ -14,8 +14,8 @@ use groupwire_relay::core::MAX_PRIORITY;
 use groupwire_relay::frame::{ActivityMode, Role};
 use groupwire_relay::storage::SyncMode;
 use groupwire_relay::{
-    ClientEvent, ClientOptions, RelayClient, SchedulerConfig, ServerConfig, SlowConsumerPolicy,
-    StorageConfig,
+    ClientError, ClientEvent, ClientOptions, RelayClient, SchedulerConfig, ServerConfig,
+    SlowConsumerPolicy, StorageConfig,
 };
 
 use crate::UsageError;
@@ -243,9 +243,12 @@ fn token(t: TokenArgs) -> Result<()> {
 }
 
 /// Talk to a relay by hand: create groups, send, watch, lock.
+///
+/// Example: groupwire group --relay ws://127.0.0.1:7601/ watch chat
 #[derive(Debug, Args)]
 pub(crate) struct GroupArgs {
-    /// The relay's TCP address.
+    /// The relay's address: host:port or tcp://host:port for its TCP
+    /// listener, ws://host:port/ for its WebSocket listener (--ws).
     #[arg(long, global = true, default_value = "127.0.0.1:7600")]
     relay: String,
     /// Token (for a relay started with --auth-secret-file).
@@ -345,9 +348,13 @@ pub(crate) fn run_group(a: GroupArgs) -> Result<()> {
 async fn group(a: GroupArgs) -> Result<()> {
     let opts = ClientOptions::new(&a.name).token(&a.token);
     let connect = || async {
-        RelayClient::connect(a.relay.as_str(), opts.clone())
+        RelayClient::connect_url(&a.relay, opts.clone())
             .await
-            .with_context(|| format!("connecting to the relay at {}", a.relay))
+            .map_err(|e| match e {
+                ClientError::InvalidAddress { .. } => UsageError(anyhow!("--relay: {e}")).into(),
+                e => anyhow::Error::from(e)
+                    .context(format!("connecting to the relay at {}", a.relay)),
+            })
     };
     let mut out = std::io::stdout();
     match a.command {

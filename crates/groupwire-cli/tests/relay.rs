@@ -262,3 +262,97 @@ fn tokens_minted_by_the_cli_are_checked_by_the_relay() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn group_commands_reach_the_relay_over_websocket() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--ws",
+            "127.0.0.1:0",
+            "--memory",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runs");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let _relay = Relay(child);
+    let tcp = lines
+        .next()
+        .expect("a first line")
+        .expect("utf-8")
+        .trim_start_matches("relay listening on ")
+        .to_owned();
+    let ws = lines
+        .next()
+        .expect("a second line")
+        .expect("utf-8")
+        .trim_start_matches("websocket on ")
+        .to_owned();
+    assert!(ws.starts_with("ws://"), "{ws}");
+    let run = |relay: &str, args: &[&str]| {
+        let mut full = vec!["group", "--relay", relay];
+        full.extend_from_slice(args);
+        groupwire_within(&full, Duration::from_secs(20))
+    };
+    let ok = |relay: &str, args: &[&str]| {
+        let o = run(relay, args);
+        assert!(
+            o.status.success(),
+            "{relay} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(ok(&ws, &["create", "chat", "--state", "hi"]).contains("created chat"));
+    assert!(ok(&ws, &["send", "chat", "over ws"]).contains("sent #1"));
+    let tcp_url = format!("tcp://{tcp}");
+    assert!(ok(&tcp_url, &["send", "chat", "over tcp"]).contains("sent #2"));
+    let out = ok(&ws, &["join", "chat"]);
+    assert!(
+        out.contains("state at #0 = \"hi\"") && out.contains("over ws") && out.contains("over tcp"),
+        "{out}"
+    );
+    assert!(ok(&ws, &["lock", "chat", "pen", "--hold", "10ms", "--try"]).contains("released pen"));
+    // A scheme the client does not speak is a usage error (2); a relay
+    // error over WebSocket is a failed run (1), as over TCP.
+    let o = run("http://127.0.0.1:1/", &["join", "chat"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown scheme"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run(&ws, &["join", "nosuch"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-group"));
+    let help = groupwire(&["group", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("ws://host:port/"));
+}
+
+/// [`groupwire`], killed (and the test failed) if it runs longer than `limit`.
+fn groupwire_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the groupwire binary runs");
+    let step = Duration::from_millis(10);
+    let mut waited = Duration::ZERO;
+    // The outputs are a few lines, far below a pipe's buffer, so waiting
+    // before reading cannot block the child.
+    while child.try_wait().expect("wait").is_none() {
+        if waited >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("groupwire {args:?} ran longer than {limit:?}");
+        }
+        std::thread::sleep(step);
+        waited += step;
+    }
+    child.wait_with_output().expect("output")
+}

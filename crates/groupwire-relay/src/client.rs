@@ -1,4 +1,11 @@
-//! The client library: one TCP connection to a relay, any number of groups.
+//! The client library: one connection to a relay, any number of groups.
+//!
+//! The connection runs over TCP ([`RelayClient::connect`], the relay's
+//! `--listen` address) or WebSocket ([`RelayClient::connect_ws`], its `--ws`
+//! address, one frame per binary message); [`RelayClient::connect_url`]
+//! picks by the address (`host:port`, `tcp://host:port` or
+//! `ws://host:port/`). The two carry the same frames, so everything after
+//! connecting is the same.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), groupwire_relay::client::ClientError> {
@@ -23,6 +30,12 @@
 //! only for frames it has handed to the application, so a client that
 //! stops reading events is eventually treated as a slow consumer (which is
 //! the point). Dropping the receiver discards events instead.
+//!
+//! Frame sizes: a request larger than the relay's cap (announced in its
+//! `Welcome`, see [`RelayClient::max_frame`]) fails locally with
+//! [`ClientError::FrameTooLarge`] instead of making the relay drop the
+//! connection; frames from the relay are accepted up to
+//! [`ClientOptions::max_incoming_frame`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,13 +43,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::frame::{
-    self, ActivityMode, ErrorCode, Frame, FrameDecoder, MemberInfo, MembershipChange, Role,
-};
+use crate::frame::{self, ActivityMode, ErrorCode, Frame, MemberInfo, MembershipChange, Role};
+use transport::{FrameReader, FrameWriter, ReadError};
+
+mod transport;
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -49,6 +62,10 @@ pub struct ClientOptions {
     pub window: u32,
     /// Capacity of the event channel.
     pub event_capacity: usize,
+    /// Largest frame accepted from the relay, length prefix included; a
+    /// larger one ends the connection. Default
+    /// [`DEFAULT_MAX_INCOMING_FRAME`].
+    pub max_incoming_frame: usize,
 }
 
 impl ClientOptions {
@@ -59,6 +76,7 @@ impl ClientOptions {
             token: String::new(),
             window: 0,
             event_capacity: 1024,
+            max_incoming_frame: DEFAULT_MAX_INCOMING_FRAME,
         }
     }
 
@@ -73,7 +91,25 @@ impl ClientOptions {
         self.window = bytes;
         self
     }
+
+    /// Sets the largest frame accepted from the relay. Raise it for a relay
+    /// started with a `--max-frame` near or above
+    /// [`DEFAULT_MAX_INCOMING_FRAME`].
+    pub fn max_incoming_frame(mut self, bytes: usize) -> Self {
+        self.max_incoming_frame = bytes;
+        self
+    }
 }
+
+/// Default for [`ClientOptions::max_incoming_frame`]: 16 MiB.
+///
+/// Not the relay's announced cap, which bounds what the relay *accepts*:
+/// frames it originates can be larger (a `Deliver` is 16 bytes longer than
+/// the `Send` it carries, a `Joined` lists every member), and a WebSocket
+/// client must fix its limit before the `Welcome` arrives. Sixteen times
+/// the relay's default cap ([`frame::DEFAULT_MAX_FRAME`]) leaves room for
+/// both while still bounding what one frame can make the client buffer.
+pub const DEFAULT_MAX_INCOMING_FRAME: usize = 16 * frame::DEFAULT_MAX_FRAME;
 
 /// A failed request or a lost connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,6 +132,23 @@ pub enum ClientError {
     /// The relay answered with something unexpected.
     #[error("unexpected reply {0}")]
     Unexpected(String),
+    /// The request would be a frame larger than the relay accepts
+    /// ([`RelayClient::max_frame`]); nothing was sent.
+    #[error("request of {len} bytes exceeds the relay's frame cap of {max} bytes")]
+    FrameTooLarge {
+        /// The encoded request, length prefix included.
+        len: usize,
+        /// The relay's cap.
+        max: usize,
+    },
+    /// The relay address or URL is not one the client can use.
+    #[error("invalid relay address {addr:?}: {reason}")]
+    InvalidAddress {
+        /// The address as given.
+        addr: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl ClientError {
@@ -190,24 +243,64 @@ struct Inner {
     next: AtomicU32,
     client_id: u64,
     window: u32,
+    max_frame: usize,
 }
 
+/// An encoded request on its way to the connection task.
 struct Request {
     id: u32,
-    frame: Frame,
-    reply: Option<oneshot::Sender<Result<Frame, ClientError>>>,
+    bytes: Bytes,
+    reply: oneshot::Sender<Result<Frame, ClientError>>,
 }
 
 impl RelayClient {
-    /// Connects, says `Hello` and waits for `Welcome`.
+    /// Connects over TCP, says `Hello` and waits for `Welcome`.
     pub async fn connect(
         addr: impl ToSocketAddrs,
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| ClientError::Connect(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
+        let (reader, writer) = transport::connect_tcp(addr, opts.max_incoming_frame).await?;
+        Self::start(reader, writer, opts).await
+    }
+
+    /// Connects over WebSocket to the relay's `--ws` address (`url` like
+    /// `ws://127.0.0.1:7601/`; the relay serves any path), says `Hello` and
+    /// waits for `Welcome`. Everything after that is as for
+    /// [`connect`](Self::connect): same requests, same events.
+    ///
+    /// A `url` that is not a `ws://` URL is
+    /// [`ClientError::InvalidAddress`] (`wss://` too: this build has no
+    /// TLS); a refused connection or a failed HTTP upgrade is
+    /// [`ClientError::Connect`].
+    pub async fn connect_ws(
+        url: &str,
+        opts: ClientOptions,
+    ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
+        let (reader, writer) = transport::connect_ws(url, opts.max_incoming_frame).await?;
+        Self::start(reader, writer, opts).await
+    }
+
+    /// Connects over the transport `addr` names: `host:port` or
+    /// `tcp://host:port` for TCP ([`connect`](Self::connect)),
+    /// `ws://host:port/path` for WebSocket ([`connect_ws`](Self::connect_ws)).
+    /// Other schemes are [`ClientError::InvalidAddress`].
+    pub async fn connect_url(
+        addr: &str,
+        opts: ClientOptions,
+    ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
+        match parse_addr(addr)? {
+            RelayAddr::Tcp(hostport) => Self::connect(hostport, opts).await,
+            RelayAddr::Ws(url) => Self::connect_ws(url, opts).await,
+        }
+    }
+
+    /// Says `Hello` on a fresh connection, waits for `Welcome`, then hands
+    /// the connection to its task.
+    async fn start(
+        mut reader: FrameReader,
+        mut writer: FrameWriter,
+        opts: ClientOptions,
+    ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
         let hello = frame::encode(
             1,
             &Frame::Hello {
@@ -217,29 +310,17 @@ impl RelayClient {
                 name: opts.name.clone(),
             },
         );
-        stream
-            .write_all(&hello)
+        writer
+            .send(hello)
             .await
             .map_err(|e| ClientError::Connect(e.to_string()))?;
-        let mut decoder = FrameDecoder::new(frame::DEFAULT_MAX_FRAME);
-        let mut consumed = 0u64;
-        let welcome = loop {
-            if let Some(f) = decoder
-                .next_frame()
-                .map_err(|e| ClientError::Unexpected(e.to_string()))?
-            {
-                consumed += f.len() as u64;
-                break frame::decode(&f, usize::MAX)
-                    .map_err(|e| ClientError::Unexpected(e.to_string()))?;
-            }
-            let n = stream
-                .read_buf(decoder.buffer_mut())
-                .await
-                .map_err(|e| ClientError::Connect(e.to_string()))?;
-            if n == 0 {
-                return Err(ClientError::Closed);
-            }
-        };
+        let welcome = reader
+            .next_frame()
+            .await
+            .map_err(ReadError::into_connect_error)?;
+        let consumed = welcome.len() as u64;
+        let welcome = frame::decode(&welcome, usize::MAX)
+            .map_err(|e| ClientError::Unexpected(e.to_string()))?;
         let (client_id, window, max_frame) = match welcome.frame {
             Frame::Welcome {
                 client,
@@ -250,13 +331,9 @@ impl RelayClient {
             Frame::Error { code, message } => return Err(ClientError::Relay { code, message }),
             other => return Err(ClientError::Unexpected(format!("{:?}", other.kind()))),
         };
-        let mut decoder2 = FrameDecoder::new(max_frame as usize);
-        decoder2.extend(&decoder.buffer_mut().split());
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::channel(opts.event_capacity.max(1));
-        tokio::spawn(connection(
-            stream, decoder2, consumed, window, req_rx, ev_tx,
-        ));
+        tokio::spawn(connection(reader, writer, consumed, window, req_rx, ev_tx));
         Ok((
             RelayClient {
                 inner: Arc::new(Inner {
@@ -264,6 +341,7 @@ impl RelayClient {
                     next: AtomicU32::new(2),
                     client_id,
                     window,
+                    max_frame: usize::try_from(max_frame).unwrap_or(usize::MAX),
                 }),
             },
             ev_rx,
@@ -280,15 +358,31 @@ impl RelayClient {
         self.inner.window
     }
 
+    /// The largest frame the relay accepts, length prefix included (from
+    /// its `Welcome`). A request that would be larger fails with
+    /// [`ClientError::FrameTooLarge`] without being sent.
+    pub fn max_frame(&self) -> usize {
+        self.inner.max_frame
+    }
+
     async fn request(&self, frame: Frame) -> Result<Frame, ClientError> {
         let id = self.inner.next.fetch_add(1, Ordering::Relaxed).max(1);
+        let bytes = frame::encode(id, &frame);
+        // The relay closes the connection on a frame above its cap; refuse
+        // it here so one oversized request does not cost the others.
+        if bytes.len() > self.inner.max_frame {
+            return Err(ClientError::FrameTooLarge {
+                len: bytes.len(),
+                max: self.inner.max_frame,
+            });
+        }
         let (tx, rx) = oneshot::channel();
         self.inner
             .requests
             .send(Request {
                 id,
-                frame,
-                reply: Some(tx),
+                bytes,
+                reply: tx,
             })
             .map_err(|_| ClientError::Closed)?;
         rx.await.map_err(|_| ClientError::Closed)?
@@ -501,141 +595,236 @@ pub fn wall_micros() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// A relay address as [`RelayClient::connect_url`] reads it.
+#[derive(Debug, PartialEq, Eq)]
+enum RelayAddr<'a> {
+    /// `host:port`, for [`RelayClient::connect`].
+    Tcp(&'a str),
+    /// A whole `ws://` URL, for [`RelayClient::connect_ws`].
+    Ws(&'a str),
+}
+
+fn parse_addr(addr: &str) -> Result<RelayAddr<'_>, ClientError> {
+    let invalid = |reason: &str| ClientError::InvalidAddress {
+        addr: addr.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let Some((scheme, rest)) = addr.split_once("://") else {
+        if addr.is_empty() {
+            return Err(invalid("empty"));
+        }
+        return Ok(RelayAddr::Tcp(addr));
+    };
+    if scheme.eq_ignore_ascii_case("tcp") {
+        let hostport = rest.strip_suffix('/').unwrap_or(rest);
+        if hostport.is_empty() || hostport.contains('/') {
+            return Err(invalid("expected tcp://host:port"));
+        }
+        Ok(RelayAddr::Tcp(hostport))
+    } else if scheme.eq_ignore_ascii_case("ws") {
+        Ok(RelayAddr::Ws(addr))
+    } else if scheme.eq_ignore_ascii_case("wss") {
+        Err(invalid(
+            "wss:// (TLS) is not supported by this client; use ws://",
+        ))
+    } else {
+        Err(invalid(
+            "unknown scheme; use host:port, tcp://host:port or ws://host:port/",
+        ))
+    }
+}
+
 /// The connection task: writes requests, reads frames, routes replies to
 /// their requests and everything else to the event channel, and returns
-/// credit as frames are handed over.
+/// credit as frames are handed over. Transport-blind: `reader` and
+/// `writer` hide whether frames travel over TCP or WebSocket.
 async fn connection(
-    stream: TcpStream,
-    mut decoder: FrameDecoder,
+    mut reader: FrameReader,
+    mut writer: FrameWriter,
     mut consumed: u64,
     window: u32,
     mut requests: mpsc::UnboundedReceiver<Request>,
     events: mpsc::Sender<ClientEvent>,
 ) {
-    let (mut rd, mut wr) = stream.into_split();
+    // Writes go through their own task so that a relay that is slow to read
+    // never stops this one from reading (and crediting) what it sends.
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Bytes>();
     let writer = tokio::spawn(async move {
         while let Some(b) = out_rx.recv().await {
-            if wr.write_all(&b).await.is_err() {
+            if writer.send(b).await.is_err() {
                 break;
             }
         }
+        writer.close().await;
     });
     let mut pending: BTreeMap<u32, oneshot::Sender<Result<Frame, ClientError>>> = BTreeMap::new();
     let mut credited = consumed;
     let credit_every = u64::from(window / 4).max(1);
-    let mut fatal: Option<ClientError> = None;
-    'outer: loop {
-        // Whole frames already buffered first.
-        loop {
-            let f = match decoder.next_frame() {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => {
-                    fatal = Some(ClientError::Unexpected(e.to_string()));
-                    break 'outer;
-                }
-            };
-            consumed += f.len() as u64;
-            let Ok(env) = frame::decode(&f, usize::MAX) else {
-                fatal = Some(ClientError::Unexpected("undecodable frame".into()));
-                break 'outer;
-            };
-            let req = env.request;
-            let event = match env.frame {
-                Frame::Deliver {
-                    group,
-                    seq,
-                    sender,
-                    msg_type,
-                    sent_at_micros,
-                    payload,
-                } => Some(ClientEvent::Deliver(Delivery {
-                    group,
-                    seq,
-                    sender,
-                    msg_type,
-                    sent_at_micros,
-                    payload,
-                })),
-                Frame::Membership {
-                    group,
-                    client,
-                    name,
-                    change,
-                    role,
-                    mode,
-                } => Some(ClientEvent::Membership {
-                    group,
-                    client,
-                    name,
-                    change,
-                    role,
-                    mode,
-                }),
-                Frame::GroupDeleted { group } => Some(ClientEvent::GroupDeleted(group)),
-                Frame::Resync { group, dropped } => Some(ClientEvent::Resync { group, dropped }),
-                Frame::Joined {
-                    group,
-                    group_type,
-                    checkpoint_seq,
-                    head_seq,
-                    state,
-                    members,
-                } if req == 0 => Some(ClientEvent::State(JoinInfo {
-                    group,
-                    group_type,
-                    checkpoint_seq,
-                    head_seq,
-                    state,
-                    members,
-                })),
-                Frame::Error { code, message } if req == 0 || !pending.contains_key(&req) => {
-                    fatal = Some(ClientError::Relay { code, message });
-                    None
-                }
-                reply => {
-                    if let Some(tx) = pending.remove(&req) {
-                        let r = match reply {
-                            Frame::Error { code, message } => {
-                                Err(ClientError::Relay { code, message })
-                            }
-                            other => Ok(other),
-                        };
-                        let _ = tx.send(r);
-                    }
-                    None
-                }
-            };
-            if let Some(ev) = event {
-                // A dropped receiver discards events; a full one waits here.
-                let _ = events.send(ev).await;
-            }
-            if consumed - credited >= credit_every {
-                credited = consumed;
-                let _ = out_tx.send(frame::encode(0, &Frame::Credit { consumed }));
-            }
-        }
+    let fatal = loop {
         tokio::select! {
-            r = rd.read_buf(decoder.buffer_mut()) => match r {
-                Ok(0) | Err(_) => break 'outer,
-                Ok(_) => {}
-            },
+            f = reader.next_frame() => {
+                let f = match f {
+                    Ok(f) => f,
+                    Err(e) => break e.into_fatal(),
+                };
+                consumed += f.len() as u64;
+                let Ok(env) = frame::decode(&f, usize::MAX) else {
+                    break Some(ClientError::Unexpected("undecodable frame".into()));
+                };
+                match route(env, &mut pending) {
+                    Routed::Event(ev) => {
+                        // A dropped receiver discards events; a full one waits here.
+                        let _ = events.send(ev).await;
+                    }
+                    Routed::Fatal(e) => break Some(e),
+                    Routed::Done => {}
+                }
+                if consumed - credited >= credit_every {
+                    credited = consumed;
+                    let _ = out_tx.send(frame::encode(0, &Frame::Credit { consumed }));
+                }
+            }
             req = requests.recv() => match req {
                 Some(r) => {
-                    if let Some(tx) = r.reply {
-                        pending.insert(r.id, tx);
-                    }
-                    let _ = out_tx.send(frame::encode(r.id, &r.frame));
+                    pending.insert(r.id, r.reply);
+                    let _ = out_tx.send(r.bytes);
                 }
-                None => break 'outer,
+                None => break None,
             },
         }
-    }
+    };
     for (_, tx) in pending {
         let _ = tx.send(Err(fatal.clone().unwrap_or(ClientError::Closed)));
     }
     let _ = events.send(ClientEvent::Closed(fatal)).await;
     drop(out_tx);
     let _ = writer.await;
+}
+
+/// Where a frame from the relay goes.
+enum Routed {
+    /// To the application.
+    Event(ClientEvent),
+    /// Nowhere: the relay ended the connection with this error.
+    Fatal(ClientError),
+    /// Already handled (a reply went to its request, or was stale).
+    Done,
+}
+
+fn route(
+    env: frame::Envelope,
+    pending: &mut BTreeMap<u32, oneshot::Sender<Result<Frame, ClientError>>>,
+) -> Routed {
+    let req = env.request;
+    match env.frame {
+        Frame::Deliver {
+            group,
+            seq,
+            sender,
+            msg_type,
+            sent_at_micros,
+            payload,
+        } => Routed::Event(ClientEvent::Deliver(Delivery {
+            group,
+            seq,
+            sender,
+            msg_type,
+            sent_at_micros,
+            payload,
+        })),
+        Frame::Membership {
+            group,
+            client,
+            name,
+            change,
+            role,
+            mode,
+        } => Routed::Event(ClientEvent::Membership {
+            group,
+            client,
+            name,
+            change,
+            role,
+            mode,
+        }),
+        Frame::GroupDeleted { group } => Routed::Event(ClientEvent::GroupDeleted(group)),
+        Frame::Resync { group, dropped } => Routed::Event(ClientEvent::Resync { group, dropped }),
+        Frame::Joined {
+            group,
+            group_type,
+            checkpoint_seq,
+            head_seq,
+            state,
+            members,
+        } if req == 0 => Routed::Event(ClientEvent::State(JoinInfo {
+            group,
+            group_type,
+            checkpoint_seq,
+            head_seq,
+            state,
+            members,
+        })),
+        Frame::Error { code, message } if req == 0 || !pending.contains_key(&req) => {
+            Routed::Fatal(ClientError::Relay { code, message })
+        }
+        reply => {
+            if let Some(tx) = pending.remove(&req) {
+                let r = match reply {
+                    Frame::Error { code, message } => Err(ClientError::Relay { code, message }),
+                    other => Ok(other),
+                };
+                let _ = tx.send(r);
+            }
+            Routed::Done
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_pick_their_transport() {
+        assert_eq!(
+            parse_addr("127.0.0.1:7600"),
+            Ok(RelayAddr::Tcp("127.0.0.1:7600"))
+        );
+        assert_eq!(
+            parse_addr("relay.example:7600"),
+            Ok(RelayAddr::Tcp("relay.example:7600"))
+        );
+        assert_eq!(
+            parse_addr("tcp://[::1]:7600/"),
+            Ok(RelayAddr::Tcp("[::1]:7600"))
+        );
+        assert_eq!(parse_addr("TCP://h:1"), Ok(RelayAddr::Tcp("h:1")));
+        assert_eq!(
+            parse_addr("ws://127.0.0.1:7601/"),
+            Ok(RelayAddr::Ws("ws://127.0.0.1:7601/"))
+        );
+        assert_eq!(
+            parse_addr("WS://h:1/any/path"),
+            Ok(RelayAddr::Ws("WS://h:1/any/path"))
+        );
+    }
+
+    #[test]
+    fn unusable_addresses_say_why() {
+        for (addr, why) in [
+            ("", "empty"),
+            ("tcp://", "tcp://host:port"),
+            ("tcp://h:1/path", "tcp://host:port"),
+            ("wss://h:1/", "TLS"),
+            ("http://h:1/", "unknown scheme"),
+        ] {
+            match parse_addr(addr) {
+                Err(ClientError::InvalidAddress { addr: a, reason }) => {
+                    assert_eq!(a, addr);
+                    assert!(reason.contains(why), "{addr}: {reason}");
+                }
+                other => panic!("{addr}: {other:?}"),
+            }
+        }
+    }
 }

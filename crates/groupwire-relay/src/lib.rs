@@ -10,7 +10,8 @@
 //! - [`storage`]: the store behind a trait (SQLite by default, in memory for
 //!   tests);
 //! - [`auth`]: HMAC-signed tokens with group, role and priority limits;
-//! - [`server`]: the tokio driver (TCP and WebSocket), [`client`]: the client library.
+//! - [`server`]: the tokio driver, [`client`]: the client library (both
+//!   over TCP and WebSocket).
 pub mod auth;
 pub mod client;
 pub mod core;
