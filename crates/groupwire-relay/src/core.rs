@@ -47,7 +47,7 @@ use crate::frame::{
     self, ActivityMode, ErrorCode, Frame, FrameError, MemberInfo, MembershipChange, Role,
 };
 use crate::sched::{
-    ConnId, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,
+    ConnId, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,
 };
 use crate::storage::{
     GroupRecord, LogEntry, Origin, StatePage, StorageDone, StorageError, StorageOp,
@@ -199,7 +199,7 @@ struct Conn {
 #[derive(Debug)]
 pub struct RelayCore {
     cfg: CoreConfig,
-    groups: BTreeMap<String, Group>,
+    groups: GroupMap<Group>,
     conns: BTreeMap<ConnId, Conn>,
     sched: Scheduler,
     storage_ops: VecDeque<StorageOp>,
@@ -219,7 +219,7 @@ impl RelayCore {
         Self {
             sched: Scheduler::new(cfg.sched.clone()),
             cfg,
-            groups: BTreeMap::new(),
+            groups: GroupMap::default(),
             conns: BTreeMap::new(),
             storage_ops: VecDeque::new(),
             slow: Vec::new(),
@@ -262,9 +262,11 @@ impl RelayCore {
         self.sched.depths()
     }
 
-    /// Names of the groups that exist.
+    /// Names of the groups that exist, sorted.
     pub fn group_names(&self) -> Vec<String> {
-        self.groups.keys().cloned().collect()
+        let mut names: Vec<String> = self.groups.keys().cloned().collect();
+        names.sort_unstable();
+        names
     }
 
     /// A group's instant priority (its default, lowered during a burst).
