@@ -682,6 +682,10 @@ impl Scheduler {
         if self.cfg.equal_priorities {
             return actions;
         }
+        #[expect(
+            clippy::iter_over_hash_type,
+            reason = "each group is updated on its own; only the count of changes leaves the loop"
+        )]
         for g in self.groups.values_mut() {
             if Self::update_burst(&self.cfg, &mut self.stats, g, now) {
                 self.epoch += 1;
@@ -757,6 +761,7 @@ impl Scheduler {
         };
         // Skip the scan of every group unless one may be demoted.
         if self.stats.burst_demotions > self.stats.burst_restores {
+            #[expect(clippy::iter_over_hash_type, reason = "a minimum: order does not matter")]
             for g in self.groups.values() {
                 if g.demoted {
                     earliest(g.meter.last + self.cfg.burst_window / 8);
