@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures `groupwire relay` on loopback and writes docs/results/relay.md.
 
-  scripts/relay_bench.py docs/results/relay.md            # everything, about 10 minutes
+  scripts/relay_bench.py docs/results/relay.md            # everything, about 20 minutes
   scripts/relay_bench.py docs/results/relay.md --quick    # short phases (smoke test)
 
 Called by `scripts/results.sh relay` after a release build. The relay runs
@@ -20,6 +20,19 @@ QUICK = "--quick" in sys.argv
 PLOTS = os.path.splitext(OUT)[0]
 MODES = [("adaptive", []), ("equal", ["--equal-priorities"])]
 COMMANDS = []
+# Loopback latency tails on this 2-core machine move a lot between runs
+# (the host's other tenants, CPU frequency); the isolation and chat goals
+# are judged on the median of this many runs, each shown.
+REPEATS = 1 if "--quick" in sys.argv else 3
+# Isolation: firehose messages/s. 5000 (250 000 deliveries/s of 1000 B) is
+# what the bench's one core can read, so latencies are the relay's; 20000
+# (1 million offered) saturates both cores, and then they include the
+# bench's own queueing.
+FIREHOSE_RATES = [5000, 20000]
+# Bytes in flight to a client are head-of-line delay for its next message;
+# the isolation clients ask for small send windows, as latency-sensitive
+# clients should (the relay's default is 256 KiB).
+ISO_WINDOW = "32768"
 
 
 def dur(s):
@@ -83,6 +96,18 @@ def bench(tmp, name, relay_extra, args, target="relay"):
     return json.load(open(js)), rows
 
 
+CHAT_ROW = 2
+
+
+def median_run(runs):
+    """The run with the median p99 (all deliveries) of several, with every run's p99."""
+    p99 = lambda r: cls(r[0]["phases"][0], "all").get("p99_ms") or 0.0
+    ordered = sorted(runs, key=p99)
+    j, rows = ordered[len(ordered) // 2]
+    j["all_p99_ms"] = [p99(r) for r in runs]
+    return j, rows
+
+
 def ms(x):
     return f"{x:.2f}" if x is not None else "-"
 
@@ -106,10 +131,14 @@ def main():
                                      ["roles", "--duration", dur("20s"), "--warmup", "2s"])
         # Fig. 5 and 7 with the relay saturated: the same groups next to a
         # fan-out load the relay cannot keep up with, so queues form.
+    for rate in FIREHOSE_RATES:
+        for k in range(REPEATS):
+            for mode, extra in MODES:
+                res[("isolation", rate, mode, k)] = bench(
+                    tmp, f"iso{rate}-{mode}-{k}", extra,
+                    ["isolation", "--members", "50", "--firehose-rate", str(rate),
+                     "--window", ISO_WINDOW, "--duration", dur("10s"), "--warmup", "2s"])
     for mode, extra in MODES:
-        res[("isolation", mode)] = bench(tmp, f"iso-{mode}", extra,
-                                         ["isolation", "--members", "50", "--firehose-rate", "20000",
-                                          "--duration", dur("10s"), "--warmup", "2s"])
         res[("slow", mode)] = bench(tmp, f"slow-{mode}", extra,
                                     ["slow-member", "--members", "1000", "--duration", dur("10s"),
                                      "--warmup", "3s"])
@@ -119,10 +148,12 @@ def main():
            ("chat 1000 x 10, 20 msg/s per group", ["--groups", "1000", "--members", "10", "--rate", "20"])]
     for i, (label, args) in enumerate(fan):
         for mode, extra in MODES + [("nats", None)]:
-            res[("fanout", i, mode)] = bench(
-                tmp, f"fan{i}-{mode}", extra or [],
+            # The chat goal is judged on a median: repeat that row.
+            runs = REPEATS if i == CHAT_ROW and mode != "nats" else 1
+            res[("fanout", i, mode)] = median_run([bench(
+                tmp, f"fan{i}-{mode}-{k}", extra or [],
                 ["fanout"] + args + ["--duration", dur("10s"), "--warmup", "3s"],
-                target="nats" if mode == "nats" else "relay")
+                target="nats" if mode == "nats" else "relay") for k in range(runs)])
     nats_ver = start_nats()
     stop(nats_ver[0])
     write(res, fan, nats_ver[2], tmp)
@@ -167,7 +198,10 @@ def write(res, fan, nats_ver, tmp):
           "relay is almost idle, so priorities only show once queues form, which is what the "
           "isolation, slow-member and saturated fan-out runs add. `--memory` storage: "
           "updates are not written to SQLite (the shipped default), so these are the "
-          "scheduler's and the network path's costs, not the disk's.", ""]
+          "scheduler's and the network path's costs, not the disk's; the memory engine runs "
+          "inside the relay's core task, where SQLite has a thread of its own. "
+          "Priorities apply where the relay's work is scarce: input is taken at the priority "
+          "of the groups a client is principal in (§4.5), output queue by queue (§4.5, §4.6).", ""]
 
     # Fig. 5
     L += ["## Fig. 5: a chat group next to bursts of 5 x 40 KB", "",
@@ -253,33 +287,43 @@ def write(res, fan, nats_ver, tmp):
 
     # Isolation
     L += ["## Isolation: 20 low-rate groups next to a firehose", "",
-          "50 clients, each in one firehose group (one sender, 20 000 messages/s of 1000 B: "
-          "1 million deliveries/s offered, more than the relay's core carries) and in 20 "
-          "low-rate groups (one sender each, 5 messages/s of 200 B). Goal: the low-rate "
-          "groups' p99 with the firehose within 2x of their p99 without it.", "",
-          "| relay | low-rate p99 ms, unloaded | low-rate p99 ms, firehose on | ratio | goal (<= 2x) | firehose deliveries/s | resyncs | clients dropped |",
-          "|---|---|---|---|---|---|---|---|"]
-    invalid_iso = False
-    for mode, _ in MODES:
-        j = res[("isolation", mode)][0]
-        u, l = j["phases"][0], j["phases"][1]
-        pu, pl = cls(u, "low-rate").get("p99_ms"), cls(l, "low-rate").get("p99_ms")
-        ratio = pl / pu if pu and pl else None
-        fh = cls(l, "firehose").get("count", 0) / l["seconds"]
-        verdict = ("not measured: no firehose traffic" if fh == 0 else
-                   "met" if ratio and ratio <= 2 else "missed")
-        invalid_iso = invalid_iso or fh == 0
-        L.append(f"| {mode} | {ms(pu)} | {ms(pl)} | {ratio:.1f}x | {verdict} "
-                 f"| {fh:.0f} | {l['resyncs']} | {l['disconnects']} |")
+          "50 clients, each in one firehose group (one sender, 1000 B messages) and in 20 "
+          "low-rate groups (one sender each, 5 messages/s of 200 B). Each client asks for a "
+          f"{int(ISO_WINDOW) // 1024} KiB send window (bytes in flight are head-of-line delay "
+          "for the next message). Goal: the low-rate groups' p99 with the firehose within 2x "
+          "of their p99 without it. Two firehose rates: 5000 messages/s (250 000 deliveries/s, "
+          "what the bench's one core can read: the latencies are the relay's) and 20 000 "
+          "(1 million offered: more than either core carries, so latencies also include the "
+          "bench's own queueing). Each setting runs "
+          f"{REPEATS} times, alternating relays; the verdict is on the median ratio.", "",
+          "| firehose msg/s | relay | low-rate p99 ms, unloaded | low-rate p99 ms, firehose on | ratio | firehose deliveries/s | resyncs | clients dropped | relay RSS max MiB |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for rate in FIREHOSE_RATES:
+        for mode, _ in MODES:
+            ratios = []
+            for k in range(REPEATS):
+                j = res[("isolation", rate, mode, k)][0]
+                u, l = j["phases"][0], j["phases"][1]
+                pu, pl = cls(u, "low-rate").get("p99_ms"), cls(l, "low-rate").get("p99_ms")
+                ratio = pl / pu if pu and pl else None
+                fh = cls(l, "firehose").get("count", 0) / l["seconds"]
+                if fh > 0 and ratio is not None:
+                    ratios.append(ratio)
+                rss = f"{l['relay_rss_max_kib'] / 1024:.1f}" if l.get("relay_rss_max_kib") else "-"
+                shown = f"{ratio:.1f}x" if ratio is not None else "-"
+                if fh == 0:
+                    shown += " (no firehose traffic: not a measurement)"
+                L.append(f"| {rate} | {mode} | {ms(pu)} | {ms(pl)} | {shown} | {fh:.0f} "
+                         f"| {l['resyncs']} | {l['disconnects']} | {rss} |")
+            med = sorted(ratios)[len(ratios) // 2] if ratios else None
+            verdicts.append((rate, mode, med, len(ratios)))
     L.append("")
-    if invalid_iso:
-        L.append("**This run does not measure isolation.** A row with no firehose deliveries means the "
-                 "relay dropped the firehose's sender during the warm-up (the bench's sender saw its "
-                 "connection closed; `clients dropped` counts it), so the \"firehose on\" phase carried "
-                 "only the low-rate groups and the backlog left behind; its p99 is not the loaded p99 "
-                 "the goal asks about. Suspected cause, not yet confirmed: the sender is also a member "
-                 "of the firehose and its own queue reaches the relay's per-client memory cap. Open.")
-        L.append("")
+    for rate, mode, med, n in verdicts:
+        L.append(f"- {rate} msg/s, {mode}: median ratio "
+                 + (f"{med:.1f}x over {n} runs: {'met' if med <= 2 else 'missed'}." if med is not None
+                    else "not measured (no run carried firehose traffic)."))
+    L.append("")
 
     # Slow member
     L += ["## Slow member: one of 1000 reads at 10 KB/s", "",
@@ -326,12 +370,15 @@ def write(res, fan, nats_ver, tmp):
                          "p99_ms": c.get("p99_ms")})
     best_b = max(res[("fanout", i, m)][0]["phases"][0]["deliveries_per_sec"]
                  for i in (0, 1) for m in ("adaptive", "equal"))
-    chat_p99 = {m: cls(res[("fanout", 2, m)][0]["phases"][0], "all").get("p99_ms") for m in ("adaptive", "equal")}
+    chat_p99 = {m: cls(res[("fanout", CHAT_ROW, m)][0]["phases"][0], "all").get("p99_ms") for m in ("adaptive", "equal")}
+    chat_all = {m: ", ".join(ms(x) for x in res[("fanout", CHAT_ROW, m)][0].get("all_p99_ms", []))
+                for m in ("adaptive", "equal")}
     L += ["",
           f"- Broadcast goal (1 000 000 deliveries/s): best relay row {best_b:.0f}/s, "
           f"{'met' if best_b >= 1e6 else f'missed by {(1 - best_b / 1e6) * 100:.0f}%'}.",
-          f"- Chat-like goal (p99 < 5 ms at 1000 x 10, 5 msg/s per group): adaptive {ms(chat_p99['adaptive'])} ms, "
-          f"equal {ms(chat_p99['equal'])} ms: "
+          f"- Chat-like goal (p99 < 5 ms at 1000 x 10, 5 msg/s per group; the row shown is the median of "
+          f"{REPEATS} runs by p99, whose p99s were adaptive {chat_all['adaptive']} ms and equal {chat_all['equal']} ms): "
+          f"adaptive {ms(chat_p99['adaptive'])} ms, equal {ms(chat_p99['equal'])} ms: "
           f"{'met' if chat_p99['adaptive'] is not None and chat_p99['adaptive'] < 5 else 'missed'}.", ""]
 
     L += ["## Commands", "", "Each line is one run (the script starts and kills each server; PID is "

@@ -45,7 +45,7 @@ enum Command {
     /// Stream telepointer updates over real UDP with adaptive FEC, or receive them.
     #[command(subcommand)]
     Awareness(awareness::AwarenessCommand),
-    Relay(relay::RelayArgs),
+    Relay(Box<relay::RelayArgs>),
     Group(relay::GroupArgs),
     Tunnel(tunnel::TunnelArgs),
 }
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Emulate(args) => emulate::run(args),
         Command::Awareness(cmd) => awareness::run(cmd),
-        Command::Relay(args) => relay::run_relay(args),
+        Command::Relay(args) => relay::run_relay(*args),
         Command::Group(args) => relay::run_group(args),
         Command::Tunnel(args) => tunnel::run(args),
     };

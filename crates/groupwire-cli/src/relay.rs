@@ -96,6 +96,15 @@ struct ServeArgs {
     /// Frames written per scheduling round before new input is read.
     #[arg(long, default_value_t = 64)]
     fanout_budget: usize,
+    /// While overloaded (see --overload-bytes), remove observers from any
+    /// group larger than this, lowest priority first; principals stay
+    /// (Corona §4.2). 0 never removes anyone.
+    #[arg(long, default_value_t = 0)]
+    shed_observers_above: usize,
+    /// The relay counts as overloaded while this many bytes wait in its
+    /// outgoing queues, all clients together.
+    #[arg(long, default_value_t = 64 << 20)]
+    overload_bytes: u64,
 }
 
 /// Mint a token: which groups a client may use, its highest role and the
@@ -185,6 +194,8 @@ fn serve(a: ServeArgs) -> Result<()> {
         ..SchedulerConfig::default()
     };
     cfg.fanout_budget = a.fanout_budget;
+    cfg.core.shed_observers_above = a.shed_observers_above;
+    cfg.core.overload_queued_bytes = a.overload_bytes;
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async {
         let handle = groupwire_relay::server::start(cfg)

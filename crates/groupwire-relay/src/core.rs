@@ -82,6 +82,12 @@ pub struct CoreConfig {
     /// one page at a time, the next page loaded once the last is sent, so
     /// a long log never sits in the relay's memory whole.
     pub transfer_page_bytes: usize,
+    /// Litiu & Prakash §4.2: a group with more members than this may lose
+    /// observers while the relay is overloaded (0, the default: never).
+    pub shed_observers_above: usize,
+    /// The relay counts as overloaded while this many bytes wait in its
+    /// queues, all clients together (default 64 MiB).
+    pub overload_queued_bytes: u64,
     /// Priority scheduler.
     pub sched: SchedulerConfig,
 }
@@ -97,6 +103,8 @@ impl Default for CoreConfig {
             wall_epoch_unix_secs: 0,
             compact_on_checkpoint: true,
             transfer_page_bytes: 256 << 10,
+            shed_observers_above: 0,
+            overload_queued_bytes: 64 << 20,
             sched: SchedulerConfig::default(),
         }
     }
@@ -140,6 +148,8 @@ pub struct RelayStats {
     pub lock_errors: u64,
     /// Storage failures.
     pub storage_errors: u64,
+    /// Observers removed from oversized groups under overload (§4.2).
+    pub observers_shed: u64,
     /// Scheduler counters (demotions, agings, slow consumers, queues).
     pub sched: SchedulerStats,
 }
@@ -1098,6 +1108,7 @@ impl RelayCore {
                 self.push(now, c, &entry.group, frame.clone());
             }
         }
+        self.shed_observers(now, &entry.group);
         let group = entry.group;
         self.reply(
             origin.conn,
@@ -1285,7 +1296,7 @@ impl RelayCore {
         for lock in held {
             self.release_lock(group, &lock);
         }
-        if change == MembershipChange::Left {
+        if matches!(change, MembershipChange::Left | MembershipChange::Evicted) {
             for r in cancelled {
                 self.error(
                     conn,
@@ -1335,6 +1346,63 @@ impl RelayCore {
     }
 
     /// Tells watchers of `group` (other than `about`) what happened.
+    //= Litiu & Prakash §4.2
+    //# The delays in multicasting to principals should be largely
+    //# independent of the number of observers. [...] It may even decide to
+    //# disconnect the observers when the size of the group is too large and
+    //# the server is overloaded by intense traffic.
+    /// Removes observers from `group` down to
+    /// [`CoreConfig::shed_observers_above`] members while the relay is
+    /// overloaded: lowest member priority first (membership observers,
+    /// then passive observers, then active ones), newest first among
+    /// equals. Principals are never removed. Each one removed gets a
+    /// `Membership { change: Evicted }` about itself, watchers the same.
+    fn shed_observers(&mut self, now: Instant, group: &str) {
+        let cap = self.cfg.shed_observers_above;
+        if cap == 0 || self.sched.queued_bytes() < self.cfg.overload_queued_bytes {
+            return;
+        }
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        if g.members.len() <= cap {
+            return;
+        }
+        let mut observers: Vec<(u8, std::cmp::Reverse<ConnId>)> = g
+            .members
+            .iter()
+            .filter(|(_, m)| m.role != Role::Principal)
+            .map(|(&c, m)| (member_priority(m.role, m.mode), std::cmp::Reverse(c)))
+            .collect();
+        observers.sort_unstable();
+        let excess = g.members.len() - cap;
+        for (_, std::cmp::Reverse(conn)) in observers.into_iter().take(excess) {
+            let Some(m) = self.groups.get(group).and_then(|g| g.members.get(&conn)) else {
+                continue;
+            };
+            let (role, mode) = (m.role, m.mode);
+            self.stats.observers_shed += 1;
+            let name = self
+                .conns
+                .get(&conn)
+                .map(|c| c.name.clone())
+                .unwrap_or_default();
+            self.push_control(
+                conn,
+                0,
+                &Frame::Membership {
+                    group: group.into(),
+                    client: conn,
+                    name,
+                    change: MembershipChange::Evicted,
+                    role,
+                    mode,
+                },
+            );
+            self.remove_member(now, conn, group, MembershipChange::Evicted);
+        }
+    }
+
     fn notify(
         &mut self,
         now: Instant,

@@ -273,6 +273,10 @@ pub enum MembershipChange {
     ModeChanged = 4,
     /// The member's connection closed or failed (handled like a leave).
     Disconnected = 5,
+    /// The relay removed the member, an observer, from a group too large
+    /// for an overloaded relay (Litiu & Prakash §4.2). The member itself
+    /// is told too.
+    Evicted = 6,
 }
 
 impl TryFrom<u8> for MembershipChange {
@@ -284,6 +288,7 @@ impl TryFrom<u8> for MembershipChange {
             3 => Self::RoleChanged,
             4 => Self::ModeChanged,
             5 => Self::Disconnected,
+            6 => Self::Evicted,
             _ => return Err(FrameError::Malformed("membership change")),
         })
     }
@@ -1153,7 +1158,8 @@ pub(crate) mod strategies {
             Just(MembershipChange::Left),
             Just(MembershipChange::RoleChanged),
             Just(MembershipChange::ModeChanged),
-            Just(MembershipChange::Disconnected)
+            Just(MembershipChange::Disconnected),
+            Just(MembershipChange::Evicted)
         ]
     }
     fn member() -> impl Strategy<Value = MemberInfo> {

@@ -344,6 +344,11 @@ impl Scheduler {
         self.refresh_all();
     }
 
+    /// Bytes waiting in every client's queues.
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.stats.queued_bytes
+    }
+
     /// Changes whenever a group's instant priority may have changed.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
@@ -761,7 +766,10 @@ impl Scheduler {
         };
         // Skip the scan of every group unless one may be demoted.
         if self.stats.burst_demotions > self.stats.burst_restores {
-            #[expect(clippy::iter_over_hash_type, reason = "a minimum: order does not matter")]
+            #[expect(
+                clippy::iter_over_hash_type,
+                reason = "a minimum: order does not matter"
+            )]
             for g in self.groups.values() {
                 if g.demoted {
                     earliest(g.meter.last + self.cfg.burst_window / 8);

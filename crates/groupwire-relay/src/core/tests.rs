@@ -1009,3 +1009,61 @@ fn input_is_taken_at_the_priority_of_the_groups_a_client_is_principal_in() {
     let c = h.client("c");
     assert_eq!(h.core.receive_priority(c), DEFAULT_GROUP_PRIORITY);
 }
+
+#[test]
+fn an_overloaded_relay_sheds_observers_from_an_oversized_group() {
+    let mut h = Harness::new(CoreConfig {
+        shed_observers_above: 3,
+        // Any queued byte counts as overload: the stalled members below.
+        overload_queued_bytes: 1,
+        ..CoreConfig::default()
+    });
+    let p = h.client("principal");
+    h.create(p, "big", b"");
+    h.join(p, "big", Role::Principal);
+    let p2 = h.client("principal2");
+    h.join(p2, "big", Role::Principal);
+    let active = h.client("active");
+    h.join(active, "big", Role::Observer);
+    let passive = h.client("passive");
+    h.join(passive, "big", Role::Observer);
+    h.req(
+        passive,
+        3,
+        Frame::ChangeMode {
+            group: "big".into(),
+            mode: ActivityMode::Passive,
+        },
+    );
+    let late = h.client("late");
+    h.join(late, "big", Role::Observer);
+    for c in [p2, active, passive, late] {
+        h.take(c);
+        h.stalled.insert(c);
+    }
+    // Not overloaded yet: nothing queued, nobody shed.
+    assert_eq!(h.core.stats().observers_shed, 0);
+    h.send(p, "big", "x".repeat(5000).as_str());
+    h.pump();
+    // 5 members, cap 3: the passive observer goes first, then the newest
+    // active one; principals stay.
+    assert_eq!(h.core.stats().observers_shed, 2);
+    let evicted = |h: &mut Harness, c: ConnId| {
+        h.frames(c).iter().any(|f| {
+            matches!(f, Frame::Membership { change: MembershipChange::Evicted, client, .. } if *client == c)
+        })
+    };
+    for c in [passive, late, active, p2] {
+        h.stalled.remove(&c);
+        let consumed = h.consumed.get(&c).copied().unwrap_or(0);
+        h.req(c, 0, Frame::Credit { consumed });
+    }
+    assert!(evicted(&mut h, passive));
+    assert!(evicted(&mut h, late));
+    assert!(!evicted(&mut h, active));
+    assert!(!evicted(&mut h, p2));
+    // The group now has 3 members and keeps working for them.
+    h.send(p, "big", "y");
+    h.pump();
+    assert_eq!(delivered(&h.frames(active)).last(), Some(&(2, "y".into())));
+}
