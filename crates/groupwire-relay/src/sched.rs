@@ -209,17 +209,34 @@ const CONTROL_PRIORITY: u16 = 1000;
 //# value when a queue is not served for a timeout interval.
 const AGED_PRIORITY: u16 = 100;
 
-/// The scheduler. See the module docs.
 /// Groups by name. Hashed (foldhash, seeded per process, so clients cannot
 /// aim collisions): a delivery looks its group up several times, and an
 /// ordered map of 1000 names spent that time comparing their prefixes.
 /// Nothing iterates it where order shows.
 pub(crate) type GroupMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
+/// The scheduler's own name for a group, assigned by
+/// [`Scheduler::add_group`] and never reused, so a group deleted and
+/// created again under the same name starts afresh. Everything inside is
+/// keyed by it: names are looked up once, at the crate-internal API, and
+/// comparing or hashing long names with shared prefixes on every push and
+/// pick was a visible share of the relay's CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct GroupId(u32);
+
+/// Groups by id. Nothing iterates it where order shows.
+type GroupIdMap<V> = HashMap<GroupId, V, foldhash::fast::RandomState>;
+
+/// The scheduler. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     cfg: SchedulerConfig,
-    groups: GroupMap<GroupState>,
+    /// Name to id of every group that exists.
+    ids: GroupMap<GroupId>,
+    /// State of every group that exists, by id.
+    groups: GroupIdMap<GroupState>,
+    /// The id the next [`add_group`](Self::add_group) assigns.
+    next_group: u32,
     conns: BTreeMap<ConnId, ConnState>,
     /// Clients that can be served now, by the priority of what they would
     /// be served next. Kept up to date on every change to a client, so a
@@ -237,13 +254,15 @@ pub(crate) struct Scheduler {
     aging_deadline: Option<Instant>,
     /// Queues whose state-transfer page was sent out while more pages are
     /// due: the core loads the next page ([`take_refills`](Self::take_refills)).
-    refills: Vec<(ConnId, String)>,
+    refills: Vec<(ConnId, GroupId)>,
     /// Bumped whenever a group's instant priority may have changed.
     epoch: u64,
 }
 
 #[derive(Debug)]
 struct GroupState {
+    /// For outputs ([`QueueDepth`], [`SlowAction`], refills).
+    name: String,
     default_priority: u8,
     demoted: bool,
     meter: Meter,
@@ -257,9 +276,12 @@ struct ConnState {
     writer_pending: u64,
     priority_cap: u8,
     control: VecDeque<Bytes>,
-    queues: BTreeMap<String, Queue>,
+    /// Ordered by id, the order of round robin between queues of equal
+    /// priority. Only queues of groups that exist: queues of a removed
+    /// group go with it.
+    queues: BTreeMap<GroupId, Queue>,
     /// The group served last, for round robin within the client.
-    rr_last: Option<String>,
+    rr_last: Option<GroupId>,
     agings: VecDeque<Instant>,
     demoted: bool,
     /// Everything queued for the client: replies and group queues.
@@ -304,7 +326,9 @@ impl Scheduler {
     pub(crate) fn new(cfg: SchedulerConfig) -> Self {
         Self {
             cfg,
-            groups: GroupMap::default(),
+            ids: GroupMap::default(),
+            groups: GroupIdMap::default(),
+            next_group: 0,
             conns: BTreeMap::new(),
             levels: BTreeMap::new(),
             cursor: 0,
@@ -319,10 +343,21 @@ impl Scheduler {
         self.stats.clone()
     }
 
+    /// Adds a group under a fresh id. For a name that exists, only resets
+    /// its priority and meter (its queues stay).
     pub(crate) fn add_group(&mut self, group: &str, default_priority: u8) {
+        let id = match self.ids.get(group) {
+            Some(&id) => id,
+            None => {
+                let id = self.fresh_group_id();
+                self.ids.insert(group.to_owned(), id);
+                id
+            }
+        };
         self.groups.insert(
-            group.to_owned(),
+            id,
             GroupState {
+                name: group.to_owned(),
                 default_priority,
                 demoted: false,
                 meter: Meter::new(self.cfg.burst_window),
@@ -331,15 +366,29 @@ impl Scheduler {
     }
 
     pub(crate) fn set_group_priority(&mut self, group: &str, priority: u8) {
-        if let Some(g) = self.groups.get_mut(group) {
+        if let Some(g) = self.id(group).and_then(|id| self.groups.get_mut(&id)) {
             g.default_priority = priority;
         }
         self.epoch += 1;
         self.refresh_all();
     }
 
+    /// Forgets a group, with any queues and refills left for it (the core
+    /// removes its members' queues first; whatever remains is dropped).
     pub(crate) fn remove_group(&mut self, group: &str) {
-        self.groups.remove(group);
+        if let Some(id) = self.ids.remove(group) {
+            self.groups.remove(&id);
+            self.refills.retain(|&(_, g)| g != id);
+            let (mut frames, mut bytes) = (0, 0);
+            for c in self.conns.values_mut() {
+                if let Some(q) = c.queues.remove(&id) {
+                    c.queued_bytes -= q.bytes;
+                    frames += q.frames.len() + q.front.len();
+                    bytes += q.bytes;
+                }
+            }
+            self.forget(frames, bytes);
+        }
         self.epoch += 1;
         self.refresh_all();
     }
@@ -356,7 +405,8 @@ impl Scheduler {
 
     /// The group's instant priority (§4.4), or `None` for an unknown group.
     pub(crate) fn instant_priority(&self, group: &str) -> Option<u8> {
-        self.groups.get(group).map(|g| self.group_priority(g))
+        let id = self.id(group)?;
+        self.groups.get(&id).map(|g| self.group_priority(g))
     }
 
     pub(crate) fn add_conn(&mut self, conn: ConnId, window: u64, priority_cap: u8) {
@@ -432,9 +482,13 @@ impl Scheduler {
         member_priority: u8,
         now: Instant,
     ) {
+        // A queue of an unknown group would never be served.
+        let Some(id) = self.id(group) else {
+            return;
+        };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queues.insert(
-                group.to_owned(),
+                id,
                 Queue {
                     frames: VecDeque::new(),
                     front: VecDeque::new(),
@@ -449,10 +503,11 @@ impl Scheduler {
     }
 
     pub(crate) fn set_member_priority(&mut self, conn: ConnId, group: &str, member_priority: u8) {
-        if let Some(q) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.queues.get_mut(group))
+        if let Some(id) = self.id(group)
+            && let Some(q) = self
+                .conns
+                .get_mut(&conn)
+                .and_then(|c| c.queues.get_mut(&id))
         {
             q.member_priority = member_priority;
         }
@@ -460,11 +515,12 @@ impl Scheduler {
     }
 
     pub(crate) fn remove_queue(&mut self, conn: ConnId, group: &str) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            if let Some(q) = c.queues.remove(group) {
-                c.queued_bytes -= q.bytes;
-                self.forget(q.frames.len() + q.front.len(), q.bytes);
-            }
+        if let Some(id) = self.id(group)
+            && let Some(c) = self.conns.get_mut(&conn)
+            && let Some(q) = c.queues.remove(&id)
+        {
+            c.queued_bytes -= q.bytes;
+            self.forget(q.frames.len() + q.front.len(), q.bytes);
         }
         self.refresh(conn);
     }
@@ -472,10 +528,13 @@ impl Scheduler {
     /// Drops the backlog of `group` for `conn` and blocks the queue until
     /// the last page of a [`transfer`](Self::transfer). Returns the frames dropped.
     pub(crate) fn reset_queue(&mut self, conn: ConnId, group: &str) -> usize {
+        let Some(id) = self.id(group) else {
+            return 0;
+        };
         let Some(c) = self.conns.get_mut(&conn) else {
             return 0;
         };
-        let Some(q) = c.queues.get_mut(group) else {
+        let Some(q) = c.queues.get_mut(&id) else {
             return 0;
         };
         let (frames, bytes) = (q.frames.len() + q.front.len(), q.bytes);
@@ -502,10 +561,13 @@ impl Scheduler {
         page: Vec<Bytes>,
         last: bool,
     ) {
+        let Some(id) = self.id(group) else {
+            return;
+        };
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let Some(q) = c.queues.get_mut(group) else {
+        let Some(q) = c.queues.get_mut(&id) else {
             return;
         };
         let bytes: usize = page.iter().map(Bytes::len).sum();
@@ -513,7 +575,7 @@ impl Scheduler {
         q.front.extend(page);
         if q.front.is_empty() && !last {
             // Nothing to wait for: ask for the next page at once.
-            self.refills.push((conn, group.to_owned()));
+            self.refills.push((conn, id));
         }
         q.bytes += bytes;
         q.blocked = !last;
@@ -535,8 +597,9 @@ impl Scheduler {
         frame: Bytes,
     ) -> Option<SlowAction> {
         let len = frame.len();
+        let id = self.id(group)?;
         let c = self.conns.get_mut(&conn)?;
-        let q = c.queues.get_mut(group)?;
+        let q = c.queues.get_mut(&id)?;
         if q.frames.is_empty() {
             q.since = now;
             let due = now + self.cfg.aging_timeout;
@@ -549,7 +612,7 @@ impl Scheduler {
         self.account_push(len);
         let mut burst_changed = false;
         if !self.cfg.equal_priorities
-            && let Some(g) = self.groups.get_mut(group)
+            && let Some(g) = self.groups.get_mut(&id)
         {
             g.meter.record(now, len as u64);
             burst_changed = Self::update_burst(&self.cfg, &mut self.stats, g, now);
@@ -604,7 +667,11 @@ impl Scheduler {
 
     /// Queues that sent their state-transfer page and wait for the next.
     pub(crate) fn take_refills(&mut self) -> Vec<(ConnId, String)> {
-        std::mem::take(&mut self.refills)
+        let refills = std::mem::take(&mut self.refills);
+        refills
+            .into_iter()
+            .map(|(conn, id)| (conn, Self::name_of(&self.groups, id)))
+            .collect()
     }
 
     /// The driver wrote `bytes` of `conn`'s frames to its socket.
@@ -633,14 +700,13 @@ impl Scheduler {
             c.control_bytes -= f.len();
             f
         } else {
-            let group = Self::best_queue_of(&self.cfg, &self.groups, c)
-                .map(|(_, g)| g.clone())
+            let (_, group) = Self::best_queue_of(&self.cfg, &self.groups, c)
                 .expect("chosen because it has a ready queue");
             let q = c.queues.get_mut(&group).expect("best_queue names a queue");
             let f = match q.front.pop_front() {
                 Some(f) => {
                     if q.front.is_empty() && q.blocked {
-                        self.refills.push((id, group.clone()));
+                        self.refills.push((id, group));
                     }
                     f
                 }
@@ -700,13 +766,13 @@ impl Scheduler {
         for id in conns {
             let c = self.conns.get_mut(&id).expect("listed above");
             let mut aged_groups = Vec::new();
-            for (name, q) in &mut c.queues {
+            for (&group, q) in &mut c.queues {
                 // An aged queue still not served a timeout later times out
                 // again: that is what makes a consumer "slow".
                 if q.ready() && now.saturating_duration_since(q.since) >= self.cfg.aging_timeout {
                     q.aged = true;
                     q.since = now;
-                    aged_groups.push(name.clone());
+                    aged_groups.push(group);
                 }
             }
             for group in aged_groups {
@@ -730,6 +796,7 @@ impl Scheduler {
                         }
                         SlowConsumerPolicy::Resync => {
                             self.stats.slow_resyncs += 1;
+                            let group = Self::name_of(&self.groups, group);
                             actions.push(SlowAction::Resync { conn: id, group });
                         }
                         SlowConsumerPolicy::Disconnect => {
@@ -779,22 +846,23 @@ impl Scheduler {
         next
     }
 
+    /// Every queue, by client and group name.
     pub(crate) fn depths(&self) -> Vec<QueueDepth> {
         let mut out = Vec::new();
         for (&conn, c) in &self.conns {
-            for (group, q) in &c.queues {
+            for (id, q) in &c.queues {
+                let g = self.groups.get(id).expect("queues go with their group");
                 out.push(QueueDepth {
                     conn,
-                    group: group.clone(),
+                    group: g.name.clone(),
                     frames: q.frames.len() + q.front.len(),
                     bytes: q.bytes,
-                    priority: self
-                        .groups
-                        .get(group)
-                        .map_or(0, |g| self.queue_priority(c, q, g)),
+                    priority: self.queue_priority(c, q, g),
                 });
             }
         }
+        // Queues are ordered by id; callers saw them by name.
+        out.sort_unstable_by(|a, b| (a.conn, &a.group).cmp(&(b.conn, &b.group)));
         out
     }
 
@@ -805,6 +873,33 @@ impl Scheduler {
     }
 
     // ---- helpers ----
+
+    /// The id of the group called `group`, if it exists.
+    fn id(&self, group: &str) -> Option<GroupId> {
+        self.ids.get(group).copied()
+    }
+
+    /// The name of a group that has a queue (so it exists).
+    fn name_of(groups: &GroupIdMap<GroupState>, id: GroupId) -> String {
+        groups
+            .get(&id)
+            .expect("queues and refills go with their group")
+            .name
+            .clone()
+    }
+
+    fn fresh_group_id(&mut self) -> GroupId {
+        loop {
+            let id = GroupId(self.next_group);
+            // Wrapping after 2^32 groups is harmless: a removed group's id
+            // is nowhere (queues and refills go with it), and live ids are
+            // skipped.
+            self.next_group = self.next_group.wrapping_add(1);
+            if !self.groups.contains_key(&id) {
+                return id;
+            }
+        }
+    }
 
     fn group_priority(&self, g: &GroupState) -> u8 {
         if g.demoted {
@@ -822,7 +917,7 @@ impl Scheduler {
     /// served (nothing ready, window closed or writer backed up).
     fn serve_priority(
         cfg: &SchedulerConfig,
-        groups: &GroupMap<GroupState>,
+        groups: &GroupIdMap<GroupState>,
         c: &ConnState,
     ) -> Option<u16> {
         if c.writer_pending >= cfg.max_writer_bytes {
@@ -876,44 +971,39 @@ impl Scheduler {
     //# Each thread uses a round-robin policy within the queues of the same
     //# priority to deliver messages to its client.
     /// The ready queue to serve next and its priority.
-    fn best_queue_of<'c>(
+    fn best_queue_of(
         cfg: &SchedulerConfig,
-        groups: &GroupMap<GroupState>,
-        c: &'c ConnState,
-    ) -> Option<(u16, &'c String)> {
+        groups: &GroupIdMap<GroupState>,
+        c: &ConnState,
+    ) -> Option<(u16, GroupId)> {
         use std::ops::Bound::{Excluded, Unbounded};
         if c.queues.len() == 1 {
             // The common case (one group per client): no round robin.
-            let (name, q) = c.queues.iter().next().expect("one queue");
+            let (&id, q) = c.queues.iter().next().expect("one queue");
             if !q.ready() {
                 return None;
             }
-            let g = groups.get(name)?;
-            return Some((priority_of(cfg, c, q, g), name));
+            let g = groups.get(&id)?;
+            return Some((priority_of(cfg, c, q, g), id));
         }
-        let mut best: Option<(u16, &String)> = None;
+        let mut best: Option<(u16, GroupId)> = None;
         // Queues after the one served last, then from the start: the first
         // of the highest priority wins, which is round robin among equals.
-        let (after, before) = match &c.rr_last {
+        let (after, before) = match c.rr_last {
             Some(last) => (
-                c.queues
-                    .range::<str, _>((Excluded(last.as_str()), Unbounded)),
-                c.queues
-                    .range::<str, _>((Unbounded, std::ops::Bound::Included(last.as_str()))),
+                c.queues.range((Excluded(last), Unbounded)),
+                c.queues.range(..=last),
             ),
-            None => (
-                c.queues.range::<str, _>(..),
-                c.queues.range::<str, _>((Unbounded, Excluded(""))),
-            ),
+            None => (c.queues.range(..), c.queues.range(..GroupId(0))),
         };
-        for (name, q) in after.chain(before) {
+        for (&id, q) in after.chain(before) {
             if !q.ready() {
                 continue;
             }
-            let Some(g) = groups.get(name) else { continue };
+            let Some(g) = groups.get(&id) else { continue };
             let p = priority_of(cfg, c, q, g);
             if best.is_none_or(|(bp, _)| p > bp) {
-                best = Some((p, name));
+                best = Some((p, id));
             }
         }
         best
@@ -1440,5 +1530,63 @@ mod tests {
         );
         assert_eq!(s.reset_queue(1, "g"), 20);
         assert_eq!(s.stats().queued_bytes, 0);
+    }
+
+    #[test]
+    fn a_group_created_again_under_its_name_starts_afresh() {
+        let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[(1, "g", 3)]);
+        s.add_conn(2, u64::MAX / 2, u8::MAX);
+        s.add_queue(2, "g", 3, Instant::ZERO);
+        // Conn 2 holds a transfer page and awaits a refill once it is sent.
+        s.transfer(Instant::ZERO, 2, "g", vec![f(7, 10)], false);
+        let t = Instant::from_millis(10);
+        // A burst: "g" is demoted and conn 1 has a backlog.
+        for i in 0..30 {
+            let _ = s.push(t, 1, "g", f(i, 40_000));
+        }
+        assert_eq!(s.instant_priority("g"), Some(2));
+        assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(1));
+        assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(2));
+        // Deleted with its backlog and pending refill still there.
+        s.remove_group("g");
+        assert!(s.take_refills().is_empty(), "a refill of a deleted group");
+        assert_eq!(s.instant_priority("g"), None);
+        assert_eq!(s.push(t, 1, "g", f(99, 10)), None);
+        assert_eq!(s.stats().queued_bytes, 0);
+        assert!(s.depths().is_empty());
+
+        s.add_group("g", 5);
+        assert_eq!(s.instant_priority("g"), Some(5), "not demoted, new default");
+        assert!(s.poll_transmit(t).is_none(), "no old queue is served");
+        s.add_queue(1, "g", 1, t);
+        let _ = s.push(t, 1, "g", f(100, 10));
+        assert!(
+            s.poll_transmit(t).is_none(),
+            "a new queue waits for its transfer"
+        );
+        s.transfer(t, 1, "g", vec![f(101, 10)], true);
+        assert_eq!(
+            s.depths(),
+            vec![QueueDepth {
+                conn: 1,
+                group: "g".into(),
+                frames: 2,
+                bytes: 20,
+                priority: 6,
+            }]
+        );
+        let tags: Vec<u8> = drain(&mut s, t).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(tags, vec![101, 100], "none of the old backlog");
+        assert!(s.take_refills().is_empty());
+    }
+
+    #[test]
+    fn a_queue_of_an_unknown_group_is_not_created() {
+        let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
+        s.add_conn(1, 1000, u8::MAX);
+        s.add_queue(1, "nope", 3, Instant::ZERO);
+        assert!(s.depths().is_empty());
+        assert_eq!(s.push(Instant::ZERO, 1, "nope", f(1, 10)), None);
+        assert_eq!(s.stats().queued_frames, 0);
     }
 }
