@@ -6,7 +6,7 @@
 #   scripts/results.sh            # everything
 #   scripts/results.sh link-models
 #   scripts/results.sh tunnel     # real processes on loopback, about 4 minutes
-#   scripts/results.sh relay      # the relay's figures and throughput, about 10 minutes
+#   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
