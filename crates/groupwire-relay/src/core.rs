@@ -1465,6 +1465,20 @@ impl RelayCore {
     /// Starts a (paged) state transfer of `group` up to `upto` for `conn`,
     /// answering `request` with its `Joined`.
     fn start_transfer(&mut self, conn: ConnId, group: &str, request: u32, upto: u64) {
+        self.start_transfer_after(conn, group, request, None, upto);
+    }
+
+    /// [`start_transfer`](Self::start_transfer) from the checkpoint
+    /// (`after: None`), or a continuation of the log after `after`, with
+    /// no `Joined` (a spill).
+    fn start_transfer_after(
+        &mut self,
+        conn: ConnId,
+        group: &str,
+        request: u32,
+        after: Option<u64>,
+        upto: u64,
+    ) {
         self.next_transfer += 1;
         let transfer = self.next_transfer;
         let Some(m) = self.member_mut(conn, group) else {
@@ -1472,15 +1486,48 @@ impl RelayCore {
         };
         m.loading = Some(request);
         m.transfer = transfer;
-        m.transfer_sent = 0;
+        m.transfer_sent = after.unwrap_or(0);
         self.storage_ops.push_back(StorageOp::Load {
             origin: Origin { conn, request },
             group: group.into(),
             transfer,
-            after: None,
+            after,
             upto,
             max_bytes: self.cfg.transfer_page_bytes,
         });
+    }
+
+    /// A queue reached the memory cap under the `demote` policy: drop it
+    /// from memory and read it back from the log, from `oldest` (the
+    /// oldest frame not yet sent) on, page by page as the client reads.
+    /// The client sees the same stream, later. Falls back to a resync if
+    /// `oldest` is not an update (a state transfer's `Joined` is still
+    /// unsent) or the log no longer has it (compacted: the resync starts
+    /// from that checkpoint).
+    fn start_spill(&mut self, now: Instant, conn: ConnId, group: &str, oldest: Option<Bytes>) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        if !g.members.contains_key(&conn) {
+            return;
+        }
+        let first = oldest
+            .and_then(|f| frame::decode(&f, usize::MAX).ok())
+            .and_then(|e| match e.frame {
+                Frame::Deliver { seq, .. } => Some(seq),
+                _ => None,
+            });
+        let Some(first) =
+            first.filter(|&s| s > g.checkpoint_seq || !self.cfg.compact_on_checkpoint)
+        else {
+            return self.start_resync(now, conn, group, true);
+        };
+        let head = g.next_seq - 1;
+        self.sched.reset_queue(conn, group);
+        let m = self.member_mut(conn, group).expect("checked above");
+        m.live_from = head + 1;
+        m.resync_dropped = None;
+        self.start_transfer_after(conn, group, 0, Some(first - 1), head);
     }
 
     /// Loads the next page of every transfer whose last page went out.
@@ -1577,6 +1624,11 @@ impl RelayCore {
         while let Some(a) = self.slow.pop() {
             match a {
                 SlowAction::Resync { conn, group } => self.start_resync(now, conn, &group, true),
+                SlowAction::Spill {
+                    conn,
+                    group,
+                    oldest,
+                } => self.start_spill(now, conn, &group, oldest),
                 SlowAction::Disconnect { conn } => self.fail(
                     conn,
                     0,

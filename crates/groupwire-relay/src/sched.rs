@@ -39,7 +39,10 @@ pub type ConnId = u64;
 #[non_exhaustive]
 pub enum SlowConsumerPolicy {
     /// Serve the client last (priority 0) until its queues drain. At the
-    /// memory cap the overflowing queue is resynchronized instead.
+    /// memory cap the overflowing queue spills to the log: its frames are
+    /// dropped from memory and read back from storage, page by page, from
+    /// the oldest the client has not been sent. The client misses nothing
+    /// and sees no resync; it only falls further behind.
     #[default]
     Demote,
     /// Drop the client's queue for the group and send it a fresh state
@@ -146,6 +149,16 @@ pub struct Transmit {
 /// A slow-consumer decision the protocol core must carry out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum SlowAction {
+    /// Drop `group`'s queue of `conn` from memory and continue from the
+    /// log at the oldest frame dropped ([`SlowConsumerPolicy::Demote`]).
+    Spill {
+        /// The client.
+        conn: ConnId,
+        /// The group.
+        group: String,
+        /// The oldest frame not yet sent, if any.
+        oldest: Option<Bytes>,
+    },
     /// Drop `group`'s queue of `conn` and resynchronize it.
     Resync {
         /// The client.
@@ -173,6 +186,8 @@ pub struct SchedulerStats {
     pub slow_demotions: u64,
     /// Queues resynchronized as slow consumers.
     pub slow_resyncs: u64,
+    /// Queues spilled to the log at the memory cap (policy `demote`).
+    pub slow_spills: u64,
     /// Clients disconnected as slow consumers.
     pub slow_disconnects: u64,
     /// Frames discarded (resync, disconnect, leave with a backlog).
@@ -1040,7 +1055,19 @@ impl Scheduler {
                 self.stats.slow_disconnects += 1;
                 SlowAction::Disconnect { conn }
             }
-            SlowConsumerPolicy::Demote | SlowConsumerPolicy::Resync => {
+            SlowConsumerPolicy::Demote => {
+                self.stats.slow_spills += 1;
+                let oldest = self.id(group).and_then(|id| {
+                    let q = self.conns.get(&conn)?.queues.get(&id)?;
+                    q.front.front().or(q.frames.front()).cloned()
+                });
+                SlowAction::Spill {
+                    conn,
+                    group: group.to_owned(),
+                    oldest,
+                }
+            }
+            SlowConsumerPolicy::Resync => {
                 self.stats.slow_resyncs += 1;
                 SlowAction::Resync {
                     conn,
@@ -1521,11 +1548,13 @@ mod tests {
         for _ in 0..20 {
             action = action.or(s.push(Instant::ZERO, 1, "g", f(1, 100)));
         }
+        // Demote (the default) spills from the oldest frame not yet sent.
         assert_eq!(
             action,
-            Some(SlowAction::Resync {
+            Some(SlowAction::Spill {
                 conn: 1,
-                group: "g".into()
+                group: "g".into(),
+                oldest: Some(f(1, 100)),
             })
         );
         assert_eq!(s.reset_queue(1, "g"), 20);

@@ -830,8 +830,52 @@ fn a_publisher_that_never_reads_its_own_group_is_resynced_not_dropped() {
     let s = h.core.stats();
     assert!(!h.closed.contains(&a), "{s:?}");
     assert_eq!(s.sched.slow_disconnects, 0, "{s:?}");
-    assert!(s.sched.slow_resyncs > 0, "{s:?}");
+    assert!(s.sched.slow_spills > 0, "{s:?}");
     assert!(s.sched.max_queued_bytes < 2 << 20, "{s:?}");
+}
+
+#[test]
+fn a_member_past_the_cap_spills_to_the_log_and_misses_nothing() {
+    // The default policy (demote): at the cap the backlog leaves memory and
+    // is read back from the log later, with no resync and no gap.
+    let mut h = Harness::new(CoreConfig {
+        transfer_page_bytes: 64 << 10,
+        sched: SchedulerConfig {
+            max_client_queue_bytes: 256 << 10,
+            ..SchedulerConfig::default()
+        },
+        ..CoreConfig::default()
+    });
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    let slow = join_stalled_to(&mut h, "slow", "g");
+    let mut max_queued = 0;
+    for i in 1..=200 {
+        h.send(a, "g", &format!("{i:0>5000}"));
+        h.pump();
+        let q: usize = h
+            .core
+            .queue_depths()
+            .iter()
+            .filter(|d| d.conn == slow)
+            .map(|d| d.bytes)
+            .sum();
+        max_queued = max_queued.max(q);
+    }
+    let s = h.core.stats();
+    assert!(s.sched.slow_spills > 0, "{s:?}");
+    assert_eq!(s.sched.slow_resyncs, 0, "{s:?}");
+    // 1 MB sent; the stalled member never holds more than the cap and a page.
+    assert!(max_queued < (256 + 64 + 16) << 10, "{max_queued}");
+    let fs = catch_up(&mut h, slow);
+    assert!(!fs.iter().any(|f| matches!(f, Frame::Resync { .. })));
+    let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "no gap, no duplicate");
+    // And it is live again.
+    h.send(a, "g", "live");
+    h.pump();
+    assert_eq!(delivered(&h.frames(slow)), vec![(201, "live".into())]);
 }
 
 /// A harness with small state-transfer pages, a principal `a` in `doc`
@@ -854,6 +898,12 @@ fn paged_log(page: usize, n: usize, size: usize) -> (Harness, ConnId) {
 
 /// Joins `doc` with the smallest send window and reads nothing.
 fn join_stalled(h: &mut Harness, name: &str) -> ConnId {
+    join_stalled_to(h, name, "doc")
+}
+
+/// Joins `group` as an observer with the smallest send window and reads
+/// nothing.
+fn join_stalled_to(h: &mut Harness, name: &str, group: &str) -> ConnId {
     let b = h.connect();
     h.input(
         b,
@@ -870,7 +920,7 @@ fn join_stalled(h: &mut Harness, name: &str) -> ConnId {
         b,
         2,
         Frame::Join {
-            group: "doc".into(),
+            group: group.into(),
             role: Role::Observer,
             mode: ActivityMode::Active,
             watch_membership: false,
