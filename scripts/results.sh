@@ -158,6 +158,6 @@ fi
 
 if selected relay; then
   # Not a simulation: the relay, nats-server and the load generator as
-  # processes on loopback, pinned to one core each; about 10 minutes.
+  # processes on loopback, pinned to one core each; about 20 minutes.
   python3 scripts/relay_bench.py docs/results/relay.md
 fi
