@@ -792,7 +792,7 @@ impl RelayCore {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.groups.insert(group.into());
         }
-        self.start_transfer(conn, group, req, head);
+        self.start_transfer(conn, group, req, None, head);
         self.notify(now, group, conn, MembershipChange::Joined, role, mode);
     }
 
@@ -1345,7 +1345,6 @@ impl RelayCore {
         }
     }
 
-    /// Tells watchers of `group` (other than `about`) what happened.
     //= Litiu & Prakash §4.2
     //# The delays in multicasting to principals should be largely
     //# independent of the number of observers. [...] It may even decide to
@@ -1382,27 +1381,36 @@ impl RelayCore {
             };
             let (role, mode) = (m.role, m.mode);
             self.stats.observers_shed += 1;
-            let name = self
-                .conns
-                .get(&conn)
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            self.push_control(
-                conn,
-                0,
-                &Frame::Membership {
-                    group: group.into(),
-                    client: conn,
-                    name,
-                    change: MembershipChange::Evicted,
-                    role,
-                    mode,
-                },
-            );
+            let evicted = self.membership(group, conn, MembershipChange::Evicted, role, mode);
+            self.push_control(conn, 0, &evicted);
             self.remove_member(now, conn, group, MembershipChange::Evicted);
         }
     }
 
+    /// A `Membership` notification about `about`.
+    fn membership(
+        &self,
+        group: &str,
+        about: ConnId,
+        change: MembershipChange,
+        role: Role,
+        mode: ActivityMode,
+    ) -> Frame {
+        Frame::Membership {
+            group: group.into(),
+            client: about,
+            name: self
+                .conns
+                .get(&about)
+                .map(|c| c.name.clone())
+                .unwrap_or_default(),
+            change,
+            role,
+            mode,
+        }
+    }
+
+    /// Tells watchers of `group` (other than `about`) what happened.
     fn notify(
         &mut self,
         now: Instant,
@@ -1424,22 +1432,7 @@ impl RelayCore {
         if watchers.is_empty() {
             return;
         }
-        let name = self
-            .conns
-            .get(&about)
-            .map(|c| c.name.clone())
-            .unwrap_or_default();
-        let frame = frame::encode(
-            0,
-            &Frame::Membership {
-                group: group.into(),
-                client: about,
-                name,
-                change,
-                role,
-                mode,
-            },
-        );
+        let frame = frame::encode(0, &self.membership(group, about, change, role, mode));
         for w in watchers {
             self.push(now, w, group, frame.clone());
         }
@@ -1447,6 +1440,14 @@ impl RelayCore {
 
     /// Drops `conn`'s backlog for `group` and sends a fresh state transfer.
     fn start_resync(&mut self, now: Instant, conn: ConnId, group: &str, announce: bool) {
+        self.restart_transfer(conn, group, None, announce);
+        let _ = now;
+    }
+
+    /// Drops `conn`'s backlog for `group` and refills it by a transfer up
+    /// to the head: from the checkpoint (`after: None`, a resync, `Resync`
+    /// announced if `announce`) or from the log after `after` (a spill).
+    fn restart_transfer(&mut self, conn: ConnId, group: &str, after: Option<u64>, announce: bool) {
         let Some(g) = self.groups.get(group) else {
             return;
         };
@@ -1458,20 +1459,14 @@ impl RelayCore {
         let m = self.member_mut(conn, group).expect("checked above");
         m.live_from = head + 1;
         m.resync_dropped = announce.then_some(dropped);
-        self.start_transfer(conn, group, 0, head);
-        let _ = now;
+        self.start_transfer(conn, group, 0, after, head);
     }
 
-    /// Starts a (paged) state transfer of `group` up to `upto` for `conn`,
-    /// answering `request` with its `Joined`.
-    fn start_transfer(&mut self, conn: ConnId, group: &str, request: u32, upto: u64) {
-        self.start_transfer_after(conn, group, request, None, upto);
-    }
-
-    /// [`start_transfer`](Self::start_transfer) from the checkpoint
-    /// (`after: None`), or a continuation of the log after `after`, with
-    /// no `Joined` (a spill).
-    fn start_transfer_after(
+    /// Starts a paged transfer of `group` up to `upto` for `conn`: from the
+    /// checkpoint (`after: None`), answering `request` with its `Joined`,
+    /// or a continuation of the log after `after`, with no `Joined` (a
+    /// spill).
+    fn start_transfer(
         &mut self,
         conn: ConnId,
         group: &str,
@@ -1487,6 +1482,19 @@ impl RelayCore {
         m.loading = Some(request);
         m.transfer = transfer;
         m.transfer_sent = after.unwrap_or(0);
+        self.load_page(conn, group, request, transfer, after, upto);
+    }
+
+    /// Asks storage for one page of a transfer.
+    fn load_page(
+        &mut self,
+        conn: ConnId,
+        group: &str,
+        request: u32,
+        transfer: u64,
+        after: Option<u64>,
+        upto: u64,
+    ) {
         self.storage_ops.push_back(StorageOp::Load {
             origin: Origin { conn, request },
             group: group.into(),
@@ -1522,12 +1530,7 @@ impl RelayCore {
         else {
             return self.start_resync(now, conn, group, true);
         };
-        let head = g.next_seq - 1;
-        self.sched.reset_queue(conn, group);
-        let m = self.member_mut(conn, group).expect("checked above");
-        m.live_from = head + 1;
-        m.resync_dropped = None;
-        self.start_transfer_after(conn, group, 0, Some(first - 1), head);
+        self.restart_transfer(conn, group, Some(first - 1), false);
     }
 
     /// Loads the next page of every transfer whose last page went out.
@@ -1539,14 +1542,8 @@ impl RelayCore {
             let Some(request) = m.loading else {
                 continue;
             };
-            self.storage_ops.push_back(StorageOp::Load {
-                origin: Origin { conn, request },
-                group: group.clone(),
-                transfer: m.transfer,
-                after: Some(m.transfer_sent),
-                upto: m.live_from - 1,
-                max_bytes: self.cfg.transfer_page_bytes,
-            });
+            let (transfer, after, upto) = (m.transfer, m.transfer_sent, m.live_from - 1);
+            self.load_page(conn, &group, request, transfer, Some(after), upto);
         }
     }
 

@@ -331,6 +331,11 @@ struct Queue {
 }
 
 impl Queue {
+    /// Frames held, transfer page and live frames together.
+    fn len(&self) -> usize {
+        self.front.len() + self.frames.len()
+    }
+
     /// Whether it has a frame to send now.
     fn ready(&self) -> bool {
         !self.front.is_empty() || (!self.blocked && !self.frames.is_empty())
@@ -398,7 +403,7 @@ impl Scheduler {
             for c in self.conns.values_mut() {
                 if let Some(q) = c.queues.remove(&id) {
                     c.queued_bytes -= q.bytes;
-                    frames += q.frames.len() + q.front.len();
+                    frames += q.len();
                     bytes += q.bytes;
                 }
             }
@@ -458,11 +463,7 @@ impl Scheduler {
     pub(crate) fn remove_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.remove(&conn) {
             self.unlevel(conn, c.level);
-            let frames = c.control.len()
-                + c.queues
-                    .values()
-                    .map(|q| q.frames.len() + q.front.len())
-                    .sum::<usize>();
+            let frames = c.control.len() + c.queues.values().map(|q| q.len()).sum::<usize>();
             self.forget(frames, c.queued_bytes);
         }
     }
@@ -473,11 +474,7 @@ impl Scheduler {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let frames = c.control.len()
-            + c.queues
-                .values()
-                .map(|q| q.frames.len() + q.front.len())
-                .sum::<usize>();
+        let frames = c.control.len() + c.queues.values().map(|q| q.len()).sum::<usize>();
         let bytes = c.queued_bytes;
         c.control.clear();
         c.queues.clear();
@@ -535,7 +532,7 @@ impl Scheduler {
             && let Some(q) = c.queues.remove(&id)
         {
             c.queued_bytes -= q.bytes;
-            self.forget(q.frames.len() + q.front.len(), q.bytes);
+            self.forget(q.len(), q.bytes);
         }
         self.refresh(conn);
     }
@@ -552,7 +549,7 @@ impl Scheduler {
         let Some(q) = c.queues.get_mut(&id) else {
             return 0;
         };
-        let (frames, bytes) = (q.frames.len() + q.front.len(), q.bytes);
+        let (frames, bytes) = (q.len(), q.bytes);
         q.frames.clear();
         q.front.clear();
         q.bytes = 0;
@@ -870,7 +867,7 @@ impl Scheduler {
                 out.push(QueueDepth {
                     conn,
                     group: g.name.clone(),
-                    frames: q.frames.len() + q.front.len(),
+                    frames: q.len(),
                     bytes: q.bytes,
                     priority: self.queue_priority(c, q, g),
                 });
