@@ -160,6 +160,17 @@ def main():
     shutil.rmtree(tmp)
 
 
+def figure(tmp, name, fields, rows, **kw):
+    """Writes `rows` to a CSV, plots it to PLOTS/NAME.png and returns the page's image lines."""
+    csvfile = os.path.join(tmp, f"{name}.csv")
+    with open(csvfile, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    plot(csvfile, f"{PLOTS}/{name}.png", **kw)
+    return ["", f"![{name}]({os.path.basename(PLOTS)}/{name}.png)", ""]
+
+
 def plot(csvfile, png, **kw):
     args = [GW, "relay", "plot", "--csv", csvfile, "--out", png]
     for k, v in kw.items():
@@ -222,15 +233,10 @@ def write(res, fan, nats_ver, tmp):
         L.append(f"| {mode} | {ms(c.get('p50_ms'))} | {ms(c.get('p99_ms'))} | {ms(c.get('max_ms'))} "
                  f"| {ms(im.get('p50_ms'))} | {ms(im.get('p99_ms'))} |")
         rows += [dict(r, mode=mode) for r in series]
-    f5 = os.path.join(tmp, "fig5.csv")
-    with open(f5, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["mode", "probe", "msg", "t_s", "latency_ms"])
-        w.writeheader()
-        w.writerows(rows)
-    plot(f5, f"{PLOTS}/fig5.png", x="msg", y="latency_ms", split="mode", points=True,
-         title="Fig. 5: chat sender's latency (own messages) during 40 KB bursts",
-         x_label="message", y_label="latency (ms)")
-    L += ["", f"![fig5]({os.path.basename(PLOTS)}/fig5.png)", ""]
+    L += figure(tmp, "fig5", ["mode", "probe", "msg", "t_s", "latency_ms"], rows,
+                x="msg", y="latency_ms", split="mode", points=True,
+                title="Fig. 5: chat sender's latency (own messages) during 40 KB bursts",
+                x_label="message", y_label="latency (ms)")
 
     # Fig. 6
     L += ["## Fig. 6: a 2-member high-priority group while another grows", "",
@@ -253,15 +259,10 @@ def write(res, fan, nats_ver, tmp):
         for mode, p in (("adaptive", pa), ("equal", pe)):
             f6rows.append({"mode": mode, "size": n, "small": cls(p, "small").get("mean_ms"),
                            "large": cls(p, "large").get("mean_ms")})
-    f6 = os.path.join(tmp, "fig6.csv")
-    with open(f6, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["mode", "size", "small", "large"])
-        w.writeheader()
-        w.writerows(f6rows)
-    plot(f6, f"{PLOTS}/fig6.png", x="size", y="small,large", split="mode", points=True,
-         title="Fig. 6: mean latency vs the size of the other group",
-         x_label="members in the growing group", y_label="mean latency (ms)")
-    L += ["", f"![fig6]({os.path.basename(PLOTS)}/fig6.png)", ""]
+    L += figure(tmp, "fig6", ["mode", "size", "small", "large"], f6rows,
+                x="size", y="small,large", split="mode", points=True,
+                title="Fig. 6: mean latency vs the size of the other group",
+                x_label="members in the growing group", y_label="mean latency (ms)")
 
     # Fig. 7
     L += ["## Fig. 7: high- and low-priority members of one 20-member group", "",
@@ -278,15 +279,10 @@ def write(res, fan, nats_ver, tmp):
         L.append(f"| {mode} | {ms(h.get('p50_ms'))} | {ms(h.get('p99_ms'))} | {ms(h.get('max_ms'))} "
                  f"| {ms(lo.get('p50_ms'))} | {ms(lo.get('p99_ms'))} | {ms(lo.get('max_ms'))} | {paper7[mode]} |")
         rows += [dict(r, probe=f"{mode}: {r['probe']}") for r in series]
-    f7 = os.path.join(tmp, "fig7.csv")
-    with open(f7, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["probe", "msg", "t_s", "latency_ms"])
-        w.writeheader()
-        w.writerows(rows)
-    plot(f7, f"{PLOTS}/fig7.png", x="msg", y="latency_ms", split="probe", points=True,
-         title="Fig. 7: latency of a high- and a low-priority member",
-         x_label="message", y_label="latency (ms)")
-    L += ["", f"![fig7]({os.path.basename(PLOTS)}/fig7.png)", ""]
+    L += figure(tmp, "fig7", ["probe", "msg", "t_s", "latency_ms"], rows,
+                x="msg", y="latency_ms", split="probe", points=True,
+                title="Fig. 7: latency of a high- and a low-priority member",
+                x_label="message", y_label="latency (ms)")
 
     # Isolation
     L += ["## Isolation: 20 low-rate groups next to a firehose", "",
@@ -357,7 +353,6 @@ def write(res, fan, nats_ver, tmp):
           f"for the broadcast case, p99 under 5 ms for the chat-like case.", "",
           "| load | server | deliveries/s | p50 ms | p99 ms | p99.9 ms | relay CPU | per CPU-s | bench CPU |",
           "|---|---|---|---|---|---|---|---|---|"]
-    fcsv = []
     for i, (label, _) in enumerate(fan):
         for mode in ("adaptive", "equal", "nats"):
             p = res[("fanout", i, mode)][0]["phases"][0]
@@ -369,8 +364,6 @@ def write(res, fan, nats_ver, tmp):
                      f"| {ms(c.get('p99_ms'))} | {ms(c.get('p999_ms'))} | {pct(p.get('relay_cpu_util'))} "
                      f"| {per:.0f} | {pct(p.get('bench_cpu_util'))} |" if per else
                      f"| {label} | {server} | {p['deliveries_per_sec']:.0f} | - | - | - | - | - | - |")
-            fcsv.append({"load": label, "server": server, "deliveries_per_s": round(p["deliveries_per_sec"]),
-                         "p99_ms": c.get("p99_ms")})
     best_b = max(res[("fanout", i, m)][0]["phases"][0]["deliveries_per_sec"]
                  for i in (0, 1) for m in ("adaptive", "equal"))
     chat_p99 = {m: cls(res[("fanout", CHAT_ROW, m)][0]["phases"][0], "all").get("p99_ms") for m in ("adaptive", "equal")}
