@@ -68,6 +68,10 @@ impl Backend {
 /// The caller guarantees: `rows.len() == outputs.len()`, every row has
 /// `inputs.len()` coefficients, every input and output has the same length,
 /// and `backend.is_available()`.
+///
+/// No outputs (a block sent with zero repairs) or zero-length symbols
+/// leave nothing to compute: it returns before any backend sees them, so
+/// the backends may take the symbol length from the first output.
 pub(crate) fn dot_prod(
     backend: Backend,
     rows: &[&[u8]],
@@ -76,6 +80,9 @@ pub(crate) fn dot_prod(
 ) {
     debug_assert_eq!(rows.len(), outputs.len());
     debug_assert!(rows.iter().all(|r| r.len() == inputs.len()));
+    if outputs.first().is_none_or(|o| o.is_empty()) {
+        return;
+    }
     match backend {
         #[cfg(target_arch = "x86_64")]
         Backend::Ssse3 | Backend::Avx2 | Backend::Avx512Gfni => {

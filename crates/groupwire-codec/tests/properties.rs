@@ -172,6 +172,42 @@ fn backends_compute_the_same_bytes() {
     }
 }
 
+/// The edges the vector kernels must never see: a block sent with no
+/// repairs, and zero-length symbols (found by
+/// `garbage_indexes_and_lengths_give_errors_not_panics`; its seed is in
+/// `properties.proptest-regressions`).
+#[test]
+fn zero_repairs_and_empty_symbols_are_no_ops_on_every_backend() {
+    for backend in backends() {
+        for (k, m) in [(1, 0), (2, 0), (4, 2), (20, 8)] {
+            let rs = ReedSolomon::new(k, m)
+                .expect("valid")
+                .with_backend(backend)
+                .expect("available");
+            let sources = block(k, 100, 3);
+            let mut none: Vec<Vec<u8>> = Vec::new();
+            assert_eq!(
+                rs.encode(&sources, &mut none),
+                Ok(()),
+                "{backend:?} ({k}, {m})"
+            );
+            let empty = vec![Vec::<u8>::new(); k];
+            let mut repairs = vec![Vec::<u8>::new(); m];
+            assert_eq!(
+                rs.encode(&empty, &mut repairs),
+                Ok(()),
+                "{backend:?} ({k}, {m})"
+            );
+            if m > 0 {
+                // Lose the first source, rebuild it from a zero-length repair.
+                let received: Vec<(usize, &[u8])> = (1..=k).map(|i| (i, &[][..])).collect();
+                let mut missing = [(0, Vec::<u8>::new())];
+                assert_eq!(rs.decode(&received, &mut missing), Ok(()), "{backend:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn rejects_bad_parameters_and_buffers() {
     assert!(matches!(
