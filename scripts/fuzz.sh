@@ -1,16 +1,68 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for a while (default 60 s each). Needs the nightly
-# toolchain; installs cargo-fuzz if it is missing. Not part of CI.
-#   scripts/fuzz.sh            # all targets, 60 s each
-#   SECONDS_EACH=600 scripts/fuzz.sh afec_data
+# A fuzzing campaign over the cargo-fuzz targets in fuzz/. Needs the nightly
+# toolchain; installs cargo-fuzz if it is missing. Not part of CI: CI
+# replays every committed corpus file through the same checks on stable
+# (`cargo test -p groupwire-fuzz-targets`).
+#
+#   scripts/fuzz.sh                        # every target, 60 s each
+#   RUNS=10000000 scripts/fuzz.sh          # every target, 10 million executions each
+#   SECONDS_EACH=600 scripts/fuzz.sh afec_data relay_core
+#   REPORT=docs/results/fuzz-campaign.md RUNS=10000000 scripts/fuzz.sh
+#
+# New corpus entries are minimized into fuzz/corpus/TARGET (commit them);
+# a crashing input is copied there too, so once fixed it is replayed by
+# `cargo test` forever. Ends with a Markdown table per target: executions,
+# seconds, coverage (libFuzzer's `cov` edges and `ft` features), corpus
+# size, crashes; written to $REPORT when set.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 each=${SECONDS_EACH:-60}
+runs=${RUNS:-}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(header afec_data afec_control afec_endpoint block_packet block_endpoint relay_frame)
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo +nightly fuzz list)
+
+if [ -n "$runs" ]; then limit=(-runs="$runs"); what="$runs executions"; else limit=(-max_total_time="$each"); what="$each s"; fi
+logs=$(mktemp -d)
+rows=()
 for t in "${targets[@]}"; do
-  mkdir -p "corpus/$t"
-  echo "== $t ($each s)"
-  cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$each" -max_len=1500
+  mkdir -p "corpus/$t" "artifacts/$t"
+  echo "== $t ($what)"
+  cargo +nightly fuzz build -O -a "$t" >/dev/null
+  start=$SECONDS
+  crashes=0
+  # Debug assertions on: they are the codec's and the machines' own checks.
+  if ! cargo +nightly fuzz run -O -a "$t" "corpus/$t" -- "${limit[@]}" -max_len=1500 \
+    -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"$logs/$t.log" 2>&1; then
+    crashes=$(find "artifacts/$t" -type f | wc -l)
+    echo "!! $t crashed; inputs in fuzz/artifacts/$t, copied into fuzz/corpus/$t:"
+    grep -m 5 -E 'panicked|ERROR|SUMMARY' "$logs/$t.log" || true
+    cp artifacts/"$t"/* "corpus/$t/" 2>/dev/null || true
+  fi
+  secs=$((SECONDS - start))
+  # Keep the committed corpus small: only inputs that add coverage.
+  cargo +nightly fuzz cmin -O -a "$t" "corpus/$t" >/dev/null 2>&1 || true
+  execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$logs/$t.log" | grep -oE '[0-9]+$' | tail -1)
+  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$logs/$t.log" | tail -1)
+  size=$(find "corpus/$t" -type f | wc -l)
+  rows+=("| \`$t\` | ${execs:-?} | $secs | ${cov:-?} | $size | $crashes |")
+  tail -n 3 "$logs/$t.log"
 done
+
+table=$(
+  echo "| target | executions | seconds | coverage (libFuzzer) | corpus files | crashes |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+)
+echo
+echo "$table"
+if [ -n "${REPORT:-}" ]; then
+  cd ..
+  {
+    echo "<!-- written by scripts/fuzz.sh on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) cores -->"
+    echo "Produced by \`RUNS=${runs:-} SECONDS_EACH=${SECONDS_EACH:-} scripts/fuzz.sh ${*}\` (empty values: defaults)."
+    echo
+    echo "$table"
+  } >"$REPORT"
+  echo "wrote $REPORT"
+fi

@@ -1,0 +1,250 @@
+//! The checks behind every fuzz target, on stable Rust.
+//!
+//! Each function here is one fuzz target's whole body: it takes arbitrary
+//! bytes, drives one parser or machine with them, and panics only when a
+//! property the code promises is broken (a round trip that does not close,
+//! a cap that is exceeded, a frame the relay emits that does not decode).
+//! The `fuzz/` crate (nightly, cargo-fuzz) wraps each in `fuzz_target!`;
+//! this crate's `tests/corpus.rs` replays every committed corpus file of
+//! every target through the same function on stable, so `cargo test`
+//! catches a regression of anything a fuzzer once found.
+//!
+//! Adding a target: a function here, an entry in [`TARGETS`], a
+//! `fuzz/fuzz_targets/NAME.rs` calling it, a `[[bin]]` in `fuzz/Cargo.toml`
+//! and a seeded `fuzz/corpus/NAME/`. The corpus test checks that the four
+//! agree.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use groupwire_link::LossModel;
+use groupwire_proto::{Instant, Machine};
+use rand::SeedableRng;
+
+mod relay_core;
+
+pub use relay_core::relay_core;
+
+/// One fuzz target: its name (the file in `fuzz/fuzz_targets/` and the
+/// folder in `fuzz/corpus/`) and its check.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// The target's name.
+    pub name: &'static str,
+    /// Its body: panics only when a promised property breaks.
+    pub check: fn(&[u8]),
+}
+
+/// Every fuzz target.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "header",
+        check: header,
+    },
+    Target {
+        name: "afec_data",
+        check: afec_data,
+    },
+    Target {
+        name: "afec_control",
+        check: afec_control,
+    },
+    Target {
+        name: "afec_endpoint",
+        check: afec_endpoint,
+    },
+    Target {
+        name: "block_packet",
+        check: block_packet,
+    },
+    Target {
+        name: "block_endpoint",
+        check: block_endpoint,
+    },
+    Target {
+        name: "relay_frame",
+        check: relay_frame,
+    },
+    Target {
+        name: "relay_core",
+        check: relay_core,
+    },
+    Target {
+        name: "loss_model",
+        check: loss_model,
+    },
+    Target {
+        name: "scenario",
+        check: scenario,
+    },
+];
+
+/// The common datagram header: `parse(emit(parse(x))) == parse(x)`.
+pub fn header(data: &[u8]) {
+    use groupwire_proto::wire::header::{Packet, Repr};
+    if let Ok(r) = Repr::parse(&Packet::new_unchecked(data)) {
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(Repr::parse(&Packet::new_unchecked(&buf[..])), Ok(r));
+    }
+}
+
+/// AFEC data packets: whatever parses re-emits to bytes that parse back
+/// to the same value.
+pub fn afec_data(data: &[u8]) {
+    use groupwire_proto::wire::afec::DataRepr;
+    if let Ok(r) = DataRepr::parse(data) {
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(DataRepr::parse(&buf).as_ref(), Ok(&r));
+    }
+}
+
+/// AFEC control packets: `parse(emit(parse(x))) == parse(x)` (reserved
+/// bytes are ignored on parse, so the bytes themselves may differ).
+pub fn afec_control(data: &[u8]) {
+    use groupwire_proto::wire::afec::ControlRepr;
+    if let Ok(r) = ControlRepr::parse(data) {
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(ControlRepr::parse(&buf).as_ref(), Ok(&r));
+    }
+}
+
+/// A whole AFEC endpoint fed arbitrary datagrams (the input split at 0xFF
+/// bytes, time advancing 7 ms between them) never panics; its memory is
+/// bounded by its own limits.
+pub fn afec_endpoint(data: &[u8]) {
+    use groupwire_proto::afec::{AfecConfig, AfecEndpoint};
+    let mut e = AfecEndpoint::new(AfecConfig::new(1)).expect("default config is valid");
+    let peer: SocketAddr = "10.0.0.2:7400".parse().expect("valid address");
+    e.add_peer(peer);
+    let mut now = Instant::ZERO;
+    for (i, chunk) in data.split(|b| *b == 0xff).enumerate() {
+        now = Instant::from_millis(i as u64 * 7);
+        e.handle_datagram(now, peer, chunk);
+        while e.poll_transmit(now).is_some() {}
+        while e.poll_event().is_some() {}
+        e.handle_timeout(now);
+    }
+    while e.poll_transmit(now).is_some() {}
+}
+
+/// Block-FEC data packets and reports: whatever parses re-emits to bytes
+/// that parse back to the same value.
+pub fn block_packet(data: &[u8]) {
+    use groupwire_proto::wire::block::{DataRepr, REPORT_LEN, ReportRepr};
+    if let Ok(r) = DataRepr::parse(data) {
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(DataRepr::parse(&buf).as_ref(), Ok(&r));
+    }
+    if let Ok(r) = ReportRepr::parse(data) {
+        let mut buf = [0u8; REPORT_LEN];
+        r.emit(&mut buf);
+        assert_eq!(ReportRepr::parse(&buf), Ok(r));
+    }
+}
+
+/// A block-FEC endpoint fed hostile datagrams (split at 0xFF bytes) never
+/// panics, and the blocks it holds stay within its configured cap.
+pub fn block_endpoint(data: &[u8]) {
+    use groupwire_proto::block::{
+        BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig,
+    };
+    let peer: SocketAddr = "127.0.0.1:9".parse().expect("valid address");
+    let rx = ReceiverConfig {
+        max_blocks: 8,
+        ..ReceiverConfig::default()
+    };
+    let mut ep = BlockEndpoint::new(
+        BlockSender::new(SenderConfig::new(peer, 4)),
+        BlockReceiver::new(rx),
+    );
+    let mut now = Instant::ZERO;
+    for d in data.split(|&b| b == 0xFF).filter(|d| !d.is_empty()) {
+        ep.handle_datagram(now, peer, d);
+        now += Duration::from_millis(3);
+        ep.handle_timeout(now);
+        while ep.poll_transmit(now).is_some() {}
+        while ep.poll_event().is_some() {}
+        assert!(ep.receiver.blocks_held() <= 8);
+    }
+}
+
+/// Relay frames: whatever decodes re-encodes to a frame that decodes to
+/// the same value, and the stream decoder cuts frames back out whole,
+/// never returning more than it was fed.
+pub fn relay_frame(data: &[u8]) {
+    use groupwire_relay::frame::{DEFAULT_MAX_FRAME, FrameDecoder, decode, encode};
+    if let Ok(env) = decode(data, DEFAULT_MAX_FRAME) {
+        let bytes = encode(env.request, &env.frame);
+        assert_eq!(decode(&bytes, DEFAULT_MAX_FRAME).as_ref(), Ok(&env));
+    }
+    let mut d = FrameDecoder::new(4096);
+    d.extend(data);
+    let mut total = 0;
+    while let Ok(Some(f)) = d.next_frame() {
+        total += f.len();
+        let _ = decode(&f, 4096);
+    }
+    assert!(total <= data.len());
+}
+
+/// The loss models' one-line text form (`--loss`, scenario files): what
+/// parses prints back to text that parses to the same model, and every
+/// valid model but a trace (which reads a file) builds and runs.
+pub fn loss_model(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(model) = text.parse::<LossModel>() else {
+        return;
+    };
+    let printed = model.to_string();
+    let again: LossModel = printed
+        .parse()
+        .unwrap_or_else(|e| panic!("{text:?} printed as {printed:?}, which fails: {e}"));
+    assert_eq!(again, model, "{text:?} printed as {printed:?}");
+    if matches!(model, LossModel::Trace { .. }) {
+        return;
+    }
+    if let Ok(mut process) = model.build() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        for len in [1, 40, 1500] {
+            let _ = process.on_packet(len, &mut rng);
+        }
+    }
+}
+
+/// Scenario files and `--set key=value` overrides: parsing never panics,
+/// a parsed scenario validates without panicking and prints to TOML that
+/// reads back to the same scenario. Input starting with `set:` is a list
+/// of `key=value` lines applied to each built-in scenario in turn.
+pub fn scenario(data: &[u8]) {
+    use groupwire_sim::scenario::Scenario;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let check = |s: &Scenario| {
+        let _ = s.validate();
+        let toml = s.to_toml();
+        let again = Scenario::from_toml(&toml)
+            .unwrap_or_else(|e| panic!("printed TOML does not read back: {e}\n{toml}"));
+        assert_eq!(&again, s, "{toml}");
+    };
+    if let Some(sets) = text.strip_prefix("set:") {
+        for b in groupwire_sim::scenario::builtins() {
+            let mut s = (b.make)();
+            let all_applied = sets
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .all(|(k, v)| s.set(k.trim(), v.trim()).is_ok());
+            if all_applied {
+                check(&s);
+            }
+        }
+    } else if let Ok(s) = Scenario::from_toml(text) {
+        check(&s);
+    }
+}
