@@ -88,8 +88,9 @@ fn sender_and_receiver_processes_exchange_a_stream() {
             "recv",
             "--bind",
             "127.0.0.1:0",
+            // Room for a busy host to start the sender late.
             "--duration",
-            "3s",
+            "5s",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
