@@ -367,6 +367,11 @@ async fn group(a: GroupArgs) -> Result<()> {
                     .context(format!("connecting to the relay at {}", a.relay)),
             })
     };
+    // For commands that read no events: the receiver is dropped, so the
+    // client discards them. Held unread, a full event channel (a group
+    // whose log outgrows it, delivered on join) would stop the client from
+    // reading its replies.
+    let connect_unread = || async { connect().await.map(|(c, _events)| c) };
     let mut out = std::io::stdout();
     match a.command {
         GroupCommand::Create {
@@ -378,13 +383,13 @@ async fn group(a: GroupArgs) -> Result<()> {
             if priority > 7 {
                 return Err(usage(format!("--priority {priority} is above 7")));
             }
-            let (c, _ev) = connect().await?;
+            let c = connect_unread().await?;
             c.create_group(&group, &group_type, priority, Bytes::from(state))
                 .await?;
             writeln!(out, "created {group}")?;
         }
         GroupCommand::Delete { group } => {
-            let (c, _ev) = connect().await?;
+            let c = connect_unread().await?;
             c.delete_group(&group).await?;
             writeln!(out, "deleted {group}")?;
         }
@@ -412,7 +417,7 @@ async fn group(a: GroupArgs) -> Result<()> {
             messages,
             msg_type,
         } => {
-            let (c, _ev) = connect().await?;
+            let c = connect_unread().await?;
             c.join(&group, Role::Principal, ActivityMode::Active, false)
                 .await?;
             for m in messages {
@@ -471,7 +476,7 @@ async fn group(a: GroupArgs) -> Result<()> {
             hold,
             try_only,
         } => {
-            let (c, _ev) = connect().await?;
+            let c = connect_unread().await?;
             c.join(&group, Role::Principal, ActivityMode::Active, false)
                 .await?;
             if try_only {
@@ -489,7 +494,7 @@ async fn group(a: GroupArgs) -> Result<()> {
             writeln!(out, "released {lock}")?;
         }
         GroupCommand::Checkpoint { group, seq, state } => {
-            let (c, _ev) = connect().await?;
+            let c = connect_unread().await?;
             c.join(&group, Role::Principal, ActivityMode::Active, false)
                 .await?;
             c.checkpoint(&group, seq, Bytes::from(state)).await?;

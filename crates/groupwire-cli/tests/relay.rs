@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_relay::frame::{ActivityMode, Role};
-use groupwire_relay::{ClientEvent, ClientOptions, RelayClient};
+use groupwire_relay::{ClientEvent, ClientOptions, JoinInfo, RelayClient};
 
 /// Starts `groupwire relay serve` on a free loopback port; returns the
 /// process and its address (read from its first line of output).
@@ -53,7 +53,7 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
         .expect("runtime");
     let (child, addr) = start_relay(dir.path());
     let mut relay = Relay(child);
-    let acked: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
+    let acked: Acked = Arc::default();
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(20), async {
             let (admin, _e) = RelayClient::connect(addr.as_str(), ClientOptions::new("admin"))
@@ -64,26 +64,9 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
                 .await
                 .expect("create");
             // Four writers hammer the relay; each records what was acknowledged.
-            let mut writers = Vec::new();
-            for w in 0..4 {
-                let addr = addr.clone();
-                let acked = acked.clone();
-                writers.push(tokio::spawn(async move {
-                    let (c, _e) = RelayClient::connect(addr.as_str(), ClientOptions::new("w"))
-                        .await
-                        .expect("connect");
-                    c.join("log", Role::Principal, ActivityMode::Active, false)
-                        .await
-                        .expect("join");
-                    for i in 0.. {
-                        let payload = format!("w{w}-{i}");
-                        match c.send("log", 1, Bytes::from(payload.clone())).await {
-                            Ok(seq) => acked.lock().expect("lock").push((seq, payload)),
-                            Err(_) => break, // the relay died mid-request: not acknowledged
-                        }
-                    }
-                }));
-            }
+            let writers: Vec<_> = (0..4)
+                .map(|w| tokio::spawn(publish(addr.clone(), "log", format!("w{w}"), acked.clone())))
+                .collect();
             // Let them run, then kill -9 while updates are in flight.
             while acked.lock().expect("lock").len() < 400 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -106,13 +89,7 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
     let _relay = Relay(child);
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(20), async {
-            let (c, mut ev) = RelayClient::connect(addr.as_str(), ClientOptions::new("reader"))
-                .await
-                .expect("connect after restart");
-            let j = c
-                .join("log", Role::Observer, ActivityMode::Active, false)
-                .await
-                .expect("the group survived");
+            let (c, j, log) = read_log(&addr, "log").await;
             assert_eq!((j.checkpoint_seq, &j.state[..]), (0, &b"init"[..]));
             let last_acked = acked.last().expect("some").0;
             assert!(
@@ -120,16 +97,6 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
                 "head {} < acked {last_acked}",
                 j.head_seq
             );
-            let mut log = Vec::new();
-            while log.len() < j.head_seq as usize {
-                match ev.recv().await.expect("event") {
-                    ClientEvent::Deliver(d) => {
-                        log.push((d.seq, String::from_utf8_lossy(&d.payload).into_owned()));
-                    }
-                    ClientEvent::Closed(e) => panic!("closed: {e:?}"),
-                    _ => {}
-                }
-            }
             // Contiguous, in order, and every acknowledged update at its sequence.
             assert!(log.iter().enumerate().all(|(i, (s, _))| *s == i as u64 + 1));
             for (seq, payload) in &acked {
@@ -146,6 +113,59 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
         .await
         .expect("recovery finishes in time");
     });
+}
+
+/// Acknowledged updates: `(seq, payload)`, shared by the publishers.
+type Acked = Arc<Mutex<Vec<(u64, String)>>>;
+
+/// Connects as `name`, joins `group` as a principal and sends
+/// `NAME-000000`, `NAME-000001`, ... back to back, recording each update
+/// the relay acknowledged, until the relay goes away (an update whose
+/// request failed was not acknowledged).
+async fn publish(addr: String, group: &'static str, name: String, acked: Acked) {
+    // `_` drops the event receiver, so the client discards events: held
+    // unread, they would fill its channel (a joiner is sent the whole log)
+    // and stop it from reading replies.
+    let Ok((c, _)) = RelayClient::connect(addr.as_str(), ClientOptions::new(&name)).await else {
+        return; // killed before this publisher got in
+    };
+    if c.join(group, Role::Principal, ActivityMode::Active, false)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    for i in 0.. {
+        let payload = format!("{name}-{i:06}");
+        match c.send(group, 1, Bytes::from(payload.clone())).await {
+            Ok(seq) => acked.lock().expect("lock").push((seq, payload)),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Joins `group` on the relay at `addr` as an observer and reads its whole
+/// log (from the checkpoint to the head at join time); returns the client,
+/// the join reply and `(seq, payload)` in delivery order.
+async fn read_log(addr: &str, group: &str) -> (RelayClient, JoinInfo, Vec<(u64, String)>) {
+    let (c, mut ev) = RelayClient::connect(addr, ClientOptions::new("reader"))
+        .await
+        .expect("connect after restart");
+    let j = c
+        .join(group, Role::Observer, ActivityMode::Active, false)
+        .await
+        .expect("the group survived");
+    let mut log = Vec::new();
+    while log.len() < (j.head_seq - j.checkpoint_seq) as usize {
+        match ev.recv().await.expect("event") {
+            ClientEvent::Deliver(d) => {
+                log.push((d.seq, String::from_utf8_lossy(&d.payload).into_owned()));
+            }
+            ClientEvent::Closed(e) => panic!("closed: {e:?}"),
+            _ => {}
+        }
+    }
+    (c, j, log)
 }
 
 fn groupwire(args: &[&str]) -> std::process::Output {
@@ -333,6 +353,38 @@ fn group_commands_reach_the_relay_over_websocket() {
     assert!(String::from_utf8_lossy(&help.stdout).contains("ws://host:port/"));
 }
 
+/// `group send` reads no events; held unread, they filled the client's
+/// channel (1024) once the group's log outgrew it, and the client stopped
+/// reading replies: the 1025th send, or any send to a long log, hung.
+#[test]
+fn group_commands_do_not_stall_on_a_log_longer_than_the_event_channel() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (child, addr) = start_relay(dir.path());
+    let _relay = Relay(child);
+    let messages: Vec<String> = (0..1100).map(|i| format!("m{i}")).collect();
+    let mut args = vec!["group", "--relay", addr.as_str(), "send", "long"];
+    let create = groupwire(&["group", "--relay", addr.as_str(), "create", "long"]);
+    assert!(create.status.success());
+    args.extend(messages.iter().map(String::as_str));
+    let limit = Duration::from_secs(60);
+    let o = groupwire_within(&args, limit);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("sent #1100"));
+    // A newcomer is sent the 1100-entry log on join, then sends and locks.
+    for cmd in [
+        &["send", "long", "late"][..],
+        &["lock", "long", "pen", "--hold", "1ms"],
+    ] {
+        let mut args = vec!["group", "--relay", addr.as_str()];
+        args.extend_from_slice(cmd);
+        let o = groupwire_within(&args, limit);
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
 /// [`groupwire`], killed (and the test failed) if it runs longer than `limit`.
 fn groupwire_within(args: &[&str], limit: Duration) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
@@ -349,10 +401,108 @@ fn groupwire_within(args: &[&str], limit: Duration) -> std::process::Output {
         if waited >= limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("groupwire {args:?} ran longer than {limit:?}");
+            let shown = &args[..args.len().min(6)];
+            panic!("groupwire {shown:?}... ran longer than {limit:?}");
         }
         std::thread::sleep(step);
         waited += step;
     }
     child.wait_with_output().expect("output")
+}
+
+/// Chaos: 20 rounds of three publishers loading the relay, each ended by
+/// `kill -9` at a random moment (after a seeded-random number of
+/// acknowledged updates, so always under load), then a restart on the same
+/// data directory. Every update acknowledged in any round is in the log
+/// exactly once, at the sequence number it was acknowledged with, the log
+/// has no gaps, and each publisher's updates are in the order it sent them.
+#[test]
+fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
+    use rand::{Rng, SeedableRng};
+    const ROUNDS: usize = 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+    let acked: Acked = Arc::default();
+    for round in 0..ROUNDS {
+        let kill_after = rng.random_range(1..300);
+        let (child, addr) = start_relay(dir.path());
+        let mut relay = Relay(child);
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), async {
+                if round == 0 {
+                    let (admin, _e) =
+                        RelayClient::connect(addr.as_str(), ClientOptions::new("admin"))
+                            .await
+                            .expect("connect");
+                    admin
+                        .create_group("chaos", "test", 4, Bytes::new())
+                        .await
+                        .expect("create");
+                }
+                let before = acked.lock().expect("lock").len();
+                // Names sort by round, then publisher: p07-2-000041.
+                let publishers: Vec<_> = (0..3)
+                    .map(|p| {
+                        let name = format!("r{round:02}-p{p}");
+                        tokio::spawn(publish(addr.clone(), "chaos", name, acked.clone()))
+                    })
+                    .collect();
+                while acked.lock().expect("lock").len() < before + kill_after {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                relay.0.kill().expect("kill -9");
+                let _ = relay.0.wait();
+                for p in publishers {
+                    p.await.expect("a publisher ends when the relay dies");
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("round {round} finishes in time"));
+        });
+    }
+
+    let acked = std::mem::take(&mut *acked.lock().expect("lock"));
+    let (child, addr) = start_relay(dir.path());
+    let _relay = Relay(child);
+    let (_, j, log) = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), read_log(&addr, "chaos"))
+            .await
+            .expect("the log is read in time")
+    });
+    assert_eq!(j.checkpoint_seq, 0);
+    assert!(
+        log.iter().enumerate().all(|(i, (s, _))| *s == i as u64 + 1),
+        "the log has gaps"
+    );
+    for (seq, payload) in &acked {
+        assert_eq!(
+            log.get(*seq as usize - 1).map(|(_, p)| p),
+            Some(payload),
+            "acknowledged update #{seq}"
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut last: std::collections::BTreeMap<&str, &str> = Default::default();
+    for (seq, payload) in &log {
+        assert!(seen.insert(payload), "#{seq} {payload} is in the log twice");
+        // r07-p2-000041: a publisher's updates in the order it sent them.
+        let (publisher, counter) = payload.rsplit_once('-').expect("NAME-COUNTER");
+        if let Some(prev) = last.insert(publisher, counter) {
+            assert!(
+                prev < counter,
+                "{publisher}: {prev} logged before {counter}"
+            );
+        }
+    }
+    assert!(acked.len() >= ROUNDS, "{} acknowledged", acked.len());
+    eprintln!(
+        "{ROUNDS} kill -9s: {} updates acknowledged, {} in the log",
+        acked.len(),
+        log.len()
+    );
 }
