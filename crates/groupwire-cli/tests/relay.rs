@@ -231,10 +231,10 @@ fn tokens_minted_by_the_cli_are_checked_by_the_relay() {
         "token",
         "--secret-file",
         secret_s,
-        "--groups",
+        "--group",
         "lab-*",
     ]);
-    assert!(o.status.success());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let token = String::from_utf8_lossy(&o.stdout).trim().to_owned();
     let create = |group: &str, token: &str| {
         groupwire(&[
