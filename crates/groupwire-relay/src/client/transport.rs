@@ -111,10 +111,16 @@ impl FrameReader {
     pub(super) async fn next_frame(&mut self) -> Result<Bytes, ReadError> {
         match self {
             FrameReader::Tcp { rd, decoder } => loop {
-                if let Some(f) = decoder
-                    .next_frame()
-                    .map_err(|e| ReadError::Protocol(e.to_string()))?
-                {
+                let next = decoder.next_frame().map_err(|e| {
+                    if looks_like_tls(decoder.buffer_mut()) {
+                        ReadError::Protocol(
+                            "the relay answered with TLS: connect with tls://host:port".into(),
+                        )
+                    } else {
+                        ReadError::Protocol(e.to_string())
+                    }
+                })?;
+                if let Some(f) = next {
                     return Ok(f);
                 }
                 match rd.read_buf(decoder.buffer_mut()).await {
@@ -337,6 +343,14 @@ pub(super) async fn connect_ws(
         encrypted,
         loopback,
     })
+}
+
+/// Whether `bytes` start like a TLS record (RFC 8446 §5.1: content type
+/// alert or handshake, legacy version 3.x), as when a plaintext client
+/// reaches a relay's TLS listener: the relay's alert would otherwise read
+/// as a frame of hundreds of megabytes.
+fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, 0x00..=0x04, ..])
 }
 
 fn ws_read_error(e: tungstenite::Error, max_frame: usize) -> ReadError {
