@@ -203,6 +203,7 @@ pub fn mint(kid: &str, secret: &[u8], claims: &Claims) -> Result<String, AuthErr
             claims.max_priority
         )));
     }
+    ensure_provider();
     let mut header = Header::new(Algorithm::HS256);
     header.kid = Some(kid.to_owned());
     let wire = WireClaims {
@@ -227,6 +228,7 @@ pub fn verify(keys: &Keys, token: &str, now_unix: u64) -> Result<Claims, AuthErr
     if token.is_empty() {
         return Err(AuthError::Missing);
     }
+    ensure_provider();
     // The algorithm first, whatever else is wrong with the token: `none`
     // and the rest are named as such, not as a parse failure.
     if let Some(alg) = header_alg(token).filter(|a| a != "HS256") {
@@ -299,6 +301,15 @@ struct WireClaims {
     groups: Vec<String>,
     role: String,
     max_priority: u8,
+}
+
+/// Selects jsonwebtoken's RustCrypto backend for the process, unless one
+/// is selected already. Without this, a build in which some other crate
+/// also enables jsonwebtoken's `aws_lc_rs` feature would panic on the first
+/// token (the crate cannot pick between two backends by itself). Either
+/// backend computes the same HS256.
+fn ensure_provider() {
+    let _ = jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default();
 }
 
 /// The `alg` of the token's header, if the header is base64url JSON with
