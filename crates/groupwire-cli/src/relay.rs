@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -13,9 +13,10 @@ use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::core::MAX_PRIORITY;
 use groupwire_relay::frame::{ActivityMode, Role};
 use groupwire_relay::storage::SyncMode;
+use groupwire_relay::tls::{ClientTls, ServerTls};
 use groupwire_relay::{
-    ClientError, ClientEvent, ClientOptions, RelayClient, SchedulerConfig, ServerConfig,
-    SlowConsumerPolicy, StorageConfig,
+    ClientError, ClientEvent, ClientOptions, PlaintextToken, RelayClient, SchedulerConfig,
+    ServerConfig, SlowConsumerPolicy, StorageConfig,
 };
 
 use crate::UsageError;
@@ -61,16 +62,28 @@ struct ServeArgs {
     /// Also serve WebSocket clients (browsers) on this address.
     #[arg(long)]
     ws: Option<SocketAddr>,
+    /// PEM certificate chain (leaf first): serve TLS on every listener
+    /// (--listen becomes tls://, --ws becomes wss://; no plaintext listener
+    /// remains, so tokens never cross the network in clear).
+    #[arg(long, requires = "tls_key", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
     /// Directory for the relay's SQLite database.
     #[arg(long, default_value = "relay-data")]
     data_dir: PathBuf,
     /// Keep state in memory only (lost when the relay stops).
     #[arg(long, conflicts_with = "data_dir")]
     memory: bool,
-    /// File holding the HMAC secret; clients must then present tokens
-    /// minted with it. Without it, anyone may do anything (local use).
-    #[arg(long)]
-    auth_secret_file: Option<PathBuf>,
+    /// A token key: `[KID=]FILE`, the file holding an HMAC secret (its text,
+    /// trimmed of surrounding whitespace), the key id KID defaulting to the
+    /// file name without its extension (`keys/2026-11.secret` is
+    /// `2026-11`). Repeat to accept several keys while rotating. With at
+    /// least one, clients must present tokens minted with one of them;
+    /// without, anyone may do anything (local use).
+    #[arg(long, value_name = "[KID=]FILE")]
+    auth_secret_file: Vec<String>,
     /// Commit durability: `full` survives power loss, `normal` survives a
     /// relay crash only (faster on slow disks).
     #[arg(long, default_value = "full")]
@@ -107,30 +120,38 @@ struct ServeArgs {
     overload_bytes: u64,
 }
 
-/// Mint a token: which groups a client may use, its highest role and the
-/// highest priority it may ask for.
+/// Mint a token (a JWT signed with HS256): which groups a client may use,
+/// its highest role and the highest priority it may ask for, until when.
 ///
-/// Example: groupwire relay token --secret-file secret --subject alice --groups 'chat,lab-*' --role observer
+/// Example: groupwire relay token --secret-file relay.secret --subject alice --group chat --group 'lab-*' --role observer --expires 8h
 #[derive(Debug, Args)]
 struct TokenArgs {
-    /// The relay's secret (the file given to --auth-secret-file).
+    /// The secret (a file given to the relay's --auth-secret-file).
     #[arg(long)]
     secret_file: PathBuf,
+    /// Key id written in the token's header: the KID the relay knows this
+    /// secret by (default: the file name without its extension, as the
+    /// relay derives it).
+    #[arg(long)]
+    kid: Option<String>,
     /// Who the token is for (shown in logs).
     #[arg(long, default_value = "client")]
     subject: String,
-    /// Comma-separated group names; `*` is every group, `lab-*` a prefix.
-    #[arg(long, default_value = "*")]
-    groups: String,
+    /// A group the token allows; repeat for more. `*` is every group,
+    /// `lab-*` every group whose name starts with `lab-`, anything else
+    /// exactly that name (commas and other punctuation included).
+    #[arg(long = "group", value_name = "PATTERN", default_value = "*")]
+    groups: Vec<String>,
     /// Highest role: principal, observer or membership-observer.
     #[arg(long, default_value = "principal")]
     role: String,
     /// Highest group or queue priority the client may ask for (0-10).
     #[arg(long, default_value_t = MAX_PRIORITY)]
     max_priority: u8,
-    /// Lifetime (e.g. 24h); omit for a token that never expires.
-    #[arg(long)]
-    expires: Option<humantime::Duration>,
+    /// Lifetime: the token expires this long after minting (every token
+    /// expires).
+    #[arg(long, default_value = "24h")]
+    expires: humantime::Duration,
 }
 
 pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
@@ -147,7 +168,45 @@ fn usage(msg: String) -> anyhow::Error {
     UsageError(anyhow!(msg)).into()
 }
 
-fn read_secret(path: &PathBuf) -> Result<Vec<u8>> {
+/// The key id a secret file gets when none is given: its file name
+/// without the extension.
+fn default_kid(path: &Path) -> Result<String> {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            usage(format!(
+                "cannot derive a key id from {}; give one as KID=FILE",
+                path.display()
+            ))
+        })
+}
+
+/// Reads `--auth-secret-file` values (`[KID=]FILE`) into a key set.
+fn read_keys(specs: &[String]) -> Result<Option<auth::Keys>> {
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let mut keys = auth::Keys::new();
+    for spec in specs {
+        let (kid, path) = match spec.split_once('=') {
+            Some((kid, path)) if !kid.contains('/') => (kid.to_owned(), PathBuf::from(path)),
+            _ => {
+                let path = PathBuf::from(spec);
+                (default_kid(&path)?, path)
+            }
+        };
+        let secret = read_secret(&path)?;
+        keys.insert(&kid, &secret)
+            .map_err(|e| usage(format!("--auth-secret-file {spec}: {e}")))?;
+    }
+    Ok(Some(keys))
+}
+
+/// A secret file's text, trimmed of surrounding whitespace (so a trailing
+/// newline from `echo` or an editor is not part of the HMAC key).
+fn read_secret(path: &Path) -> Result<Vec<u8>> {
     let s = std::fs::read(path)
         .with_context(|| format!("reading the secret file {}", path.display()))
         .map_err(|e| anyhow::Error::from(UsageError(e)))?;
@@ -175,6 +234,20 @@ fn serve(a: ServeArgs) -> Result<()> {
     }
     let mut cfg = ServerConfig::new(a.listen);
     cfg.ws = a.ws;
+    cfg.core.auth_keys = read_keys(&a.auth_secret_file)?;
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        cfg.tls = Some(
+            ServerTls::from_pem_files(cert, key)
+                .map_err(|e| usage(format!("--tls-cert/--tls-key: {e}")))?,
+        );
+    }
+    let tls = cfg.tls.is_some();
+    if cfg.core.auth_keys.is_some() && !tls && !a.listen.ip().is_loopback() {
+        tracing::warn!(
+            "tokens are required but the relay has no TLS: clients must send them in clear \
+             (--insecure-plaintext-token); give --tls-cert and --tls-key"
+        );
+    }
     cfg.storage = if a.memory {
         StorageConfig::Memory
     } else {
@@ -184,7 +257,6 @@ fn serve(a: ServeArgs) -> Result<()> {
         }
     };
     cfg.core.max_frame = a.max_frame;
-    cfg.core.auth_secret = a.auth_secret_file.as_ref().map(read_secret).transpose()?;
     cfg.core.sched = SchedulerConfig {
         equal_priorities: a.equal_priorities,
         slow_policy: policy,
@@ -203,9 +275,10 @@ fn serve(a: ServeArgs) -> Result<()> {
             .context("starting the relay")?;
         // One write, so a reader that takes the first line and closes the
         // pipe cannot make a later line fail.
-        let mut banner = format!("relay listening on {}\n", handle.local_addr());
+        let (tcp_scheme, ws_scheme) = if tls { ("tls://", "wss") } else { ("", "ws") };
+        let mut banner = format!("relay listening on {tcp_scheme}{}\n", handle.local_addr());
         if let Some(ws) = handle.ws_addr() {
-            banner += &format!("websocket on ws://{ws}/\n");
+            banner += &format!("websocket on {ws_scheme}://{ws}/\n");
         }
         if a.memory {
             banner += "state in memory (lost on exit)\n";
@@ -226,6 +299,10 @@ fn serve(a: ServeArgs) -> Result<()> {
 
 fn token(t: TokenArgs) -> Result<()> {
     let secret = read_secret(&t.secret_file)?;
+    let kid = match t.kid {
+        Some(k) => k,
+        None => default_kid(&t.secret_file)?,
+    };
     let role: Role = t.role.parse().map_err(usage)?;
     if t.max_priority > MAX_PRIORITY {
         return Err(usage(format!(
@@ -233,23 +310,21 @@ fn token(t: TokenArgs) -> Result<()> {
             t.max_priority
         )));
     }
-    let expires_unix = t.expires.map_or(0, |d| {
-        groupwire_relay::client::wall_micros() / 1_000_000 + Duration::from(d).as_secs()
-    });
+    let lifetime = Duration::from(t.expires).as_secs();
+    if lifetime == 0 {
+        return Err(usage("--expires must be at least 1s".into()));
+    }
+    let now = groupwire_relay::client::wall_micros() / 1_000_000;
     let claims = Claims {
         subject: t.subject,
-        groups: t
-            .groups
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        groups: t.groups,
         max_role: role,
         max_priority: t.max_priority,
-        expires_unix,
+        issued_unix: now,
+        expires_unix: now + lifetime,
     };
-    writeln!(std::io::stdout(), "{}", auth::mint(&secret, &claims))?;
+    let token = auth::mint(&kid, &secret, &claims).map_err(|e| usage(e.to_string()))?;
+    writeln!(std::io::stdout(), "{token}")?;
     Ok(())
 }
 
@@ -259,12 +334,23 @@ fn token(t: TokenArgs) -> Result<()> {
 #[derive(Debug, Args)]
 pub(crate) struct GroupArgs {
     /// The relay's address: host:port or tcp://host:port for its TCP
-    /// listener, ws://host:port/ for its WebSocket listener (--ws).
+    /// listener, ws://host:port/ for its WebSocket listener (--ws);
+    /// tls://host:port and wss://host:port/ for a relay with --tls-cert.
     #[arg(long, global = true, default_value = "127.0.0.1:7600")]
     relay: String,
-    /// Token (for a relay started with --auth-secret-file).
+    /// Token (for a relay started with --auth-secret-file). Sent only over
+    /// TLS or to a loopback address unless --insecure-plaintext-token.
     #[arg(long, global = true, env = "GROUPWIRE_RELAY_TOKEN", default_value = "")]
     token: String,
+    /// Trust only this PEM CA certificate for tls:// and wss:// (e.g. the
+    /// CA of a self-signed deployment). Default: Mozilla's root set,
+    /// compiled in.
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// Send the token over a plaintext connection to a non-loopback
+    /// address (anyone on the path can read and replay it).
+    #[arg(long, global = true)]
+    insecure_plaintext_token: bool,
     /// Your name as other members see it.
     #[arg(long, global = true, default_value = "cli")]
     name: String,
@@ -357,12 +443,22 @@ pub(crate) fn run_group(a: GroupArgs) -> Result<()> {
 }
 
 async fn group(a: GroupArgs) -> Result<()> {
-    let opts = ClientOptions::new(&a.name).token(&a.token);
+    let mut opts = ClientOptions::new(&a.name).token(&a.token).plaintext_token(
+        if a.insecure_plaintext_token {
+            PlaintextToken::Always
+        } else {
+            PlaintextToken::LoopbackOnly
+        },
+    );
+    if let Some(ca) = &a.ca_file {
+        opts = opts.tls(ClientTls::from_ca_file(ca).map_err(|e| usage(format!("--ca-file: {e}")))?);
+    }
     let connect = || async {
         RelayClient::connect_url(&a.relay, opts.clone())
             .await
             .map_err(|e| match e {
                 ClientError::InvalidAddress { .. } => UsageError(anyhow!("--relay: {e}")).into(),
+                ClientError::PlaintextToken => UsageError(anyhow!("{e}")).into(),
                 e => anyhow::Error::from(e)
                     .context(format!("connecting to the relay at {}", a.relay)),
             })

@@ -251,10 +251,10 @@ fn tokens_minted_by_the_cli_are_checked_by_the_relay() {
         "token",
         "--secret-file",
         secret_s,
-        "--groups",
+        "--group",
         "lab-*",
     ]);
-    assert!(o.status.success());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let token = String::from_utf8_lossy(&o.stdout).trim().to_owned();
     let create = |group: &str, token: &str| {
         groupwire(&[
@@ -505,4 +505,111 @@ fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
         acked.len(),
         log.len()
     );
+
+/// Writes a CA and a server certificate for 127.0.0.1 it signed, as PEM
+/// files `ca.pem`, `relay.pem` and `relay.key` in `dir`.
+fn write_test_pki(dir: &std::path::Path) {
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("params")
+        .signed_by(&key, &ca)
+        .expect("certificate");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write");
+    std::fs::write(dir.join("relay.pem"), cert.pem()).expect("write");
+    std::fs::write(dir.join("relay.key"), key.serialize_pem()).expect("write");
+}
+
+#[test]
+fn tls_and_rotated_keys_work_from_the_command_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write_test_pki(d);
+    std::fs::write(d.join("2026-10.secret"), "old secret\n").expect("secret");
+    std::fs::write(d.join("new.secret"), "  new secret  \n").expect("secret");
+    let path = |f: &str| d.join(f).to_str().expect("utf-8 path").to_owned();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args([
+            "relay",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--ws",
+            "127.0.0.1:0",
+            "--memory",
+        ])
+        .args([
+            "--tls-cert",
+            &path("relay.pem"),
+            "--tls-key",
+            &path("relay.key"),
+        ])
+        .args(["--auth-secret-file", &path("2026-10.secret")])
+        .args([
+            "--auth-secret-file",
+            &format!("2026-11={}", path("new.secret")),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runs");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let _relay = Relay(child);
+    let tls = lines
+        .next()
+        .expect("a first line")
+        .expect("utf-8")
+        .trim_start_matches("relay listening on ")
+        .to_owned();
+    let wss = lines
+        .next()
+        .expect("a second line")
+        .expect("utf-8")
+        .trim_start_matches("websocket on ")
+        .to_owned();
+    assert!(tls.starts_with("tls://127.0.0.1:"), "{tls}");
+    assert!(wss.starts_with("wss://127.0.0.1:"), "{wss}");
+    let mint = |args: &[&str]| {
+        let o = groupwire(&[&["relay", "token", "--expires", "1h"], args].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    };
+    // The kid defaults to the file's stem, as on the relay; a renamed key
+    // needs --kid.
+    let old = mint(&["--secret-file", &path("2026-10.secret")]);
+    let new = mint(&["--secret-file", &path("new.secret"), "--kid", "2026-11"]);
+    let unnamed = mint(&["--secret-file", &path("new.secret")]);
+    let ca = path("ca.pem");
+    let run = |relay: &str, token: &str, extra: &[&str], args: &[&str]| {
+        let mut full = vec!["group", "--relay", relay, "--token", token];
+        full.extend_from_slice(extra);
+        full.extend_from_slice(args);
+        groupwire_within(&full, Duration::from_secs(20))
+    };
+    let with_ca = ["--ca-file", ca.as_str()];
+    let o = run(&tls, &old, &with_ca, &["create", "chat"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&wss, &new, &with_ca, &["send", "chat", "over wss"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&tls, &new, &with_ca, &["join", "chat"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("over wss"));
+    // A token naming a key the relay does not know.
+    let o = run(&tls, &unnamed, &with_ca, &["join", "chat"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("key id \"new\""));
+    // Without --ca-file the built-in roots do not vouch for a private CA.
+    let o = run(&tls, &new, &[], &["join", "chat"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("UnknownIssuer"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Plaintext to the TLS listener: no welcome.
+    let plain = tls.trim_start_matches("tls://").to_owned();
+    let o = run(&plain, &new, &[], &["join", "chat"]);
+    assert_eq!(o.status.code(), Some(1));
 }

@@ -2,10 +2,18 @@
 //!
 //! The connection runs over TCP ([`RelayClient::connect`], the relay's
 //! `--listen` address) or WebSocket ([`RelayClient::connect_ws`], its `--ws`
-//! address, one frame per binary message); [`RelayClient::connect_url`]
-//! picks by the address (`host:port`, `tcp://host:port` or
-//! `ws://host:port/`). The two carry the same frames, so everything after
-//! connecting is the same.
+//! address, one frame per binary message), each plain or inside TLS
+//! ([`RelayClient::connect_tls`], `wss://`); [`RelayClient::connect_url`]
+//! picks by the address (`host:port`, `tcp://host:port`, `tls://host:port`,
+//! `ws://host:port/` or `wss://host:port/`). All carry the same frames, so
+//! everything after connecting is the same.
+//!
+//! **Tokens never travel in clear by accident**: a client with a token
+//! refuses to send it over a plaintext transport
+//! ([`ClientError::PlaintextToken`]) unless the relay's address is a
+//! loopback address (the bytes never leave the host; see
+//! [`PlaintextToken`]) or the caller opts in with
+//! [`ClientOptions::plaintext_token`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), groupwire_relay::client::ClientError> {
@@ -47,7 +55,8 @@ use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{self, ActivityMode, ErrorCode, Frame, MemberInfo, MembershipChange, Role};
-use transport::{FrameReader, FrameWriter, ReadError};
+use crate::tls::ClientTls;
+use transport::{Connection, FrameReader, FrameWriter, ReadError};
 
 mod transport;
 
@@ -66,6 +75,29 @@ pub struct ClientOptions {
     /// larger one ends the connection. Default
     /// [`DEFAULT_MAX_INCOMING_FRAME`].
     pub max_incoming_frame: usize,
+    /// Roots trusted for `tls://` and `wss://` (`None`:
+    /// [`ClientTls::webpki_roots`]).
+    pub tls: Option<ClientTls>,
+    /// When the token may go over a plaintext transport (default
+    /// [`PlaintextToken::LoopbackOnly`]).
+    pub plaintext_token: PlaintextToken,
+}
+
+/// When a client sends its token over a plaintext (not TLS) transport.
+/// Without a token, or inside TLS, this does not apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlaintextToken {
+    /// Never: only inside TLS.
+    Never,
+    /// Only to a loopback address (127.0.0.0/8, ::1), where the bytes never
+    /// leave the host. The default.
+    #[default]
+    LoopbackOnly,
+    /// To any address: anyone on the path can read and replay the token.
+    /// For networks the caller trusts (the CLI's
+    /// `--insecure-plaintext-token`).
+    Always,
 }
 
 impl ClientOptions {
@@ -77,7 +109,23 @@ impl ClientOptions {
             window: 0,
             event_capacity: 1024,
             max_incoming_frame: DEFAULT_MAX_INCOMING_FRAME,
+            tls: None,
+            plaintext_token: PlaintextToken::default(),
         }
+    }
+
+    /// Trusts these roots for `tls://` and `wss://` (e.g. a deployment's
+    /// own CA, [`ClientTls::from_ca_file`]).
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sets when the token may go over a plaintext transport. Prefer
+    /// `tls://` or `wss://` to [`PlaintextToken::Always`].
+    pub fn plaintext_token(mut self, when: PlaintextToken) -> Self {
+        self.plaintext_token = when;
+        self
     }
 
     /// Sets the token.
@@ -149,6 +197,14 @@ pub enum ClientError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The client has a token and the transport is plaintext where
+    /// [`ClientOptions::plaintext_token`] does not allow it; nothing was
+    /// sent. Use TLS (`tls://`, `wss://`).
+    #[error(
+        "refusing to send a token in clear over a plaintext connection; \
+         use tls:// or wss://, or allow it explicitly (--insecure-plaintext-token)"
+    )]
+    PlaintextToken,
 }
 
 impl ClientError {
@@ -259,37 +315,60 @@ impl RelayClient {
         addr: impl ToSocketAddrs,
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
-        let (reader, writer) = transport::connect_tcp(addr, opts.max_incoming_frame).await?;
-        Self::start(reader, writer, opts).await
+        let conn = transport::connect_tcp(addr, None, opts.max_incoming_frame).await?;
+        Self::start(conn, opts).await
+    }
+
+    /// Connects over TCP inside TLS to `host:port` (a relay started with
+    /// `--tls-cert`), checking the relay's certificate against
+    /// [`ClientOptions::tls`] and the name `host`, then says `Hello`.
+    /// A certificate the roots do not vouch for is
+    /// [`ClientError::Connect`], naming the TLS error.
+    pub async fn connect_tls(
+        host_port: &str,
+        opts: ClientOptions,
+    ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
+        let host = host_of(host_port).ok_or_else(|| ClientError::InvalidAddress {
+            addr: host_port.to_owned(),
+            reason: "expected host:port".into(),
+        })?;
+        let tls = opts.tls.clone().unwrap_or_else(ClientTls::webpki_roots);
+        let conn =
+            transport::connect_tcp(host_port, Some((&tls, host)), opts.max_incoming_frame).await?;
+        Self::start(conn, opts).await
     }
 
     /// Connects over WebSocket to the relay's `--ws` address (`url` like
-    /// `ws://127.0.0.1:7601/`; the relay serves any path), says `Hello` and
-    /// waits for `Welcome`. Everything after that is as for
+    /// `ws://127.0.0.1:7601/`, or `wss://relay.example:7601/` for a relay
+    /// with TLS; the relay serves any path), says `Hello` and waits for
+    /// `Welcome`. Everything after that is as for
     /// [`connect`](Self::connect): same requests, same events.
     ///
-    /// A `url` that is not a `ws://` URL is
-    /// [`ClientError::InvalidAddress`] (`wss://` too: this build has no
-    /// TLS); a refused connection or a failed HTTP upgrade is
-    /// [`ClientError::Connect`].
+    /// A `url` that is not a `ws://` or `wss://` URL is
+    /// [`ClientError::InvalidAddress`]; a refused connection, a failed TLS
+    /// handshake or a failed HTTP upgrade is [`ClientError::Connect`].
     pub async fn connect_ws(
         url: &str,
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
-        let (reader, writer) = transport::connect_ws(url, opts.max_incoming_frame).await?;
-        Self::start(reader, writer, opts).await
+        let tls = opts.tls.clone().unwrap_or_else(ClientTls::webpki_roots);
+        let conn = transport::connect_ws(url, &tls, opts.max_incoming_frame).await?;
+        Self::start(conn, opts).await
     }
 
     /// Connects over the transport `addr` names: `host:port` or
     /// `tcp://host:port` for TCP ([`connect`](Self::connect)),
-    /// `ws://host:port/path` for WebSocket ([`connect_ws`](Self::connect_ws)).
-    /// Other schemes are [`ClientError::InvalidAddress`].
+    /// `tls://host:port` for TCP inside TLS ([`connect_tls`](Self::connect_tls)),
+    /// `ws://host:port/path` or `wss://host:port/path` for WebSocket
+    /// ([`connect_ws`](Self::connect_ws)). Other schemes are
+    /// [`ClientError::InvalidAddress`].
     pub async fn connect_url(
         addr: &str,
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
         match parse_addr(addr)? {
             RelayAddr::Tcp(hostport) => Self::connect(hostport, opts).await,
+            RelayAddr::Tls(hostport) => Self::connect_tls(hostport, opts).await,
             RelayAddr::Ws(url) => Self::connect_ws(url, opts).await,
         }
     }
@@ -297,10 +376,19 @@ impl RelayClient {
     /// Says `Hello` on a fresh connection, waits for `Welcome`, then hands
     /// the connection to its task.
     async fn start(
-        mut reader: FrameReader,
-        mut writer: FrameWriter,
+        conn: Connection,
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
+        let Connection {
+            mut reader,
+            mut writer,
+            encrypted,
+            loopback,
+        } = conn;
+        if !plaintext_token_allowed(&opts, encrypted, loopback) {
+            writer.close().await;
+            return Err(ClientError::PlaintextToken);
+        }
         let hello = frame::encode(
             1,
             &Frame::Hello {
@@ -595,12 +683,33 @@ pub fn wall_micros() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// Whether `Hello` may carry the token on this transport: always without
+/// a token, inside TLS, or to a loopback address; otherwise only if the
+/// caller opted in.
+fn plaintext_token_allowed(opts: &ClientOptions, encrypted: bool, loopback: bool) -> bool {
+    opts.token.is_empty()
+        || encrypted
+        || match opts.plaintext_token {
+            PlaintextToken::Never => false,
+            PlaintextToken::LoopbackOnly => loopback,
+            PlaintextToken::Always => true,
+        }
+}
+
+/// The host of `host:port` (an IPv6 host keeps its brackets).
+fn host_of(host_port: &str) -> Option<&str> {
+    let (host, port) = host_port.rsplit_once(':')?;
+    (!host.is_empty() && port.parse::<u16>().is_ok()).then_some(host)
+}
+
 /// A relay address as [`RelayClient::connect_url`] reads it.
 #[derive(Debug, PartialEq, Eq)]
 enum RelayAddr<'a> {
     /// `host:port`, for [`RelayClient::connect`].
     Tcp(&'a str),
-    /// A whole `ws://` URL, for [`RelayClient::connect_ws`].
+    /// `host:port` of a TLS listener, for [`RelayClient::connect_tls`].
+    Tls(&'a str),
+    /// A whole `ws://` or `wss://` URL, for [`RelayClient::connect_ws`].
     Ws(&'a str),
 }
 
@@ -615,21 +724,26 @@ fn parse_addr(addr: &str) -> Result<RelayAddr<'_>, ClientError> {
         }
         return Ok(RelayAddr::Tcp(addr));
     };
-    if scheme.eq_ignore_ascii_case("tcp") {
+    if scheme.eq_ignore_ascii_case("tcp") || scheme.eq_ignore_ascii_case("tls") {
         let hostport = rest.strip_suffix('/').unwrap_or(rest);
         if hostport.is_empty() || hostport.contains('/') {
-            return Err(invalid("expected tcp://host:port"));
+            return Err(invalid(&format!(
+                "expected {}://host:port",
+                scheme.to_ascii_lowercase()
+            )));
+        }
+        if scheme.eq_ignore_ascii_case("tls") {
+            if host_of(hostport).is_none() {
+                return Err(invalid("expected tls://host:port"));
+            }
+            return Ok(RelayAddr::Tls(hostport));
         }
         Ok(RelayAddr::Tcp(hostport))
-    } else if scheme.eq_ignore_ascii_case("ws") {
+    } else if scheme.eq_ignore_ascii_case("ws") || scheme.eq_ignore_ascii_case("wss") {
         Ok(RelayAddr::Ws(addr))
-    } else if scheme.eq_ignore_ascii_case("wss") {
-        Err(invalid(
-            "wss:// (TLS) is not supported by this client; use ws://",
-        ))
     } else {
         Err(invalid(
-            "unknown scheme; use host:port, tcp://host:port or ws://host:port/",
+            "unknown scheme; use host:port, tcp://host:port, tls://host:port, ws://host:port/ or wss://host:port/",
         ))
     }
 }
@@ -807,6 +921,40 @@ mod tests {
             parse_addr("WS://h:1/any/path"),
             Ok(RelayAddr::Ws("WS://h:1/any/path"))
         );
+        assert_eq!(
+            parse_addr("wss://relay.example:7601/"),
+            Ok(RelayAddr::Ws("wss://relay.example:7601/"))
+        );
+        assert_eq!(
+            parse_addr("tls://relay.example:7600"),
+            Ok(RelayAddr::Tls("relay.example:7600"))
+        );
+        assert_eq!(parse_addr("TLS://[::1]:1/"), Ok(RelayAddr::Tls("[::1]:1")));
+    }
+
+    #[test]
+    fn a_token_goes_in_clear_only_to_loopback_or_when_allowed() {
+        let none = ClientOptions::new("a").plaintext_token(PlaintextToken::Never);
+        let token = ClientOptions::new("a").token("t");
+        let never = token.clone().plaintext_token(PlaintextToken::Never);
+        let always = token.clone().plaintext_token(PlaintextToken::Always);
+        // (options, encrypted, loopback, allowed)
+        for (opts, enc, lo, want) in [
+            (&none, false, false, true),
+            (&token, false, false, false),
+            (&token, true, false, true),
+            (&token, false, true, true),
+            (&never, false, true, false),
+            (&never, true, false, true),
+            (&always, false, false, true),
+        ] {
+            assert_eq!(
+                plaintext_token_allowed(opts, enc, lo),
+                want,
+                "{enc} {lo} {:?}",
+                opts.plaintext_token
+            );
+        }
     }
 
     #[test]
@@ -815,7 +963,9 @@ mod tests {
             ("", "empty"),
             ("tcp://", "tcp://host:port"),
             ("tcp://h:1/path", "tcp://host:port"),
-            ("wss://h:1/", "TLS"),
+            ("tls://h", "tls://host:port"),
+            ("tls://:7600", "tls://host:port"),
+            ("tls://h:1/x", "tls://host:port"),
             ("http://h:1/", "unknown scheme"),
         ] {
             match parse_addr(addr) {

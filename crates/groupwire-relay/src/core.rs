@@ -71,8 +71,9 @@ pub struct CoreConfig {
     pub min_window: u32,
     /// Largest window granted.
     pub max_window: u32,
-    /// HMAC secret; `None` accepts every client with [`Claims::anyone`].
-    pub auth_secret: Option<Vec<u8>>,
+    /// Token keys by key id (see [`auth`]); `None` accepts every client
+    /// with [`Claims::anyone`].
+    pub auth_keys: Option<auth::Keys>,
     /// Unix seconds at the driver's epoch, for token expiry.
     pub wall_epoch_unix_secs: u64,
     /// Delete log entries a checkpoint covers.
@@ -99,7 +100,7 @@ impl Default for CoreConfig {
             default_window: 256 << 10,
             min_window: 4 << 10,
             max_window: 16 << 20,
-            auth_secret: None,
+            auth_keys: None,
             wall_epoch_unix_secs: 0,
             compact_on_checkpoint: true,
             transfer_page_bytes: 256 << 10,
@@ -605,11 +606,11 @@ impl RelayCore {
                 ),
             );
         }
-        let claims = match &self.cfg.auth_secret {
+        let claims = match &self.cfg.auth_keys {
             None => Claims::anyone(),
-            Some(secret) => {
+            Some(keys) => {
                 let unix = self.cfg.wall_epoch_unix_secs + now.as_nanos() / 1_000_000_000;
-                match auth::verify(secret, token, unix) {
+                match auth::verify(keys, token, unix) {
                     Ok(c) => c,
                     Err(e) => {
                         self.stats.auth_failures += 1;

@@ -9,9 +9,10 @@
 //!   per-(member, group) queues, burst demotion, aging, slow consumers);
 //! - [`storage`]: the store behind a trait (SQLite by default, in memory for
 //!   tests);
-//! - [`auth`]: HMAC-signed tokens with group, role and priority limits;
+//! - [`auth`]: tokens (JWT HS256, key ids for rotation, an expiry) with
+//!   group, role and priority limits;
 //! - [`server`]: the tokio driver, [`client`]: the client library (both
-//!   over TCP and WebSocket).
+//!   over TCP and WebSocket, each plain or inside TLS: [`tls`]).
 pub mod auth;
 pub mod client;
 pub mod core;
@@ -19,8 +20,11 @@ pub mod frame;
 pub mod sched;
 pub mod server;
 pub mod storage;
+pub mod tls;
 
-pub use client::{ClientError, ClientEvent, ClientOptions, Delivery, JoinInfo, RelayClient};
+pub use client::{
+    ClientError, ClientEvent, ClientOptions, Delivery, JoinInfo, PlaintextToken, RelayClient,
+};
 pub use core::{CoreConfig, RelayStats};
 pub use sched::{SchedulerConfig, SlowConsumerPolicy};
 pub use server::{RelayHandle, ServerConfig, StorageConfig};

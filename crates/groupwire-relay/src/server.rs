@@ -36,8 +36,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use groupwire_proto::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -48,6 +48,7 @@ use crate::sched::{ConnId, QueueDepth};
 use crate::storage::{
     MemoryStorage, SqliteStorage, Storage, StorageDone, StorageError, StorageOp, SyncMode, execute,
 };
+use crate::tls::ServerTls;
 
 /// Where the relay keeps its state.
 #[derive(Clone, Debug)]
@@ -73,6 +74,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// WebSocket listen address, if any.
     pub ws: Option<SocketAddr>,
+    /// TLS on every listener (TCP and WebSocket, which becomes `wss`);
+    /// `None` for plaintext. See [`crate::tls`].
+    pub tls: Option<ServerTls>,
     /// Storage engine.
     pub storage: StorageConfig,
     /// Protocol core and scheduler knobs.
@@ -92,6 +96,7 @@ impl ServerConfig {
         Self {
             listen,
             ws: None,
+            tls: None,
             storage: StorageConfig::Memory,
             core: CoreConfig::default(),
             fanout_budget: 64,
@@ -203,6 +208,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let mut acceptors = vec![tokio::spawn(accept_loop(
         tcp,
         Transport::Tcp,
+        cfg.tls.clone(),
         next_id.clone(),
         inputs_tx.clone(),
         events_tx.clone(),
@@ -212,6 +218,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         acceptors.push(tokio::spawn(accept_loop(
             ws,
             Transport::WebSocket,
+            cfg.tls.clone(),
             next_id,
             inputs_tx,
             events_tx,
@@ -227,7 +234,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         priority_epoch: 0,
     };
     let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
-    tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, "relay listening");
+    tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, tls = cfg.tls.is_some(), "relay listening");
     Ok(RelayHandle {
         tcp: tcp_addr,
         ws: ws_addr,
@@ -564,6 +571,7 @@ enum Transport {
 async fn accept_loop(
     listener: TcpListener,
     transport: Transport,
+    tls: Option<ServerTls>,
     next_id: Arc<AtomicU64>,
     inputs: Arc<[mpsc::Sender<Input>]>,
     events: mpsc::UnboundedSender<Event>,
@@ -584,23 +592,45 @@ async fn accept_loop(
         tracing::debug!(conn, %peer, ?transport, "relay connection");
         let inputs = InputTx::new(inputs.clone());
         let events = events.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            match transport {
-                Transport::Tcp => serve_tcp(conn, stream, inputs, events, max_frame).await,
-                Transport::WebSocket => serve_ws(conn, stream, inputs, events, max_frame).await,
+            match (transport, tls) {
+                (Transport::Tcp, None) => {
+                    let (rd, wr) = stream.into_split();
+                    serve_tcp(conn, rd, wr, inputs, events, max_frame).await;
+                }
+                (Transport::WebSocket, None) => {
+                    serve_ws(conn, stream, inputs, events, max_frame).await;
+                }
+                // The handshake runs in the connection's own task, so a
+                // slow or silent peer holds up nobody else.
+                (transport, Some(tls)) => match tls.accept(stream).await {
+                    Ok(stream) => match transport {
+                        Transport::Tcp => {
+                            let (rd, wr) = tokio::io::split(stream);
+                            serve_tcp(conn, rd, wr, inputs, events, max_frame).await;
+                        }
+                        Transport::WebSocket => {
+                            serve_ws(conn, stream, inputs, events, max_frame).await;
+                        }
+                    },
+                    Err(e) => tracing::debug!(conn, %peer, error = %e, "TLS handshake failed"),
+                },
             }
         });
     }
 }
 
+/// Serves one TCP connection, plain or inside TLS (`rd` and `wr` are its
+/// two halves).
 async fn serve_tcp(
     conn: ConnId,
-    stream: TcpStream,
+    mut rd: impl AsyncRead + Unpin,
+    mut wr: impl AsyncWrite + Unpin + Send + 'static,
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     max_frame: usize,
 ) {
-    let (mut rd, mut wr) = stream.into_split();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
@@ -618,7 +648,7 @@ async fn serve_tcp(
         while let Some(first) = out_rx.recv().await {
             let mut close = first.close;
             let n = if close || out_rx.is_empty() {
-                if wr.write_all(&first.frame).await.is_err() {
+                if write_flushed(&mut wr, &first.frame).await.is_err() {
                     break;
                 }
                 first.frame.len()
@@ -634,7 +664,7 @@ async fn serve_tcp(
                         Err(_) => break,
                     }
                 }
-                if wr.write_all(&batch).await.is_err() {
+                if write_flushed(&mut wr, &batch).await.is_err() {
                     break;
                 }
                 batch.len()
@@ -676,13 +706,21 @@ async fn serve_tcp(
     let _ = writer.await;
 }
 
+/// Writes `bytes` and flushes: a no-op for a plain socket, but TLS keeps
+/// what the socket could not take yet in its own buffer until flushed.
+async fn write_flushed(wr: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
+    wr.write_all(bytes).await?;
+    wr.flush().await
+}
+
 /// Most bytes a TCP writer copies into one write (a few frames of the
 /// default 1 MiB cap would otherwise make one huge buffer).
 const WRITE_BATCH: usize = 64 << 10;
 
+/// Serves one WebSocket connection, over plain TCP or TLS (`wss`).
 async fn serve_ws(
     conn: ConnId,
-    stream: TcpStream,
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     max_frame: usize,

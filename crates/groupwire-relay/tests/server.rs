@@ -173,18 +173,24 @@ async fn tokens_are_checked_on_the_wire() {
     tokio::time::timeout(LIMIT, async {
         let secret = b"test-secret".to_vec();
         let s2 = secret.clone();
-        let r = relay(move |c| c.core.auth_secret = Some(s2)).await;
+        let r = relay(move |c| {
+            c.core.auth_keys = Some(auth::Keys::single("k", &s2).expect("key"));
+        })
+        .await;
         let err = RelayClient::connect(r.local_addr(), ClientOptions::new("x"))
             .await
             .expect_err("no token");
         assert_eq!(err.code(), Some(ErrorCode::UNAUTHORIZED));
         let token = auth::mint(
+            "k",
             &secret,
             &Claims {
                 groups: vec!["lab-*".into()],
+                expires_unix: groupwire_relay::client::wall_micros() / 1_000_000 + 3600,
                 ..Claims::anyone()
             },
-        );
+        )
+        .expect("mint");
         let (c, _e) = RelayClient::connect(r.local_addr(), ClientOptions::new("x").token(&token))
             .await
             .expect("token ok");

@@ -8,27 +8,48 @@
 //!   included. A message that is not exactly one frame is a protocol error,
 //!   as it is for the relay.
 //!
+//! Either runs over plain TCP or inside TLS ([`ClientTls`]): `tls://` and
+//! `wss://`.
+//!
 //! A connection is a [`FrameReader`] and a [`FrameWriter`] (the writer runs
 //! in its own task), so the request and event logic in the parent module
 //! never looks at which transport it drives.
 
+use std::fmt;
 use std::io;
 
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::ClientError;
 use crate::frame::{self, FrameDecoder};
+use crate::tls::ClientTls;
 
-type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// A byte stream to the relay: a TCP socket, or TLS over one.
+pub(super) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+type WsStream = WebSocketStream<Box<dyn Io>>;
+
+/// A connected transport, before `Hello`.
+pub(super) struct Connection {
+    /// Frames in.
+    pub(super) reader: FrameReader,
+    /// Frames out.
+    pub(super) writer: FrameWriter,
+    /// Whether the bytes travel inside TLS.
+    pub(super) encrypted: bool,
+    /// Whether the relay's address is a loopback address (the bytes never
+    /// leave the host).
+    pub(super) loopback: bool,
+}
 
 /// Why [`FrameReader::next_frame`] returned no frame. Every variant ends
 /// the connection.
@@ -64,12 +85,11 @@ impl ReadError {
 }
 
 /// The receiving half of a connection.
-#[derive(Debug)]
 pub(super) enum FrameReader {
-    /// A TCP stream and the decoder that cuts it into frames.
+    /// A TCP stream (plain or TLS) and the decoder that cuts it into frames.
     Tcp {
-        /// The socket.
-        rd: OwnedReadHalf,
+        /// The socket's read half.
+        rd: Box<dyn AsyncRead + Send + Unpin>,
         /// Bytes read but not yet returned as frames.
         decoder: FrameDecoder,
     },
@@ -91,10 +111,16 @@ impl FrameReader {
     pub(super) async fn next_frame(&mut self) -> Result<Bytes, ReadError> {
         match self {
             FrameReader::Tcp { rd, decoder } => loop {
-                if let Some(f) = decoder
-                    .next_frame()
-                    .map_err(|e| ReadError::Protocol(e.to_string()))?
-                {
+                let next = decoder.next_frame().map_err(|e| {
+                    if looks_like_tls(decoder.buffer_mut()) {
+                        ReadError::Protocol(
+                            "the relay answered with TLS: connect with tls://host:port".into(),
+                        )
+                    } else {
+                        ReadError::Protocol(e.to_string())
+                    }
+                })?;
+                if let Some(f) = next {
                     return Ok(f);
                 }
                 match rd.read_buf(decoder.buffer_mut()).await {
@@ -131,11 +157,19 @@ impl FrameReader {
     }
 }
 
+impl fmt::Debug for FrameReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameReader::Tcp { .. } => f.write_str("FrameReader::Tcp"),
+            FrameReader::Ws { .. } => f.write_str("FrameReader::Ws"),
+        }
+    }
+}
+
 /// The sending half of a connection.
-#[derive(Debug)]
 pub(super) enum FrameWriter {
-    /// A TCP stream.
-    Tcp(OwnedWriteHalf),
+    /// A TCP stream (plain or TLS).
+    Tcp(Box<dyn AsyncWrite + Send + Unpin>),
     /// A WebSocket's outgoing messages.
     Ws(SplitSink<WsStream, Message>),
 }
@@ -145,7 +179,11 @@ impl FrameWriter {
     /// one binary message on WebSocket.
     pub(super) async fn send(&mut self, frame: Bytes) -> io::Result<()> {
         match self {
-            FrameWriter::Tcp(wr) => wr.write_all(&frame).await,
+            // Flush: TLS keeps what the socket could not take yet.
+            FrameWriter::Tcp(wr) => {
+                wr.write_all(&frame).await?;
+                wr.flush().await
+            }
             FrameWriter::Ws(sink) => sink
                 .send(Message::Binary(frame))
                 .await
@@ -167,32 +205,80 @@ impl FrameWriter {
     }
 }
 
-/// Connects to `addr` over TCP.
-pub(super) async fn connect_tcp(
-    addr: impl tokio::net::ToSocketAddrs,
-    max_frame: usize,
-) -> Result<(FrameReader, FrameWriter), ClientError> {
+impl fmt::Debug for FrameWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameWriter::Tcp(_) => f.write_str("FrameWriter::Tcp"),
+            FrameWriter::Ws(_) => f.write_str("FrameWriter::Ws"),
+        }
+    }
+}
+
+/// Opens a TCP connection; `loopback` says whether the peer is a loopback
+/// address.
+async fn tcp(addr: impl tokio::net::ToSocketAddrs) -> Result<(TcpStream, bool), ClientError> {
     let stream = TcpStream::connect(addr)
         .await
         .map_err(|e| ClientError::Connect(e.to_string()))?;
     // Requests are small and latency matters more than segment count.
     let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
-    Ok((
-        FrameReader::Tcp {
-            rd,
-            decoder: FrameDecoder::new(max_frame),
-        },
-        FrameWriter::Tcp(wr),
-    ))
+    let loopback = stream.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+    Ok((stream, loopback))
 }
 
-/// Opens a WebSocket to `url` (`ws://host:port/path`); the HTTP upgrade
-/// is done when this returns.
+/// Connects to `addr` over TCP, inside TLS if `tls` is given (`host` is
+/// the name the relay's certificate must carry).
+pub(super) async fn connect_tcp(
+    addr: impl tokio::net::ToSocketAddrs,
+    tls: Option<(&ClientTls, &str)>,
+    max_frame: usize,
+) -> Result<Connection, ClientError> {
+    let (stream, loopback) = tcp(addr).await?;
+    let decoder = FrameDecoder::new(max_frame);
+    let (reader, writer, encrypted) = match tls {
+        None => {
+            let (rd, wr) = stream.into_split();
+            (
+                FrameReader::Tcp {
+                    rd: Box::new(rd),
+                    decoder,
+                },
+                FrameWriter::Tcp(Box::new(wr)),
+                false,
+            )
+        }
+        Some((tls, host)) => {
+            let stream = tls
+                .connect(host, stream)
+                .await
+                .map_err(ClientError::Connect)?;
+            let (rd, wr) = tokio::io::split(stream);
+            (
+                FrameReader::Tcp {
+                    rd: Box::new(rd),
+                    decoder,
+                },
+                FrameWriter::Tcp(Box::new(wr)),
+                true,
+            )
+        }
+    };
+    Ok(Connection {
+        reader,
+        writer,
+        encrypted,
+        loopback,
+    })
+}
+
+/// Opens a WebSocket to `url` (`ws://host:port/path`, or `wss://` inside
+/// TLS with the roots in `tls`); the HTTP upgrade is done when this
+/// returns.
 pub(super) async fn connect_ws(
     url: &str,
+    tls: &ClientTls,
     max_frame: usize,
-) -> Result<(FrameReader, FrameWriter), ClientError> {
+) -> Result<Connection, ClientError> {
     let invalid = |reason: String| ClientError::InvalidAddress {
         addr: url.to_owned(),
         reason,
@@ -203,22 +289,42 @@ pub(super) async fn connect_ws(
             e => e.to_string(),
         })
     })?;
-    match request.uri().scheme_str() {
-        Some(s) if s.eq_ignore_ascii_case("ws") => {}
-        Some(s) if s.eq_ignore_ascii_case("wss") => {
-            return Err(invalid(
-                "wss:// (TLS) is not supported by this client; use ws://".into(),
-            ));
-        }
-        _ => return Err(invalid("expected a ws:// URL".into())),
-    }
+    let encrypted = match request.uri().scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("ws") => false,
+        Some(s) if s.eq_ignore_ascii_case("wss") => true,
+        _ => return Err(invalid("expected a ws:// or wss:// URL".into())),
+    };
+    let host = request
+        .uri()
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| invalid("no host".into()))?
+        .to_owned();
+    let port = request
+        .uri()
+        .port_u16()
+        .unwrap_or(if encrypted { 443 } else { 80 });
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    let (stream, loopback) = tcp((bare, port)).await?;
+    let stream: Box<dyn Io> = if encrypted {
+        Box::new(
+            tls.connect(&host, stream)
+                .await
+                .map_err(ClientError::Connect)?,
+        )
+    } else {
+        Box::new(stream)
+    };
     // The relay's frames are one WebSocket frame each (tungstenite does
     // not fragment), so both caps are the frame cap: a larger message is
     // refused before it is buffered.
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_frame))
         .max_frame_size(Some(max_frame));
-    let (ws, _response) = tokio_tungstenite::connect_async_with_config(request, Some(config), true)
+    let (ws, _response) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
         .await
         .map_err(|e| {
             ClientError::Connect(match e {
@@ -231,7 +337,20 @@ pub(super) async fn connect_ws(
             })
         })?;
     let (sink, source) = ws.split();
-    Ok((FrameReader::Ws { source, max_frame }, FrameWriter::Ws(sink)))
+    Ok(Connection {
+        reader: FrameReader::Ws { source, max_frame },
+        writer: FrameWriter::Ws(sink),
+        encrypted,
+        loopback,
+    })
+}
+
+/// Whether `bytes` start like a TLS record (RFC 8446 §5.1: content type
+/// alert or handshake, legacy version 3.x), as when a plaintext client
+/// reaches a relay's TLS listener: the relay's alert would otherwise read
+/// as a frame of hundreds of megabytes.
+fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, 0x00..=0x04, ..])
 }
 
 fn ws_read_error(e: tungstenite::Error, max_frame: usize) -> ReadError {

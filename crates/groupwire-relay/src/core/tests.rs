@@ -609,27 +609,40 @@ fn bad_input_is_answered_counted_and_closed() {
 fn tokens_limit_groups_roles_and_priority() {
     let secret = b"s3cret".to_vec();
     let mut h = Harness::new(CoreConfig {
-        auth_secret: Some(secret.clone()),
+        auth_keys: Some(auth::Keys::single("k", &secret).expect("key")),
         ..CoreConfig::default()
     });
+    // The harness clock starts at the Unix epoch.
+    let exp = 3600;
     let bad = h.client_with_token("x", "garbage.token");
     assert_eq!(error_code(&h.frames(bad)), Some(ErrorCode::UNAUTHORIZED));
     let none = h.client_with_token("none", "");
     assert_eq!(error_code(&h.frames(none)), Some(ErrorCode::UNAUTHORIZED));
-    let admin = auth::mint(&secret, &Claims::anyone());
+    let admin = auth::mint(
+        "k",
+        &secret,
+        &Claims {
+            expires_unix: exp,
+            ..Claims::anyone()
+        },
+    )
+    .expect("mint");
     let a = h.client_with_token("admin", &admin);
     h.create(a, "chat", b"");
     h.create(a, "secret", b"");
     let limited = auth::mint(
+        "k",
         &secret,
         &Claims {
             subject: "guest".into(),
             groups: vec!["chat".into()],
             max_role: Role::Observer,
             max_priority: 2,
-            expires_unix: 0,
+            issued_unix: 0,
+            expires_unix: exp,
         },
-    );
+    )
+    .expect("mint");
     let g = h.client_with_token("guest", &limited);
     assert!(matches!(h.frames(g)[..], [Frame::Welcome { .. }]));
     for (role, group, want) in [
