@@ -21,8 +21,9 @@
 //!
 //! The tunnel speaks [`groupwire_proto::wire::block`] unchanged: every
 //! application datagram is one source packet (its payload whole, up to
-//! `--max-datagram` less 30 bytes: a 28-byte header and the 2-byte
-//! length every protected symbol carries), `k` of them form a block, and the
+//! `--max-datagram` less 38 bytes: a 32-byte header and the 6-byte
+//! length and CRC-32 every protected symbol carries), `k` of them form a
+//! block, and the
 //! block's `Fwnd` Reed-Solomon repair packets follow it at once (no
 //! pacing: "send originals at once; only recovered packets wait"). Each
 //! direction is one independent GENEVA stream with its own sequence
@@ -53,7 +54,7 @@ use clap::Args;
 use groupwire_proto::block::{ReceiverConfig, SenderConfig};
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::control::gmiad::GmiadConfig;
-use groupwire_proto::wire::block::DATA_HEADER_LEN;
+use groupwire_proto::wire::block::{DATA_HEADER_LEN, SYMBOL_PREFIX};
 use groupwire_proto::{Instant, Machine, Transmit};
 use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, RecvBatch, is_transient};
 use hdrhistogram::Histogram;
@@ -147,7 +148,7 @@ pub(crate) struct TunnelArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "200ms")]
     max_wait: Duration,
     /// Largest datagram on the link (path MTU less IP and UDP headers);
-    /// application datagrams may be up to this less 30 bytes.
+    /// application datagrams may be up to this less 38 bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1472)]
     max_datagram: usize,
     /// Session id; both sides must agree.
@@ -202,7 +203,7 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             );
         }
     }
-    let min_datagram = DATA_HEADER_LEN + 3;
+    let min_datagram = DATA_HEADER_LEN + SYMBOL_PREFIX + 1;
     if !(min_datagram..=MAX_UDP_PAYLOAD).contains(&args.max_datagram) {
         anyhow::bail!(
             "--max-datagram {}: must be from {min_datagram} to {MAX_UDP_PAYLOAD}",
@@ -632,8 +633,12 @@ fn summary(
             "late": t.late,
             "inconsistent": t.inconsistent,
             "oversized": t.oversized,
+            "corrupt": t.corrupt,
             "evicted_blocks": t.evicted,
         },
+        // Rebuilt datagrams whose checksum failed: not handed out, counted
+        // as lost above.
+        "corrupt_rebuilt": t.corrupt_rebuilt,
         // Repairs of blocks already complete, and the like: normal, not dropped input.
         "surplus_symbols": t.duplicates,
         "blocks_held": ep.blocks_held(),

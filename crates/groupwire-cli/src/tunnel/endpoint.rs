@@ -111,6 +111,10 @@ pub(crate) struct Totals {
     pub(crate) inconsistent: u64,
     pub(crate) oversized: u64,
     pub(crate) evicted: u64,
+    /// Dropped: checksum mismatch (corrupted in transit).
+    pub(crate) corrupt: u64,
+    /// Rebuilt datagrams whose own checksum failed (never handed out).
+    pub(crate) corrupt_rebuilt: u64,
 }
 
 impl Totals {
@@ -148,6 +152,8 @@ impl Totals {
         self.inconsistent += r.inconsistent;
         self.oversized += r.oversized;
         self.evicted += r.evicted;
+        self.corrupt += r.corrupt;
+        self.corrupt_rebuilt += r.corrupt_rebuilt;
     }
 }
 

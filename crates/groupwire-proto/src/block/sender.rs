@@ -7,15 +7,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use groupwire_codec::ReedSolomon;
 
-use super::{DEFAULT_SYN, unwrap32};
+use super::{DEFAULT_SYN, pad_symbol, unwrap32};
 use crate::control::tfrc::{TfrcConfig, TfrcFeedback, TfrcSender};
 use crate::control::{ControllerKind, FecController, ReportSample, StreamShape};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
-use crate::wire::block::{DATA_HEADER_LEN, DataRepr, ReportRepr, Symbol};
-
-/// Bytes of length prefix inside a protected symbol.
-const LEN_PREFIX: usize = 2;
+use crate::wire::block::{DATA_HEADER_LEN, DataRepr, ReportRepr, SYMBOL_PREFIX, Symbol, seal_data};
 
 /// Configuration of a [`BlockSender`].
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +36,8 @@ pub struct SenderConfig {
     pub max_block_wait: Option<Duration>,
     /// Largest datagram this sender emits (path MTU less IP and UDP
     /// headers). Source payloads may be up to `max_datagram −`
-    /// [`DATA_HEADER_LEN`] `− 2` bytes, so repair packets fit too.
+    /// [`DATA_HEADER_LEN`] `−` [`SYMBOL_PREFIX`] bytes, so repair packets
+    /// fit too.
     pub max_datagram: usize,
     /// Packets waiting for their paced slot; beyond it `send` refuses.
     pub queue_limit: usize,
@@ -73,7 +71,7 @@ impl SenderConfig {
     /// Largest payload [`BlockSender::send`] accepts.
     pub fn max_payload(&self) -> usize {
         self.max_datagram
-            .saturating_sub(DATA_HEADER_LEN + LEN_PREFIX)
+            .saturating_sub(DATA_HEADER_LEN + SYMBOL_PREFIX)
     }
 }
 
@@ -333,12 +331,12 @@ impl BlockSender {
 
     fn queue_repairs(&mut self, k: usize, m: usize) {
         let longest = self.block.iter().map(Bytes::len).max().unwrap_or(0);
-        let sym = longest + LEN_PREFIX;
+        let sym = longest + SYMBOL_PREFIX;
         // Padded sources, one flat scratch buffer reused across blocks.
         self.scratch.clear();
         self.scratch.resize(k * sym, 0);
         for (p, chunk) in self.block.iter().zip(self.scratch.chunks_exact_mut(sym)) {
-            groupwire_codec::pad(p, chunk).expect("symbol sized for the longest payload");
+            pad_symbol(p, chunk).expect("symbol sized for the longest payload");
         }
         let code = self.code(k, m);
         let mut repairs: Vec<BytesMut> = (0..m)
@@ -498,6 +496,7 @@ impl Machine for BlockSender {
             .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
         buf[8..12].copy_from_slice(&seq.to_be_bytes());
         buf[20..24].copy_from_slice(&rtt_us.to_be_bytes());
+        seal_data(&mut buf);
         let len = self.history.len();
         self.history[seq as usize % len] = (seq, now);
         if self.cfg.pacing {
