@@ -29,6 +29,12 @@ use crate::net::{runtime, shutdown_signal};
 /// Prints both directions' counters on stderr once a second and a summary
 /// on stdout when stopped by Ctrl-C or --duration.
 ///
+/// Each socket asks for 4 MiB of kernel buffers (SO_RCVBUF/SO_SNDBUF); if
+/// the kernel caps them (net.core.rmem_max, wmem_max) that is said on
+/// stderr. Datagrams the kernel still dropped on a full receive buffer are
+/// counted as "socket drops" (Linux, from /proc/net/udp), apart from the
+/// link model's loss: they are the host's overload, not the link.
+///
 /// Example (Dyck & Gutwin's 256 kbit/s line with ~20% bursty loss):
 ///   groupwire emulate --listen 127.0.0.1:7401 --forward 127.0.0.1:7400 \
 ///       --loss burst:start=0.08,len=1..5 --rate 256kbit/s --delay 10ms
@@ -111,6 +117,16 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot start the emulator on {}", args.listen))
             .map_err(UsageError)?;
         let addr = emu.local_addr().context("listen socket")?;
+        let b = emu.buffers();
+        if b.capped() {
+            // Said even with --quiet: it explains socket drops later.
+            eprintln!(
+                "emulate: the kernel capped socket buffers at {} (receive) / {} (send) bytes of the {} asked; \
+                 bursts may overflow them (counted as socket drops, not link loss). Raise the limits: \
+                 sysctl -w net.core.rmem_max={} net.core.wmem_max={}",
+                b.recv, b.send, b.asked, b.asked, b.asked
+            );
+        }
         if !args.quiet {
             eprintln!("emulating {addr} → {} (Ctrl-C to stop)", args.forward);
         }
@@ -148,7 +164,7 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
         ] {
             writeln!(
                 out,
-                "  {name}: {} in, {} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors",
+                "  {name}: {} in, {} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors, {} socket drops (host overload, not link loss)",
                 d.received,
                 d.delivered,
                 d.lost,
@@ -156,7 +172,8 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
                 d.queue_drops,
                 d.corrupted,
                 d.overflow,
-                d.send_errors
+                d.send_errors,
+                d.socket_drops
             )?;
         }
         writeln!(
@@ -174,10 +191,11 @@ fn line(now: &DirectionStats, last: &DirectionStats) -> String {
     let received = d(|s| s.received);
     let lost = d(|s| s.lost + s.queue_drops + s.corrupted + s.overflow);
     format!(
-        "{received:>5} in/s {:>5} out/s  loss {:>5.1}%  held {:>4}",
+        "{received:>5} in/s {:>5} out/s  loss {:>5.1}%  held {:>4}  socket drops {:>4}",
         d(|s| s.delivered),
         percent(lost, received),
-        now.held
+        now.held,
+        d(|s| s.socket_drops)
     )
 }
 

@@ -12,8 +12,9 @@
 //!   it). The link socket (`--bind`, default any port) sends to the peer
 //!   and accepts only datagrams from it.
 //! - `--listen LINK --forward TARGET`: the link socket is bound to `LINK`;
-//!   the peer is the source of the first valid data packet of the session
-//!   (another address may take over after 5 s of silence). The app socket
+//!   the peer is the source of the first valid (checksummed) data packet
+//!   of the session; while it sends valid packets no other address can
+//!   take its place (another may after 5 s of silence). The app socket
 //!   (`--bind`, default any port) sends the peer's datagrams to `TARGET`
 //!   and accepts only `TARGET`'s replies.
 //!
@@ -21,8 +22,9 @@
 //!
 //! The tunnel speaks [`groupwire_proto::wire::block`] unchanged: every
 //! application datagram is one source packet (its payload whole, up to
-//! `--max-datagram` less 30 bytes: a 28-byte header and the 2-byte
-//! length every protected symbol carries), `k` of them form a block, and the
+//! `--max-datagram` less 38 bytes: a 32-byte header and the 6-byte
+//! length and CRC-32 every protected symbol carries), `k` of them form a
+//! block, and the
 //! block's `Fwnd` Reed-Solomon repair packets follow it at once (no
 //! pacing: "send originals at once; only recovered packets wait"). Each
 //! direction is one independent GENEVA stream with its own sequence
@@ -30,8 +32,21 @@
 //! each side's receiver reports (every 10 ms) travel back on the same link
 //! socket, where the kind byte tells data from reports. Nothing else
 //! speaks this format: it interoperates with no other tunnel, by design.
-//! The session id is not authentication: anyone who can send from the
-//! peer's address can inject datagrams, as with plain UDP.
+//! Every packet carries a CRC-32 and every protected symbol the CRC-32 of
+//! its datagram, so corruption is dropped and counted (`corrupt`), and a
+//! rebuilt datagram is checked before it is handed out. Neither the
+//! checksum nor the session id is authentication: anyone who can send
+//! from the peer's address, or replay its packets before the peer's first
+//! one, can inject datagrams, as with plain UDP.
+//!
+//! # Nothing lost silently
+//!
+//! A datagram larger than `--max-datagram` less 38 bytes is dropped, said
+//! once on stderr and counted (`dropped.too_large`; the overhead is over
+//! what was carried). The sender's residual is the larger of the far
+//! side's given-up share and the share of source packets it had echoed but
+//! never delivered, so datagrams that went to someone else count; before
+//! any report it is `null` ("no reports: far side not up?" live).
 //!
 //! # Bounds
 //!
@@ -50,16 +65,16 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
-use groupwire_proto::block::{ReceiverConfig, SenderConfig};
+use groupwire_proto::block::{ReceiverConfig, SendError, SenderConfig};
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::control::gmiad::GmiadConfig;
-use groupwire_proto::wire::block::DATA_HEADER_LEN;
+use groupwire_proto::wire::block::{DATA_HEADER_LEN, SYMBOL_PREFIX};
 use groupwire_proto::{Instant, Machine, Transmit};
 use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, RecvBatch, is_transient};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use self::endpoint::{Totals, TunnelConfig, TunnelEndpoint};
+use self::endpoint::{SendRefused, Totals, TunnelConfig, TunnelEndpoint};
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
 
@@ -82,8 +97,10 @@ use crate::net::{runtime, shutdown_signal};
 /// go to the last address the application sent from; the link socket
 /// (--bind, default: any port) talks only to --peer. With --forward,
 /// --listen is the link side and the peer is the source of the first valid
-/// packet of the session (another address may take over after 5 s of
-/// silence); the app socket (--bind) accepts only --forward's replies.
+/// (checksummed) packet of the session; no other address takes over while
+/// it is alive (one may after 5 s of silence); the app socket (--bind)
+/// accepts only --forward's replies. Datagrams over --max-datagram less 38
+/// bytes are dropped and counted (too_large), said once on stderr.
 ///
 /// Stats, once a second on stderr and as a summary on stdout at the end
 /// (Ctrl-C or --duration); --stats-json writes the summary as JSON:
@@ -91,8 +108,10 @@ use crate::net::{runtime, shutdown_signal};
 ///   overhead   extra bytes on the link over sending those datagrams bare
 ///              (FEC headers and repair packets; IP+UDP headers counted)
 ///   Fwnd       repair packets per block of k, now
-///   residual   the far side's unrecovered / (delivered + unrecovered),
-///              from its reports: loss left after FEC in our direction
+///   residual   loss left after FEC in our direction, from the far
+///              side's reports: the larger of its unrecovered share and
+///              the share of our echoed datagrams it never delivered;
+///              "no reports" when none came (far side not up)
 ///   out        datagrams/s delivered to the local application, and how
 ///              many of them FEC rebuilt; lost = given up
 ///   added      latency recovery added to rebuilt datagrams (p50/p99):
@@ -147,7 +166,7 @@ pub(crate) struct TunnelArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "200ms")]
     max_wait: Duration,
     /// Largest datagram on the link (path MTU less IP and UDP headers);
-    /// application datagrams may be up to this less 30 bytes.
+    /// application datagrams may be up to this less 38 bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1472)]
     max_datagram: usize,
     /// Session id; both sides must agree.
@@ -202,7 +221,7 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             );
         }
     }
-    let min_datagram = DATA_HEADER_LEN + 3;
+    let min_datagram = DATA_HEADER_LEN + SYMBOL_PREFIX + 1;
     if !(min_datagram..=MAX_UDP_PAYLOAD).contains(&args.max_datagram) {
         anyhow::bail!(
             "--max-datagram {}: must be from {min_datagram} to {MAX_UDP_PAYLOAD}",
@@ -333,8 +352,20 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
                         }
                         stats.app_in += 1;
                         stats.app_in_bytes += data.len() as u64;
-                        // Refusals are counted by the endpoint.
-                        let _ = ep.send(now, Bytes::copy_from_slice(data));
+                        // Refusals are counted by the endpoint; a datagram
+                        // too large to carry is also said once.
+                        if let Err(SendRefused::Sender(SendError::TooLarge { len, max })) =
+                            ep.send(now, Bytes::copy_from_slice(data))
+                        {
+                            if !stats.said_too_large {
+                                stats.said_too_large = true;
+                                eprintln!(
+                                    "tunnel: dropped a {len}-byte datagram: the tunnel carries at most {max} bytes \
+                                     (--max-datagram {} less 38); such datagrams are dropped and counted as too_large",
+                                    args.max_datagram
+                                );
+                            }
+                        }
                         io.drain(&mut ep, now, &mut stats);
                     }
                 }
@@ -487,6 +518,8 @@ struct LiveStats {
     link_datagrams: u64,
     link_send_errors: u64,
     recv_errors: u64,
+    /// A too-large datagram was reported on stderr already.
+    said_too_large: bool,
     /// Added latency of rebuilt datagrams over the run, microseconds.
     latency: Histogram<u64>,
     /// ... over the current second.
@@ -505,6 +538,7 @@ impl LiveStats {
             link_datagrams: 0,
             link_send_errors: 0,
             recv_errors: 0,
+            said_too_large: false,
             latency: latency_histogram(),
             window: latency_histogram(),
         }
@@ -526,10 +560,12 @@ struct Snapshot {
 
 impl Snapshot {
     fn read(ep: &TunnelEndpoint, s: &LiveStats, at: Instant) -> Self {
+        let st = ep.stats();
         Self {
             at,
-            app_in: s.app_in,
-            app_in_bytes: s.app_in_bytes,
+            // What the tunnel carried: too-large datagrams are not in it.
+            app_in: s.app_in - st.too_large,
+            app_in_bytes: s.app_in_bytes - st.too_large_bytes,
             app_out: s.app_out,
             totals: ep.totals(),
             p50_us: s.window.value_at_quantile(0.5),
@@ -555,7 +591,7 @@ impl Snapshot {
             app_bytes as f64 * 8.0 / secs / 1e6,
             percent(overhead(app_bytes, app_in, wire, wire_n)),
             ep.fwnd().map_or("-".to_owned(), |f| f.to_string()),
-            percent(residual(t.peer_unrecovered, t.peer_delivered)),
+            far_side(t, self.at, t.source_sent > l.source_sent),
             (self.app_out - last.app_out) as f64 / secs,
             t.recovered - l.recovered,
             t.unrecovered - l.unrecovered,
@@ -579,6 +615,7 @@ fn summary(
     let lat = &s.latency;
     let q = |x: f64| (!lat.is_empty()).then(|| lat.value_at_quantile(x));
     let st = ep.stats();
+    let sent_residual = t.sent_residual();
     json!({
         "role": match role { Role::Listen => "listen", Role::Forward(_) => "forward" },
         "fec": args.fec.to_string(),
@@ -586,8 +623,8 @@ fn summary(
         "seconds": fin.at.saturating_duration_since(start).as_secs_f64(),
         "peer": ep.peer().map(|p| p.to_string()),
         "sent": {
-            "app_datagrams": s.app_in,
-            "app_bytes": s.app_in_bytes,
+            "app_datagrams": fin.app_in,
+            "app_bytes": fin.app_in_bytes,
             "wire_datagrams": wire_n,
             "wire_bytes": t.bytes_sent,
             "source_packets": t.source_sent,
@@ -596,14 +633,17 @@ fn summary(
             "short_blocks": t.short_blocks,
             "mean_fwnd": if t.blocks == 0 { 0.0 } else { t.fwnd_sum as f64 / t.blocks as f64 },
             "fwnd": ep.fwnd(),
-            "overhead": overhead(s.app_in_bytes, s.app_in, t.bytes_sent, wire_n),
+            "overhead": overhead(fin.app_in_bytes, fin.app_in, t.bytes_sent, wire_n),
             "refused": st.refused,
             "no_peer": st.no_peer,
             "send_errors": s.link_send_errors,
             "peer_delivered": t.peer_delivered,
             "peer_recovered": t.peer_recovered,
             "peer_unrecovered": t.peer_unrecovered,
-            "residual_loss": residual(t.peer_unrecovered, t.peer_delivered),
+            "peer_sent": t.peer_sent,
+            "reports": t.reports_received,
+            // null: no report came (the far side is not up or not reachable).
+            "residual_loss": sent_residual,
         },
         "received": {
             "packets": t.packets,
@@ -623,6 +663,7 @@ fn summary(
             },
         },
         "dropped": {
+            "too_large": st.too_large,
             "foreign": st.foreign,
             "invalid_before_peer": st.invalid_before_peer,
             "app_foreign": s.app_foreign,
@@ -632,8 +673,12 @@ fn summary(
             "late": t.late,
             "inconsistent": t.inconsistent,
             "oversized": t.oversized,
+            "corrupt": t.corrupt,
             "evicted_blocks": t.evicted,
         },
+        // Rebuilt datagrams whose checksum failed: not handed out, counted
+        // as lost above.
+        "corrupt_rebuilt": t.corrupt_rebuilt,
         // Repairs of blocks already complete, and the like: normal, not dropped input.
         "surplus_symbols": t.duplicates,
         "blocks_held": ep.blocks_held(),
@@ -678,14 +723,24 @@ fn print_summary(out: &mut impl Write, v: &serde_json::Value) -> anyhow::Result<
         percent(f("/sent/overhead")),
         f("/sent/mean_fwnd")
     )?;
-    writeln!(
-        out,
-        "  far side (reports)   {} delivered, {} rebuilt, {} lost: residual loss {}",
-        u("/sent/peer_delivered"),
-        u("/sent/peer_recovered"),
-        u("/sent/peer_unrecovered"),
-        percent(f("/sent/residual_loss"))
-    )?;
+    if v.pointer("/sent/residual_loss")
+        .is_some_and(serde_json::Value::is_null)
+    {
+        writeln!(
+            out,
+            "  far side (reports)   none received: the far side is not up or not reachable"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  far side (reports)   {} of {} delivered, {} rebuilt, {} lost: residual loss {}",
+            u("/sent/peer_delivered"),
+            u("/sent/peer_sent"),
+            u("/sent/peer_recovered"),
+            u("/sent/peer_unrecovered"),
+            percent(f("/sent/residual_loss"))
+        )?;
+    }
     writeln!(
         out,
         "  out                  {} datagrams, {} rebuilt, {} lost: residual loss {}",
@@ -727,6 +782,22 @@ fn residual(lost: u64, delivered: u64) -> f64 {
     }
 }
 
+/// The live residual column: the far side's view, or why there is none
+/// (`sending`: we sent data this second, so reports should come).
+fn far_side(t: &Totals, now: Instant, sending: bool) -> String {
+    match (t.sent_residual(), t.last_report_at) {
+        (Some(r), Some(at)) if !sending || now.saturating_duration_since(at) < FAR_SIDE_SILENT => {
+            percent(r)
+        }
+        (Some(_), Some(at)) => format!(
+            "far side silent {:.0}s",
+            now.saturating_duration_since(at).as_secs_f64()
+        ),
+        _ if t.source_sent == 0 => "-".to_owned(),
+        _ => "no reports: far side not up?".to_owned(),
+    }
+}
+
 fn percent(x: f64) -> String {
     format!("{:.2}%", 100.0 * x)
 }
@@ -764,6 +835,9 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
 /// Silence after which a learned peer may be replaced (a restarted or
 /// re-mapped peer gets through; a stray packet during traffic does not).
 const PEER_IDLE: Duration = Duration::from_secs(5);
+/// Reports come every 10 ms while data flows; this long without one
+/// while we send means the far side stopped hearing us.
+const FAR_SIDE_SILENT: Duration = Duration::from_secs(2);
 /// IPv4 (20) and UDP (8) header bytes per datagram.
 const IP_UDP_HEADER: u64 = 28;
 /// The largest UDP payload over IPv4 (65535 − 20 − 8).

@@ -505,6 +505,7 @@ fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
         acked.len(),
         log.len()
     );
+}
 
 /// Writes a CA and a server certificate for 127.0.0.1 it signed, as PEM
 /// files `ca.pem`, `relay.pem` and `relay.key` in `dir`.

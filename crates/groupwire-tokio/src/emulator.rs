@@ -20,6 +20,18 @@
 //! [`EmulatorConfig::max_held`] datagrams in flight per direction (the rest
 //! are dropped and counted in [`DirectionStats::overflow`]; give the link a
 //! queue limit to model a real bottleneck instead).
+//!
+//! **Socket buffers.** Every socket asks the kernel for
+//! [`EmulatorConfig::socket_buffer`] bytes of `SO_RCVBUF` and `SO_SNDBUF`
+//! (4 MiB by default), so a burst on a busy host waits in the kernel
+//! instead of overflowing it. Linux caps the request at
+//! `net.core.rmem_max` / `wmem_max`; what the kernel granted is in
+//! [`EmulatorStats::buffers`] (`groupwire emulate` says so when it is
+//! less). Datagrams the kernel still dropped because a receive buffer was
+//! full are **not** link loss: they are read from the sockets' `drops`
+//! column in `/proc/net/udp` (Linux; 0 elsewhere) into
+//! [`DirectionStats::socket_drops`], apart from the modelled
+//! [`DirectionStats::lost`].
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
@@ -70,10 +82,13 @@ pub struct EmulatorConfig {
     pub max_clients: usize,
     /// Most datagrams held (in the link) per direction.
     pub max_held: usize,
+    /// Kernel buffer bytes asked for each socket (see the module docs).
+    pub socket_buffer: usize,
 }
 
 impl EmulatorConfig {
-    /// Perfect links both ways, 64 clients, 8192 datagrams held per direction.
+    /// Perfect links both ways, 64 clients, 8192 datagrams held per direction,
+    /// 4 MiB socket buffers.
     pub fn new(listen: SocketAddr, forward: SocketAddr) -> Self {
         Self {
             listen,
@@ -83,6 +98,7 @@ impl EmulatorConfig {
             corrupt: CorruptPolicy::Drop,
             max_clients: DEFAULT_MAX_CLIENTS,
             max_held: DEFAULT_MAX_HELD,
+            socket_buffer: DEFAULT_SOCKET_BUFFER,
         }
     }
     /// Sets the client → target link.
@@ -110,7 +126,15 @@ impl EmulatorConfig {
         self.max_held = n.max(1);
         self
     }
+    /// Sets the kernel buffer bytes asked for each socket.
+    pub fn socket_buffer(mut self, bytes: usize) -> Self {
+        self.socket_buffer = bytes;
+        self
+    }
 }
+
+/// Kernel socket buffers asked for by default (4 MiB, as the tunnel asks).
+pub const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
 
 /// Counters of one direction.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -134,6 +158,11 @@ pub struct DirectionStats {
     pub overflow: u64,
     /// Sends the OS refused (counted as lost).
     pub send_errors: u64,
+    /// Datagrams the kernel dropped on this direction's receiving sockets
+    /// (receive buffer full): host overload, not the modelled link. The
+    /// listen socket's for the forward direction, the upstream sockets'
+    /// for the reverse one. Linux only (from `/proc/net/udp`).
+    pub socket_drops: u64,
     /// Datagrams held right now.
     pub held: u64,
     /// Most datagrams held at once.
@@ -152,6 +181,70 @@ pub struct EmulatorStats {
     pub clients: u64,
     /// Clients forgotten to stay within [`EmulatorConfig::max_clients`].
     pub clients_evicted: u64,
+    /// Kernel buffer sizes the listen socket got.
+    pub buffers: BufferSizes,
+}
+
+/// Socket buffer sizes asked for and granted (as the kernel reports them:
+/// Linux doubles the request for its bookkeeping and caps it at
+/// `net.core.rmem_max` / `wmem_max`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BufferSizes {
+    /// Bytes asked for, each of `SO_RCVBUF` and `SO_SNDBUF`.
+    pub asked: usize,
+    /// `SO_RCVBUF` as read back.
+    pub recv: usize,
+    /// `SO_SNDBUF` as read back.
+    pub send: usize,
+}
+
+impl BufferSizes {
+    /// The kernel granted less than asked for (Linux reports double what it
+    /// grants, so a full grant reads back as at least `asked`).
+    pub fn capped(&self) -> bool {
+        self.recv < self.asked || self.send < self.asked
+    }
+}
+
+/// A UDP socket bound to `addr` with `bytes` of kernel buffers asked for.
+fn sized_socket(addr: SocketAddr, bytes: usize) -> io::Result<(UdpSocket, BufferSizes)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // The kernel caps these at its limits; a refusal is not fatal.
+    let _ = s.set_recv_buffer_size(bytes);
+    let _ = s.set_send_buffer_size(bytes);
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    let sizes = BufferSizes {
+        asked: bytes,
+        recv: s.recv_buffer_size().unwrap_or(0),
+        send: s.send_buffer_size().unwrap_or(0),
+    };
+    Ok((UdpSocket::from_std(s.into())?, sizes))
+}
+
+/// Datagrams the kernel dropped on the UDP socket bound to local `port`
+/// (the `drops` column of `/proc/net/udp` and `/proc/net/udp6`), or 0
+/// where there is no such file.
+fn kernel_drops(ports: &[u16]) -> u64 {
+    let mut total = 0;
+    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let port = cols
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if port.is_some_and(|p| ports.contains(&p)) {
+                total += cols.last().and_then(|d| d.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+    }
+    total
 }
 
 /// Why an emulator could not start.
@@ -191,6 +284,7 @@ pub struct Emulator {
     links: [Link; 2],
     clock: Clock,
     stats_tx: watch::Sender<EmulatorStats>,
+    buffers: BufferSizes,
 }
 
 impl Emulator {
@@ -198,17 +292,22 @@ impl Emulator {
     pub async fn bind(cfg: EmulatorConfig) -> Result<Self, EmulatorError> {
         let forward = cfg.forward_link.build().map_err(EmulatorError::Link)?;
         let reverse = cfg.reverse_link.build().map_err(EmulatorError::Link)?;
-        let listen = UdpSocket::bind(cfg.listen)
-            .await
-            .map_err(EmulatorError::Io)?;
+        let (listen, buffers) =
+            sized_socket(cfg.listen, cfg.socket_buffer).map_err(EmulatorError::Io)?;
         let (stats_tx, _) = watch::channel(EmulatorStats::default());
         Ok(Self {
+            buffers,
             cfg,
             listen: Arc::new(listen),
             links: [forward, reverse],
             clock: Clock::start(),
             stats_tx,
         })
+    }
+
+    /// What the kernel granted the listen socket's buffers.
+    pub fn buffers(&self) -> BufferSizes {
+        self.buffers
     }
 
     /// The address clients should send to.
@@ -236,10 +335,14 @@ impl Emulator {
             held: BinaryHeap::new(),
             next_seq: 0,
             last_seen: 0,
-            stats: EmulatorStats::default(),
+            stats: EmulatorStats {
+                buffers: self.buffers,
+                ..EmulatorStats::default()
+            },
             up_tx,
         };
         let result = state.run(up_rx, shutdown).await;
+        state.count_socket_drops();
         for (_, c) in std::mem::take(&mut state.clients) {
             c.reader.abort();
         }
@@ -307,6 +410,21 @@ struct State {
 }
 
 impl State {
+    /// Kernel drops now on the listen socket and the upstream sockets.
+    fn kernel_drops(&self) -> [u64; 2] {
+        let port = |s: &UdpSocket| s.local_addr().map_or(0, |a| a.port());
+        let up: Vec<u16> = self.clients.values().map(|c| port(&c.socket)).collect();
+        [kernel_drops(&[port(&self.listen)]), kernel_drops(&up)]
+    }
+
+    fn count_socket_drops(&mut self) {
+        // Every socket was bound by this emulator, so its count is ours
+        // from zero; a forgotten upstream socket's drops stay counted.
+        let [listen, up] = self.kernel_drops();
+        self.stats.forward.socket_drops = listen;
+        self.stats.reverse.socket_drops = self.stats.reverse.socket_drops.max(up);
+    }
+
     async fn run(
         &mut self,
         mut up_rx: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
@@ -314,6 +432,7 @@ impl State {
     ) -> io::Result<()> {
         let mut buf = vec![0u8; MAX_DATAGRAM];
         tokio::pin!(shutdown);
+        let mut drops_tick = tokio::time::interval(DROPS_EVERY);
         loop {
             self.deliver_due().await;
             self.stats_tx.send_replace(self.stats.clone());
@@ -327,6 +446,7 @@ impl State {
                     Err(e) => return Err(e),
                 },
                 Some((client, data)) = up_rx.recv() => self.handle_target_datagram(client, data),
+                _ = drops_tick.tick() => self.count_socket_drops(),
                 () = sleep_until_opt(next) => {}
             }
         }
@@ -458,7 +578,7 @@ impl State {
         } else {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let socket = Arc::new(UdpSocket::bind(any).await?);
+        let socket = Arc::new(sized_socket(any, self.cfg.socket_buffer)?.0);
         let reader = tokio::spawn(read_upstream(
             Arc::clone(&socket),
             client,
@@ -514,6 +634,8 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
 const IP_UDP_HEADER: usize = 28;
 /// Largest UDP payload over IPv4.
 const MAX_DATAGRAM: usize = 65_507;
+/// How often the kernel's drop counters are read.
+const DROPS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 /// Upstream sockets at once, by default: plenty for a test bench.
 const DEFAULT_MAX_CLIENTS: usize = 64;
 /// Datagrams in flight per direction, by default: 8192 × 64 KiB worst case

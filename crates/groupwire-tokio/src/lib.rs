@@ -50,6 +50,7 @@ mod socket;
 pub use clock::Clock;
 pub use driver::{Command, Driver, DriverClosed, DriverConfig, DriverHandle, DriverStats};
 pub use emulator::{
-    CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorError, EmulatorStats,
+    BufferSizes, CorruptPolicy, DEFAULT_SOCKET_BUFFER, DirectionStats, Emulator, EmulatorConfig,
+    EmulatorError, EmulatorStats,
 };
 pub use socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};

@@ -11,14 +11,26 @@
 //!
 //! **Which peer.** With a configured peer (`--peer`) only datagrams from
 //! that address are accepted. Without one (`--forward`), the source of the
-//! first valid data packet of the session becomes the peer; until then the
-//! application's replies are dropped (there is nowhere to send them). Once
-//! the peer has been silent for [`TunnelConfig::peer_idle`], a valid data
-//! packet from another address takes its place (a restarted or re-mapped
-//! peer) with fresh FEC state. Datagrams from any other address are
-//! counted as foreign and dropped. After the same silence from a fixed
-//! peer, its next packet also starts fresh receive state, since a
-//! restarted peer numbers its blocks from zero again.
+//! first valid data packet of the session becomes the peer ("valid":
+//! parses, checksum matches, our session; a corrupted copy claims
+//! nothing); until then the application's replies are dropped (there is
+//! nowhere to send them). The peer keeps its slot while it is alive: any
+//! valid packet from it within [`TunnelConfig::peer_idle`] (5 s in the
+//! tunnel) keeps it; only after that much silence may a valid data packet
+//! from another address take its place (a restarted or re-mapped peer),
+//! with fresh FEC state. Datagrams from any other address are counted as
+//! foreign and dropped. After the same silence from a fixed peer, its
+//! next packet also starts fresh receive state, since a restarted peer
+//! numbers its blocks from zero again. Without a key a checksum is no
+//! proof of origin: a stranger who replays (or forges) a valid packet
+//! before the real peer's first one still claims the slot until it falls
+//! silent for `peer_idle`.
+//!
+//! **No amplification.** Nothing is ever sent to an address before a
+//! valid packet came from it: the learned peer is set only by one, and
+//! reports go to the source of the latest valid data packet from the peer
+//! in use. So an address that has sent only junk, corrupted copies or
+//! another session's packets gets 0 bytes, whatever it sent.
 //!
 //! **Added latency** of a rebuilt packet: the time from the arrival of the
 //! next-later data packet that did arrive (the first received source packet
@@ -76,8 +88,12 @@ pub(crate) struct TunnelStats {
     pub(crate) invalid_before_peer: u64,
     /// Application datagrams dropped because no peer is known yet.
     pub(crate) no_peer: u64,
-    /// Application datagrams the sender refused (too large, queue full).
+    /// Application datagrams the sender refused (queue full).
     pub(crate) refused: u64,
+    /// Application datagrams larger than the tunnel carries
+    /// ([`SenderConfig::max_payload`]), and their bytes.
+    pub(crate) too_large: u64,
+    pub(crate) too_large_bytes: u64,
     /// Times the FEC state was started afresh (new or silent peer).
     pub(crate) restarts: u64,
 }
@@ -96,6 +112,10 @@ pub(crate) struct Totals {
     pub(crate) peer_delivered: u64,
     pub(crate) peer_recovered: u64,
     pub(crate) peer_unrecovered: u64,
+    /// Source packets sent up to the one the peer's latest report echoed.
+    pub(crate) peer_sent: u64,
+    /// When the latest report came (current state only).
+    pub(crate) last_report_at: Option<Instant>,
     pub(crate) packets: u64,
     pub(crate) lost_packets: u64,
     pub(crate) delivered: u64,
@@ -111,9 +131,31 @@ pub(crate) struct Totals {
     pub(crate) inconsistent: u64,
     pub(crate) oversized: u64,
     pub(crate) evicted: u64,
+    /// Dropped: checksum mismatch (corrupted in transit).
+    pub(crate) corrupt: u64,
+    /// Rebuilt datagrams whose own checksum failed (never handed out).
+    pub(crate) corrupt_rebuilt: u64,
 }
 
 impl Totals {
+    /// Loss left after FEC in our direction, as the far side's reports
+    /// show it: the larger of what it gave up on and what it never
+    /// delivered of the source packets it had echoed (datagrams that
+    /// reached someone else, or nobody, count too). `None` until a report
+    /// came: the far side is not up, or not reachable.
+    pub(crate) fn sent_residual(&self) -> Option<f64> {
+        self.last_report_at?;
+        let reported = ratio(
+            self.peer_unrecovered,
+            self.peer_delivered + self.peer_unrecovered,
+        );
+        let unseen = ratio(
+            self.peer_sent.saturating_sub(self.peer_delivered),
+            self.peer_sent,
+        );
+        Some(reported.max(unseen))
+    }
+
     fn add(&mut self, s: &SenderStats, r: &ReceiverStats) {
         self.add_sender(s);
         self.add_receiver(r);
@@ -130,6 +172,8 @@ impl Totals {
         self.peer_delivered = s.peer_delivered;
         self.peer_recovered = s.peer_recovered;
         self.peer_unrecovered = s.peer_unrecovered;
+        self.peer_sent = s.peer_sent;
+        self.last_report_at = s.last_report_at;
         self.malformed += s.malformed;
     }
 
@@ -148,7 +192,13 @@ impl Totals {
         self.inconsistent += r.inconsistent;
         self.oversized += r.oversized;
         self.evicted += r.evicted;
+        self.corrupt += r.corrupt;
+        self.corrupt_rebuilt += r.corrupt_rebuilt;
     }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
 /// The tunnel's machine. See the [module docs](self).
@@ -221,8 +271,14 @@ impl TunnelEndpoint {
             self.stats.no_peer += 1;
             return Err(SendRefused::NoPeer);
         };
+        let len = payload.len() as u64;
         ep.sender.send(now, payload).map(|_| ()).map_err(|e| {
-            self.stats.refused += 1;
+            if matches!(e, SendError::TooLarge { .. }) {
+                self.stats.too_large += 1;
+                self.stats.too_large_bytes += len;
+            } else {
+                self.stats.refused += 1;
+            }
             SendRefused::Sender(e)
         })
     }
@@ -507,5 +563,131 @@ mod tests {
         let dropped = t.malformed + t.other_session + t.inconsistent + t.oversized + t.stale;
         assert!(dropped > 0, "{t:?}");
         assert!(b.blocks_held() <= ReceiverConfig::default().max_blocks);
+    }
+
+    #[test]
+    fn a_live_peer_keeps_its_slot_and_corrupt_packets_claim_nothing() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(0)));
+        let mut b = TunnelEndpoint::new(config(None, ControllerKind::Static(0)));
+        let t0 = Instant::from_millis(1);
+        let first = packets(&mut a, t0, &[b"first"]);
+        // Bit-flipped copies from another address, before the real peer:
+        // none claims the slot.
+        for i in 8..first[0].len() {
+            let mut m = first[0].to_vec();
+            m[i] ^= 0x04;
+            b.handle_datagram(t0, C, &m);
+        }
+        assert_eq!(b.peer(), None);
+        assert_eq!(b.stats().invalid_before_peer, first[0].len() as u64 - 8);
+        b.handle_datagram(t0, A, &first[0]);
+        assert_eq!(b.peer(), Some(A));
+        // A stays alive (a packet every second); replays of its packets
+        // from C, long after the idle time since the first, stay foreign.
+        let mut replays = 0;
+        for s in 1..=12u64 {
+            let now = t0 + Duration::from_secs(s);
+            let p = packets(&mut a, now, &[b"alive"]);
+            b.handle_datagram(now, A, &p[0]);
+            b.handle_datagram(now + Duration::from_millis(500), C, &p[0]);
+            replays += 1;
+        }
+        assert_eq!(b.peer(), Some(A));
+        assert_eq!((b.stats().foreign, b.stats().restarts), (replays, 0));
+        assert_eq!(b.totals().delivered, 13);
+    }
+
+    /// Runs both machines' timers to `now` and carries B's reports to A.
+    fn reports_to_a(a: &mut TunnelEndpoint, b: &mut TunnelEndpoint, now: Instant) {
+        b.handle_timeout(now);
+        while let Some(t) = b.poll_transmit(now) {
+            assert_eq!(t.dst, A);
+            a.handle_datagram(now, B, &t.payload);
+        }
+    }
+
+    #[test]
+    fn the_senders_residual_counts_what_the_far_side_never_delivered() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(0)));
+        let mut b = TunnelEndpoint::new(config(None, ControllerKind::Static(0)));
+        let t0 = Instant::from_millis(1);
+        let pkts = packets(
+            &mut a,
+            t0,
+            &[b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7"],
+        );
+        assert_eq!(a.totals().sent_residual(), None, "no report yet");
+        // Sources 4, 5 and 6 went elsewhere; B has not given up on them
+        // yet, so its own loss count is still 0.
+        for i in [0, 1, 2, 3, 7] {
+            b.handle_datagram(t0, A, &pkts[i]);
+        }
+        reports_to_a(&mut a, &mut b, t0 + Duration::from_millis(20));
+        let t = a.totals();
+        assert_eq!(
+            (t.peer_sent, t.peer_delivered, t.peer_unrecovered),
+            (8, 5, 0)
+        );
+        assert_eq!(t.sent_residual(), Some(3.0 / 8.0));
+    }
+
+    #[test]
+    fn nothing_is_sent_to_an_address_before_it_sends_a_valid_packet() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(2)));
+        let good = packets(&mut a, Instant::from_millis(1), &[b"hello"]);
+        let mut other_session = TunnelEndpoint::new({
+            let mut c = config(Some(B), ControllerKind::Static(0));
+            c.sender.session = 7;
+            c
+        });
+        let foreign = packets(&mut other_session, Instant::from_millis(1), &[b"x"]);
+        let mut flipped = good[0].to_vec();
+        flipped[30] ^= 1;
+        let junk: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0xff; 1400],
+            [1u8, 8, 0, 0, 0, 0, 0, 0].to_vec(),
+            flipped,
+            foreign[0].to_vec(),
+        ];
+        // The forward side (peer learned) and the listen side (peer fixed,
+        // junk from a stranger) answer spoofed-looking first packets with
+        // nothing at all, over two seconds of timers.
+        for mut ep in [
+            TunnelEndpoint::new(config(None, ControllerKind::Static(2))),
+            TunnelEndpoint::new(config(Some(A), ControllerKind::Static(2))),
+        ] {
+            let (mut bytes_in, mut bytes_out) = (0, 0);
+            for ms in 0..2_000u64 {
+                let now = Instant::from_millis(ms);
+                if ms % 10 == 0 {
+                    let j = &junk[(ms / 10) as usize % junk.len()];
+                    ep.handle_datagram(now, C, j);
+                    bytes_in += j.len();
+                }
+                ep.handle_timeout(now);
+                while let Some(t) = ep.poll_transmit(now) {
+                    bytes_out += t.payload.len();
+                }
+            }
+            assert!(bytes_in > 0);
+            assert_eq!(bytes_out, 0, "{:?}", ep.stats());
+            assert_eq!(ep.peer(), ep.cfg.peer);
+        }
+    }
+
+    #[test]
+    fn a_datagram_larger_than_the_tunnel_carries_is_counted() {
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(0)));
+        let max = a.cfg.sender.max_payload();
+        assert_eq!(max, 1472 - 38);
+        assert!(a.send(Instant::ZERO, Bytes::from(vec![0; max])).is_ok());
+        let r = a.send(Instant::ZERO, Bytes::from(vec![0; 9000]));
+        assert!(matches!(
+            r,
+            Err(SendRefused::Sender(SendError::TooLarge { len: 9000, .. }))
+        ));
+        let s = a.stats();
+        assert_eq!((s.too_large, s.too_large_bytes, s.refused), (1, 9000, 0));
     }
 }

@@ -44,6 +44,7 @@ pub use self::sender::{BlockSender, SendError, SenderConfig, SenderStats};
 use crate::machine::{Machine, Transmit};
 use crate::time::Instant;
 use crate::units::{Bitrate, DataSize};
+use crate::wire::block::{SYMBOL_PREFIX, symbol_checksum};
 use crate::wire::header::{self, Kind};
 
 /// The GENEVA report interval, SYN (§3.2.1: "currently set to 0.01 sec").
@@ -69,6 +70,32 @@ pub type Delivered = Delivery;
 pub(crate) fn unwrap32(reference: u64, wire: u32) -> u64 {
     let diff = i64::from(wire.wrapping_sub(reference as u32) as i32);
     reference.saturating_add_signed(diff)
+}
+
+/// Writes `payload` as a protected symbol into `symbol`: length, CRC-32,
+/// payload, zeros (see [`crate::wire::block`]). `None` if it does not fit.
+pub(crate) fn pad_symbol(payload: &[u8], symbol: &mut [u8]) -> Option<()> {
+    let len = u16::try_from(payload.len()).ok()?;
+    if payload.len() + SYMBOL_PREFIX > symbol.len() {
+        return None;
+    }
+    let (head, rest) = symbol.split_at_mut(SYMBOL_PREFIX);
+    head[..2].copy_from_slice(&len.to_be_bytes());
+    head[2..].copy_from_slice(&symbol_checksum(payload).to_be_bytes());
+    let (body, tail) = rest.split_at_mut(payload.len());
+    body.copy_from_slice(payload);
+    tail.fill(0);
+    Some(())
+}
+
+/// The payload of a protected symbol, if its length fits and its CRC-32
+/// matches: a rebuilt source is checked before anyone sees it.
+pub(crate) fn unpad_symbol(symbol: &[u8]) -> Option<&[u8]> {
+    let (head, rest) = symbol.split_first_chunk::<SYMBOL_PREFIX>()?;
+    let len = usize::from(u16::from_be_bytes([head[0], head[1]]));
+    let crc = u32::from_be_bytes([head[2], head[3], head[4], head[5]]);
+    let payload = rest.get(..len)?;
+    (symbol_checksum(payload) == crc).then_some(payload)
 }
 
 /// Sender and receiver on one socket: data packets go to the receiver,

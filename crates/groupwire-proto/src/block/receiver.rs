@@ -7,14 +7,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_codec::{Decoder, ReedSolomon};
 
-use super::{DEFAULT_SYN, unwrap32};
+use super::{DEFAULT_SYN, pad_symbol, unpad_symbol, unwrap32};
 use crate::control::tfrc::{DataPacketInfo, TfrcConfig, TfrcFeedback, TfrcReceiver};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
-use crate::wire::block::{DataRepr, REPORT_LEN, ReportRepr, Symbol, TfrcFields};
-
-/// Bytes of length prefix inside a protected symbol.
-const LEN_PREFIX: usize = 2;
+use crate::wire::WireError;
+use crate::wire::block::{DataRepr, REPORT_LEN, ReportRepr, SYMBOL_PREFIX, Symbol, TfrcFields};
 
 /// Configuration of a [`BlockReceiver`].
 #[derive(Clone, Debug, PartialEq)]
@@ -120,6 +118,14 @@ pub struct ReceiverStats {
     pub inconsistent: u64,
     /// Dropped: a symbol over [`ReceiverConfig::max_symbol`].
     pub oversized: u64,
+    /// Dropped: the datagram's checksum did not match (corrupted in
+    /// transit); a corrupted source may still be rebuilt, a corrupted
+    /// repair is never used.
+    pub corrupt: u64,
+    /// Rebuilt sources whose own checksum failed (a forged or inconsistent
+    /// block); not handed out, so they end up given up as lost. Not a
+    /// dropped datagram.
+    pub corrupt_rebuilt: u64,
     /// Blocks evicted by the [`ReceiverConfig::max_blocks`] cap while
     /// still incomplete.
     pub evicted: u64,
@@ -288,11 +294,11 @@ impl BlockReceiver {
             return;
         };
         if let Symbol::Repair { .. } = d.symbol {
-            if d.payload.len() > self.cfg.max_symbol || d.payload.len() < LEN_PREFIX {
+            if d.payload.len() > self.cfg.max_symbol || d.payload.len() < SYMBOL_PREFIX {
                 self.stats.oversized += 1;
                 return;
             }
-        } else if d.payload.len() + LEN_PREFIX > self.cfg.max_symbol {
+        } else if d.payload.len() + SYMBOL_PREFIX > self.cfg.max_symbol {
             self.stats.oversized += 1;
             return;
         }
@@ -340,7 +346,7 @@ impl BlockReceiver {
                 }
                 if st
                     .symbol_len
-                    .is_some_and(|l| d.payload.len() + LEN_PREFIX > l)
+                    .is_some_and(|l| d.payload.len() + SYMBOL_PREFIX > l)
                 {
                     self.stats.inconsistent += 1;
                     return;
@@ -360,7 +366,7 @@ impl BlockReceiver {
                         .sources
                         .iter()
                         .flatten()
-                        .all(|p| p.len() + LEN_PREFIX <= sym);
+                        .all(|p| p.len() + SYMBOL_PREFIX <= sym);
                 if !shape_ok {
                     self.stats.inconsistent += 1;
                     return;
@@ -416,7 +422,7 @@ impl BlockReceiver {
             .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)));
         let mut order = Vec::with_capacity(have);
         for (c, (i, p)) in src_buf.chunks_exact_mut(sym).zip(held) {
-            if groupwire_codec::pad(p, c).is_err() {
+            if pad_symbol(p, c).is_none() {
                 self.stats.inconsistent += 1;
                 st.free();
                 return;
@@ -458,14 +464,18 @@ impl BlockReceiver {
             return;
         }
         self.stats.decodes += 1;
+        let mut bad = 0;
         let rebuilt: Vec<(u64, Bytes)> = outs
             .iter()
             .filter_map(|(i, s)| {
-                groupwire_codec::unpad(s)
-                    .ok()
-                    .map(|p| (base + *i as u64, Bytes::copy_from_slice(p)))
+                let p = unpad_symbol(s);
+                bad += u64::from(p.is_none());
+                p.map(|p| (base + *i as u64, Bytes::copy_from_slice(p)))
             })
             .collect();
+        // A rebuilt source whose own checksum fails is never handed out;
+        // it is given up as lost like any other missing packet.
+        self.stats.corrupt_rebuilt += bad;
         st.free();
         for (d, p) in rebuilt {
             self.accept(now, d, p, true);
@@ -614,6 +624,10 @@ impl Machine for BlockReceiver {
     fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
         let d = match DataRepr::parse(data) {
             Ok(d) => d,
+            Err(WireError::Checksum) => {
+                self.stats.corrupt += 1;
+                return;
+            }
             Err(_) => {
                 self.stats.malformed += 1;
                 return;

@@ -7,15 +7,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use groupwire_codec::ReedSolomon;
 
-use super::{DEFAULT_SYN, unwrap32};
+use super::{DEFAULT_SYN, pad_symbol, unwrap32};
 use crate::control::tfrc::{TfrcConfig, TfrcFeedback, TfrcSender};
 use crate::control::{ControllerKind, FecController, ReportSample, StreamShape};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
-use crate::wire::block::{DATA_HEADER_LEN, DataRepr, ReportRepr, Symbol};
-
-/// Bytes of length prefix inside a protected symbol.
-const LEN_PREFIX: usize = 2;
+use crate::wire::block::{DATA_HEADER_LEN, DataRepr, ReportRepr, SYMBOL_PREFIX, Symbol, seal_data};
 
 /// Configuration of a [`BlockSender`].
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +36,8 @@ pub struct SenderConfig {
     pub max_block_wait: Option<Duration>,
     /// Largest datagram this sender emits (path MTU less IP and UDP
     /// headers). Source payloads may be up to `max_datagram −`
-    /// [`DATA_HEADER_LEN`] `− 2` bytes, so repair packets fit too.
+    /// [`DATA_HEADER_LEN`] `−` [`SYMBOL_PREFIX`] bytes, so repair packets
+    /// fit too.
     pub max_datagram: usize,
     /// Packets waiting for their paced slot; beyond it `send` refuses.
     pub queue_limit: usize,
@@ -73,7 +71,7 @@ impl SenderConfig {
     /// Largest payload [`BlockSender::send`] accepts.
     pub fn max_payload(&self) -> usize {
         self.max_datagram
-            .saturating_sub(DATA_HEADER_LEN + LEN_PREFIX)
+            .saturating_sub(DATA_HEADER_LEN + SYMBOL_PREFIX)
     }
 }
 
@@ -133,6 +131,18 @@ pub struct SenderStats {
     pub peer_recovered: u64,
     /// ... and data packets it gave up as lost.
     pub peer_unrecovered: u64,
+    /// Source packets this sender had sent up to and including the packet
+    /// the latest report echoed: what the far side could have delivered,
+    /// so `peer_sent − peer_delivered` counts losses the far side never
+    /// saw (datagrams that went to someone else), which its own
+    /// `peer_unrecovered` cannot.
+    pub peer_sent: u64,
+    /// Reports whose echo named a packet this sender sent: the far side
+    /// receives what we send (a returned cookie; see the tunnel's
+    /// amplification rule).
+    pub echoes: u64,
+    /// When the latest report was accepted.
+    pub last_report_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -156,9 +166,13 @@ pub struct BlockSender {
     block_started: Instant,
     queue: VecDeque<Queued>,
     next_send: Instant,
-    /// `(seq, sent at)` by `seq % len`.
-    history: Vec<(u32, Instant)>,
+    /// `(seq, sent at, source packets sent up to it)` by `seq % len`.
+    history: Vec<(u32, Instant, u64)>,
     last_report: Option<u64>,
+    /// Source packets sent up to the latest echoed packet, and that count
+    /// when the far side's receiver last started afresh.
+    echoed_sources: u64,
+    peer_sent_base: u64,
     srtt: Option<Duration>,
     codes: Vec<ReedSolomon>,
     scratch: Vec<u8>,
@@ -182,7 +196,7 @@ impl BlockSender {
         cfg.k = cfg.k.clamp(1, 254);
         cfg.send_history = cfg.send_history.max(1);
         Self {
-            history: vec![(u32::MAX, Instant::ZERO); cfg.send_history],
+            history: vec![(u32::MAX, Instant::ZERO, 0); cfg.send_history],
             cfg,
             controller,
             next_seq: 0,
@@ -194,6 +208,8 @@ impl BlockSender {
             queue: VecDeque::new(),
             next_send: Instant::ZERO,
             last_report: None,
+            echoed_sources: 0,
+            peer_sent_base: 0,
             srtt: None,
             codes: Vec::new(),
             scratch: Vec::new(),
@@ -333,12 +349,12 @@ impl BlockSender {
 
     fn queue_repairs(&mut self, k: usize, m: usize) {
         let longest = self.block.iter().map(Bytes::len).max().unwrap_or(0);
-        let sym = longest + LEN_PREFIX;
+        let sym = longest + SYMBOL_PREFIX;
         // Padded sources, one flat scratch buffer reused across blocks.
         self.scratch.clear();
         self.scratch.resize(k * sym, 0);
         for (p, chunk) in self.block.iter().zip(self.scratch.chunks_exact_mut(sym)) {
-            groupwire_codec::pad(p, chunk).expect("symbol sized for the longest payload");
+            pad_symbol(p, chunk).expect("symbol sized for the longest payload");
         }
         let code = self.code(k, m);
         let mut repairs: Vec<BytesMut> = (0..m)
@@ -442,6 +458,19 @@ impl Machine for BlockSender {
                 Some(e) => e.mul_f64(0.875) + s.mul_f64(0.125),
             });
         }
+        self.stats.last_report_at = Some(now);
+        if r.delivered_total.saturating_add(r.unrecovered_total)
+            < self.stats.peer_delivered + self.stats.peer_unrecovered
+        {
+            // The far side's receiver started afresh (after a silence of
+            // ours, so it had echoed everything before): count from there.
+            self.peer_sent_base = self.echoed_sources;
+        }
+        if slot.0 == r.echo_seq {
+            self.stats.echoes += 1;
+            self.echoed_sources = self.echoed_sources.max(slot.2);
+        }
+        self.stats.peer_sent = self.echoed_sources - self.peer_sent_base;
         self.stats.peer_delivered = r.delivered_total;
         self.stats.peer_recovered = r.recovered_total;
         self.stats.peer_unrecovered = r.unrecovered_total;
@@ -498,8 +527,14 @@ impl Machine for BlockSender {
             .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
         buf[8..12].copy_from_slice(&seq.to_be_bytes());
         buf[20..24].copy_from_slice(&rtt_us.to_be_bytes());
+        seal_data(&mut buf);
+        if repair {
+            self.stats.repair_sent += 1;
+        } else {
+            self.stats.source_sent += 1;
+        }
         let len = self.history.len();
-        self.history[seq as usize % len] = (seq, now);
+        self.history[seq as usize % len] = (seq, now, self.stats.source_sent);
         if self.cfg.pacing {
             let ipg = self.ipg();
             // An idle sender does not bank slots: restart the grid at `now`.
@@ -507,11 +542,6 @@ impl Machine for BlockSender {
                 self.next_send = now;
             }
             self.next_send += ipg;
-        }
-        if repair {
-            self.stats.repair_sent += 1;
-        } else {
-            self.stats.source_sent += 1;
         }
         self.stats.bytes_sent += buf.len() as u64;
         Some(Transmit {

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::control::ControllerKind;
-use crate::wire::block::{DataRepr, Symbol};
+use crate::wire::block::{DATA_HEADER_LEN, DataRepr, Symbol};
 
 const A: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1);
 const B: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2);
@@ -366,8 +366,84 @@ fn hostile_input_is_counted_never_kept() {
     assert_eq!(rx.stats().malformed, 1);
     let mut other = repair(1_001, 10, 4, 10, 10);
     other[7] = 9;
+    crate::wire::block::seal_data(&mut other);
     rx.handle_datagram(now, A, &other);
     assert_eq!(rx.stats().other_session, 1);
+    // A flipped bit anywhere past the common header: corrupt.
+    let mut flipped = repair(1_002, 10, 4, 10, 10);
+    flipped[40] ^= 0x10;
+    rx.handle_datagram(now, A, &flipped);
+    assert_eq!(rx.stats().corrupt, 1);
+}
+
+/// One block of `k = 3` sources and 2 repairs from a real sender, as datagrams.
+fn one_block() -> Vec<Vec<u8>> {
+    let mut cfg = geneva(3, ControllerKind::Static(2));
+    cfg.pacing = false;
+    let mut tx = BlockSender::new(cfg);
+    for i in 0..3 {
+        tx.send(Instant::ZERO, payload(i)).expect("accepted");
+    }
+    std::iter::from_fn(|| tx.poll_transmit(Instant::from_millis(100)))
+        .map(|t| t.payload.to_vec())
+        .collect()
+}
+
+#[test]
+fn a_corrupted_source_is_dropped_then_rebuilt_intact() {
+    let pkts = one_block();
+    assert_eq!(pkts.len(), 5);
+    let mut rx = BlockReceiver::new(ReceiverConfig {
+        ordered: false,
+        ..ReceiverConfig::default()
+    });
+    let now = Instant::from_millis(1);
+    let mut bad = pkts[1].clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x01;
+    rx.handle_datagram(now, A, &pkts[0]);
+    rx.handle_datagram(now, A, &bad);
+    // A corrupted repair is not used either.
+    let mut bad_repair = pkts[3].clone();
+    bad_repair[DATA_HEADER_LEN + 3] ^= 0x80;
+    rx.handle_datagram(now, A, &bad_repair);
+    rx.handle_datagram(now, A, &pkts[2]);
+    assert_eq!(rx.stats().decodes, 0, "nothing decoded from a bad repair");
+    rx.handle_datagram(now, A, &pkts[4]);
+    let got: Vec<_> = std::iter::from_fn(|| rx.poll_event()).collect();
+    assert_eq!(got.len(), 3);
+    let rebuilt = got.iter().find(|d| d.recovered).expect("one rebuilt");
+    assert_eq!(rebuilt.payload, payload(1));
+    let s = rx.stats();
+    assert_eq!((s.corrupt, s.recovered, s.corrupt_rebuilt), (2, 1, 0));
+}
+
+#[test]
+fn a_rebuilt_source_is_checked_before_delivery() {
+    let pkts = one_block();
+    let mut rx = BlockReceiver::new(ReceiverConfig {
+        ordered: false,
+        max_wait: Duration::from_millis(50),
+        ..ReceiverConfig::default()
+    });
+    let now = Instant::from_millis(1);
+    // A repair whose packet checksum was recomputed over altered bytes
+    // (what a forger or a broken middlebox would send) rebuilds garbage;
+    // the symbol's own checksum catches it.
+    let mut forged = pkts[3].clone();
+    forged[DATA_HEADER_LEN + 10] ^= 0xff;
+    crate::wire::block::seal_data(&mut forged);
+    for p in [&pkts[0], &pkts[2], &forged] {
+        rx.handle_datagram(now, A, p);
+    }
+    let got: Vec<_> = std::iter::from_fn(|| rx.poll_event()).collect();
+    assert_eq!(got.len(), 2, "only the received sources");
+    assert!(got.iter().all(|d| !d.recovered));
+    assert_eq!(rx.stats().corrupt_rebuilt, 1);
+    // The missing source is given up, not handed out.
+    rx.handle_timeout(now + Duration::from_secs(1));
+    assert_eq!(rx.poll_event(), None);
+    assert_eq!(rx.stats().unrecovered, 1);
 }
 
 #[test]

@@ -49,10 +49,12 @@ pub enum Kind {
     AfecData = 1,
     /// Receiver feedback for AFEC (NAK / INC / cannot-meet), and its acknowledgement.
     AfecControl = 2,
-    /// A block-FEC source or repair symbol (GENEVA).
-    BlockData = 3,
-    /// Periodic block-FEC loss report (GENEVA SYN report).
-    BlockReport = 4,
+    /// A block-FEC source or repair symbol (GENEVA), checksummed. Kind 3
+    /// was its unchecked predecessor and is no longer spoken.
+    BlockData = 8,
+    /// Periodic block-FEC loss report (GENEVA SYN report), checksummed.
+    /// Kind 4 was its unchecked predecessor and is no longer spoken.
+    BlockReport = 9,
     /// XOR-parity FEC over UDP (Leigh et al.).
     XorData = 5,
     /// Reliable Blast UDP data and control (Leigh et al.).
@@ -67,8 +69,8 @@ impl TryFrom<u8> for Kind {
         Ok(match v {
             1 => Self::AfecData,
             2 => Self::AfecControl,
-            3 => Self::BlockData,
-            4 => Self::BlockReport,
+            8 => Self::BlockData,
+            9 => Self::BlockReport,
             5 => Self::XorData,
             6 => Self::Blast,
             7 => Self::Probe,
@@ -218,7 +220,7 @@ mod tests {
 
     use super::*;
 
-    const GOLDEN: [u8; 10] = [0x01, 0x03, 0x80, 0x00, 0xde, 0xad, 0xbe, 0xef, 0xaa, 0xbb];
+    const GOLDEN: [u8; 10] = [0x01, 0x08, 0x80, 0x00, 0xde, 0xad, 0xbe, 0xef, 0xaa, 0xbb];
 
     #[test]
     fn parses_golden_bytes() {
@@ -267,6 +269,14 @@ mod tests {
             Repr::parse(&Packet::new_unchecked(&unknown[..])),
             Err(WireError::UnknownKind(0xee))
         );
+        // The unchecked block format's kinds are retired (wire::block).
+        for retired in [3, 4] {
+            unknown[1] = retired;
+            assert_eq!(
+                Repr::parse(&Packet::new_unchecked(&unknown[..])),
+                Err(WireError::UnknownKind(retired))
+            );
+        }
     }
 
     #[test]
@@ -277,7 +287,8 @@ mod tests {
     }
 
     fn any_kind() -> impl Strategy<Value = Kind> {
-        (1u8..=7).prop_map(|k| Kind::try_from(k).expect("1..=7 are all defined kinds"))
+        prop_oneof![1u8..=2, 5u8..=9]
+            .prop_map(|k| Kind::try_from(k).expect("1, 2 and 5..=9 are all defined kinds"))
     }
 
     proptest! {

@@ -30,4 +30,8 @@ pub enum WireError {
     /// A field holds an impossible value.
     #[error("malformed: {0}")]
     Malformed(&'static str),
+    /// The datagram's checksum does not match its bytes (corrupted in
+    /// transit, or forged badly).
+    #[error("checksum mismatch")]
+    Checksum,
 }

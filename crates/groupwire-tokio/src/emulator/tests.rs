@@ -217,3 +217,47 @@ async fn rejects_an_unreadable_trace() {
         .expect_err("trace file missing");
     assert!(matches!(err, EmulatorError::Link(_)), "{err}");
 }
+
+/// A burst that overflows the listen socket's kernel buffer before the
+/// emulator reads a byte: every datagram is either read (and then
+/// delivered: the link is perfect) or counted as a socket drop, and none
+/// of the drops is counted as link loss. Linux: the drop counts come from
+/// `/proc/net/udp`.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn kernel_buffer_overflow_is_counted_as_socket_drops_not_link_loss() {
+    let target = loopback().await;
+    // A tiny buffer, so the burst overflows it whatever the host.
+    let emu = Emulator::bind(cfg(&target).socket_buffer(4096))
+        .await
+        .expect("emulator binds");
+    let addr = emu.local_addr().expect("bound");
+    assert!(emu.buffers().recv > 0);
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let sent = 2_000u64;
+    for i in 0..sent {
+        client.send_to(&[i as u8; 1000], addr).expect("send");
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let mut stats = emu.stats();
+    let task = tokio::spawn(emu.run(async move {
+        let _ = stopped.await;
+    }));
+    // Wait until every datagram is accounted for (read or dropped): drops
+    // are read from the kernel every DROPS_EVERY.
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        stats.wait_for(|s| {
+            s.forward.received + s.forward.socket_drops == sent
+                && s.forward.delivered == s.forward.received
+        }),
+    )
+    .await
+    .expect("all datagrams accounted for in time")
+    .expect("running");
+    let _ = stop.send(());
+    let s = task.await.expect("task").expect("clean stop");
+    assert!(s.forward.socket_drops > 0, "{s:?}");
+    assert_eq!(s.forward.lost, 0, "socket drops are not link loss: {s:?}");
+    assert_eq!(s.forward.received + s.forward.socket_drops, sent, "{s:?}");
+}

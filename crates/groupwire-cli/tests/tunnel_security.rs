@@ -1,0 +1,210 @@
+//! `groupwire tunnel` against hostile senders and a missing far side, as a
+//! user runs it: separate processes on loopback, free ports, each bounded
+//! by `--duration`. Assertions are counts, never timings.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use groupwire_proto::Machine;
+use groupwire_proto::block::{BlockSender, SenderConfig};
+use serde_json::Value;
+
+/// A running `groupwire` and the first line it wrote on stderr.
+struct Proc {
+    child: Child,
+    line: String,
+}
+
+fn spawn(args: &[&str]) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("groupwire starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("first line");
+    Proc { child, line }
+}
+
+impl Proc {
+    /// The address after `key=` (`app=`, `link=`), on loopback.
+    fn addr(&self, key: &str) -> SocketAddr {
+        let w = self
+            .line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.line));
+        let a: SocketAddr = w.parse().expect("an address");
+        SocketAddr::from(([127, 0, 0, 1], a.port()))
+    }
+
+    /// Waits for it to exit; returns its stdout and the rest of its stderr.
+    fn finish(mut self) -> (String, String) {
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .expect("piped")
+            .read_to_string(&mut err)
+            .expect("stderr");
+        let o = self.child.wait_with_output().expect("exits");
+        assert!(o.status.success(), "{}: {err}", self.line);
+        assert!(!err.contains("panicked"), "{err}");
+        (String::from_utf8_lossy(&o.stdout).into_owned(), err)
+    }
+}
+
+fn stats(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).expect("json")
+}
+
+#[test]
+fn a_datagram_too_large_is_said_once_and_counted_and_a_missing_far_side_is_shown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("a.json");
+    // The far side is a socket nobody reads: no reports ever come.
+    let nobody = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let a = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        &nobody.local_addr().expect("bound").to_string(),
+        "--duration",
+        "3s",
+        "--stats-json",
+        json.to_str().expect("utf-8"),
+    ]);
+    let to = a.addr("app=");
+    let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let (small, big) = (20u64, 3u64);
+    for i in 0..small {
+        if i < big {
+            app.send_to(&[7u8; 9000], to).expect("send");
+        }
+        app.send_to(&[1u8; 100], to).expect("send");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (out, err) = a.finish();
+    assert_eq!(
+        err.matches("dropped a 9000-byte datagram").count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(err.contains("no reports: far side not up?"), "{err}");
+    assert!(out.contains("none received"), "{out}");
+    let s = stats(&json);
+    assert_eq!(s["dropped"]["too_large"].as_u64(), Some(big), "{s}");
+    assert_eq!(s["sent"]["app_datagrams"].as_u64(), Some(small), "{s}");
+    assert!(s["sent"]["residual_loss"].is_null(), "{s}");
+    assert!(s["sent"]["overhead"].as_f64() > Some(0.0), "{s}");
+}
+
+/// Data packets a sender of session 0 emits for `n` small datagrams.
+fn valid_packets(n: u32) -> Vec<Bytes> {
+    let peer: SocketAddr = "127.0.0.1:9".parse().expect("address");
+    let mut cfg = SenderConfig::new(peer, 4);
+    cfg.pacing = false;
+    let mut tx = BlockSender::new(cfg);
+    let now = groupwire_proto::Instant::from_millis(1);
+    for i in 0..n {
+        tx.send(now, Bytes::from(vec![i as u8; 60])).expect("sent");
+    }
+    std::iter::from_fn(|| tx.poll_transmit(now))
+        .map(|t| t.payload)
+        .collect()
+}
+
+#[test]
+fn corrupted_first_packets_from_a_stranger_claim_nothing_and_get_no_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b_json = dir.path().join("b.json");
+    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    app_rx
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let b = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &app_rx.local_addr().expect("bound").to_string(),
+        "--duration",
+        "4s",
+        "--quiet",
+        "--stats-json",
+        b_json.to_str().expect("utf-8"),
+    ]);
+    let b_link = b.addr("link=");
+    // Every single-bit flip past the common header of a valid packet, sent
+    // from a stranger before the real peer's first packet.
+    let stranger = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let good = valid_packets(1);
+    let mut flipped = 0u64;
+    let mut bytes_in = 0;
+    for i in 8 * 8..good[0].len() * 8 {
+        let mut m = good[0].to_vec();
+        m[i / 8] ^= 1 << (i % 8);
+        stranger.send_to(&m, b_link).expect("send");
+        flipped += 1;
+        bytes_in += m.len();
+        if flipped % 64 == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let a = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        &b_link.to_string(),
+        "--duration",
+        "3s",
+        "--quiet",
+    ]);
+    let (to, a_link) = (a.addr("app="), a.addr("link="));
+    let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let count = 50u64;
+    let mut got = 0;
+    let mut buf = [0u8; 2048];
+    for seq in 0..count {
+        app.send_to(&seq.to_be_bytes(), to).expect("send");
+        std::thread::sleep(Duration::from_millis(10));
+        while let Ok(n) = app_rx.recv(&mut buf) {
+            assert_eq!(n, 8, "a datagram of ours, whole");
+            got += 1;
+            if got == seq + 1 {
+                break;
+            }
+        }
+    }
+    while got < count {
+        let Ok(n) = app_rx.recv(&mut buf) else { break };
+        assert_eq!(n, 8, "a datagram of ours, whole");
+        got += 1;
+    }
+    a.finish();
+    b.finish();
+    // The stranger got nothing back for what it sent.
+    stranger.set_nonblocking(true).expect("nonblocking");
+    let mut bytes_out = 0;
+    while let Ok(n) = stranger.recv(&mut buf) {
+        bytes_out += n;
+    }
+    assert!(bytes_in > 0);
+    assert_eq!(bytes_out, 0, "no bytes to an unproven address");
+    let s = stats(&b_json);
+    assert_eq!(s["received"]["delivered"].as_u64(), Some(count), "{s}");
+    assert_eq!(got, count, "{s}");
+    assert_eq!(s["peer"].as_str(), Some(a_link.to_string().as_str()), "{s}");
+    let d = &s["dropped"];
+    assert_eq!(d["invalid_before_peer"].as_u64(), Some(flipped), "{s}");
+}
