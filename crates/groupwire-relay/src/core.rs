@@ -759,15 +759,16 @@ impl RelayCore {
             if let Some(c) = self.conns.get_mut(&m) {
                 c.groups.remove(group);
             }
-            if m != conn {
-                self.push_control(
-                    m,
-                    0,
-                    &Frame::GroupDeleted {
-                        group: group.into(),
-                    },
-                );
-            }
+            //= docs/relay-protocol.md#requests
+            //# Members, the deleting client included if it is one, receive
+            //# GroupDeleted
+            self.push_control(
+                m,
+                0,
+                &Frame::GroupDeleted {
+                    group: group.into(),
+                },
+            );
         }
         self.sched.remove_group(group);
         self.storage_ops.push_back(StorageOp::DeleteGroup {
@@ -1455,7 +1456,8 @@ impl RelayCore {
         }
     }
 
-    /// Tells watchers of `group` (other than `about`) what happened.
+    /// Tells watchers of `group` (members that joined with
+    /// `watch_membership`, other than `about`) what happened.
     fn notify(
         &mut self,
         now: Instant,
@@ -1471,7 +1473,7 @@ impl RelayCore {
         let watchers: Vec<ConnId> = g
             .members
             .iter()
-            .filter(|(c, m)| **c != about && (m.watch || m.role == Role::MembershipObserver))
+            .filter(|(c, m)| **c != about && m.watch)
             .map(|(&c, _)| c)
             .collect();
         if watchers.is_empty() {
@@ -1651,15 +1653,17 @@ impl RelayCore {
         );
     }
 
-    /// Removes `conn` from every group (announced as a disconnect).
+    /// Removes `conn` from every group (announced as a disconnect, with
+    /// its name: the connection is forgotten only after the notices).
     fn drop_conn(&mut self, now: Instant, conn: ConnId) {
-        let Some(c) = self.conns.remove(&conn) else {
+        let Some(groups) = self.conns.get(&conn).map(|c| c.groups.clone()) else {
             return;
         };
         self.stats.connections_closed += 1;
-        for group in c.groups {
+        for group in groups {
             self.remove_member(now, conn, &group, MembershipChange::Disconnected);
         }
+        self.conns.remove(&conn);
     }
 
     fn drain_slow(&mut self, now: Instant) {
