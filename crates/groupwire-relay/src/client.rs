@@ -40,7 +40,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::ToSocketAddrs;
@@ -66,7 +66,15 @@ pub struct ClientOptions {
     /// larger one ends the connection. Default
     /// [`DEFAULT_MAX_INCOMING_FRAME`].
     pub max_incoming_frame: usize,
+    /// The client sends a `Ping` this often, so a relay's idle timeout
+    /// (5 min by default) does not close a connection that only listens.
+    /// Default [`DEFAULT_KEEPALIVE`].
+    pub keepalive: Duration,
 }
+
+/// The default [`ClientOptions::keepalive`]: well inside the relay's
+/// default idle timeout (5 min).
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(60);
 
 impl ClientOptions {
     /// Options with a name and defaults otherwise.
@@ -77,6 +85,7 @@ impl ClientOptions {
             window: 0,
             event_capacity: 1024,
             max_incoming_frame: DEFAULT_MAX_INCOMING_FRAME,
+            keepalive: DEFAULT_KEEPALIVE,
         }
     }
 
@@ -333,7 +342,15 @@ impl RelayClient {
         };
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::channel(opts.event_capacity.max(1));
-        tokio::spawn(connection(reader, writer, consumed, window, req_rx, ev_tx));
+        tokio::spawn(connection(
+            reader,
+            writer,
+            consumed,
+            window,
+            opts.keepalive,
+            req_rx,
+            ev_tx,
+        ));
         Ok((
             RelayClient {
                 inner: Arc::new(Inner {
@@ -643,6 +660,7 @@ async fn connection(
     mut writer: FrameWriter,
     mut consumed: u64,
     window: u32,
+    keepalive: Duration,
     mut requests: mpsc::UnboundedReceiver<Request>,
     events: mpsc::Sender<ClientEvent>,
 ) {
@@ -660,8 +678,17 @@ async fn connection(
     let mut pending: BTreeMap<u32, oneshot::Sender<Result<Frame, ClientError>>> = BTreeMap::new();
     let mut credited = consumed;
     let credit_every = u64::from(window / 4).max(1);
+    let keepalive = keepalive.max(Duration::from_millis(10));
+    let mut ping = tokio::time::interval(keepalive);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick one period from now, not at once.
+    ping.reset();
     let fatal = loop {
         tokio::select! {
+            _ = ping.tick() => {
+                // Request id 0: the Pong matches no request and is dropped.
+                let _ = out_tx.send(frame::encode(0, &Frame::Ping { nonce: 0 }));
+            }
             f = reader.next_frame() => {
                 let f = match f {
                     Ok(f) => f,

@@ -196,6 +196,16 @@ async fn an_idle_connection_is_closed_and_pings_keep_one_open() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(ev.try_recv().is_err(), "no Closed event");
+        drop((c, ev));
+        // The Rust client's keepalive does the same on its own.
+        let mut opts = ClientOptions::new("listener");
+        opts.keepalive = Duration::from_millis(100);
+        let (l, mut lev) = RelayClient::connect(r.local_addr(), opts)
+            .await
+            .expect("connect");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        l.ping().await.expect("kept alive past the idle timeout");
+        assert!(lev.try_recv().is_err(), "no Closed event");
         assert_eq!(r.stats().await.idle_timeouts, 1);
         r.shutdown().await;
     })
