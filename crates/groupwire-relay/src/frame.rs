@@ -331,7 +331,7 @@ impl ErrorCode {
     /// The store failed; the request had no effect.
     pub const STORAGE: Self = Self(15);
     /// A frame out of place (before `Hello`, a second `Hello`, a relay-only
-    /// kind, credit for bytes never sent). Fatal.
+    /// kind, credit for bytes never sent, a WebSocket text message). Fatal.
     pub const PROTOCOL_VIOLATION: Self = Self(16);
     /// The token's priority cap is below the requested priority.
     pub const PRIORITY_NOT_ALLOWED: Self = Self(17);
