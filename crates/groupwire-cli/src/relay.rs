@@ -125,6 +125,12 @@ struct ServeArgs {
     /// has read half of them. Bounds what such a client costs.
     #[arg(long, default_value_t = 64 << 10)]
     input_pause_bytes: usize,
+    /// Kernel send buffer per connection, in bytes (SO_SNDBUF); 0, the
+    /// default, leaves it to the kernel's autotuning (up to 4 MiB). A small
+    /// one bounds the kernel memory a client that never reads can hold;
+    /// keep it above the send windows clients ask for (256 KiB by default).
+    #[arg(long, default_value_t = 0)]
+    socket_send_buffer: usize,
 }
 
 /// `--idle-timeout`: a duration, or `off` (`None`).
@@ -232,6 +238,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.idle_timeout = a.idle_timeout.0;
     cfg.max_conns_per_ip = a.max_conns_per_ip;
     cfg.input_pause_bytes = a.input_pause_bytes;
+    cfg.socket_send_buffer = (a.socket_send_buffer != 0).then_some(a.socket_send_buffer);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async {
         let handle = groupwire_relay::server::start(cfg)

@@ -108,6 +108,15 @@ pub struct ServerConfig {
     /// WebSocket together (default 256; 0: no limit). Further ones are
     /// closed at once.
     pub max_conns_per_ip: usize,
+    /// Kernel send buffer of each accepted connection (`SO_SNDBUF`;
+    /// default `None`: the kernel's autotuning, up to `net.ipv4.tcp_wmem`'s
+    /// maximum, 4 MiB by default).
+    /// A client that sends requests without reading is detected only once
+    /// the kernel buffers are full: with autotuning it gets megabytes of
+    /// replies per connection, each costing the relay CPU, before
+    /// backpressure stops reading it. Raise it for clients with larger
+    /// windows on long links.
+    pub socket_send_buffer: Option<usize>,
 }
 
 impl ServerConfig {
@@ -125,6 +134,7 @@ impl ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(300)),
             max_conns_per_ip: 256,
+            socket_send_buffer: None,
         }
     }
 }
@@ -232,6 +242,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         idle_timeout: cfg.idle_timeout,
         max_conns_per_ip: cfg.max_conns_per_ip,
         max_frame,
+        socket_send_buffer: cfg.socket_send_buffer,
     });
 
     let mut acceptors = vec![tokio::spawn(accept_loop(
@@ -744,6 +755,9 @@ async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        if let Some(n) = gate.limits.socket_send_buffer {
+            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
+        }
         tracing::debug!(conn, %peer, ?transport, "relay connection");
         let inputs = InputTx::new(inputs.clone(), gate.limits.max_frame);
         let events = events.clone();
@@ -874,6 +888,13 @@ async fn serve_tcp<S>(
     let shared = inputs.shared.clone();
     let end = 'read: loop {
         let paused = shared.paused.load(Ordering::Acquire);
+        // Whole frames are split off the buffer, which leaves it without
+        // spare room; `read_buf` would then read 64 bytes at a time (a
+        // syscall per three Pings).
+        let buf = decoder.buffer_mut();
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
         tokio::select! {
             r = rd.read_buf(decoder.buffer_mut()), if !paused => match r {
                 Ok(0) | Err(_) => break 'read End::Gone,
@@ -927,6 +948,9 @@ async fn serve_tcp<S>(
     }
     writer.abort();
 }
+
+/// Room made in a TCP reader's buffer before each read.
+const READ_CHUNK: usize = 16 << 10;
 
 /// Most bytes a TCP writer copies into one write (a few frames of the
 /// default 1 MiB cap would otherwise make one huge buffer).

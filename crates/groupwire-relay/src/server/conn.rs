@@ -28,6 +28,7 @@ pub(super) struct Limits {
     pub(super) idle_timeout: Option<Duration>,
     pub(super) max_conns_per_ip: usize,
     pub(super) max_frame: usize,
+    pub(super) socket_send_buffer: Option<usize>,
 }
 
 /// The driver's own counters, merged into [`RelayStats`].
