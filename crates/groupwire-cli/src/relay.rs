@@ -118,6 +118,44 @@ struct ServeArgs {
     /// outgoing queues, all clients together.
     #[arg(long, default_value_t = 64 << 20)]
     overload_bytes: u64,
+    /// Close a connection that has not sent its Hello this long after
+    /// connecting (for WebSocket, the HTTP upgrade counts). Frees the
+    /// connection slots of clients that connect and say nothing.
+    #[arg(long, default_value = "10s")]
+    handshake_timeout: humantime::Duration,
+    /// Close a connection from which nothing (not even a Ping) arrived for
+    /// this long; "off" never does. The Rust client pings every minute on
+    /// its own; other clients that may stay quiet longer must send Pings.
+    #[arg(long, default_value = "5m", value_parser = parse_idle)]
+    idle_timeout: IdleTimeout,
+    /// Most connections open at once from one IP address (TCP and
+    /// WebSocket together); further ones are closed at once. 0: no limit.
+    /// Raise it when many clients share an address (NAT, a load test).
+    #[arg(long, default_value_t = 256)]
+    max_conns_per_ip: usize,
+    /// Stop reading a client's requests while this many bytes of its
+    /// replies wait unread (it sends without reading); read again once it
+    /// has read half of them. Bounds what such a client costs.
+    #[arg(long, default_value_t = 64 << 10)]
+    input_pause_bytes: usize,
+    /// Kernel send buffer per connection, in bytes (SO_SNDBUF); 0, the
+    /// default, leaves it to the kernel's autotuning (up to 4 MiB). A small
+    /// one bounds the kernel memory a client that never reads can hold;
+    /// keep it above the send windows clients ask for (256 KiB by default).
+    #[arg(long, default_value_t = 0)]
+    socket_send_buffer: usize,
+}
+
+/// `--idle-timeout`: a duration, or `off` (`None`).
+#[derive(Clone, Copy, Debug)]
+struct IdleTimeout(Option<Duration>);
+
+fn parse_idle(s: &str) -> Result<IdleTimeout, String> {
+    if s == "off" {
+        return Ok(IdleTimeout(None));
+    }
+    let d: humantime::Duration = s.parse().map_err(|e| format!("{e} (or \"off\")"))?;
+    Ok(IdleTimeout(Some(d.into())))
 }
 
 /// Mint a token (a JWT signed with HS256): which groups a client may use,
@@ -268,6 +306,11 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.fanout_budget = a.fanout_budget;
     cfg.core.shed_observers_above = a.shed_observers_above;
     cfg.core.overload_queued_bytes = a.overload_bytes;
+    cfg.handshake_timeout = a.handshake_timeout.into();
+    cfg.idle_timeout = a.idle_timeout.0;
+    cfg.max_conns_per_ip = a.max_conns_per_ip;
+    cfg.input_pause_bytes = a.input_pause_bytes;
+    cfg.socket_send_buffer = (a.socket_send_buffer != 0).then_some(a.socket_send_buffer);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async {
         let handle = groupwire_relay::server::start(cfg)

@@ -48,7 +48,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::ToSocketAddrs;
@@ -81,6 +81,10 @@ pub struct ClientOptions {
     /// When the token may go over a plaintext transport (default
     /// [`PlaintextToken::LoopbackOnly`]).
     pub plaintext_token: PlaintextToken,
+    /// The client sends a `Ping` this often, so a relay's idle timeout
+    /// (5 min by default) does not close a connection that only listens.
+    /// Default [`DEFAULT_KEEPALIVE`].
+    pub keepalive: Duration,
 }
 
 /// When a client sends its token over a plaintext (not TLS) transport.
@@ -100,6 +104,10 @@ pub enum PlaintextToken {
     Always,
 }
 
+/// The default [`ClientOptions::keepalive`]: well inside the relay's
+/// default idle timeout (5 min).
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(60);
+
 impl ClientOptions {
     /// Options with a name and defaults otherwise.
     pub fn new(name: &str) -> Self {
@@ -111,6 +119,7 @@ impl ClientOptions {
             max_incoming_frame: DEFAULT_MAX_INCOMING_FRAME,
             tls: None,
             plaintext_token: PlaintextToken::default(),
+            keepalive: DEFAULT_KEEPALIVE,
         }
     }
 
@@ -421,7 +430,15 @@ impl RelayClient {
         };
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::channel(opts.event_capacity.max(1));
-        tokio::spawn(connection(reader, writer, consumed, window, req_rx, ev_tx));
+        tokio::spawn(connection(
+            reader,
+            writer,
+            consumed,
+            window,
+            opts.keepalive,
+            req_rx,
+            ev_tx,
+        ));
         Ok((
             RelayClient {
                 inner: Arc::new(Inner {
@@ -757,6 +774,7 @@ async fn connection(
     mut writer: FrameWriter,
     mut consumed: u64,
     window: u32,
+    keepalive: Duration,
     mut requests: mpsc::UnboundedReceiver<Request>,
     events: mpsc::Sender<ClientEvent>,
 ) {
@@ -774,8 +792,17 @@ async fn connection(
     let mut pending: BTreeMap<u32, oneshot::Sender<Result<Frame, ClientError>>> = BTreeMap::new();
     let mut credited = consumed;
     let credit_every = u64::from(window / 4).max(1);
+    let keepalive = keepalive.max(Duration::from_millis(10));
+    let mut ping = tokio::time::interval(keepalive);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick one period from now, not at once.
+    ping.reset();
     let fatal = loop {
         tokio::select! {
+            _ = ping.tick() => {
+                // Request id 0: the Pong matches no request and is dropped.
+                let _ = out_tx.send(frame::encode(0, &Frame::Ping { nonce: 0 }));
+            }
             f = reader.next_frame() => {
                 let f = match f {
                     Ok(f) => f,

@@ -10,6 +10,8 @@
 //! - inputs: [`handle_connect`](RelayCore::handle_connect),
 //!   [`handle_frame`](RelayCore::handle_frame) (raw bytes of one frame),
 //!   [`handle_stream_error`](RelayCore::handle_stream_error),
+//!   [`handle_violation`](RelayCore::handle_violation),
+//!   [`handle_conn_timeout`](RelayCore::handle_conn_timeout),
 //!   [`handle_written`](RelayCore::handle_written),
 //!   [`handle_disconnect`](RelayCore::handle_disconnect),
 //!   [`handle_storage`](RelayCore::handle_storage) (results of storage
@@ -153,6 +155,23 @@ pub struct RelayStats {
     pub observers_shed: u64,
     /// Scheduler counters (demotions, agings, slow consumers, queues).
     pub sched: SchedulerStats,
+    /// Times the driver stopped reading a client's input because its
+    /// unread replies were over [`ServerConfig::input_pause_bytes`](crate::ServerConfig::input_pause_bytes)
+    /// (backpressure). Counted by the driver; 0 from the core alone.
+    pub input_pauses: u64,
+    /// Connections closed because no `Hello` arrived within the handshake
+    /// timeout. Counted by the driver.
+    pub handshake_timeouts: u64,
+    /// Connections closed because nothing arrived within the idle timeout.
+    /// Counted by the driver.
+    pub idle_timeouts: u64,
+    /// Connections refused because their source address had as many open
+    /// as [`ServerConfig::max_conns_per_ip`](crate::ServerConfig::max_conns_per_ip).
+    /// Counted by the driver.
+    pub refused_per_ip: u64,
+    /// Connections without a `Hello` yet, closed to free a file descriptor
+    /// when the relay ran out of them. Counted by the driver.
+    pub shed_for_descriptors: u64,
 }
 
 /// A member of a group as the core keeps it.
@@ -273,6 +292,15 @@ impl RelayCore {
         self.sched.depths()
     }
 
+    /// Bytes of replies (`Ok`, `Sent`, `Pong`, errors, ...) queued for
+    /// `conn` and not yet handed to its writer. They drain only as fast as
+    /// the client reads, so the driver stops reading the client's requests
+    /// while this is above its threshold (backpressure): a client that
+    /// floods requests without reading costs a bounded amount of memory.
+    pub fn reply_backlog(&self, conn: ConnId) -> usize {
+        self.sched.reply_backlog(conn)
+    }
+
     /// Names of the groups that exist, sorted.
     pub fn group_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.groups.keys().cloned().collect();
@@ -350,6 +378,23 @@ impl RelayCore {
     pub fn handle_stream_error(&mut self, now: Instant, conn: ConnId, err: &FrameError) {
         self.now = self.now.max(now);
         self.decode_failed(now, conn, err);
+        self.drain_slow(now);
+    }
+
+    /// The driver saw `conn` break the protocol below the frame layer (a
+    /// WebSocket text message): the connection gets a fatal
+    /// `PROTOCOL_VIOLATION`.
+    pub fn handle_violation(&mut self, now: Instant, conn: ConnId, message: &str) {
+        self.now = self.now.max(now);
+        self.violation(conn, 0, message);
+        self.drain_slow(now);
+    }
+
+    /// The driver's handshake or idle timer for `conn` fired: the
+    /// connection gets a fatal `TIMEOUT` with `message`.
+    pub fn handle_conn_timeout(&mut self, now: Instant, conn: ConnId, message: &str) {
+        self.now = self.now.max(now);
+        self.fail(conn, 0, ErrorCode::TIMEOUT, message);
         self.drain_slow(now);
     }
 
@@ -715,15 +760,16 @@ impl RelayCore {
             if let Some(c) = self.conns.get_mut(&m) {
                 c.groups.remove(group);
             }
-            if m != conn {
-                self.push_control(
-                    m,
-                    0,
-                    &Frame::GroupDeleted {
-                        group: group.into(),
-                    },
-                );
-            }
+            //= docs/relay-protocol.md#requests
+            //# Members, the deleting client included if it is one, receive
+            //# GroupDeleted
+            self.push_control(
+                m,
+                0,
+                &Frame::GroupDeleted {
+                    group: group.into(),
+                },
+            );
         }
         self.sched.remove_group(group);
         self.storage_ops.push_back(StorageOp::DeleteGroup {
@@ -1411,7 +1457,8 @@ impl RelayCore {
         }
     }
 
-    /// Tells watchers of `group` (other than `about`) what happened.
+    /// Tells watchers of `group` (members that joined with
+    /// `watch_membership`, other than `about`) what happened.
     fn notify(
         &mut self,
         now: Instant,
@@ -1427,7 +1474,7 @@ impl RelayCore {
         let watchers: Vec<ConnId> = g
             .members
             .iter()
-            .filter(|(c, m)| **c != about && (m.watch || m.role == Role::MembershipObserver))
+            .filter(|(c, m)| **c != about && m.watch)
             .map(|(&c, _)| c)
             .collect();
         if watchers.is_empty() {
@@ -1607,15 +1654,17 @@ impl RelayCore {
         );
     }
 
-    /// Removes `conn` from every group (announced as a disconnect).
+    /// Removes `conn` from every group (announced as a disconnect, with
+    /// its name: the connection is forgotten only after the notices).
     fn drop_conn(&mut self, now: Instant, conn: ConnId) {
-        let Some(c) = self.conns.remove(&conn) else {
+        let Some(groups) = self.conns.get(&conn).map(|c| c.groups.clone()) else {
             return;
         };
         self.stats.connections_closed += 1;
-        for group in c.groups {
+        for group in groups {
             self.remove_member(now, conn, &group, MembershipChange::Disconnected);
         }
+        self.conns.remove(&conn);
     }
 
     fn drain_slow(&mut self, now: Instant) {

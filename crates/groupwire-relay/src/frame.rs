@@ -331,7 +331,7 @@ impl ErrorCode {
     /// The store failed; the request had no effect.
     pub const STORAGE: Self = Self(15);
     /// A frame out of place (before `Hello`, a second `Hello`, a relay-only
-    /// kind, credit for bytes never sent). Fatal.
+    /// kind, credit for bytes never sent, a WebSocket text message). Fatal.
     pub const PROTOCOL_VIOLATION: Self = Self(16);
     /// The token's priority cap is below the requested priority.
     pub const PRIORITY_NOT_ALLOWED: Self = Self(17);
@@ -339,6 +339,9 @@ impl ErrorCode {
     pub const INVALID_ARGUMENT: Self = Self(18);
     /// The relay is shutting down. Fatal.
     pub const SHUTTING_DOWN: Self = Self(19);
+    /// No `Hello` within the relay's handshake timeout, or nothing received
+    /// within its idle timeout. Fatal.
+    pub const TIMEOUT: Self = Self(20);
 
     /// A short name for logs and the CLI.
     pub fn name(self) -> &'static str {
@@ -362,6 +365,7 @@ impl ErrorCode {
             17 => "priority-not-allowed",
             18 => "invalid-argument",
             19 => "shutting-down",
+            20 => "timeout",
             _ => "unknown",
         }
     }

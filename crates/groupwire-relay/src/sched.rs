@@ -663,6 +663,14 @@ impl Scheduler {
         None
     }
 
+    /// Bytes of replies queued for `conn` and not yet handed to its writer
+    /// (0 for an unknown client). The driver stops reading a client's
+    /// input while this is high: only the client reading its socket
+    /// drains it.
+    pub(crate) fn reply_backlog(&self, conn: ConnId) -> usize {
+        self.conns.get(&conn).map_or(0, |c| c.control_bytes)
+    }
+
     /// The client reports `consumed` bytes (cumulative). `Err` if that is
     /// more than was ever sent (a protocol violation).
     pub(crate) fn credit(&mut self, conn: ConnId, consumed: u64) -> Result<(), ()> {

@@ -26,10 +26,11 @@
 //!   appends commit together. The core never waits for storage except for
 //!   backpressure when [`ServerConfig::storage_queue`] ops are pending.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,10 +39,11 @@ use futures_util::{SinkExt, StreamExt};
 use groupwire_proto::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
+use self::conn::{Gate, Limits, Ticket};
 use crate::core::{CoreConfig, DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
 use crate::frame::{self, FrameDecoder, FrameError};
 use crate::sched::{ConnId, QueueDepth};
@@ -49,6 +51,8 @@ use crate::storage::{
     MemoryStorage, SqliteStorage, Storage, StorageDone, StorageError, StorageOp, SyncMode, execute,
 };
 use crate::tls::ServerTls;
+
+mod conn;
 
 /// Where the relay keeps its state.
 #[derive(Clone, Debug)]
@@ -88,6 +92,35 @@ pub struct ServerConfig {
     pub storage_batch: usize,
     /// Storage operations pending before the core waits (default 8192).
     pub storage_queue: usize,
+    /// Backpressure: the relay stops reading a client's requests while
+    /// more than this many bytes of replies wait for it (default 64 KiB),
+    /// and reads again once half of them have been written. Replies drain
+    /// only as fast as the client reads them, so a client that sends
+    /// requests without reading costs at most this, plus its writer's
+    /// [`SchedulerConfig::max_writer_bytes`](crate::SchedulerConfig::max_writer_bytes)
+    /// and the frames in flight, whatever it sends.
+    pub input_pause_bytes: usize,
+    /// A connection that has not sent its first frame (`Hello`) this long
+    /// after it was accepted gets `TIMEOUT` and is closed (default 10 s).
+    /// For WebSocket the HTTP upgrade counts toward it.
+    pub handshake_timeout: Duration,
+    /// A connection from which no frame arrived for this long (Pings
+    /// count) gets `TIMEOUT` and is closed (default 5 min; `None`: never).
+    /// Clients that may stay quiet longer send a `Ping`.
+    pub idle_timeout: Option<Duration>,
+    /// Most connections open at once from one IP address, TCP and
+    /// WebSocket together (default 256; 0: no limit). Further ones are
+    /// closed at once.
+    pub max_conns_per_ip: usize,
+    /// Kernel send buffer of each accepted connection (`SO_SNDBUF`;
+    /// default `None`: the kernel's autotuning, up to `net.ipv4.tcp_wmem`'s
+    /// maximum, 4 MiB by default).
+    /// A client that sends requests without reading is detected only once
+    /// the kernel buffers are full: with autotuning it gets megabytes of
+    /// replies per connection, each costing the relay CPU, before
+    /// backpressure stops reading it. Raise it for clients with larger
+    /// windows on long links.
+    pub socket_send_buffer: Option<usize>,
 }
 
 impl ServerConfig {
@@ -102,6 +135,11 @@ impl ServerConfig {
             fanout_budget: 64,
             storage_batch: 1024,
             storage_queue: 8192,
+            input_pause_bytes: 64 << 10,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(300)),
+            max_conns_per_ip: 256,
+            socket_send_buffer: None,
         }
     }
 }
@@ -204,6 +242,13 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let (events_tx, events_rx) = mpsc::unbounded_channel::<Event>();
     let (commands, commands_rx) = mpsc::unbounded_channel();
     let next_id = Arc::new(AtomicU64::new(1));
+    let gate = Gate::new(Limits {
+        handshake_timeout: cfg.handshake_timeout,
+        idle_timeout: cfg.idle_timeout,
+        max_conns_per_ip: cfg.max_conns_per_ip,
+        max_frame,
+        socket_send_buffer: cfg.socket_send_buffer,
+    });
 
     let mut acceptors = vec![tokio::spawn(accept_loop(
         tcp,
@@ -212,7 +257,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         next_id.clone(),
         inputs_tx.clone(),
         events_tx.clone(),
-        max_frame,
+        gate.clone(),
     ))];
     if let Some(ws) = ws {
         acceptors.push(tokio::spawn(accept_loop(
@@ -222,7 +267,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
             next_id,
             inputs_tx,
             events_tx,
-            max_frame,
+            gate.clone(),
         )));
     }
     let driver = Driver {
@@ -232,6 +277,9 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         storage,
         fanout_budget: cfg.fanout_budget.max(1),
         priority_epoch: 0,
+        input_pause_bytes: cfg.input_pause_bytes,
+        paused: BTreeSet::new(),
+        gate,
     };
     let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
     tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, tls = cfg.tls.is_some(), "relay listening");
@@ -278,10 +326,27 @@ fn spawn_storage_thread(
         .map(|_| ())
 }
 
-/// Input from connection readers (bounded: a fast sender waits).
+/// Input from connection readers (bounded: a fast sender waits, and each
+/// frame holds its connection's in-flight permits until the core is done
+/// with it).
 enum Input {
-    Frame(ConnId, Bytes),
+    Frame(ConnId, Bytes, OwnedSemaphorePermit),
     StreamError(ConnId, FrameError),
+    /// A WebSocket text message: `PROTOCOL_VIOLATION`.
+    Violation(ConnId, &'static str),
+    /// The handshake or idle timer fired: `TIMEOUT`.
+    Timeout(ConnId, String),
+}
+
+impl Input {
+    fn conn(&self) -> ConnId {
+        match self {
+            Self::Frame(c, ..)
+            | Self::StreamError(c, _)
+            | Self::Violation(c, _)
+            | Self::Timeout(c, _) => *c,
+        }
+    }
 }
 
 /// Input lanes: one per receive priority (group priorities 0..=7).
@@ -297,7 +362,26 @@ struct ConnShared {
     priority: AtomicU8,
     /// Frames handed to a lane and not yet handled by the core.
     inflight: AtomicUsize,
+    /// Bytes a reader may have in the lanes (frames plus
+    /// [`FRAME_OVERHEAD`] each, at least one whole frame): bounds what one
+    /// connection holds there however fast it sends.
+    inflight_bytes: Arc<Semaphore>,
+    /// The size of `inflight_bytes`: a frame asks for at most all of it.
+    inflight_budget: usize,
+    /// Backpressure: set by the core task while the client's unread
+    /// replies are over [`ServerConfig::input_pause_bytes`]; the reader
+    /// does not read while it is set.
+    paused: AtomicBool,
+    /// Notified when `paused` is cleared.
+    resume: Notify,
 }
+
+/// What a frame costs in a connection's in-flight budget beyond its bytes
+/// (the `Bytes` handle, its allocation, the lane slot).
+const FRAME_OVERHEAD: usize = 64;
+/// A connection's in-flight budget when frames are small (the cap on a
+/// frame raises it).
+const MIN_INFLIGHT_BYTES: usize = 256 << 10;
 
 /// A reader's end of the input lanes.
 struct InputTx {
@@ -307,12 +391,21 @@ struct InputTx {
 }
 
 impl InputTx {
-    fn new(lanes: Arc<[mpsc::Sender<Input>]>) -> Self {
+    fn new(lanes: Arc<[mpsc::Sender<Input>]>, max_frame: usize) -> Self {
+        // At most u32::MAX: permits are asked for as a u32.
+        let most = usize::try_from(u32::MAX).unwrap_or(usize::MAX);
+        let budget = max_frame
+            .saturating_add(FRAME_OVERHEAD)
+            .clamp(MIN_INFLIGHT_BYTES, most.min(Semaphore::MAX_PERMITS));
         Self {
             lanes,
             shared: Arc::new(ConnShared {
                 priority: AtomicU8::new(DEFAULT_GROUP_PRIORITY),
                 inflight: AtomicUsize::new(0),
+                inflight_bytes: Arc::new(Semaphore::new(budget)),
+                inflight_budget: budget,
+                paused: AtomicBool::new(false),
+                resume: Notify::new(),
             }),
             lane: usize::from(DEFAULT_GROUP_PRIORITY),
         }
@@ -327,6 +420,20 @@ impl InputTx {
         }
         self.shared.inflight.fetch_add(1, Ordering::AcqRel);
         self.lanes[self.lane].send(input).await.map_err(|_| ())
+    }
+
+    /// Queues one frame, first waiting for room in the connection's
+    /// in-flight budget.
+    async fn send_frame(&mut self, conn: ConnId, frame: Bytes) -> Result<(), ()> {
+        let cost = (frame.len() + FRAME_OVERHEAD).min(self.shared.inflight_budget);
+        let permit = self
+            .shared
+            .inflight_bytes
+            .clone()
+            .acquire_many_owned(u32::try_from(cost).unwrap_or(u32::MAX))
+            .await
+            .map_err(|_| ())?;
+        self.send(Input::Frame(conn, frame, permit)).await
     }
 }
 
@@ -391,6 +498,11 @@ struct Driver {
     fanout_budget: usize,
     /// [`RelayCore::priority_epoch`] when receive priorities were last set.
     priority_epoch: u64,
+    /// See [`ServerConfig::input_pause_bytes`].
+    input_pause_bytes: usize,
+    /// Connections whose reader is paused (backpressure).
+    paused: BTreeSet<ConnId>,
+    gate: Arc<Gate>,
 }
 
 impl Driver {
@@ -456,6 +568,7 @@ impl Driver {
                     self.writers.remove(&t.conn);
                 }
             }
+            self.resume_readers();
             // Sending a state-transfer page asks for the next one.
             let Some(loaded) = self.flush_storage().await else {
                 return;
@@ -465,7 +578,11 @@ impl Driver {
             tokio::select! {
                 biased;
                 Some(c) = commands.recv() => match c {
-                    Command::Stats(tx) => { let _ = tx.send(self.core.stats()); }
+                    Command::Stats(tx) => {
+                        let mut s = self.core.stats();
+                        self.gate.counters.add_to(&mut s);
+                        let _ = tx.send(s);
+                    }
                     Command::Depths(tx) => { let _ = tx.send(self.core.queue_depths()); }
                     Command::Shutdown => break,
                 },
@@ -506,23 +623,56 @@ impl Driver {
     fn on_input(&mut self, input: Input) {
         let now = self.clock.now();
         let roles = self.core.roles_epoch();
-        let conn = match input {
-            Input::Frame(conn, bytes) => {
-                self.core.handle_frame(now, conn, &bytes);
-                conn
-            }
-            Input::StreamError(conn, e) => {
-                self.core.handle_stream_error(now, conn, &e);
-                conn
-            }
-        };
+        let conn = input.conn();
+        match input {
+            Input::Frame(conn, bytes, _permit) => self.core.handle_frame(now, conn, &bytes),
+            Input::StreamError(conn, e) => self.core.handle_stream_error(now, conn, &e),
+            Input::Violation(conn, message) => self.core.handle_violation(now, conn, message),
+            Input::Timeout(conn, message) => self.core.handle_conn_timeout(now, conn, &message),
+        }
         if let Some(w) = self.writers.get(&conn) {
             if self.core.roles_epoch() != roles {
                 let p = self.core.receive_priority(conn);
                 w.shared.priority.store(p, Ordering::Relaxed);
             }
             w.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+            // Backpressure: replies drain only as fast as the client reads.
+            if self.core.reply_backlog(conn) > self.input_pause_bytes
+                && !w.shared.paused.swap(true, Ordering::AcqRel)
+            {
+                self.paused.insert(conn);
+                self.gate
+                    .counters
+                    .input_pauses
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    conn,
+                    "relay stops reading a client until it reads its replies"
+                );
+            }
         }
+    }
+
+    /// Lets paused readers read again once their replies are down to half
+    /// the threshold (hysteresis: one pause per backlog, not per frame).
+    fn resume_readers(&mut self) {
+        if self.paused.is_empty() {
+            return;
+        }
+        let low = self.input_pause_bytes / 2;
+        let core = &self.core;
+        let writers = &self.writers;
+        self.paused.retain(|&conn| {
+            let Some(w) = writers.get(&conn) else {
+                return false;
+            };
+            if core.reply_backlog(conn) > low {
+                return true;
+            }
+            w.shared.paused.store(false, Ordering::Release);
+            w.shared.resume.notify_one();
+            false
+        });
     }
 
     /// Sets every connection's lane again after a group's instant priority
@@ -549,6 +699,7 @@ impl Driver {
             Event::Written(conn, n) => self.core.handle_written(conn, n),
             Event::Disconnected(conn) => {
                 self.writers.remove(&conn);
+                self.paused.remove(&conn);
                 self.core.handle_disconnect(now, conn);
             }
         }
@@ -575,43 +726,63 @@ async fn accept_loop(
     next_id: Arc<AtomicU64>,
     inputs: Arc<[mpsc::Sender<Input>]>,
     events: mpsc::UnboundedSender<Event>,
-    max_frame: usize,
+    gate: Arc<Gate>,
 ) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
+            Err(e) if conn::out_of_descriptors(&e) => {
+                // Shed the oldest connection that has not said Hello, then
+                // give its task a moment to close its descriptor. Never
+                // stop accepting: the next client may be a real one.
+                match gate.shed_oldest() {
+                    Some(conn) => tracing::warn!(
+                        error = %e,
+                        conn,
+                        "relay out of file descriptors: closed the oldest connection without Hello"
+                    ),
+                    None => tracing::warn!(
+                        error = %e,
+                        "relay out of file descriptors and no connection without Hello to close"
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
+                // Transient (a connection reset before it was accepted, and
+                // the like): back off a little instead of spinning.
                 tracing::warn!(error = %e, "relay accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         let conn = next_id.fetch_add(1, Ordering::Relaxed);
+        let Some(ticket) = gate.admit(conn, peer.ip()) else {
+            tracing::debug!(conn, %peer, "relay refuses a connection: too many from that address");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        if let Some(n) = gate.limits.socket_send_buffer {
+            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
+        }
         tracing::debug!(conn, %peer, ?transport, "relay connection");
-        let inputs = InputTx::new(inputs.clone());
+        let inputs = InputTx::new(inputs.clone(), gate.limits.max_frame);
         let events = events.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            match (transport, tls) {
-                (Transport::Tcp, None) => {
-                    let (rd, wr) = stream.into_split();
-                    serve_tcp(conn, rd, wr, inputs, events, max_frame).await;
-                }
-                (Transport::WebSocket, None) => {
-                    serve_ws(conn, stream, inputs, events, max_frame).await;
-                }
-                // The handshake runs in the connection's own task, so a
+            match tls {
+                None => match transport {
+                    Transport::Tcp => serve_tcp(conn, stream, inputs, events, ticket).await,
+                    Transport::WebSocket => serve_ws(conn, stream, inputs, events, ticket).await,
+                },
+                // The TLS handshake runs in the connection's own task, so a
                 // slow or silent peer holds up nobody else.
-                (transport, Some(tls)) => match tls.accept(stream).await {
+                Some(tls) => match tls.accept(stream).await {
                     Ok(stream) => match transport {
-                        Transport::Tcp => {
-                            let (rd, wr) = tokio::io::split(stream);
-                            serve_tcp(conn, rd, wr, inputs, events, max_frame).await;
-                        }
+                        Transport::Tcp => serve_tcp(conn, stream, inputs, events, ticket).await,
                         Transport::WebSocket => {
-                            serve_ws(conn, stream, inputs, events, max_frame).await;
+                            serve_ws(conn, stream, inputs, events, ticket).await;
                         }
                     },
                     Err(e) => tracing::debug!(conn, %peer, error = %e, "TLS handshake failed"),
@@ -621,16 +792,69 @@ async fn accept_loop(
     }
 }
 
-/// Serves one TCP connection, plain or inside TLS (`rd` and `wr` are its
-/// two halves).
-async fn serve_tcp(
+/// A connection's handshake and idle timers (see
+/// [`ServerConfig::handshake_timeout`], [`ServerConfig::idle_timeout`]).
+struct Timers {
+    deadline: Option<tokio::time::Instant>,
+    idle: Option<Duration>,
+    greeted: bool,
+}
+
+impl Timers {
+    fn start(limits: &conn::Limits) -> Self {
+        Self {
+            deadline: Some(tokio_now() + limits.handshake_timeout),
+            idle: limits.idle_timeout,
+            greeted: false,
+        }
+    }
+
+    /// A whole frame arrived: the idle timer starts again.
+    fn frame_received(&mut self, ticket: &Ticket) {
+        if !self.greeted {
+            self.greeted = true;
+            ticket.greeted();
+        }
+        self.deadline = self.idle.map(|d| tokio_now() + d);
+    }
+
+    /// The timer fired: counts it and says why, for the `TIMEOUT` error.
+    fn expired(&self, ticket: &Ticket) -> String {
+        let c = &ticket.gate().counters;
+        if self.greeted {
+            c.idle_timeouts.fetch_add(1, Ordering::Relaxed);
+            let idle = self.idle.unwrap_or_default();
+            format!("nothing received for {idle:?} (idle timeout)")
+        } else {
+            c.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+            let t = ticket.gate().limits.handshake_timeout;
+            format!("no Hello within {t:?} (handshake timeout)")
+        }
+    }
+}
+
+/// How a connection's reader ends.
+enum End {
+    /// The peer closed, failed or the relay stopped: just go.
+    Gone,
+    /// A fatal error was queued for the writer: wait until it is written
+    /// (the writer then shuts its side down), then linger.
+    Fatal,
+    /// The relay shed the connection (out of descriptors): go at once.
+    Shed,
+}
+
+/// Serves one TCP connection, plain or inside TLS.
+async fn serve_tcp<S>(
     conn: ConnId,
-    mut rd: impl AsyncRead + Unpin,
-    mut wr: impl AsyncWrite + Unpin + Send + 'static,
+    stream: S,
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
-    max_frame: usize,
-) {
+    ticket: Ticket,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
@@ -640,7 +864,7 @@ async fn serve_tcp(
         return;
     }
     let wevents = events.clone();
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         // Everything already queued goes out in one write (and one
         // `Written` event): a syscall per frame capped fan-out far below
         // what the core can schedule.
@@ -671,39 +895,81 @@ async fn serve_tcp(
             };
             let _ = wevents.send(Event::Written(conn, n));
             if close {
-                break;
+                // The fatal error is in the socket: flush, then shut the
+                // write side down so the client reads it, then EOF.
+                let _ = wr.flush().await;
+                let _ = wr.shutdown().await;
+                let _ = closed_tx.send(());
+                return;
             }
         }
         let _ = wr.shutdown().await;
-        let _ = closed_tx.send(());
     });
-    let mut decoder = FrameDecoder::new(max_frame);
-    'read: loop {
+    let limits = ticket.gate().limits;
+    let mut timers = Timers::start(&limits);
+    let mut decoder = FrameDecoder::new(limits.max_frame);
+    let shared = inputs.shared.clone();
+    let end = 'read: loop {
+        let paused = shared.paused.load(Ordering::Acquire);
+        // Whole frames are split off the buffer, which leaves it without
+        // spare room; `read_buf` would then read 64 bytes at a time (a
+        // syscall per three Pings).
+        let buf = decoder.buffer_mut();
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
         tokio::select! {
-            r = rd.read_buf(decoder.buffer_mut()) => match r {
-                Ok(0) | Err(_) => break 'read,
-                Ok(_) => loop {
-                    match decoder.next_frame() {
-                        Ok(Some(f)) => {
-                            if inputs.send(Input::Frame(conn, f)).await.is_err() {
-                                break 'read;
+            r = rd.read_buf(decoder.buffer_mut()), if !paused => match r {
+                Ok(0) | Err(_) => break 'read End::Gone,
+                Ok(_) => {
+                    let mut any = false;
+                    loop {
+                        match decoder.next_frame() {
+                            Ok(Some(f)) => {
+                                any = true;
+                                if inputs.send_frame(conn, f).await.is_err() {
+                                    break 'read End::Gone;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                let _ = inputs.send(Input::StreamError(conn, e)).await;
+                                break 'read End::Fatal;
                             }
                         }
-                        Ok(None) => break,
-                        Err(e) => {
-                            let _ = inputs.send(Input::StreamError(conn, e)).await;
-                            // Wait for the writer to send the error and close.
-                            let _ = (&mut closed_rx).await;
-                            break 'read;
-                        }
                     }
-                },
+                    if any {
+                        timers.frame_received(&ticket);
+                    }
+                }
             },
-            _ = &mut closed_rx => break 'read,
+            () = shared.resume.notified(), if paused => {}
+            () = sleep_until(timers.deadline) => {
+                let why = timers.expired(&ticket);
+                let _ = inputs.send(Input::Timeout(conn, why)).await;
+                break 'read End::Fatal;
+            }
+            () = ticket.shed.notified() => break 'read End::Shed,
+            _ = &mut closed_rx => break 'read End::Fatal,
+        }
+    };
+    if matches!(end, End::Fatal) {
+        // Wait (bounded: the client may not read) until the writer has
+        // sent the error and shut its side down; then read and discard
+        // what the client still sends, so closing does not reset the
+        // connection under the error before the client reads it.
+        if tokio::time::timeout(conn::LINGER, &mut closed_rx)
+            .await
+            .is_ok()
+        {
+            conn::linger(&mut rd).await;
         }
     }
     let _ = events.send(Event::Disconnected(conn));
-    let _ = writer.await;
+    if !matches!(end, End::Shed) {
+        let _ = tokio::time::timeout(conn::LINGER, &mut writer).await;
+    }
+    writer.abort();
 }
 
 /// Writes `bytes` and flushes: a no-op for a plain socket, but TLS keeps
@@ -713,27 +979,42 @@ async fn write_flushed(wr: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std:
     wr.flush().await
 }
 
+/// Room made in a TCP reader's buffer before each read.
+const READ_CHUNK: usize = 16 << 10;
+
 /// Most bytes a TCP writer copies into one write (a few frames of the
 /// default 1 MiB cap would otherwise make one huge buffer).
 const WRITE_BATCH: usize = 64 << 10;
 
 /// Serves one WebSocket connection, over plain TCP or TLS (`wss`).
-async fn serve_ws(
+async fn serve_ws<S>(
     conn: ConnId,
-    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    stream: S,
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
-    max_frame: usize,
-) {
+    ticket: Ticket,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let limits = ticket.gate().limits;
+    let max_frame = limits.max_frame;
+    let mut timers = Timers::start(&limits);
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_frame))
         .max_frame_size(Some(max_frame));
-    let ws = match tokio_tungstenite::accept_async_with_config(stream, Some(config)).await {
-        Ok(ws) => ws,
-        Err(e) => {
-            tracing::debug!(conn, error = %e, "websocket handshake failed");
+    let ws = tokio::select! {
+        r = conn::ws_upgrade(stream, config) => match r {
+            Ok(ws) => ws,
+            Err(e) => {
+                tracing::debug!(conn, reason = e.0, "websocket upgrade refused");
+                return;
+            }
+        },
+        () = sleep_until(timers.deadline) => {
+            let _ = timers.expired(&ticket);
             return;
         }
+        () = ticket.shed.notified() => return,
     };
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
@@ -745,47 +1026,53 @@ async fn serve_ws(
         return;
     }
     let wevents = events.clone();
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         while let Some(o) = out_rx.recv().await {
             let len = o.frame.len();
+            let close = o.close.then(|| conn::close_frame(&o.frame));
             if sink.send(Message::Binary(o.frame)).await.is_err() {
                 break;
             }
             let _ = wevents.send(Event::Written(conn, len));
-            if o.close {
-                break;
+            if let Some(c) = close {
+                // A fatal error: the close frame says why (RFC 6455 §7.4).
+                let _ = sink.send(Message::Close(Some(c))).await;
+                let _ = closed_tx.send(());
+                return;
             }
         }
         let _ = sink.close().await;
-        let _ = closed_tx.send(());
     });
-    loop {
+    let shared = inputs.shared.clone();
+    let end = 'read: loop {
+        let paused = shared.paused.load(Ordering::Acquire);
         tokio::select! {
-            m = source.next() => {
+            m = source.next(), if !paused => {
                 let bytes = match m {
                     Some(Ok(Message::Binary(b))) => b,
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
                     Some(Ok(Message::Text(_))) => {
+                        //= docs/relay-protocol.md#transports
+                        //# Text messages are a protocol violation.
                         let _ = inputs
-                            .send(Input::StreamError(conn, FrameError::Malformed("WebSocket text message")))
+                            .send(Input::Violation(conn, "a WebSocket text message (frames travel in binary messages)"))
                             .await;
-                        let _ = (&mut closed_rx).await;
-                        break;
+                        break 'read End::Fatal;
                     }
                     Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => {
                         let _ = inputs
                             .send(Input::StreamError(conn, FrameError::TooLarge { len: max_frame + 1, max: max_frame }))
                             .await;
-                        let _ = (&mut closed_rx).await;
-                        break;
+                        break 'read End::Fatal;
                     }
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break 'read End::Gone,
                 };
                 // One message, one whole frame.
                 match frame::frame_len(&bytes, max_frame) {
                     Ok(Some(len)) if len == bytes.len() => {
-                        if inputs.send(Input::Frame(conn, bytes)).await.is_err() {
-                            break;
+                        timers.frame_received(&ticket);
+                        if inputs.send_frame(conn, bytes).await.is_err() {
+                            break 'read End::Gone;
                         }
                     }
                     other => {
@@ -794,16 +1081,41 @@ async fn serve_ws(
                             _ => FrameError::Malformed("a WebSocket message must hold exactly one frame"),
                         };
                         let _ = inputs.send(Input::StreamError(conn, e)).await;
-                        let _ = (&mut closed_rx).await;
-                        break;
+                        break 'read End::Fatal;
                     }
                 }
             }
-            _ = &mut closed_rx => break,
+            () = shared.resume.notified(), if paused => {}
+            () = sleep_until(timers.deadline) => {
+                let why = timers.expired(&ticket);
+                let _ = inputs.send(Input::Timeout(conn, why)).await;
+                break 'read End::Fatal;
+            }
+            () = ticket.shed.notified() => break 'read End::Shed,
+            _ = &mut closed_rx => break 'read End::Fatal,
         }
+    };
+    if matches!(end, End::Fatal)
+        && tokio::time::timeout(conn::LINGER, &mut closed_rx)
+            .await
+            .is_ok()
+    {
+        // Read until the client answers the close (or the linger ends),
+        // so the close handshake completes (RFC 6455 §7.1.1).
+        let _ = tokio::time::timeout(conn::LINGER, async {
+            while let Some(Ok(m)) = source.next().await {
+                if matches!(m, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
     }
     let _ = events.send(Event::Disconnected(conn));
-    let _ = writer.await;
+    if !matches!(end, End::Shed) {
+        let _ = tokio::time::timeout(conn::LINGER, &mut writer).await;
+    }
+    writer.abort();
 }
 
 /// The driver clock: the one place the relay reads the time.
@@ -833,6 +1145,11 @@ impl Clock {
 }
 
 #[expect(clippy::disallowed_methods, reason = "driver clock")]
+fn tokio_now() -> tokio::time::Instant {
+    tokio::time::Instant::now()
+}
+
+#[expect(clippy::disallowed_methods, reason = "driver clock")]
 fn read_clocks() -> (tokio::time::Instant, SystemTime) {
     (tokio::time::Instant::now(), SystemTime::now())
 }
@@ -847,25 +1164,20 @@ mod tests {
     }
 
     fn conn_of(i: Option<Input>) -> ConnId {
-        match i {
-            Some(Input::Frame(c, _) | Input::StreamError(c, _)) => c,
-            None => 0,
-        }
+        i.map_or(0, |i| i.conn())
     }
 
     #[tokio::test]
     async fn the_core_task_takes_the_highest_lane_first() {
         let (tx, mut rx) = lanes();
-        let mut low = InputTx::new(tx.clone());
+        let mut low = InputTx::new(tx.clone(), 1024);
         low.shared.priority.store(2, Ordering::Relaxed);
-        let mut high = InputTx::new(tx);
+        let mut high = InputTx::new(tx, 1024);
         high.shared.priority.store(6, Ordering::Relaxed);
         for _ in 0..3 {
-            low.send(Input::Frame(1, Bytes::new())).await.expect("open");
+            low.send(Input::Violation(1, "")).await.expect("open");
         }
-        high.send(Input::Frame(2, Bytes::new()))
-            .await
-            .expect("open");
+        high.send(Input::Violation(2, "")).await.expect("open");
         assert_eq!(conn_of(recv_highest(&mut rx).await), 2);
         assert_eq!(conn_of(try_recv_highest(&mut rx)), 1);
         assert_eq!(low.shared.inflight.load(Ordering::Relaxed), 3);
@@ -874,24 +1186,18 @@ mod tests {
     #[tokio::test]
     async fn a_connection_changes_lane_only_once_its_frames_are_handled() {
         let (tx, mut rx) = lanes();
-        let mut c = InputTx::new(tx);
+        let mut c = InputTx::new(tx, 1024);
         c.shared.priority.store(2, Ordering::Relaxed);
-        c.send(Input::Frame(1, Bytes::from_static(b"a")))
-            .await
-            .expect("open");
+        c.send(Input::Violation(1, "a")).await.expect("open");
         // Raised while frame "a" waits in lane 2: "b" must not overtake it.
         c.shared.priority.store(6, Ordering::Relaxed);
-        c.send(Input::Frame(1, Bytes::from_static(b"b")))
-            .await
-            .expect("open");
+        c.send(Input::Violation(1, "b")).await.expect("open");
         assert_eq!(rx[2].len(), 2);
         for _ in 0..2 {
             let _ = try_recv_highest(&mut rx);
             c.shared.inflight.fetch_sub(1, Ordering::AcqRel);
         }
-        c.send(Input::Frame(1, Bytes::from_static(b"c")))
-            .await
-            .expect("open");
+        c.send(Input::Violation(1, "c")).await.expect("open");
         assert_eq!(rx[6].len(), 1, "nothing waits: the new lane applies");
     }
 }

@@ -161,7 +161,7 @@ async fn a_websocket_client_speaks_the_same_frames() {
                 code = Some(c);
             }
         }
-        assert_eq!(code, Some(ErrorCode::MALFORMED));
+        assert_eq!(code, Some(ErrorCode::PROTOCOL_VIOLATION));
         r.shutdown().await;
     })
     .await

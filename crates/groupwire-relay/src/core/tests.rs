@@ -402,6 +402,85 @@ fn a_crash_is_a_leave_announced_to_watchers_and_others_carry_on() {
 }
 
 #[test]
+fn a_disconnect_is_announced_with_the_members_name() {
+    let mut h = Harness::default();
+    let a = h.client("alice");
+    let b = h.client("bob");
+    let c = h.client("carol");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.join(b, "g", Role::Principal);
+    h.join(c, "g", Role::Observer);
+    h.frames(a);
+    // A clean disconnect and a fatal error (credit for bytes never sent).
+    h.core.handle_disconnect(h.now, b);
+    h.req(c, 7, Frame::Credit { consumed: 1 << 40 });
+    let names: Vec<(String, MembershipChange)> = h
+        .frames(a)
+        .into_iter()
+        .filter_map(|f| match f {
+            Frame::Membership { name, change, .. } => Some((name, change)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("bob".into(), MembershipChange::Disconnected),
+            ("carol".into(), MembershipChange::Disconnected)
+        ]
+    );
+}
+
+#[test]
+fn the_member_who_deletes_a_group_gets_group_deleted_before_its_ok() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.frames(a);
+    h.req(a, 2, Frame::DeleteGroup { group: "g".into() });
+    assert_eq!(
+        h.frames(a),
+        vec![Frame::GroupDeleted { group: "g".into() }, Frame::Ok]
+    );
+}
+
+#[test]
+fn membership_observers_get_membership_events_only_when_they_watch() {
+    let mut h = Harness::default();
+    let p = h.client("p");
+    let quiet = h.client("quiet");
+    let watching = h.client("watching");
+    h.create(p, "g", b"");
+    h.join(p, "g", Role::Principal);
+    for (c, watch) in [(quiet, false), (watching, true)] {
+        h.req(
+            c,
+            3,
+            Frame::Join {
+                group: "g".into(),
+                role: Role::MembershipObserver,
+                mode: ActivityMode::Active,
+                watch_membership: watch,
+            },
+        );
+    }
+    h.frames(quiet);
+    h.frames(watching);
+    let late = h.client("late");
+    h.join(late, "g", Role::Observer);
+    h.req(late, 4, Frame::Leave { group: "g".into() });
+    let membership = |fs: Vec<Frame>| {
+        fs.into_iter()
+            .filter(|f| matches!(f, Frame::Membership { .. }))
+            .count()
+    };
+    assert_eq!(membership(h.frames(quiet)), 0);
+    assert_eq!(membership(h.frames(watching)), 2);
+}
+
+#[test]
 fn many_groups_over_one_connection_and_not_member_errors() {
     let mut h = Harness::default();
     let a = h.client("a");

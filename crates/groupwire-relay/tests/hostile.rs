@@ -1,0 +1,421 @@
+//! The relay against hostile and broken clients on loopback: clients that
+//! never read, never speak, open too many connections, send text over
+//! WebSocket, oversized frames with a body behind them, or plain HTTP.
+//! Every wait is bounded by a generous timeout; nothing asserts how fast
+//! the machine is.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, Role};
+use groupwire_relay::{ClientEvent, ClientOptions, RelayClient, RelayHandle, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn relay(f: impl FnOnce(&mut ServerConfig)) -> RelayHandle {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().expect("addr"));
+    cfg.ws = Some("127.0.0.1:0".parse().expect("addr"));
+    f(&mut cfg);
+    groupwire_relay::server::start(cfg)
+        .await
+        .expect("relay starts")
+}
+
+async fn client(r: &RelayHandle, name: &str) -> (RelayClient, mpsc::Receiver<ClientEvent>) {
+    RelayClient::connect(r.local_addr(), ClientOptions::new(name))
+        .await
+        .expect("connect")
+}
+
+fn hello(name: &str) -> Bytes {
+    frame::encode(
+        1,
+        &Frame::Hello {
+            max_version: 1,
+            window: 0,
+            token: String::new(),
+            name: name.into(),
+        },
+    )
+}
+
+/// Reads frames until the relay closes (or `LIMIT`); returns them.
+async fn frames_until_close(s: &mut TcpStream) -> Vec<Frame> {
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut buf)).await;
+    let mut d = frame::FrameDecoder::new(usize::MAX);
+    d.extend(&buf);
+    let mut out = Vec::new();
+    while let Ok(Some(f)) = d.next_frame() {
+        if let Ok(env) = frame::decode(&f, usize::MAX) {
+            out.push(env.frame);
+        }
+    }
+    out
+}
+
+fn last_error(frames: &[Frame]) -> Option<ErrorCode> {
+    frames.iter().rev().find_map(|f| match f {
+        Frame::Error { code, .. } => Some(*code),
+        _ => None,
+    })
+}
+
+/// Polls the relay's counters until `f` holds (the test's timeout bounds it).
+async fn wait_for(r: &RelayHandle, f: impl Fn(&groupwire_relay::RelayStats) -> bool) {
+    loop {
+        let s = r.stats().await;
+        if f(&s) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_flooding_pings_without_reading_is_paused_and_members_still_get_theirs() {
+    tokio::time::timeout(LIMIT, async {
+        let cap = 1 << 20;
+        let r = relay(|c| {
+            c.core.sched.max_client_queue_bytes = cap;
+            c.input_pause_bytes = 16 << 10;
+        })
+        .await;
+        let (a, _ea) = client(&r, "a").await;
+        let (b, mut eb) = client(&r, "b").await;
+        a.create_group("g", "t", 4, Bytes::new())
+            .await
+            .expect("create");
+        a.join("g", Role::Principal, ActivityMode::Active, false)
+            .await
+            .expect("join");
+        b.join("g", Role::Observer, ActivityMode::Active, false)
+            .await
+            .expect("join");
+        // The flooder: Hello, then Pings (bounded: 64 MiB at most), and it
+        // never reads a byte. Before backpressure its replies grew until
+        // the cap cut it; now the relay stops reading it.
+        let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
+        s.write_all(&hello("flooder")).await.expect("hello");
+        let ping = frame::encode(9, &Frame::Ping { nonce: 1 });
+        let batch: Vec<u8> = ping
+            .iter()
+            .copied()
+            .cycle()
+            .take(ping.len() * 1000)
+            .collect();
+        let flood = tokio::spawn(async move {
+            for _ in 0..(64 << 20) / batch.len() {
+                if s.write_all(&batch).await.is_err() {
+                    break;
+                }
+            }
+            s
+        });
+        wait_for(&r, |s| s.input_pauses >= 1).await;
+        // The flooder's writes block once its socket buffers are full;
+        // meanwhile a member still gets every delivery.
+        for i in 0..20u8 {
+            a.send("g", 1, Bytes::from(vec![i; 100]))
+                .await
+                .expect("send");
+            loop {
+                match eb.recv().await.expect("event") {
+                    ClientEvent::Deliver(d) => {
+                        assert_eq!(d.payload[0], i);
+                        break;
+                    }
+                    ClientEvent::Closed(e) => panic!("closed: {e:?}"),
+                    _ => {}
+                }
+            }
+        }
+        let st = r.stats().await;
+        assert_eq!(st.sched.slow_disconnects, 0, "paused, not cut: {st:?}");
+        assert!(
+            st.sched.max_queued_bytes < cap as u64,
+            "the relay's queued bytes stay under the cap: {st:?}"
+        );
+        assert!(!flood.is_finished(), "the flooder is blocked, not done");
+        flood.abort();
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn a_connection_without_hello_gets_timeout_and_is_closed() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|c| c.handshake_timeout = Duration::from_millis(200)).await;
+        let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
+        let frames = frames_until_close(&mut s).await;
+        assert_eq!(last_error(&frames), Some(ErrorCode::TIMEOUT), "{frames:?}");
+        // A half-open WebSocket upgrade is closed too.
+        let mut w = TcpStream::connect(r.ws_addr().expect("ws"))
+            .await
+            .expect("connect");
+        w.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("write");
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(LIMIT, w.read_to_end(&mut buf))
+            .await
+            .expect("closed in time");
+        assert_eq!(r.stats().await.handshake_timeouts, 2);
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_and_pings_keep_one_open() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|c| c.idle_timeout = Some(Duration::from_secs(2))).await;
+        // Silent after Hello: closed with TIMEOUT.
+        let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
+        s.write_all(&hello("quiet")).await.expect("hello");
+        let frames = frames_until_close(&mut s).await;
+        assert!(
+            matches!(frames.first(), Some(Frame::Welcome { .. })),
+            "{frames:?}"
+        );
+        assert_eq!(last_error(&frames), Some(ErrorCode::TIMEOUT), "{frames:?}");
+        // Pinging every 50 ms (40 times the idle timeout's rate) keeps a
+        // connection open past it.
+        let (c, mut ev) = client(&r, "pinger").await;
+        for _ in 0..60 {
+            c.ping().await.expect("still open");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ev.try_recv().is_err(), "no Closed event");
+        drop((c, ev));
+        // The Rust client's keepalive does the same on its own.
+        let mut opts = ClientOptions::new("listener");
+        opts.keepalive = Duration::from_millis(100);
+        let (l, mut lev) = RelayClient::connect(r.local_addr(), opts)
+            .await
+            .expect("connect");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        l.ping().await.expect("kept alive past the idle timeout");
+        assert!(lev.try_recv().is_err(), "no Closed event");
+        assert_eq!(r.stats().await.idle_timeouts, 1);
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn connections_per_address_are_capped() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|c| c.max_conns_per_ip = 2).await;
+        let (a, _ea) = client(&r, "a").await;
+        let (b, _eb) = client(&r, "b").await;
+        // The third from 127.0.0.1 is closed without a word.
+        let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
+        let _ = s.write_all(&hello("c")).await;
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut buf))
+            .await
+            .expect("closed in time");
+        assert!(buf.is_empty(), "refused before Hello: {buf:?}");
+        assert_eq!(r.stats().await.refused_per_ip, 1);
+        a.ping().await.expect("a is fine");
+        // Once one leaves, a new one gets in.
+        drop(b);
+        drop(_eb);
+        loop {
+            if RelayClient::connect(r.local_addr(), ClientOptions::new("d"))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn a_websocket_text_message_gets_protocol_violation_and_a_close_code() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|_| {}).await;
+        let url = format!("ws://{}/", r.ws_addr().expect("ws"));
+        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("ws connect");
+        ws.send(Message::Binary(hello("browser")))
+            .await
+            .expect("send");
+        ws.send(Message::Text("hello".into())).await.expect("send");
+        let (mut code, mut close) = (None, None);
+        while let Some(Ok(m)) = ws.next().await {
+            match m {
+                Message::Binary(b) => {
+                    if let Ok(frame::Envelope {
+                        frame: Frame::Error { code: c, .. },
+                        ..
+                    }) = frame::decode(&b, usize::MAX)
+                    {
+                        code = Some(c);
+                    }
+                }
+                Message::Close(c) => close = c,
+                _ => {}
+            }
+        }
+        assert_eq!(code, Some(ErrorCode::PROTOCOL_VIOLATION));
+        let close = close.expect("a close frame with a code");
+        assert_eq!(close.code, CloseCode::Policy);
+        assert!(
+            close.reason.starts_with("protocol-violation: "),
+            "{}",
+            close.reason
+        );
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn websocket_closes_say_why() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|c| c.core.max_frame = 4096).await;
+        let url = format!("ws://{}/", r.ws_addr().expect("ws"));
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+            .await
+            .expect("ws connect");
+        ws.send(Message::Binary(hello("big"))).await.expect("send");
+        let _ = ws.send(Message::Binary(Bytes::from(vec![0u8; 8192]))).await;
+        let mut close = None;
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Close(c) = m {
+                close = c;
+            }
+        }
+        let close = close.expect("a close frame");
+        assert_eq!(close.code, CloseCode::Size);
+        assert!(
+            close.reason.starts_with("frame-too-large"),
+            "{}",
+            close.reason
+        );
+        // The relay stopping closes with "going away".
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+            .await
+            .expect("ws connect");
+        ws.send(Message::Binary(hello("b"))).await.expect("send");
+        let _ = ws.next().await; // Welcome
+        r.shutdown().await;
+        let mut close = None;
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Close(c) = m {
+                close = c;
+            }
+        }
+        assert_eq!(close.expect("a close frame").code, CloseCode::Away);
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn an_oversized_frame_with_a_body_behind_it_still_gets_its_error_before_the_close() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|c| c.core.max_frame = 64 << 10).await;
+        for _ in 0..5 {
+            let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
+            // Hello, then a 1 MiB frame the relay rejects at its prefix,
+            // with its body sent anyway: unread input at close used to
+            // reset the connection under the error.
+            let mut bytes = hello("big").to_vec();
+            bytes.extend_from_slice(&(1u32 << 20).to_be_bytes());
+            bytes.extend(std::iter::repeat_n(0u8, 1 << 20));
+            // Everything is written before anything is read, so a reset
+            // caused by unread input would arrive before the client reads
+            // (the write finishes only because the relay drains it).
+            let _ = tokio::time::timeout(LIMIT, s.write_all(&bytes)).await;
+            let _ = s.shutdown().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut frames = Vec::new();
+            let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut frames)).await;
+            let mut d = frame::FrameDecoder::new(usize::MAX);
+            d.extend(&frames);
+            let mut got = Vec::new();
+            while let Ok(Some(f)) = d.next_frame() {
+                got.push(frame::decode(&f, usize::MAX).expect("decodes").frame);
+            }
+            assert_eq!(
+                last_error(&got),
+                Some(ErrorCode::FRAME_TOO_LARGE),
+                "{got:?}"
+            );
+        }
+        assert_eq!(r.stats().await.oversized_frames, 5);
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test]
+async fn a_plain_http_get_on_the_websocket_port_gets_an_http_error() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|_| {}).await;
+        let mut s = TcpStream::connect(r.ws_addr().expect("ws"))
+            .await
+            .expect("connect");
+        s.write_all(b"GET / HTTP/1.1\r\nHost: relay\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = Vec::new();
+        tokio::time::timeout(LIMIT, s.read_to_end(&mut buf))
+            .await
+            .expect("answered and closed in time")
+            .expect("read");
+        let text = String::from_utf8_lossy(&buf);
+        assert!(
+            text.starts_with("HTTP/1.1 426 Upgrade Required\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("Upgrade: websocket\r\n"), "{text}");
+        assert!(text.contains("WebSocket"), "a short body: {text}");
+        // Not a GET at all.
+        let mut s = TcpStream::connect(r.ws_addr().expect("ws"))
+            .await
+            .expect("connect");
+        s.write_all(b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 0\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut buf))
+            .await
+            .expect("in time");
+        assert!(
+            buf.starts_with(b"HTTP/1.1 405 "),
+            "{}",
+            String::from_utf8_lossy(&buf)
+        );
+        // Real WebSocket clients still get in.
+        let url = format!("ws://{}/any/path", r.ws_addr().expect("ws"));
+        let (c, _e) = RelayClient::connect_url(&url, ClientOptions::new("w"))
+            .await
+            .expect("ws client");
+        c.ping().await.expect("ping");
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
