@@ -283,12 +283,24 @@ impl Drop for Relay {
 }
 
 /// A token as "Tokens" describes it.
-fn token(key: &[u8], claims: &str) -> String {
-    let body = URL_SAFE_NO_PAD.encode(claims);
+/// A token as the protocol doc's "Tokens" section says to mint one: a
+/// compact JWT, HS256 over `B64(header) "." B64(payload)`, the key id being
+/// the secret file's name without extension (here `secret`), `exp` far in
+/// the future so no clock is read.
+fn token(key: &[u8], role: &str) -> String {
+    let header = r#"{"alg":"HS256","typ":"JWT","kid":"secret"}"#;
+    let payload = format!(
+        r#"{{"sub":"t","iat":1795000000,"exp":4102444800,"groups":["*"],"role":"{role}","max_priority":10}}"#
+    );
+    let signed = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header),
+        URL_SAFE_NO_PAD.encode(payload)
+    );
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
-    mac.update(body.as_bytes());
+    mac.update(signed.as_bytes());
     let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-    format!("{body}.{sig}")
+    format!("{signed}.{sig}")
 }
 
 fn secret_file(dir: &Path, text: &str) -> String {
@@ -362,10 +374,9 @@ fn the_hmac_key_is_the_secret_files_text_trimmed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = secret_file(dir.path(), "  s3cret \n");
     let r = Relay::start(&["--auth-secret-file", &secret]);
-    let claims = "sub=t\ngroups=*\nrole=principal\nprio=10\nexp=0";
-    let (_c, f) = Client::hello(&r.addr, "a", 0, &token(b"s3cret", claims));
+    let (_c, f) = Client::hello(&r.addr, "a", 0, &token(b"s3cret", "principal"));
     assert_eq!(f.kind, WELCOME, "{f:?}");
-    let (_c, f) = Client::hello(&r.addr, "b", 0, &token(b"  s3cret \n", claims));
+    let (_c, f) = Client::hello(&r.addr, "b", 0, &token(b"  s3cret \n", "principal"));
     assert_eq!(error_code(&f), Some(4), "UNAUTHORIZED: {f:?}");
 }
 
@@ -374,11 +385,11 @@ fn create_group_needs_the_principal_role() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = secret_file(dir.path(), "k");
     let r = Relay::start(&["--auth-secret-file", &secret]);
-    let observer = token(b"k", "sub=o\ngroups=*\nrole=observer\nprio=10\nexp=0");
+    let observer = token(b"k", "observer");
     let (mut o, f) = Client::hello(&r.addr, "o", 0, &observer);
     assert_eq!(f.kind, WELCOME);
     assert_eq!(error_code(&o.create("g")), Some(5), "FORBIDDEN");
-    let principal = token(b"k", "sub=p\ngroups=*\nrole=principal\nprio=10\nexp=0");
+    let principal = token(b"k", "principal");
     let (mut p, f) = Client::hello(&r.addr, "p", 0, &principal);
     assert_eq!(f.kind, WELCOME);
     assert_eq!(p.create("g").kind, OK);
