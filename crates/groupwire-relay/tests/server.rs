@@ -8,30 +8,15 @@ use futures_util::{SinkExt, StreamExt};
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, Role};
 use groupwire_relay::{
-    ClientEvent, ClientOptions, RelayClient, RelayHandle, SchedulerConfig, ServerConfig,
-    SlowConsumerPolicy, StorageConfig,
+    ClientEvent, ClientOptions, RelayClient, SchedulerConfig, SlowConsumerPolicy, StorageConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-const LIMIT: Duration = Duration::from_secs(10);
-
-async fn relay(f: impl FnOnce(&mut ServerConfig)) -> RelayHandle {
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().expect("addr"));
-    cfg.ws = Some("127.0.0.1:0".parse().expect("addr"));
-    f(&mut cfg);
-    groupwire_relay::server::start(cfg)
-        .await
-        .expect("relay starts")
-}
-
-async fn client(r: &RelayHandle, name: &str) -> (RelayClient, mpsc::Receiver<ClientEvent>) {
-    RelayClient::connect(r.local_addr(), ClientOptions::new(name))
-        .await
-        .expect("connect")
-}
+mod common;
+use common::{LIMIT, client, relay};
 
 async fn next_delivery(ev: &mut mpsc::Receiver<ClientEvent>) -> (u64, Bytes) {
     loop {

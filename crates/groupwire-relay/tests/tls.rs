@@ -2,8 +2,6 @@
 //! with a CA and a server certificate made at run time, a client that
 //! trusts another CA, and tokens that never travel in clear.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::frame::{ActivityMode, Role};
@@ -14,7 +12,8 @@ use groupwire_relay::{
 use tokio::io::AsyncReadExt;
 
 /// Generous: a loaded 2-core machine is slow at handshakes, never stuck.
-const LIMIT: Duration = Duration::from_secs(30);
+mod common;
+use common::LIMIT;
 
 /// A CA and a server certificate it signed (for `localhost`, 127.0.0.1
 /// and ::1 unless other names are given), all PEM.

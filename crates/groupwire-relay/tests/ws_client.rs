@@ -14,27 +14,22 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-const LIMIT: Duration = Duration::from_secs(10);
+mod common;
+use common::LIMIT;
 
 async fn relay(f: impl FnOnce(&mut ServerConfig)) -> RelayHandle {
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().expect("addr"));
-    cfg.ws = Some("127.0.0.1:0".parse().expect("addr"));
-    cfg.storage = StorageConfig::Memory;
-    f(&mut cfg);
-    groupwire_relay::server::start(cfg)
-        .await
-        .expect("relay starts")
+    common::relay(|cfg| {
+        cfg.storage = StorageConfig::Memory;
+        f(cfg);
+    })
+    .await
 }
 
 fn ws_url(r: &RelayHandle) -> String {
     format!("ws://{}/", r.ws_addr().expect("ws listener"))
 }
 
-async fn tcp_client(r: &RelayHandle, name: &str) -> (RelayClient, mpsc::Receiver<ClientEvent>) {
-    RelayClient::connect(r.local_addr(), ClientOptions::new(name))
-        .await
-        .expect("tcp connect")
-}
+use common::client as tcp_client;
 
 async fn ws_client(r: &RelayHandle, name: &str) -> (RelayClient, mpsc::Receiver<ClientEvent>) {
     RelayClient::connect_ws(&ws_url(r), ClientOptions::new(name))
