@@ -1,8 +1,7 @@
 //! The relay as a real process: crash recovery after `kill -9`, and the
 //! `groupwire relay` / `groupwire group` commands as a user meets them.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,37 +9,12 @@ use bytes::Bytes;
 use groupwire_relay::frame::{ActivityMode, Role};
 use groupwire_relay::{ClientEvent, ClientOptions, JoinInfo, RelayClient};
 
-/// Starts `groupwire relay serve` on a free loopback port; returns the
-/// process and its address (read from its first line of output).
-fn start_relay(data_dir: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args(["relay", "serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the groupwire binary runs");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the relay prints its address");
-    let addr = line
-        .trim()
-        .strip_prefix("relay listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    (child, addr)
-}
+mod common;
+use common::Relay;
 
-/// Kills the relay process we started, by its own handle (SIGKILL on Unix).
-struct Relay(Child);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// `groupwire relay serve` on a free loopback port with its state in `data_dir`.
+fn start_relay(data_dir: &std::path::Path) -> Relay {
+    Relay::start(&["--data-dir", data_dir.to_str().expect("utf-8 path")])
 }
 
 #[test]
@@ -51,8 +25,8 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
         .enable_all()
         .build()
         .expect("runtime");
-    let (child, addr) = start_relay(dir.path());
-    let mut relay = Relay(child);
+    let mut relay = start_relay(dir.path());
+    let addr = relay.addr.clone();
     let acked: Acked = Arc::default();
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(20), async {
@@ -71,8 +45,7 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
             while acked.lock().expect("lock").len() < 400 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            relay.0.kill().expect("kill -9");
-            let _ = relay.0.wait();
+            relay.kill();
             for w in writers {
                 let _ = w.await;
             }
@@ -85,8 +58,8 @@ fn every_acknowledged_update_survives_kill_9_in_order() {
     let mut acked = std::mem::take(&mut *acked.lock().expect("lock"));
     acked.sort();
     assert!(acked.len() >= 400);
-    let (child, addr) = start_relay(dir.path());
-    let _relay = Relay(child);
+    let _relay = start_relay(dir.path());
+    let addr = _relay.addr.clone();
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(20), async {
             let (c, j, log) = read_log(&addr, "log").await;
@@ -178,8 +151,8 @@ fn groupwire(args: &[&str]) -> std::process::Output {
 #[test]
 fn relay_and_group_commands_work_by_hand() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (child, addr) = start_relay(dir.path());
-    let _relay = Relay(child);
+    let _relay = start_relay(dir.path());
+    let addr = _relay.addr.clone();
     let ok = |args: &[&str]| {
         let mut full = vec!["group", "--relay", addr.as_str()];
         full.extend_from_slice(args);
@@ -223,28 +196,12 @@ fn tokens_minted_by_the_cli_are_checked_by_the_relay() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "correct horse battery staple\n").expect("secret");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args([
-            "relay",
-            "--listen",
-            "127.0.0.1:0",
-            "--memory",
-            "--auth-secret-file",
-        ])
-        .arg(&secret)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("runs");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("address");
-    let _relay = Relay(child);
-    let addr = line
-        .trim()
-        .trim_start_matches("relay listening on ")
-        .to_owned();
+    let relay = Relay::start(&[
+        "--memory",
+        "--auth-secret-file",
+        secret.to_str().expect("utf-8"),
+    ]);
+    let addr = relay.addr.clone();
     let secret_s = secret.to_str().expect("utf-8 path");
     let o = groupwire(&[
         "relay",
@@ -285,31 +242,10 @@ fn tokens_minted_by_the_cli_are_checked_by_the_relay() {
 
 #[test]
 fn group_commands_reach_the_relay_over_websocket() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args([
-            "relay",
-            "--listen",
-            "127.0.0.1:0",
-            "--ws",
-            "127.0.0.1:0",
-            "--memory",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("runs");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let _relay = Relay(child);
-    let tcp = lines
-        .next()
-        .expect("a first line")
-        .expect("utf-8")
-        .trim_start_matches("relay listening on ")
-        .to_owned();
-    let ws = lines
-        .next()
-        .expect("a second line")
-        .expect("utf-8")
+    let mut relay = Relay::start(&["--ws", "127.0.0.1:0", "--memory"]);
+    let tcp = relay.addr.clone();
+    let ws = relay
+        .next_line()
         .trim_start_matches("websocket on ")
         .to_owned();
     assert!(ws.starts_with("ws://"), "{ws}");
@@ -359,8 +295,8 @@ fn group_commands_reach_the_relay_over_websocket() {
 #[test]
 fn group_commands_do_not_stall_on_a_log_longer_than_the_event_channel() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (child, addr) = start_relay(dir.path());
-    let _relay = Relay(child);
+    let _relay = start_relay(dir.path());
+    let addr = _relay.addr.clone();
     let messages: Vec<String> = (0..1100).map(|i| format!("m{i}")).collect();
     let mut args = vec!["group", "--relay", addr.as_str(), "send", "long"];
     let create = groupwire(&["group", "--relay", addr.as_str(), "create", "long"]);
@@ -430,8 +366,8 @@ fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
     let acked: Acked = Arc::default();
     for round in 0..ROUNDS {
         let kill_after = rng.random_range(1..300);
-        let (child, addr) = start_relay(dir.path());
-        let mut relay = Relay(child);
+        let mut relay = start_relay(dir.path());
+        let addr = relay.addr.clone();
         rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(60), async {
                 if round == 0 {
@@ -455,8 +391,7 @@ fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
                 while acked.lock().expect("lock").len() < before + kill_after {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                relay.0.kill().expect("kill -9");
-                let _ = relay.0.wait();
+                relay.kill();
                 for p in publishers {
                     p.await.expect("a publisher ends when the relay dies");
                 }
@@ -467,8 +402,8 @@ fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
     }
 
     let acked = std::mem::take(&mut *acked.lock().expect("lock"));
-    let (child, addr) = start_relay(dir.path());
-    let _relay = Relay(child);
+    let _relay = start_relay(dir.path());
+    let addr = _relay.addr.clone();
     let (_, j, log) = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(60), read_log(&addr, "chaos"))
             .await
@@ -532,43 +467,26 @@ fn tls_and_rotated_keys_work_from_the_command_line() {
     std::fs::write(d.join("2026-10.secret"), "old secret\n").expect("secret");
     std::fs::write(d.join("new.secret"), "  new secret  \n").expect("secret");
     let path = |f: &str| d.join(f).to_str().expect("utf-8 path").to_owned();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args([
-            "relay",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--ws",
-            "127.0.0.1:0",
-            "--memory",
-        ])
-        .args([
-            "--tls-cert",
-            &path("relay.pem"),
-            "--tls-key",
-            &path("relay.key"),
-        ])
-        .args(["--auth-secret-file", &path("2026-10.secret")])
-        .args([
-            "--auth-secret-file",
-            &format!("2026-11={}", path("new.secret")),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("runs");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let _relay = Relay(child);
-    let tls = lines
-        .next()
-        .expect("a first line")
-        .expect("utf-8")
-        .trim_start_matches("relay listening on ")
-        .to_owned();
-    let wss = lines
-        .next()
-        .expect("a second line")
-        .expect("utf-8")
+    let (old_key, new_key) = (
+        path("2026-10.secret"),
+        format!("2026-11={}", path("new.secret")),
+    );
+    let mut relay = Relay::start(&[
+        "--ws",
+        "127.0.0.1:0",
+        "--memory",
+        "--tls-cert",
+        &path("relay.pem"),
+        "--tls-key",
+        &path("relay.key"),
+        "--auth-secret-file",
+        &old_key,
+        "--auth-secret-file",
+        &new_key,
+    ]);
+    let tls = relay.addr.clone();
+    let wss = relay
+        .next_line()
         .trim_start_matches("websocket on ")
         .to_owned();
     assert!(tls.starts_with("tls://127.0.0.1:"), "{tls}");

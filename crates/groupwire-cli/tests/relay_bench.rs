@@ -2,37 +2,15 @@
 //! configurations, so the measurement tools cannot rot between runs of
 //! `scripts/results.sh relay`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-/// The relay process we started; killed by its own handle when dropped.
-struct Relay(Child);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::Relay;
 
 fn start_relay() -> (Relay, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args(["relay", "serve", "--memory", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the groupwire binary runs");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the relay prints its address");
-    let addr = line
-        .trim()
-        .strip_prefix("relay listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    (Relay(child), addr)
+    let relay = Relay::start(&["--memory"]);
+    let addr = relay.addr.clone();
+    (relay, addr)
 }
 
 #[test]
@@ -60,7 +38,7 @@ fn bench_measures_fanout_and_relay_cpu_in_a_tiny_run() {
             "--quiet",
             "--relay-pid",
         ])
-        .arg(relay.0.id().to_string())
+        .arg(relay.child.id().to_string())
         .arg("--json")
         .arg(&json)
         .output()

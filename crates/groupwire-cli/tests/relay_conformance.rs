@@ -3,10 +3,9 @@
 //! reader, no `groupwire_relay::frame`) checks, one test per statement,
 //! what the document promises against `groupwire relay serve`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
@@ -247,39 +246,12 @@ fn error_code(f: &In) -> Option<u16> {
     (f.kind == ERROR).then(|| Fields(&f.body).u16())
 }
 
-/// `groupwire relay serve` on a free port, killed on drop.
-struct Relay {
-    child: Child,
-    addr: String,
-}
+mod common;
+use common::Relay;
 
-impl Relay {
-    fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-            .args(["relay", "serve", "--memory", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the groupwire binary runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("the relay prints its address");
-        let addr = line
-            .trim()
-            .strip_prefix("relay listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, addr }
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `groupwire relay serve --memory` on a free port, killed on drop.
+fn relay(extra: &[&str]) -> Relay {
+    Relay::start(&[&["--memory"], extra].concat())
 }
 
 /// A token as "Tokens" describes it.
@@ -311,7 +283,7 @@ fn secret_file(dir: &Path, text: &str) -> String {
 
 #[test]
 fn welcome_counts_toward_the_credit() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut c = Client::welcomed(&r.addr, "c");
     let welcome = c.received;
     // Crediting exactly the Welcome's bytes is fine...
@@ -327,7 +299,7 @@ fn welcome_counts_toward_the_credit() {
 
 #[test]
 fn a_window_may_be_exceeded_by_one_frame() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut p = Client::welcomed(&r.addr, "p");
     assert_eq!(p.create("w").kind, OK);
     p.join("w", PRINCIPAL, false);
@@ -373,7 +345,7 @@ fn a_window_may_be_exceeded_by_one_frame() {
 fn the_hmac_key_is_the_secret_files_text_trimmed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = secret_file(dir.path(), "  s3cret \n");
-    let r = Relay::start(&["--auth-secret-file", &secret]);
+    let r = relay(&["--auth-secret-file", &secret]);
     let (_c, f) = Client::hello(&r.addr, "a", 0, &token(b"s3cret", "principal"));
     assert_eq!(f.kind, WELCOME, "{f:?}");
     let (_c, f) = Client::hello(&r.addr, "b", 0, &token(b"  s3cret \n", "principal"));
@@ -384,7 +356,7 @@ fn the_hmac_key_is_the_secret_files_text_trimmed() {
 fn create_group_needs_the_principal_role() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = secret_file(dir.path(), "k");
-    let r = Relay::start(&["--auth-secret-file", &secret]);
+    let r = relay(&["--auth-secret-file", &secret]);
     let observer = token(b"k", "observer");
     let (mut o, f) = Client::hello(&r.addr, "o", 0, &observer);
     assert_eq!(f.kind, WELCOME);
@@ -397,7 +369,7 @@ fn create_group_needs_the_principal_role() {
 
 #[test]
 fn sent_precedes_the_senders_own_deliver() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut c = Client::welcomed(&r.addr, "c");
     c.create("g");
     c.join("g", PRINCIPAL, false);
@@ -432,7 +404,7 @@ fn sent_precedes_the_senders_own_deliver() {
 
 #[test]
 fn joined_includes_the_joiner() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut a = Client::welcomed(&r.addr, "a");
     a.create("g");
     a.join("g", PRINCIPAL, false);
@@ -453,7 +425,7 @@ fn joined_includes_the_joiner() {
 
 #[test]
 fn an_empty_client_name_is_allowed() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut c = Client::welcomed(&r.addr, "");
     c.create("g");
     let joined = c.join("g", PRINCIPAL, false).pop().expect("Joined");
@@ -462,7 +434,7 @@ fn an_empty_client_name_is_allowed() {
 
 #[test]
 fn the_deleting_member_gets_group_deleted_before_its_ok() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut c = Client::welcomed(&r.addr, "c");
     c.create("g");
     c.join("g", PRINCIPAL, false);
@@ -474,7 +446,7 @@ fn the_deleting_member_gets_group_deleted_before_its_ok() {
 
 #[test]
 fn error_codes_are_the_ones_the_table_names() {
-    let r = Relay::start(&[]);
+    let r = relay(&[]);
     let mut c = Client::welcomed(&r.addr, "c");
     let mut o = Client::welcomed(&r.addr, "o");
     let code = |f: In| {

@@ -3,21 +3,14 @@
 //! sheds the oldest connection that has not said Hello).
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::BufReader;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use groupwire_relay::{ClientOptions, RelayClient};
 
-/// Kills the relay process we started, by its own handle.
-struct Relay(Child);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::Relay;
 
 #[test]
 fn a_relay_out_of_descriptors_sheds_silent_connections_and_keeps_accepting() {
@@ -27,24 +20,13 @@ fn a_relay_out_of_descriptors_sheds_silent_connections_and_keeps_accepting() {
         "ulimit -n 64 && exec '{}' relay serve --memory --listen 127.0.0.1:0 --handshake-timeout 1h --idle-timeout off",
         env!("CARGO_BIN_EXE_groupwire")
     );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sh runs");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let relay = Relay(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the relay prints its address");
-    let addr = line
-        .trim()
-        .strip_prefix("relay listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let mut relay = Relay::spawn(
+        Command::new("sh")
+            .args(["-c", &script])
+            .stderr(Stdio::piped()),
+    );
+    let stderr = relay.child.stderr.take().expect("piped stderr");
+    let addr = relay.addr.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
