@@ -168,6 +168,10 @@ pub struct AfecStats {
     pub over_limit: u64,
     /// Control entries from users we do not send to, or stale requests.
     pub stale_control: u64,
+    /// Control packets to a remote sender held back because they would
+    /// have sent its address more bytes than it sent us (no
+    /// amplification toward an address that may be spoofed).
+    pub control_held: u64,
 }
 
 /// A sans-IO AFEC endpoint: sender, receiver and feedback loop. See the
@@ -545,15 +549,28 @@ impl AfecEndpoint {
             );
         }
         for r in self.remotes.values_mut() {
-            if let Some(addr) = r.addr {
-                collect_due(
-                    &mut r.pending,
-                    &mut r.acks,
-                    now,
-                    retry,
-                    out.entry(addr).or_default(),
-                );
+            let Some(addr) = r.addr else { continue };
+            let mut entries = Vec::new();
+            collect_due(&mut r.pending, &mut r.acks, now, retry, &mut entries);
+            if entries.is_empty() {
+                continue;
             }
+            // No amplification: a remote sender's address is only what its
+            // datagrams claim, so it never gets more bytes than it sent us
+            // (QUIC's anti-amplification rule, RFC 9000 §8, at 1x and for
+            // good: a live sender's data outweighs its feedback by far, so
+            // the cap binds only on an address that stopped sending or
+            // never sent). Held entries are sent at their next retry.
+            let len: u64 = entries
+                .chunks(MAX_ENTRIES)
+                .map(|c| ControlRepr::wire_len(c.len()) as u64)
+                .sum();
+            if r.bytes_sent + len > r.bytes_received {
+                self.stats.control_held += 1;
+                continue;
+            }
+            r.bytes_sent += len;
+            out.entry(addr).or_default().extend(entries);
         }
         for (addr, entries) in out {
             for chunk in entries.chunks(MAX_ENTRIES) {
@@ -615,7 +632,7 @@ impl AfecEndpoint {
             .remotes
             .entry(from)
             .or_insert_with(|| PeerRx::new(cfg.packet_window));
-        r.addr = Some(src);
+        r.note_address(src, data.len());
         let _ = r.packets.observe(p.seq());
         r.packets_seen += 1;
         // Oldest first (§"AFEC for groupware", Receiver: "The messages in a
@@ -716,7 +733,7 @@ impl AfecEndpoint {
                         self.stats.stale_control += 1;
                         continue;
                     };
-                    r.addr = Some(src);
+                    r.note_address(src, 0);
                     let achievable = wire_to_size(e.value).max(1.0);
                     if r.cannot_meet_seq.is_none_or(|s| e.seq > s) {
                         r.cannot_meet_seq = Some(e.seq);
@@ -1120,9 +1137,24 @@ struct PeerRx {
     acks: Vec<Entry>,
     next_ctl_seq: u32,
     cannot_meet_seq: Option<u32>,
+    /// Bytes received from `addr`, and sent to it, since it became the
+    /// sender's address (the anti-amplification budget).
+    bytes_received: u64,
+    bytes_sent: u64,
 }
 
 impl PeerRx {
+    /// `src` sent us `len` bytes as this sender; a new address starts a
+    /// new budget, so one that is spoofed inherits nothing.
+    fn note_address(&mut self, src: SocketAddr, len: usize) {
+        if self.addr != Some(src) {
+            self.addr = Some(src);
+            self.bytes_received = 0;
+            self.bytes_sent = 0;
+        }
+        self.bytes_received += len as u64;
+    }
+
     fn new(packet_window: usize) -> Self {
         Self {
             addr: None,
@@ -1133,6 +1165,8 @@ impl PeerRx {
             acks: Vec::new(),
             next_ctl_seq: 0,
             cannot_meet_seq: None,
+            bytes_received: 0,
+            bytes_sent: 0,
         }
     }
 }

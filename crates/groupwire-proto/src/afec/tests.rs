@@ -43,6 +43,10 @@ struct Pair {
     b_events: Vec<AfecEvent>,
     /// Copies per (type, index) that A put on the wire.
     copies: BTreeMap<u32, u32>,
+    /// Bytes of A's datagrams that reached B.
+    bytes_a_to_b: u64,
+    /// Bytes B put on the wire, toward A (lost or not).
+    bytes_b_sent: u64,
 }
 
 impl Pair {
@@ -65,6 +69,8 @@ impl Pair {
             a_events: Vec::new(),
             b_events: Vec::new(),
             copies: BTreeMap::new(),
+            bytes_a_to_b: 0,
+            bytes_b_sent: 0,
         }
     }
 
@@ -87,6 +93,9 @@ impl Pair {
     }
 
     fn wire(&mut self, from_a: bool, t: Transmit) {
+        if !from_a {
+            self.bytes_b_sent += t.payload.len() as u64;
+        }
         let is_data = t.payload[1] == Kind::AfecData as u8;
         let lost = if is_data {
             if let Ok(r) = DataRepr::parse(&t.payload) {
@@ -133,6 +142,7 @@ impl Pair {
             {
                 let (from_a, _dst, p) = self.in_flight.remove(&k).expect("key just seen");
                 if from_a {
+                    self.bytes_a_to_b += p.len() as u64;
                     self.b.handle_datagram(self.now, addr(A), &p);
                 } else {
                     self.a.handle_datagram(self.now, addr(B), &p);
@@ -363,6 +373,33 @@ fn adaptive_lowers_redundancy_when_the_network_is_clean() {
         p.b_events
             .iter()
             .all(|e| !matches!(e, AfecEvent::Requested { nak: true, .. }))
+    );
+}
+
+/// No amplification (issue 10): an address that never answers has not
+/// proven it is a sender (its data may be spoofed, the "sender" a victim),
+/// so the receiver never sends it more bytes than it received from it,
+/// however long its requests go unacknowledged. Without the cap the
+/// receiver retried its requests every 250 ms for as long as it ran.
+#[test]
+fn a_receiver_never_sends_an_unanswering_address_more_than_it_received() {
+    let mut p = Pair::new(cfg(1, Mode::Adaptive), cfg(2, Mode::Adaptive));
+    p.drop_data = random_loss(5, 0.3);
+    // Nothing B sends reaches A.
+    p.drop_control = Box::new(|_, _| true);
+    p.stream(300, ms(33), Duration::from_secs(600));
+    let requests = p
+        .b_events
+        .iter()
+        .filter(|e| matches!(e, AfecEvent::Requested { .. }))
+        .count();
+    assert!(requests > 0, "the receiver asked for more redundancy");
+    assert!(p.b.stats().control_held > 0, "{:?}", p.b.stats());
+    assert!(
+        p.bytes_b_sent <= p.bytes_a_to_b,
+        "sent {} to an address it got {} from",
+        p.bytes_b_sent,
+        p.bytes_a_to_b
     );
 }
 

@@ -532,7 +532,12 @@ impl ControlRepr {
 
     /// Bytes [`emit`](Self::emit) writes.
     pub fn buffer_len(&self) -> usize {
-        CONTROL_HEADER_LEN + self.entries.len() * ENTRY_LEN
+        Self::wire_len(self.entries.len())
+    }
+
+    /// Bytes of a control packet with `entries` entries.
+    pub fn wire_len(entries: usize) -> usize {
+        CONTROL_HEADER_LEN + entries * ENTRY_LEN
     }
 
     /// Writes the packet into `buf` of exactly [`buffer_len`](Self::buffer_len) bytes.
