@@ -1,5 +1,6 @@
 //! Writes seed inputs for the targets whose inputs are structured
-//! (`relay_core`, `scenario`) into `fuzz/corpus/`, so a campaign starts
+//! (`relay_core`, `scenario`, and the block-FEC wire format as the
+//! current sender emits it) into `fuzz/corpus/`, so a campaign starts
 //! from inputs that reach deep into the code instead of rediscovering the
 //! frame layout. Run once after changing a target's input format:
 //!
@@ -9,7 +10,14 @@
 
 use std::path::Path;
 
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use bytes::Bytes;
+use groupwire_proto::block::{
+    BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig,
+};
+use groupwire_proto::{Instant, Machine};
 use groupwire_relay::frame::{ActivityMode, Frame, Role, encode};
 use groupwire_sim::scenario::builtins;
 
@@ -28,6 +36,43 @@ fn hello(name: &str) -> Frame {
         token: String::new(),
         name: name.into(),
     }
+}
+
+/// What a block-FEC endpoint sends for ten datagrams in blocks of four
+/// (sources, repairs), and what its peer's receiver reports back.
+fn block_packets() -> (Vec<Bytes>, Vec<Bytes>) {
+    let (a, b): (SocketAddr, SocketAddr) = (
+        "127.0.0.1:1".parse().expect("addr"),
+        "127.0.0.1:2".parse().expect("addr"),
+    );
+    let endpoint = |peer| {
+        BlockEndpoint::new(
+            BlockSender::new(SenderConfig::new(peer, 4)),
+            BlockReceiver::new(ReceiverConfig::default()),
+        )
+    };
+    let (mut tx, mut rx) = (endpoint(b), endpoint(a));
+    let mut now = Instant::ZERO;
+    for i in 0..10u8 {
+        tx.sender
+            .send(now, Bytes::from(vec![i; 20 + usize::from(i) * 7]))
+            .expect("queued");
+    }
+    tx.sender.flush();
+    let (mut data, mut reports) = (Vec::new(), Vec::new());
+    for _ in 0..40 {
+        now += Duration::from_millis(5);
+        tx.handle_timeout(now);
+        while let Some(t) = tx.poll_transmit(now) {
+            rx.handle_datagram(now, a, &t.payload);
+            data.push(t.payload);
+        }
+        rx.handle_timeout(now);
+        while let Some(t) = rx.poll_transmit(now) {
+            reports.push(t.payload);
+        }
+    }
+    (data, reports)
 }
 
 fn main() -> std::io::Result<()> {
@@ -115,6 +160,23 @@ fn main() -> std::io::Result<()> {
     ] {
         std::fs::write(dir.join(format!("seed-{name}")), input)?;
     }
+
+    let (data, reports) = block_packets();
+    assert!(
+        !data.is_empty() && !reports.is_empty(),
+        "the block pair exchanged packets"
+    );
+    let dir = corpus.join("block_packet");
+    for (i, p) in data.iter().chain(&reports).enumerate() {
+        std::fs::write(dir.join(format!("seed-{i:02}")), p)?;
+    }
+    let joined = |ps: &[Bytes]| ps.join(&0xFF);
+    let dir = corpus.join("block_endpoint");
+    std::fs::write(dir.join("seed-stream"), joined(&data))?;
+    std::fs::write(
+        dir.join("seed-stream-and-reports"),
+        joined(&[data.clone(), reports].concat()),
+    )?;
 
     let dir = corpus.join("scenario");
     std::fs::create_dir_all(&dir)?;
