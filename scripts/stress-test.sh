@@ -5,6 +5,8 @@
 #   scripts/stress-test.sh                 # 5 runs, 2 CPU hogs
 #   RUNS=10 HOGS=4 scripts/stress-test.sh
 #   REV=my-branch scripts/stress-test.sh   # another commit than main
+#   STRESS_TARGET_DIR=/tmp/warm scripts/stress-test.sh
+#                                          # reuse compiled dependencies there
 #
 # Prints one line per run and ends with "stress: N/M runs passed"; logs of
 # failing runs are kept (their paths are printed). Exit 0 only when every
@@ -36,6 +38,10 @@ git checkout --quiet "$rev"
 [ -d "$repo/../shared" ] && ln -s "$(cd "$repo/../shared" && pwd)" "$work/shared"
 echo "stress: commit $(git rev-parse --short HEAD); test command: $test_cmd"
 
+if [ -n "${STRESS_TARGET_DIR:-}" ]; then
+  export CARGO_TARGET_DIR=$STRESS_TARGET_DIR
+  echo "stress: target dir $CARGO_TARGET_DIR (dependencies may be reused; the clone's crates rebuild)"
+fi
 echo "stress: building (no load yet)"
 start=$SECONDS
 $test_cmd --no-run >"$work/build.log" 2>&1 || { echo "stress: build failed, see $work/build.log" >&2; exit 1; }
@@ -63,5 +69,5 @@ for i in $(seq "$runs"); do
 done
 
 echo "stress: $passed/$runs runs passed"
-[ "$passed" -eq "$runs" ] && rm -rf "$work/groupwire/target"
+[ "$passed" -eq "$runs" ] && rm -rf "$work/groupwire/target" "$work"/run-*.log
 [ "$passed" -eq "$runs" ]
