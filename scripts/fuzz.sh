@@ -60,7 +60,10 @@ if [ -n "${REPORT:-}" ]; then
   cd ..
   {
     echo "<!-- written by scripts/fuzz.sh on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) cores -->"
-    echo "Produced by \`RUNS=${runs:-} SECONDS_EACH=${SECONDS_EACH:-} scripts/fuzz.sh ${*}\` (empty values: defaults)."
+    cmd="scripts/fuzz.sh${*:+ $*}"
+    [ -n "${SECONDS_EACH:-}" ] && cmd="SECONDS_EACH=$SECONDS_EACH $cmd"
+    [ -n "$runs" ] && cmd="RUNS=$runs $cmd"
+    echo "Produced by \`$cmd\`."
     echo
     echo "$table"
   } >"$REPORT"
