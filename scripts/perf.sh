@@ -28,7 +28,7 @@
 #      with GMIAD + 200 long-lived TCP flows, 1 Gbit/s, RTTmin 10 ms, 10 s
 #      simulated), against the same dumbbell with the 200 TCP flows alone
 #      in the same run; its own marked section, like the codec's.
-#   6. `groupwire tunnel` on loopback, 1400-byte datagrams, k=20, Fwnd=8,
+#   6. `groupwire tunnel` on loopback, 1400-byte datagrams, k=20, Fwnd=8, with and without --key-file,
 #      against a plain UDP relay in the same run (scripts/tunnel_bench.py);
 #      written between markers, so it can be refreshed alone.
 set -euo pipefail

@@ -192,13 +192,19 @@ def results(out):
 
 def perf(out):
     seconds, size, batch = 5, 1400, 16
-    cases = [("plain UDP relay (baseline)", None), ("tunnel, k=20, Fwnd=8 (static:8)", ["--fec", "static:8", "--k", "20"])]
     rows, profile = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, args in cases:
+        key = os.path.join(tmp, "tunnel.key")
+        with open(key, "w") as f:
+            f.write("perf-bench-key-of-32-bytes-long!\n")
+        fec = ["--fec", "static:8", "--k", "20"]
+        # The keyed run comes right after the plain one, same load, same run.
+        cases = [("plain UDP relay (baseline)", None), ("tunnel, k=20, Fwnd=8 (static:8)", fec),
+                 ("tunnel, k=20, Fwnd=8, --key-file (ChaCha20-Poly1305)", fec + ["--key-file", key])]
+        for i, (name, args) in enumerate(cases):
             prof = os.path.join(tmp, "perf.data")
-            # Where the sending tunnel's time goes, if `perf` is installed.
-            prefix = ("perf", "record", "-q", "-F", "499", "-o", prof, "--") if args and shutil.which("perf") else ()
+            # Where the sending tunnel's time goes (the keyless run), if `perf` is installed.
+            prefix = ("perf", "record", "-q", "-F", "499", "-o", prof, "--") if i == 1 and shutil.which("perf") else ()
             r = chain(tmp, args or [], 0, size, seconds, batch=batch, relay=args is None, a_prefix=prefix)
             if prefix:
                 rep = subprocess.run(["perf", "report", "-i", prof, "--no-children", "--stdio", "--sort", "symbol"],
@@ -218,7 +224,8 @@ def perf(out):
          f"`udp_load send --rate 0 --size {size} --batch {batch}` (as fast as the socket takes, GSO batches of {batch}) "
          "→ hop A → hop B → `udp_load recv`, all on 127.0.0.1, separate processes, "
          f"{seconds} s. Baseline: both hops are a plain UDP relay (`udp_load relay`: recvmmsg in, GSO out, no "
-         "framing). Tunnel: `groupwire tunnel` on both hops, `--fec static:8 --k 20` (Fwnd 8 per 20), lossless. "
+         "framing). Tunnel: `groupwire tunnel` on both hops, `--fec static:8 --k 20` (Fwnd 8 per 20), lossless, "
+         "without and with `--key-file` (every packet sealed with ChaCha20-Poly1305). "
          "Goodput: distinct, byte-checked datagrams at the sink over its receive span. Latency: one-way, "
          "application to application, under this full load (mostly queueing). Goal: ≥ 1 Gbit/s of goodput.\n",
          "| case | offered | goodput | relative to the relay | loss | one-way p50 / p99 | link overhead | corrupt |",
@@ -233,6 +240,12 @@ def perf(out):
         f"misses the 1 Gbit/s goal by {(1e9 - t['goodput']) / 1e6:.0f} Mbit/s"
     L.append(f"The tunnel delivers **{t['goodput'] / 1e9:.3f} Gbit/s** ({verdict}); its p99 one-way latency under "
              f"this load is {ms(t['lat']['p99'])} against the relay's {ms(base['lat']['p99'])}.")
+    k = rows[2]
+    cost = 1 - k["goodput"] / max(t["goodput"], 1e-9)
+    L.append("")
+    L.append(f"With `--key-file` it delivers **{k['goodput'] / 1e9:.3f} Gbit/s**, {k['goodput'] / max(t['goodput'], 1e-9):.2f} "
+             f"of the keyless tunnel in the same run ({cost:.1%} less; goal: at most 15% less"
+             f"{', met' if cost <= 0.15 else ', missed'}).")
     if profile:
         L.append("")
         L.append("Where the sending tunnel's time goes (`perf record -F 499` on hop A during the tunnel run, share of its "

@@ -26,6 +26,16 @@
 //! before the real peer's first one still claims the slot until it falls
 //! silent for `peer_idle`.
 //!
+//! **With a key** ([`TunnelConfig::key`]) every packet is sealed and
+//! opened by the [`seal`](super::seal) layer first: a packet that fails
+//! authentication (too short, unknown version, tag mismatch, our own
+//! packet reflected) or repeats one already taken (anti-replay window) is
+//! counted and dropped before any FEC work, and it never claims the peer
+//! slot, moves timers or gets a reply. So only a holder of the key can
+//! take the slot, and a replay of its packets from anywhere takes nothing.
+//! A new peer key (the peer restarted) is taken only under the same rule
+//! as a new peer: none yet, or the peer silent for `peer_idle`.
+//!
 //! **No amplification.** Nothing is ever sent to an address before a
 //! valid packet came from it: the learned peer is set only by one, and
 //! reports go to the source of the latest valid data packet from the peer
@@ -55,6 +65,25 @@ use groupwire_proto::control::{ControllerKind, FecController};
 use groupwire_proto::wire::block::DataRepr;
 use groupwire_proto::{Instant, Machine, Transmit};
 
+use super::seal::{OpenError, Opener, Sealer};
+
+/// The pre-shared key and this process's session salt.
+#[derive(Clone)]
+pub(crate) struct TunnelKey {
+    /// The key (at least [`super::seal::MIN_KEY_LEN`] bytes).
+    pub(crate) psk: Vec<u8>,
+    /// This side's random session salt (seeded in tests).
+    pub(crate) salt: u64,
+}
+
+impl std::fmt::Debug for TunnelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TunnelKey")
+            .field("salt", &self.salt)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How a [`TunnelEndpoint`] is set up.
 #[derive(Clone, Debug)]
 pub(crate) struct TunnelConfig {
@@ -68,6 +97,8 @@ pub(crate) struct TunnelConfig {
     pub(crate) gmiad: GmiadConfig,
     /// Silence after which another address may take the peer's place.
     pub(crate) peer_idle: Duration,
+    /// Seal and open every packet with this key (`--key-file`).
+    pub(crate) key: Option<TunnelKey>,
 }
 
 /// A datagram for the application.
@@ -96,6 +127,14 @@ pub(crate) struct TunnelStats {
     pub(crate) too_large_bytes: u64,
     /// Times the FEC state was started afresh (new or silent peer).
     pub(crate) restarts: u64,
+    /// With a key: datagrams that failed authentication.
+    pub(crate) unauthenticated: u64,
+    /// With a key: authentic datagrams seen before, too old for the
+    /// replay window, or under a replaced peer key.
+    pub(crate) replayed: u64,
+    /// With a key: packets not sent because this key's sequence numbers
+    /// ran out (after 2^64 packets).
+    pub(crate) seal_exhausted: u64,
 }
 
 /// Counters summed over every FEC state the tunnel has had.
@@ -214,6 +253,7 @@ pub(crate) struct TunnelEndpoint {
     arrivals: Vec<(u64, Instant)>,
     events: VecDeque<TunnelDelivery>,
     stats: TunnelStats,
+    crypto: Option<(Sealer, Opener)>,
 }
 
 impl TunnelEndpoint {
@@ -227,7 +267,11 @@ impl TunnelEndpoint {
             arrivals: vec![(u64::MAX, Instant::ZERO); ARRIVALS],
             events: VecDeque::new(),
             stats: TunnelStats::default(),
+            crypto: None,
         };
+        if let Some(k) = &t.cfg.key {
+            t.crypto = Some((Sealer::new(&k.psk, k.salt), Opener::new(&k.psk, k.salt)));
+        }
         if let Some(p) = t.peer {
             t.inner = Some(t.fresh(p));
         }
@@ -365,6 +409,39 @@ impl Machine for TunnelEndpoint {
 
     /// Any input is safe: invalid or foreign datagrams are counted and dropped.
     fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        let opened;
+        let silent = self.silent(now);
+        let data = if let Some((_, opener)) = self.crypto.as_mut() {
+            // A stranger while the peer is alive: no crypto work for it.
+            if self
+                .peer
+                .is_some_and(|p| p != src && (self.cfg.peer.is_some() || !silent))
+            {
+                self.stats.foreign += 1;
+                return;
+            }
+            let may_switch = self.last_heard.is_none() || silent;
+            match opener.open(data, may_switch) {
+                Ok(plain) => {
+                    opened = plain;
+                    &opened[..]
+                }
+                Err(OpenError::Unauthenticated) => {
+                    self.stats.unauthenticated += 1;
+                    return;
+                }
+                Err(OpenError::Replayed) => {
+                    self.stats.replayed += 1;
+                    return;
+                }
+                Err(OpenError::OtherKey) => {
+                    self.stats.foreign += 1;
+                    return;
+                }
+            }
+        } else {
+            data
+        };
         match self.peer {
             None => {
                 if !self.is_valid_data(data) {
@@ -406,7 +483,19 @@ impl Machine for TunnelEndpoint {
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        self.inner.as_mut()?.poll_transmit(now)
+        loop {
+            let mut t = self.inner.as_mut()?.poll_transmit(now)?;
+            let Some((sealer, _)) = self.crypto.as_mut() else {
+                return Some(t);
+            };
+            match sealer.seal(&t.payload) {
+                Some(sealed) => {
+                    t.payload = Bytes::from(sealed);
+                    return Some(t);
+                }
+                None => self.stats.seal_exhausted += 1,
+            }
+        }
     }
 
     fn poll_event(&mut self) -> Option<TunnelDelivery> {
@@ -447,6 +536,7 @@ mod tests {
             },
             gmiad: GmiadConfig::default(),
             peer_idle: Duration::from_secs(5),
+            key: None,
         }
     }
 
@@ -689,5 +779,199 @@ mod tests {
         ));
         let s = a.stats();
         assert_eq!((s.too_large, s.too_large_bytes, s.refused), (1, 9000, 0));
+    }
+
+    const KEY: &[u8] = b"a tunnel test key, 32 bytes long";
+
+    fn keyed(
+        peer: Option<SocketAddr>,
+        fec: ControllerKind,
+        psk: &[u8],
+        salt: u64,
+    ) -> TunnelEndpoint {
+        let mut c = config(peer, fec);
+        c.key = Some(TunnelKey {
+            psk: psk.to_vec(),
+            salt,
+        });
+        TunnelEndpoint::new(c)
+    }
+
+    fn delivered(b: &mut TunnelEndpoint) -> Vec<Bytes> {
+        std::iter::from_fn(|| b.poll_event())
+            .map(|d| d.payload)
+            .collect()
+    }
+
+    #[test]
+    fn keyed_packets_round_trip_and_hostile_ones_never_reach_the_app() {
+        let mut a = keyed(Some(B), ControllerKind::Static(1), KEY, 1);
+        let mut b = keyed(None, ControllerKind::Static(1), KEY, 2);
+        let now = Instant::from_millis(1);
+        let pkts = packets(&mut a, now, &[b"one", b"two", b"three", b"four"]);
+        assert_eq!(pkts.len(), 5);
+        // Before the first authentic packet: wrong key, bit flips anywhere,
+        // truncations, a reflected packet (b's own), from the peer's own
+        // address: none claims the slot, none reaches the app.
+        let mut stranger = keyed(
+            Some(B),
+            ControllerKind::Static(1),
+            b"not the key, but 16+ bytes",
+            1,
+        );
+        let wrong = packets(&mut stranger, now, &[b"evil"]);
+        b.handle_datagram(now, A, &wrong[0]);
+        let mut flips = 0;
+        for bit in (0..pkts[0].len() * 8).step_by(7) {
+            let mut p = pkts[0].to_vec();
+            p[bit / 8] ^= 1 << (bit % 8);
+            b.handle_datagram(now, A, &p);
+            flips += 1;
+        }
+        for n in 0..pkts[0].len() {
+            b.handle_datagram(now, A, &pkts[0][..n]);
+        }
+        b.send(now, Bytes::from_static(b"x")).unwrap_err();
+        let mut own = keyed(Some(A), ControllerKind::Static(1), KEY, 2);
+        let reflected = packets(&mut own, now, &[b"own"]);
+        b.handle_datagram(now, A, &reflected[0]);
+        assert_eq!(b.peer(), None);
+        assert!(delivered(&mut b).is_empty());
+        assert_eq!(
+            b.totals().packets,
+            0,
+            "no FEC work on unauthenticated input"
+        );
+        let s = b.stats();
+        assert_eq!(s.unauthenticated, 1 + flips + pkts[0].len() as u64 + 1);
+        // The real packets, then each again (replays), from A.
+        for p in &pkts {
+            b.handle_datagram(now, A, p);
+        }
+        for p in &pkts {
+            b.handle_datagram(now, A, p);
+        }
+        assert_eq!(b.peer(), Some(A));
+        let got = delivered(&mut b);
+        assert_eq!(got.len(), 4);
+        assert_eq!(b.stats().replayed, 5);
+        // A stranger replaying the same packets from C: foreign, nothing.
+        for p in &pkts {
+            b.handle_datagram(now, C, p);
+        }
+        assert_eq!(b.stats().foreign, 5);
+        assert!(delivered(&mut b).is_empty());
+        // b's reply is sealed, and a's own packets reflected back at it are refused.
+        b.send(now, Bytes::from_static(b"reply"))
+            .expect("peer known");
+        let mut replies = Vec::new();
+        while let Some(t) = b.poll_transmit(now) {
+            assert_eq!(t.dst, A);
+            assert!(!t.payload.windows(5).any(|w| w == b"reply"), "sealed");
+            replies.push(t.payload);
+        }
+        for p in &replies {
+            a.handle_datagram(now, B, p);
+        }
+        assert_eq!(delivered(&mut a), vec![Bytes::from_static(b"reply")]);
+        a.handle_datagram(now, B, &pkts[1]);
+        assert_eq!(a.stats().unauthenticated, 1);
+        assert!(delivered(&mut a).is_empty());
+    }
+
+    #[test]
+    fn a_replay_after_the_peer_restarted_takes_nothing() {
+        let mut b = keyed(None, ControllerKind::Static(0), KEY, 2);
+        let t0 = Instant::from_millis(1);
+        let mut a1 = keyed(Some(B), ControllerKind::Static(0), KEY, 10);
+        let old = packets(&mut a1, t0, &[b"a1"]);
+        b.handle_datagram(t0, A, &old[0]);
+        // The peer restarts (new salt) after the idle time.
+        let t1 = t0 + Duration::from_secs(6);
+        let mut a2 = keyed(Some(B), ControllerKind::Static(0), KEY, 11);
+        let new = packets(&mut a2, t1, &[b"a2"]);
+        b.handle_datagram(t1, A, &new[0]);
+        assert_eq!(delivered(&mut b).len(), 2);
+        // The first session's packet, replayed from anywhere, even later.
+        let t2 = t1 + Duration::from_secs(6);
+        b.handle_datagram(t2, C, &old[0]);
+        b.handle_datagram(t2, A, &old[0]);
+        assert_eq!(b.stats().replayed, 2);
+        assert_eq!(b.peer(), Some(A));
+        assert!(delivered(&mut b).is_empty());
+    }
+
+    /// Bytes `b` sends to `src` after spoofed first packets from it.
+    fn bytes_back(b: &mut TunnelEndpoint, src: SocketAddr, spoofed: &[Vec<u8>]) -> (u64, u64) {
+        let now = Instant::from_millis(1);
+        let (mut bytes_in, mut bytes_out) = (0, 0);
+        for (i, p) in spoofed.iter().enumerate() {
+            let at = now + Duration::from_millis(i as u64);
+            b.handle_datagram(at, src, p);
+            bytes_in += p.len() as u64;
+            b.send(at, Bytes::from_static(b"an application reply")).ok();
+            for t in [at, at + Duration::from_secs(1)] {
+                b.handle_timeout(t);
+                while let Some(tx) = b.poll_transmit(t) {
+                    if tx.dst == src {
+                        bytes_out += tx.payload.len() as u64;
+                    }
+                }
+            }
+        }
+        (bytes_in, bytes_out)
+    }
+
+    #[test]
+    fn no_amplification_toward_an_unproven_address() {
+        let now = Instant::from_millis(1);
+        // Spoofed first packets: junk, truncated and corrupted copies of
+        // real ones, another session's packets.
+        let mut a = TunnelEndpoint::new(config(Some(B), ControllerKind::Static(4)));
+        let real = packets(&mut a, now, &[b"one", b"two"]);
+        let mut spoofed: Vec<Vec<u8>> = vec![vec![0; 1200], vec![0xff; 40]];
+        for p in &real {
+            spoofed.push(p[..p.len() / 2].to_vec());
+            let mut c = p.to_vec();
+            c[p.len() - 1] ^= 1;
+            spoofed.push(c);
+        }
+        let mut other = config(Some(B), ControllerKind::Static(4));
+        other.sender.session = 99;
+        let mut o = TunnelEndpoint::new(other);
+        spoofed.extend(packets(&mut o, now, &[b"x"]).iter().map(|p| p.to_vec()));
+        let mut b = TunnelEndpoint::new(config(None, ControllerKind::Static(4)));
+        let (inn, out) = bytes_back(&mut b, C, &spoofed);
+        assert!(inn > 0);
+        assert_eq!(
+            out, 0,
+            "without a key: nothing to an address that sent no valid packet"
+        );
+        // With a key: also the other side's valid packets, sealed under a
+        // wrong key, and a keyless tunnel's valid packets.
+        let mut wrong = keyed(
+            Some(B),
+            ControllerKind::Static(4),
+            b"not the key, but 16+ bytes",
+            5,
+        );
+        spoofed.extend(packets(&mut wrong, now, &[b"y"]).iter().map(|p| p.to_vec()));
+        spoofed.extend(real.iter().map(|p| p.to_vec()));
+        let mut kb = keyed(None, ControllerKind::Static(4), KEY, 2);
+        let (inn, out) = bytes_back(&mut kb, C, &spoofed);
+        assert!(inn > 0);
+        assert_eq!(
+            out, 0,
+            "with a key: nothing to an address before an authentic packet"
+        );
+        assert_eq!(kb.stats().unauthenticated, spoofed.len() as u64);
+        // The counting is real: a proven peer does get replies.
+        let mut ka = keyed(Some(B), ControllerKind::Static(4), KEY, 1);
+        let good: Vec<Vec<u8>> = packets(&mut ka, now, &[b"hi"])
+            .iter()
+            .map(|p| p.to_vec())
+            .collect();
+        let (_, out) = bytes_back(&mut kb, C, &good);
+        assert!(out > 0);
     }
 }
