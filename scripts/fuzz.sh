@@ -9,7 +9,8 @@
 #   SECONDS_EACH=600 scripts/fuzz.sh afec_data relay_core
 #   REPORT=docs/results/fuzz-campaign.md RUNS=10000000 scripts/fuzz.sh
 #
-# New corpus entries are minimized into fuzz/corpus/TARGET (commit them);
+# New inputs that add coverage are merged into fuzz/corpus/TARGET (commit
+# them; committed inputs are never pruned);
 # a crashing input is copied there too, so once fixed it is replayed by
 # `cargo test` forever. Ends with a Markdown table per target: executions,
 # seconds, coverage (libFuzzer's `cov` edges and `ft` features), corpus
@@ -31,8 +32,12 @@ for t in "${targets[@]}"; do
   cargo +nightly fuzz build -O -a "$t" >/dev/null
   start=$SECONDS
   crashes=0
+  # New inputs go to a fresh directory (libFuzzer writes to the first
+  # one); the committed corpus is read, never pruned: its files are
+  # regression inputs (seeds, crashes once found) that `cargo test` replays.
   # Debug assertions on: they are the codec's and the machines' own checks.
-  if ! cargo +nightly fuzz run -O -a "$t" "corpus/$t" -- "${limit[@]}" -max_len=1500 \
+  fresh=$(mktemp -d)
+  if ! cargo +nightly fuzz run -O -a "$t" "$fresh" "corpus/$t" -- "${limit[@]}" -max_len=1500 \
     -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"$logs/$t.log" 2>&1; then
     crashes=$(find "artifacts/$t" -type f | wc -l)
     echo "!! $t crashed; inputs in fuzz/artifacts/$t, copied into fuzz/corpus/$t:"
@@ -40,8 +45,9 @@ for t in "${targets[@]}"; do
     cp artifacts/"$t"/* "corpus/$t/" 2>/dev/null || true
   fi
   secs=$((SECONDS - start))
-  # Keep the committed corpus small: only inputs that add coverage.
-  cargo +nightly fuzz cmin -O -a "$t" "corpus/$t" >/dev/null 2>&1 || true
+  # Add to the committed corpus only the new inputs that add coverage.
+  cargo +nightly fuzz run -O -a "$t" "corpus/$t" "$fresh" -- -merge=1 >/dev/null 2>&1 || true
+  rm -rf "$fresh"
   execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$logs/$t.log" | grep -oE '[0-9]+$' | tail -1)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$logs/$t.log" | tail -1)
   size=$(find "corpus/$t" -type f | wc -l)
