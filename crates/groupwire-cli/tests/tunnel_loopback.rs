@@ -3,65 +3,16 @@
 //! free ports, each bounded by `--duration`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
-
-/// A running `groupwire` and the first line it wrote on stderr.
-struct Proc {
-    child: Child,
-    line: String,
-}
-
-fn spawn(args: &[&str]) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("groupwire starts");
-    let mut line = String::new();
-    BufReader::new(child.stderr.as_mut().expect("piped"))
-        .read_line(&mut line)
-        .expect("first line");
-    Proc { child, line }
-}
-
-impl Proc {
-    /// The address after `key=` (`app=`, `link=`) or the first address.
-    fn addr(&self, key: &str) -> SocketAddr {
-        let w = self
-            .line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .unwrap_or_else(|| panic!("no {key} in {:?}", self.line));
-        let a: SocketAddr = w.parse().expect("an address");
-        // 0.0.0.0 binds are reached on loopback.
-        SocketAddr::from(([127, 0, 0, 1], a.port()))
-    }
-
-    /// Waits for it to exit; returns its stdout. Panics on failure.
-    fn finish(self) -> String {
-        let o = self.child.wait_with_output().expect("exits");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{}: {err}", self.line);
-        assert!(!err.contains("panicked"), "{err}");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-}
+mod common;
+use common::{spawn, stats};
 
 /// The test's own clock: it times real processes, not machines.
 #[expect(clippy::disallowed_methods, reason = "test timing of real processes")]
 fn clock() -> std::time::Instant {
     std::time::Instant::now()
-}
-
-fn stats(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).expect("json")
 }
 
 /// Datagram `seq`: sequence number, filler derived from it.
@@ -213,7 +164,7 @@ fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
         2000.0,
         Duration::from_secs(7),
     );
-    let (a_out, _, emu_out) = (a.finish(), b.finish(), emu.finish());
+    let (a_out, _, emu_out) = (a.finish().0, b.finish(), emu.finish().0);
     let (sa, sb) = (stats(&a_json), stats(&b_json));
     assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
     assert!(sent.len() > 1000, "only {} datagrams sent", sent.len());
@@ -354,7 +305,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
         junk.send_to(g, a.addr("link=")).expect("send");
     }
     let (sent, got) = exchange(to, &app_rx, count, 400.0, Duration::from_secs(3));
-    let a_out = a.finish();
+    let a_out = a.finish().0;
     b.finish();
     assert_eq!(got.corrupt, 0);
     assert_eq!(got.at.range(..count).count(), sent.len(), "{a_out}");

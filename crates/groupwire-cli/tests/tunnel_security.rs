@@ -2,68 +2,15 @@
 //! user runs it: separate processes on loopback, free ports, each bounded
 //! by `--duration`. Assertions are counts, never timings.
 
-use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_proto::Machine;
 use groupwire_proto::block::{BlockSender, SenderConfig};
-use serde_json::Value;
 
-/// A running `groupwire` and the first line it wrote on stderr.
-struct Proc {
-    child: Child,
-    line: String,
-}
-
-fn spawn(args: &[&str]) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("groupwire starts");
-    let mut line = String::new();
-    BufReader::new(child.stderr.as_mut().expect("piped"))
-        .read_line(&mut line)
-        .expect("first line");
-    Proc { child, line }
-}
-
-impl Proc {
-    /// The address after `key=` (`app=`, `link=`), on loopback.
-    fn addr(&self, key: &str) -> SocketAddr {
-        let w = self
-            .line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .unwrap_or_else(|| panic!("no {key} in {:?}", self.line));
-        let a: SocketAddr = w.parse().expect("an address");
-        SocketAddr::from(([127, 0, 0, 1], a.port()))
-    }
-
-    /// Waits for it to exit; returns its stdout and the rest of its stderr.
-    fn finish(mut self) -> (String, String) {
-        let mut err = String::new();
-        self.child
-            .stderr
-            .take()
-            .expect("piped")
-            .read_to_string(&mut err)
-            .expect("stderr");
-        let o = self.child.wait_with_output().expect("exits");
-        assert!(o.status.success(), "{}: {err}", self.line);
-        assert!(!err.contains("panicked"), "{err}");
-        (String::from_utf8_lossy(&o.stdout).into_owned(), err)
-    }
-}
-
-fn stats(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).expect("json")
-}
+mod common;
+use common::{spawn, stats};
 
 #[test]
 fn a_datagram_too_large_is_said_once_and_counted_and_a_missing_far_side_is_shown() {

@@ -1,12 +1,16 @@
-//! Shared by the CLI's integration tests: `groupwire relay serve` as a
-//! process on a free loopback port.
+//! Shared by the CLI's integration tests: `groupwire` commands as
+//! processes on free loopback ports (the relay, tunnels, emulators).
 #![allow(
     dead_code,
     reason = "each test binary uses its own part of this module"
 )]
 
-use std::io::{BufRead, BufReader, Lines};
+use std::io::{BufRead, BufReader, Lines, Read};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
+
+use serde_json::Value;
 
 /// A relay process, killed (SIGKILL, by its own handle) when dropped.
 pub(crate) struct Relay {
@@ -70,4 +74,60 @@ impl Drop for Relay {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A running `groupwire` and the first line it wrote on stderr.
+pub(crate) struct Proc {
+    /// The process.
+    pub(crate) child: Child,
+    /// Its first line on stderr.
+    pub(crate) line: String,
+}
+
+/// Starts `groupwire ARGS...` and reads its first line on stderr.
+pub(crate) fn spawn(args: &[&str]) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("groupwire starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("first line");
+    Proc { child, line }
+}
+
+impl Proc {
+    /// The address after `key=` (`app=`, `link=`), on loopback.
+    pub(crate) fn addr(&self, key: &str) -> SocketAddr {
+        let w = self
+            .line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.line));
+        let a: SocketAddr = w.parse().expect("an address");
+        SocketAddr::from(([127, 0, 0, 1], a.port()))
+    }
+
+    /// Waits for it to exit; returns its stdout and the rest of its stderr.
+    pub(crate) fn finish(mut self) -> (String, String) {
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .expect("piped")
+            .read_to_string(&mut err)
+            .expect("stderr");
+        let o = self.child.wait_with_output().expect("exits");
+        assert!(o.status.success(), "{}: {err}", self.line);
+        assert!(!err.contains("panicked"), "{err}");
+        (String::from_utf8_lossy(&o.stdout).into_owned(), err)
+    }
+}
+
+/// A `--stats-json` file.
+pub(crate) fn stats(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).expect("json")
 }
