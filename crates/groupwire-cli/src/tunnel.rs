@@ -170,13 +170,18 @@ pub(crate) struct TunnelArgs {
     /// application datagrams may be up to this less 38 bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1472)]
     max_datagram: usize,
-    /// Seal every packet with ChaCha20-Poly1305 under the key in FILE (its
-    /// bytes, trimmed of surrounding whitespace; at least 16). Both sides
-    /// need the same file, e.g. from `head -c 32 /dev/urandom | base64`.
-    /// Costs 33 bytes a packet: application datagrams may then be up to
-    /// --max-datagram less 71 bytes.
+    /// Seal every packet (authenticated encryption) under the key in FILE
+    /// (its bytes, trimmed of surrounding whitespace; at least 16). Both
+    /// sides need the same file, e.g. from `head -c 32 /dev/urandom |
+    /// base64`. Costs 33 bytes a packet: application datagrams may then be
+    /// up to --max-datagram less 71 bytes.
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// The cipher this side seals with under --key-file; it opens either,
+    /// so the two sides need not agree. Default: AES-256-GCM if this CPU
+    /// has AES instructions, else ChaCha20-Poly1305.
+    #[arg(long, value_name = "CIPHER", requires = "key_file")]
+    cipher: Option<seal::Cipher>,
     /// Session id; both sides must agree.
     #[arg(long, default_value_t = 0)]
     session: u32,
@@ -229,7 +234,12 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             );
         }
     }
-    let key = args.key_file.as_deref().map(read_key).transpose()?;
+    let cipher = args.cipher.unwrap_or_else(seal::Cipher::auto);
+    let key = args
+        .key_file
+        .as_deref()
+        .map(|f| read_key(f, cipher))
+        .transpose()?;
     let seal_overhead = if key.is_some() { seal::OVERHEAD } else { 0 };
     let min_datagram = DATA_HEADER_LEN + SYMBOL_PREFIX + 1 + seal_overhead;
     if !(min_datagram..=MAX_UDP_PAYLOAD).contains(&args.max_datagram) {
@@ -267,7 +277,7 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
 
 /// The key file's bytes, trimmed (so a trailing newline from `echo` or an
 /// editor is not part of the key), with a fresh random session salt.
-fn read_key(path: &std::path::Path) -> anyhow::Result<TunnelKey> {
+fn read_key(path: &std::path::Path, cipher: seal::Cipher) -> anyhow::Result<TunnelKey> {
     let bytes = std::fs::read(path)
         .map_err(|e| anyhow::anyhow!("reading the key file {}: {e}", path.display()))?;
     let psk = bytes.trim_ascii().to_vec();
@@ -286,6 +296,7 @@ fn read_key(path: &std::path::Path) -> anyhow::Result<TunnelKey> {
     Ok(TunnelKey {
         psk,
         salt: u64::from_be_bytes(salt),
+        cipher,
     })
 }
 
@@ -325,13 +336,17 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
     let link_addr = link.local_addr().context("link socket")?;
     // One machine-readable line, always: tests and scripts read the ports.
     eprintln!(
-        "tunnel app={app_addr} link={link_addr} {} fec={} k={} (Ctrl-C to stop)",
+        "tunnel app={app_addr} link={link_addr} {} fec={} k={}{} (Ctrl-C to stop)",
         match role {
             Role::Listen => format!("peer={other} app-peer=last-source"),
             Role::Forward(t) => format!("peer=first-valid forward={t}"),
         },
         args.fec,
-        args.k
+        args.k,
+        cfg.key
+            .as_ref()
+            .map(|k| format!(" seal={}", k.cipher))
+            .unwrap_or_default()
     );
     let clock = Clock::start();
     let mut ep = TunnelEndpoint::new(cfg);

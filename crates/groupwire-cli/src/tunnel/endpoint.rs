@@ -65,7 +65,7 @@ use groupwire_proto::control::{ControllerKind, FecController};
 use groupwire_proto::wire::block::DataRepr;
 use groupwire_proto::{Instant, Machine, Transmit};
 
-use super::seal::{OpenError, Opener, Sealer};
+use super::seal::{Cipher, OpenError, Opener, Sealer};
 
 /// The pre-shared key and this process's session salt.
 #[derive(Clone)]
@@ -74,12 +74,15 @@ pub(crate) struct TunnelKey {
     pub(crate) psk: Vec<u8>,
     /// This side's random session salt (seeded in tests).
     pub(crate) salt: u64,
+    /// What this side seals with (it opens either).
+    pub(crate) cipher: Cipher,
 }
 
 impl std::fmt::Debug for TunnelKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TunnelKey")
             .field("salt", &self.salt)
+            .field("cipher", &self.cipher)
             .finish_non_exhaustive()
     }
 }
@@ -270,7 +273,10 @@ impl TunnelEndpoint {
             crypto: None,
         };
         if let Some(k) = &t.cfg.key {
-            t.crypto = Some((Sealer::new(&k.psk, k.salt), Opener::new(&k.psk, k.salt)));
+            t.crypto = Some((
+                Sealer::new(&k.psk, k.salt, k.cipher),
+                Opener::new(&k.psk, k.salt),
+            ));
         }
         if let Some(p) = t.peer {
             t.inner = Some(t.fresh(p));
@@ -793,6 +799,13 @@ mod tests {
         c.key = Some(TunnelKey {
             psk: psk.to_vec(),
             salt,
+            // Odd salts seal with one cipher, even with the other: the
+            // tests below then cover a mixed pair too.
+            cipher: if salt % 2 == 1 {
+                Cipher::Aes256Gcm
+            } else {
+                Cipher::ChaCha20Poly1305
+            },
         });
         TunnelEndpoint::new(c)
     }
