@@ -134,10 +134,13 @@ pub fn afec_endpoint(data: &[u8]) {
 /// that parse back to the same value.
 pub fn block_packet(data: &[u8]) {
     use groupwire_proto::wire::block::{DataRepr, REPORT_LEN, ReportRepr};
-    if let Ok(r) = DataRepr::parse(data) {
-        let mut buf = vec![0u8; r.buffer_len()];
-        r.emit(&mut buf);
-        assert_eq!(DataRepr::parse(&buf).as_ref(), Ok(&r));
+    // With and without packets that carry no checksum.
+    for allow_unchecked in [false, true] {
+        if let Ok(r) = DataRepr::parse_with(data, allow_unchecked) {
+            let mut buf = vec![0u8; r.buffer_len()];
+            r.emit(&mut buf);
+            assert_eq!(DataRepr::parse_with(&buf, allow_unchecked).as_ref(), Ok(&r));
+        }
     }
     if let Ok(r) = ReportRepr::parse(data) {
         let mut buf = [0u8; REPORT_LEN];

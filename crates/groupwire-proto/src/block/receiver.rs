@@ -46,6 +46,10 @@ pub struct ReceiverConfig {
     /// Bytes each data packet counts for in `X_recv`; `None`: its size plus
     /// 28 bytes of IP and UDP header (see `SenderConfig::wire_size`).
     pub wire_size: Option<u32>,
+    /// Take data packets without a CRC-32 ([`FLAG_UNCHECKED`](crate::wire::block::FLAG_UNCHECKED)).
+    /// Only under a layer that authenticates every datagram first (the
+    /// tunnel's `--key-file`); otherwise they count as corrupt.
+    pub allow_unchecked: bool,
 }
 
 impl Default for ReceiverConfig {
@@ -62,6 +66,7 @@ impl Default for ReceiverConfig {
             idle_after: Duration::from_secs(1),
             tfrc: false,
             wire_size: None,
+            allow_unchecked: false,
         }
     }
 }
@@ -622,7 +627,7 @@ impl Machine for BlockReceiver {
     type Event = Delivery;
 
     fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
-        let d = match DataRepr::parse(data) {
+        let d = match DataRepr::parse_with(data, self.cfg.allow_unchecked) {
             Ok(d) => d,
             Err(WireError::Checksum) => {
                 self.stats.corrupt += 1;

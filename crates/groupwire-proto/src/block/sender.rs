@@ -48,6 +48,12 @@ pub struct SenderConfig {
     /// and UDP header. The simulator sets it when packets carry less than
     /// they occupy.
     pub wire_size: Option<u32>,
+    /// Put a CRC-32 in every data packet (`true`). `false` only under a
+    /// layer that authenticates every datagram (the tunnel's `--key-file`):
+    /// the packets then carry [`FLAG_UNCHECKED`](crate::wire::block::FLAG_UNCHECKED)
+    /// and only a receiver with [`ReceiverConfig::allow_unchecked`](super::ReceiverConfig::allow_unchecked)
+    /// takes them. Symbols keep their own CRC either way.
+    pub checksums: bool,
 }
 
 impl SenderConfig {
@@ -65,6 +71,7 @@ impl SenderConfig {
             queue_limit: 4096,
             send_history: 8192,
             wire_size: None,
+            checksums: true,
         }
     }
 
@@ -312,10 +319,14 @@ impl BlockSender {
             rtt_us: 0,
             index,
             symbol: Symbol::Source,
+            checked: self.cfg.checksums,
             payload: &payload,
         };
+        // The header now, the checksum in `poll_transmit` once the sequence
+        // number is in: one CRC per packet.
         let mut buf = BytesMut::zeroed(repr.buffer_len());
-        repr.emit(&mut buf);
+        repr.emit_header(&mut buf[..DATA_HEADER_LEN]);
+        buf[DATA_HEADER_LEN..].copy_from_slice(&payload);
         self.queue.push_back(Queued { buf, repair: false });
         self.block.push(payload);
         if self.block.len() >= self.cfg.k {
@@ -381,6 +392,7 @@ impl BlockSender {
                     k: k as u8,
                     m: m as u8,
                 },
+                checked: self.cfg.checksums,
                 payload: &[],
             }
             .emit_header(&mut buf[..DATA_HEADER_LEN]);
@@ -527,7 +539,9 @@ impl Machine for BlockSender {
             .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
         buf[8..12].copy_from_slice(&seq.to_be_bytes());
         buf[20..24].copy_from_slice(&rtt_us.to_be_bytes());
-        seal_data(&mut buf);
+        if self.cfg.checksums {
+            seal_data(&mut buf);
+        }
         if repair {
             self.stats.repair_sent += 1;
         } else {

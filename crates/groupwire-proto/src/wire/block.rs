@@ -29,6 +29,11 @@
 //! ```
 //!
 //! - `flags` bit 0 ([`FLAG_REPAIR`]): a repair symbol; otherwise a source packet.
+//! - `flags` bit 1 ([`FLAG_UNCHECKED`]): the checksum field is zero and was
+//!   not computed, because an outer layer authenticates every datagram
+//!   (the tunnel's `--key-file` AEAD, whose tag catches any corruption a
+//!   CRC would). Only a receiver that runs under such a layer accepts it
+//!   ([`DataRepr::parse_with`]); any other counts it as corrupt.
 //! - `seq` numbers every packet, source and repair, in sending order: the
 //!   receiver counts losses from its gaps and echoes the highest in its
 //!   report so the sender can time the round trip (GENEVA §3.2.2: "keeping
@@ -104,6 +109,8 @@ use super::header::{self, HEADER_LEN, Kind};
 
 /// Data packet flag: the payload is a repair symbol.
 pub const FLAG_REPAIR: u8 = 0x01;
+/// Data `flags` bit: no checksum (see the [module docs](self)).
+pub const FLAG_UNCHECKED: u8 = 0x02;
 /// Report flag: the TFRC fields hold measurements.
 pub const FLAG_TFRC: u8 = 0x01;
 /// Bytes before a data packet's payload.
@@ -147,6 +154,8 @@ pub struct DataRepr<'a> {
     pub index: u8,
     /// Source or repair.
     pub symbol: Symbol,
+    /// Whether the packet carries its CRC-32 (`false`: [`FLAG_UNCHECKED`]).
+    pub checked: bool,
     /// The datagram or the repair symbol.
     pub payload: &'a [u8],
 }
@@ -166,8 +175,17 @@ mod field {
 
 impl<'a> DataRepr<'a> {
     /// Parses a data packet. Never panics. Rejects wrong kinds, truncation,
-    /// and repair packets whose `k`, `m` and `index` are impossible.
+    /// a checksum mismatch, packets without a checksum
+    /// ([`FLAG_UNCHECKED`]), and repair packets whose `k`, `m` and `index`
+    /// are impossible.
     pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
+        Self::parse_with(buf, false)
+    }
+
+    /// [`parse`](Self::parse), also taking packets without a checksum if
+    /// `allow_unchecked`: for receivers whose every datagram an outer layer
+    /// has already authenticated. A packet that has one is still checked.
+    pub fn parse_with(buf: &'a [u8], allow_unchecked: bool) -> Result<Self, WireError> {
         let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
         if h.kind != Kind::BlockData {
             return Err(WireError::Malformed("not a block data packet"));
@@ -178,7 +196,12 @@ impl<'a> DataRepr<'a> {
                 got: buf.len(),
             });
         }
-        verify(buf, field::CHECK)?;
+        let checked = h.flags & FLAG_UNCHECKED == 0;
+        if checked {
+            verify(buf, field::CHECK)?;
+        } else if !allow_unchecked {
+            return Err(WireError::Checksum);
+        }
         let index = buf[field::INDEX];
         let (k, m) = (buf[field::K], buf[field::M]);
         let symbol = if h.flags & FLAG_REPAIR != 0 {
@@ -206,6 +229,7 @@ impl<'a> DataRepr<'a> {
             rtt_us: be32(&buf[field::RTT]),
             index,
             symbol,
+            checked,
             payload: &buf[DATA_HEADER_LEN..],
         })
     }
@@ -216,7 +240,7 @@ impl<'a> DataRepr<'a> {
     }
 
     /// Writes the packet into `buf`, exactly [`buffer_len`](Self::buffer_len)
-    /// bytes, checksum included.
+    /// bytes, checksum included (if [`checked`](Self::checked)).
     ///
     /// # Panics
     /// On a wrong buffer size: a local sizing bug, not peer input.
@@ -224,12 +248,15 @@ impl<'a> DataRepr<'a> {
         assert_eq!(buf.len(), self.buffer_len(), "buffer sized by buffer_len");
         self.emit_header(&mut buf[..DATA_HEADER_LEN]);
         buf[DATA_HEADER_LEN..].copy_from_slice(self.payload);
-        seal_data(buf);
+        if self.checked {
+            seal_data(buf);
+        }
     }
 
     /// Writes only the [`DATA_HEADER_LEN`] header bytes (for senders that
     /// place the payload themselves), with a zero checksum: call
-    /// [`seal_data`] on the whole datagram once it is complete.
+    /// [`seal_data`] on the whole datagram once it is complete (unless it
+    /// goes without one, [`checked`](Self::checked) `false`).
     ///
     /// # Panics
     /// If `buf` is not [`DATA_HEADER_LEN`] bytes.
@@ -238,6 +265,11 @@ impl<'a> DataRepr<'a> {
         let (flags, k, m) = match self.symbol {
             Symbol::Source => (0, 0, 0),
             Symbol::Repair { k, m } => (FLAG_REPAIR, k, m),
+        };
+        let flags = if self.checked {
+            flags
+        } else {
+            flags | FLAG_UNCHECKED
         };
         header::Repr {
             kind: Kind::BlockData,
@@ -461,6 +493,7 @@ mod tests {
             rtt_us: 10_000,
             index: 26,
             symbol: Symbol::Repair { k: 25, m: 8 },
+            checked: true,
             payload: &[0xde, 0xad, 0x01],
         };
         assert_eq!(DataRepr::parse(&GOLDEN_REPAIR), Ok(r));
@@ -573,12 +606,18 @@ mod tests {
     proptest! {
         #[test]
         fn data_round_trips(session: u32, seq: u32, block: u32, data_seq: u32, rtt_us: u32,
-                            (index, symbol) in any_symbol(),
+                            (index, symbol) in any_symbol(), checked: bool,
                             payload in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let r = DataRepr { session, seq, block, data_seq, rtt_us, index, symbol, payload: &payload };
+            let r = DataRepr { session, seq, block, data_seq, rtt_us, index, symbol, checked, payload: &payload };
             let mut buf = vec![0u8; r.buffer_len()];
             r.emit(&mut buf);
-            prop_assert_eq!(DataRepr::parse(&buf), Ok(r));
+            prop_assert_eq!(DataRepr::parse_with(&buf, true), Ok(r));
+            // Without a checksum only where the receiver allows it.
+            if checked {
+                prop_assert_eq!(DataRepr::parse(&buf), Ok(r));
+            } else {
+                prop_assert_eq!(DataRepr::parse(&buf), Err(WireError::Checksum));
+            }
         }
 
         #[test]
