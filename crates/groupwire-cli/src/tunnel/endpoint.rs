@@ -189,7 +189,7 @@ impl Totals {
         self.last_report_at?;
         let reported = ratio(
             self.peer_unrecovered,
-            self.peer_delivered + self.peer_unrecovered,
+            self.peer_delivered.saturating_add(self.peer_unrecovered),
         );
         let unseen = ratio(
             self.peer_sent.saturating_sub(self.peer_delivered),

@@ -472,7 +472,10 @@ impl Machine for BlockSender {
         }
         self.stats.last_report_at = Some(now);
         if r.delivered_total.saturating_add(r.unrecovered_total)
-            < self.stats.peer_delivered + self.stats.peer_unrecovered
+            < self
+                .stats
+                .peer_delivered
+                .saturating_add(self.stats.peer_unrecovered)
         {
             // The far side's receiver started afresh (after a silence of
             // ours, so it had echoed everything before): count from there.

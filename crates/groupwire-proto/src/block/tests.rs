@@ -614,3 +614,25 @@ fn packets_without_checksums_only_where_the_receiver_allows_them() {
     let arrived = refused.sent.iter().filter(|s| !lossy(s.0)).count();
     assert_eq!(refused.rx.stats().corrupt, arrived as u64);
 }
+
+/// Found by `scripts/fuzz.sh` (block_endpoint): a report whose totals sum
+/// past `u64::MAX`, after one that set them, overflowed the sender's
+/// restart check. Peer totals are the peer's word: the sender saturates.
+#[test]
+fn reports_with_totals_near_u64_max_do_not_overflow() {
+    use crate::wire::block::{REPORT_LEN, ReportRepr};
+    let mut tx = BlockSender::new(SenderConfig::new(B, 4));
+    for (i, total) in [u64::MAX, u64::MAX - 1, 0].into_iter().enumerate() {
+        let r = ReportRepr {
+            report_seq: i as u32 + 1,
+            delivered_total: total,
+            unrecovered_total: total,
+            recovered_total: total,
+            ..ReportRepr::default()
+        };
+        let mut buf = [0u8; REPORT_LEN];
+        r.emit(&mut buf);
+        tx.handle_datagram(Instant::from_millis(i as u64), B, &buf);
+    }
+    assert_eq!(tx.stats().reports, 3);
+}

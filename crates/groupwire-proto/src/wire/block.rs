@@ -300,6 +300,16 @@ pub fn seal_data(buf: &mut [u8]) {
     buf[field::CHECK].copy_from_slice(&c.to_be_bytes());
 }
 
+/// Writes the checksum of a complete [`REPORT_LEN`]-byte report into its
+/// checksum field (as [`ReportRepr::emit`] does).
+///
+/// # Panics
+/// If `buf` is shorter than [`REPORT_LEN`]: a local sizing bug.
+pub fn seal_report(buf: &mut [u8]) {
+    let c = checksum(buf, rfield::CHECK);
+    buf[rfield::CHECK].copy_from_slice(&c.to_be_bytes());
+}
+
 /// CRC-32 of `buf` with the 4 bytes at `at` read as zeros.
 fn checksum(buf: &[u8], at: core::ops::Range<usize>) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -450,8 +460,7 @@ impl ReportRepr {
         let t = self.tfrc.unwrap_or_default();
         buf[rfield::X_RECV].copy_from_slice(&t.x_recv.to_be_bytes());
         buf[rfield::P].copy_from_slice(&t.p.to_be_bytes());
-        let c = checksum(buf, rfield::CHECK);
-        buf[rfield::CHECK].copy_from_slice(&c.to_be_bytes());
+        seal_report(buf);
     }
 }
 
