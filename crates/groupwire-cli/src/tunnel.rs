@@ -55,9 +55,6 @@
 //! (memory per tunnel under 64 × 255 × `--max-datagram`); malformed,
 //! foreign and hostile datagrams are counted and dropped by the machines.
 
-mod endpoint;
-mod seal;
-
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -66,6 +63,7 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use groupwire_proto::block::{ReceiverConfig, SendError, SenderConfig};
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::control::gmiad::GmiadConfig;
@@ -75,9 +73,10 @@ use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, RecvBatch, is_tra
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use self::endpoint::{SendRefused, Totals, TunnelConfig, TunnelEndpoint, TunnelKey};
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
+use groupwire_proto::tunnel::seal;
+use groupwire_proto::tunnel::{SendRefused, Totals, TunnelConfig, TunnelEndpoint, TunnelKey};
 
 /// Carry UDP datagrams over an adaptive block-FEC link (GENEVA/GMIAD).
 ///
@@ -180,7 +179,9 @@ pub(crate) struct TunnelArgs {
     /// The cipher this side seals with under --key-file; it opens either,
     /// so the two sides need not agree. Default: AES-256-GCM if this CPU
     /// has AES instructions, else ChaCha20-Poly1305.
-    #[arg(long, value_name = "CIPHER", requires = "key_file")]
+    #[arg(long, value_name = "CIPHER", requires = "key_file",
+          value_parser = clap::builder::PossibleValuesParser::new(seal::Cipher::ALL.map(seal::Cipher::name))
+              .try_map(|s| s.parse::<seal::Cipher>()))]
     cipher: Option<seal::Cipher>,
     /// Session id; both sides must agree.
     #[arg(long, default_value_t = 0)]

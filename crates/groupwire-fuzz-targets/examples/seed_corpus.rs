@@ -1,6 +1,6 @@
 //! Writes seed inputs for the targets whose inputs are structured
-//! (`relay_core`, `scenario`, and the block-FEC wire format as the
-//! current sender emits it) into `fuzz/corpus/`, so a campaign starts
+//! (`relay_core`, `scenario`, `tunnel_endpoint`, and the block-FEC wire
+//! format as the current sender emits it) into `fuzz/corpus/`, so a campaign starts
 //! from inputs that reach deep into the code instead of rediscovering the
 //! frame layout. Run once after changing a target's input format:
 //!
@@ -177,6 +177,45 @@ fn main() -> std::io::Result<()> {
         dir.join("seed-stream-and-reports"),
         joined(&[data.clone(), reports].concat()),
     )?;
+
+    // tunnel_endpoint: the same stream from the peer, keyless and keyed,
+    // learned and configured peer, with the application answering, a
+    // stranger, and a silence past the peer's idle time.
+    use groupwire_fuzz_targets::tunnel_endpoint::{
+        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, OP_APP, OP_FROM_PEER, OP_FROM_STRANGER, OP_SEALED,
+        OP_WAIT,
+    };
+    let op = |out: &mut Vec<u8>, op: u8, body: &[u8]| {
+        out.extend([op, u8::try_from(body.len()).expect("seed ops fit one byte")]);
+        out.extend_from_slice(body);
+    };
+    let dir = corpus.join("tunnel_endpoint");
+    std::fs::create_dir_all(&dir)?;
+    for (name, cfg, from) in [
+        ("keyless-learned", 0, OP_FROM_PEER),
+        ("keyless-fixed", CFG_FIXED_PEER, OP_FROM_PEER),
+        ("keyed-aes-learned", CFG_KEYED, OP_SEALED),
+        (
+            "keyed-chacha-fixed",
+            CFG_KEYED | CFG_CHACHA | CFG_FIXED_PEER,
+            OP_SEALED,
+        ),
+    ] {
+        let mut input = vec![cfg];
+        for (i, p) in data.iter().enumerate() {
+            op(&mut input, from, p);
+            if i % 3 == 0 {
+                op(&mut input, OP_APP, b"a reply from the application");
+                op(&mut input, OP_WAIT, &[2]);
+            }
+            if i == 5 {
+                op(&mut input, OP_FROM_STRANGER, p);
+            }
+        }
+        op(&mut input, OP_WAIT, &[1]); // past the idle time
+        op(&mut input, OP_FROM_STRANGER, &data[0]);
+        std::fs::write(dir.join(format!("seed-{name}")), input)?;
+    }
 
     let dir = corpus.join("scenario");
     std::fs::create_dir_all(&dir)?;

@@ -22,8 +22,10 @@ use groupwire_proto::{Instant, Machine};
 use rand::SeedableRng;
 
 mod relay_core;
+pub mod tunnel_endpoint;
 
 pub use relay_core::relay_core;
+pub use tunnel_endpoint::tunnel_endpoint;
 
 /// One fuzz target: its name (the file in `fuzz/fuzz_targets/` and the
 /// folder in `fuzz/corpus/`) and its check.
@@ -60,6 +62,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "block_endpoint",
         check: block_endpoint,
+    },
+    Target {
+        name: "tunnel_endpoint",
+        check: tunnel_endpoint,
     },
     Target {
         name: "relay_frame",

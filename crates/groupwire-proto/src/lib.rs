@@ -35,6 +35,7 @@ pub mod block;
 pub mod control;
 pub mod machine;
 pub mod time;
+pub mod tunnel;
 pub mod units;
 pub mod wire;
 

@@ -3,20 +3,15 @@
 //! the baseline in the same run. One iteration seals a 1400-byte packet
 //! and opens it on the other side, as the two tunnel hops do.
 //!
-//! `cargo bench -p groupwire-cli --bench seal`
+//! `cargo bench -p groupwire-proto --bench seal`
 
 #![expect(
     missing_docs,
     reason = "criterion_group! generates an undocumented function"
 )]
 
-// The module is private to the binary; the bench compiles the same file.
-#[path = "../src/tunnel/seal.rs"]
-#[expect(dead_code, reason = "the bench uses part of the module")]
-mod seal;
-
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use seal::{Cipher, Opener, Sealer};
+use groupwire_proto::tunnel::seal::{Cipher, Opener, Sealer};
 
 const PSK: &[u8] = b"a tunnel bench key, 32 bytes....";
 const LEN: usize = 1400;

@@ -1,4 +1,4 @@
-//! The tunnel's pre-shared-key layer (sans-IO): every tunnel packet (data,
+//! The tunnel's pre-shared-key layer: every tunnel packet (data,
 //! repair and report) sealed with an AEAD, AES-256-GCM (NIST SP 800-38D)
 //! or ChaCha20-Poly1305 (RFC 8439 §2.8), both from `ring`.
 //!
@@ -13,7 +13,7 @@
 //! and ARMv8 server of the last decade) ring's AES-256-GCM seals a
 //! 1400-byte packet about 2.5x faster than its ChaCha20-Poly1305, and the
 //! RustCrypto ChaCha20-Poly1305 this layer first used was 9x slower (the
-//! measurement: `cargo bench -p groupwire-cli --bench seal`). Without
+//! measurement: `cargo bench -p groupwire-proto --bench seal`). Without
 //! those instructions AES falls back to a slow constant-time path and
 //! ChaCha20-Poly1305 is the better choice; [`Cipher::auto`] picks by CPU.
 //!
@@ -49,34 +49,43 @@ use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use ring::hkdf;
 
 /// Clear header: version, salt, sequence number.
-pub(crate) const HEADER_LEN: usize = 1 + 8 + 8;
+pub const HEADER_LEN: usize = 1 + 8 + 8;
 /// The authentication tag (both ciphers).
-pub(crate) const TAG_LEN: usize = 16;
+pub const TAG_LEN: usize = 16;
 /// Bytes a sealed packet adds.
-pub(crate) const OVERHEAD: usize = HEADER_LEN + TAG_LEN;
+pub const OVERHEAD: usize = HEADER_LEN + TAG_LEN;
 /// Shortest key accepted.
-pub(crate) const MIN_KEY_LEN: usize = 16;
+pub const MIN_KEY_LEN: usize = 16;
 /// Anti-replay window, in packets.
-pub(crate) const WINDOW: u64 = 1024;
+pub const WINDOW: u64 = 1024;
 /// Replaced peer salts remembered (and refused).
-pub(crate) const RETIRED: usize = 16;
+pub const RETIRED: usize = 16;
 const WORDS: usize = (WINDOW / 64) as usize;
 
 /// The AEAD a side seals its packets with (`--cipher`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Cipher {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cipher {
     /// AES-256-GCM: fastest where the CPU has AES and carry-less multiply
     /// instructions.
-    #[value(name = "aes-256-gcm")]
     Aes256Gcm,
     /// ChaCha20-Poly1305: fastest without them.
-    #[value(name = "chacha20-poly1305")]
     ChaCha20Poly1305,
 }
 
 impl Cipher {
+    /// Every cipher, by its [`name`](Self::name).
+    pub const ALL: [Self; 2] = [Self::Aes256Gcm, Self::ChaCha20Poly1305];
+
+    /// Its name on the command line: `aes-256-gcm`, `chacha20-poly1305`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Aes256Gcm => "aes-256-gcm",
+            Self::ChaCha20Poly1305 => "chacha20-poly1305",
+        }
+    }
+
     /// AES-256-GCM if this CPU accelerates it, else ChaCha20-Poly1305.
-    pub(crate) fn auto() -> Self {
+    pub fn auto() -> Self {
         #[cfg(target_arch = "x86_64")]
         let fast_aes = std::arch::is_x86_feature_detected!("aes")
             && std::arch::is_x86_feature_detected!("pclmulqdq");
@@ -125,6 +134,18 @@ impl Cipher {
     }
 }
 
+impl std::str::FromStr for Cipher {
+    type Err = String;
+
+    /// A [`name`](Cipher::name).
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown cipher {s:?}: use aes-256-gcm or chacha20-poly1305"))
+    }
+}
+
 impl std::fmt::Display for Cipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -152,7 +173,7 @@ fn nonce(seq: u64) -> Nonce {
 }
 
 /// Seals this side's packets under its own directional key.
-pub(crate) struct Sealer {
+pub struct Sealer {
     key: LessSafeKey,
     cipher: Cipher,
     salt: u64,
@@ -171,7 +192,7 @@ impl std::fmt::Debug for Sealer {
 
 impl Sealer {
     /// This side's sealer for session salt `salt`.
-    pub(crate) fn new(psk: &[u8], salt: u64, cipher: Cipher) -> Self {
+    pub fn new(psk: &[u8], salt: u64, cipher: Cipher) -> Self {
         Self {
             key: derive(psk, salt, cipher),
             cipher,
@@ -182,7 +203,7 @@ impl Sealer {
 
     /// `plain` sealed, or `None` once the sequence numbers are used up.
     /// One allocation, one copy of `plain`; encrypted in place.
-    pub(crate) fn seal(&mut self, plain: &[u8]) -> Option<Vec<u8>> {
+    pub fn seal(&mut self, plain: &[u8]) -> Option<Vec<u8>> {
         let seq = self.next?;
         self.next = seq.checked_add(1);
         let mut out = Vec::with_capacity(plain.len() + OVERHEAD);
@@ -202,7 +223,7 @@ impl Sealer {
 
 /// Why [`Opener::open`] refused a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OpenError {
+pub enum OpenError {
     /// Too short, unknown version, our own salt (reflected) or tag mismatch.
     Unauthenticated,
     /// Authentic, but its sequence number was seen or is out of the
@@ -260,7 +281,7 @@ impl PeerKey {
 }
 
 /// Opens the peer's packets: checks the tag, then the replay window.
-pub(crate) struct Opener {
+pub struct Opener {
     psk: Vec<u8>,
     own_salt: u64,
     current: Option<PeerKey>,
@@ -278,7 +299,7 @@ impl std::fmt::Debug for Opener {
 
 impl Opener {
     /// An opener for the side whose own salt is `own_salt`.
-    pub(crate) fn new(psk: &[u8], own_salt: u64) -> Self {
+    pub fn new(psk: &[u8], own_salt: u64) -> Self {
         Self {
             psk: psk.to_vec(),
             own_salt,
@@ -292,7 +313,7 @@ impl Opener {
     /// window) only if `may_switch`: the tunnel allows that when no peer
     /// key is known yet or the peer has been silent for its idle time.
     /// Nothing changes unless the packet is authentic and new.
-    pub(crate) fn open(&mut self, packet: &[u8], may_switch: bool) -> Result<Vec<u8>, OpenError> {
+    pub fn open(&mut self, packet: &[u8], may_switch: bool) -> Result<Vec<u8>, OpenError> {
         if packet.len() < OVERHEAD {
             return Err(OpenError::Unauthenticated);
         }

@@ -27,7 +27,7 @@
 //! silent for `peer_idle`.
 //!
 //! **With a key** ([`TunnelConfig::key`]) every packet is sealed and
-//! opened by the [`seal`](super::seal) layer first: a packet that fails
+//! opened by the [`seal`] layer first: a packet that fails
 //! authentication (too short, unknown version, tag mismatch, our own
 //! packet reflected) or repeats one already taken (anti-replay window) is
 //! counted and dropped before any FEC work, and it never claims the peer
@@ -55,27 +55,30 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
-use groupwire_proto::block::{
+use crate::block::{
     BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, ReceiverStats, SendError,
     SenderConfig, SenderStats,
 };
-use groupwire_proto::control::gmiad::{Gmiad, GmiadConfig};
-use groupwire_proto::control::{ControllerKind, FecController};
-use groupwire_proto::wire::block::DataRepr;
-use groupwire_proto::{Instant, Machine, Transmit};
+use crate::control::gmiad::{Gmiad, GmiadConfig};
+use crate::control::{ControllerKind, FecController};
+use crate::wire::block::DataRepr;
+use crate::{Instant, Machine, Transmit};
+use bytes::Bytes;
 
-use super::seal::{Cipher, OpenError, Opener, Sealer};
+pub mod seal;
+
+pub use self::seal::Cipher;
+use self::seal::{OpenError, Opener, Sealer};
 
 /// The pre-shared key and this process's session salt.
 #[derive(Clone)]
-pub(crate) struct TunnelKey {
-    /// The key (at least [`super::seal::MIN_KEY_LEN`] bytes).
-    pub(crate) psk: Vec<u8>,
+pub struct TunnelKey {
+    /// The key (at least [`seal::MIN_KEY_LEN`] bytes).
+    pub psk: Vec<u8>,
     /// This side's random session salt (seeded in tests).
-    pub(crate) salt: u64,
+    pub salt: u64,
     /// What this side seals with (it opens either).
-    pub(crate) cipher: Cipher,
+    pub cipher: Cipher,
 }
 
 impl std::fmt::Debug for TunnelKey {
@@ -89,94 +92,121 @@ impl std::fmt::Debug for TunnelKey {
 
 /// How a [`TunnelEndpoint`] is set up.
 #[derive(Clone, Debug)]
-pub(crate) struct TunnelConfig {
+pub struct TunnelConfig {
     /// The peer, or `None` to learn it from the first valid packet.
-    pub(crate) peer: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
     /// Sender template (its `peer` is replaced by the peer in use).
-    pub(crate) sender: SenderConfig,
+    pub sender: SenderConfig,
     /// Receiver configuration (unordered for a tunnel).
-    pub(crate) receiver: ReceiverConfig,
+    pub receiver: ReceiverConfig,
     /// GMIAD's window bounds when `sender.controller` is GMIAD.
-    pub(crate) gmiad: GmiadConfig,
+    pub gmiad: GmiadConfig,
     /// Silence after which another address may take the peer's place.
-    pub(crate) peer_idle: Duration,
+    pub peer_idle: Duration,
     /// Seal and open every packet with this key (`--key-file`).
-    pub(crate) key: Option<TunnelKey>,
+    pub key: Option<TunnelKey>,
 }
 
 /// A datagram for the application.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct TunnelDelivery {
-    pub(crate) payload: Bytes,
+pub struct TunnelDelivery {
+    /// The datagram, as the far side's application sent it.
+    pub payload: Bytes,
     /// Rebuilt by the code, with the latency the recovery added.
-    pub(crate) recovered: Option<Duration>,
+    pub recovered: Option<Duration>,
 }
 
 /// What the tunnel dropped before its FEC machines saw it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct TunnelStats {
+pub struct TunnelStats {
     /// Datagrams from an address that is not the peer.
-    pub(crate) foreign: u64,
+    pub foreign: u64,
     /// Datagrams before a peer was known that were not a valid data packet
     /// of the session.
-    pub(crate) invalid_before_peer: u64,
+    pub invalid_before_peer: u64,
     /// Application datagrams dropped because no peer is known yet.
-    pub(crate) no_peer: u64,
+    pub no_peer: u64,
     /// Application datagrams the sender refused (queue full).
-    pub(crate) refused: u64,
+    pub refused: u64,
     /// Application datagrams larger than the tunnel carries
     /// ([`SenderConfig::max_payload`]), and their bytes.
-    pub(crate) too_large: u64,
-    pub(crate) too_large_bytes: u64,
+    pub too_large: u64,
+    /// The bytes of those datagrams.
+    pub too_large_bytes: u64,
     /// Times the FEC state was started afresh (new or silent peer).
-    pub(crate) restarts: u64,
+    pub restarts: u64,
     /// With a key: datagrams that failed authentication.
-    pub(crate) unauthenticated: u64,
+    pub unauthenticated: u64,
     /// With a key: authentic datagrams seen before, too old for the
     /// replay window, or under a replaced peer key.
-    pub(crate) replayed: u64,
+    pub replayed: u64,
     /// With a key: packets not sent because this key's sequence numbers
     /// ran out (after 2^64 packets).
-    pub(crate) seal_exhausted: u64,
+    pub seal_exhausted: u64,
 }
 
-/// Counters summed over every FEC state the tunnel has had.
+/// Counters summed over every FEC state the tunnel has had: the sending
+/// half's ([`SenderStats`]) and the receiving half's ([`ReceiverStats`]),
+/// under the same names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Totals {
-    pub(crate) source_sent: u64,
-    pub(crate) repair_sent: u64,
-    pub(crate) bytes_sent: u64,
-    pub(crate) blocks: u64,
-    pub(crate) short_blocks: u64,
-    pub(crate) fwnd_sum: u64,
-    pub(crate) reports_received: u64,
-    /// The peer's totals from its latest report (current state only).
-    pub(crate) peer_delivered: u64,
-    pub(crate) peer_recovered: u64,
-    pub(crate) peer_unrecovered: u64,
+pub struct Totals {
+    /// Source packets sent.
+    pub source_sent: u64,
+    /// Repair packets sent.
+    pub repair_sent: u64,
+    /// Bytes of data packets sent.
+    pub bytes_sent: u64,
+    /// Blocks closed.
+    pub blocks: u64,
+    /// Blocks closed with fewer than `k` sources (the block wait ran out).
+    pub short_blocks: u64,
+    /// Sum of `Fwnd` over the blocks (mean: divide by `blocks`).
+    pub fwnd_sum: u64,
+    /// Reports received from the peer.
+    pub reports_received: u64,
+    /// The peer's delivered total from its latest report (current state
+    /// only).
+    pub peer_delivered: u64,
+    /// The peer's recovered total, likewise.
+    pub peer_recovered: u64,
+    /// The peer's unrecovered (given up) total, likewise.
+    pub peer_unrecovered: u64,
     /// Source packets sent up to the one the peer's latest report echoed.
-    pub(crate) peer_sent: u64,
+    pub peer_sent: u64,
     /// When the latest report came (current state only).
-    pub(crate) last_report_at: Option<Instant>,
-    pub(crate) packets: u64,
-    pub(crate) lost_packets: u64,
-    pub(crate) delivered: u64,
-    pub(crate) recovered: u64,
-    pub(crate) unrecovered: u64,
-    pub(crate) reports_sent: u64,
+    pub last_report_at: Option<Instant>,
+    /// Data packets received.
+    pub packets: u64,
+    /// Data packets missing from the sequence (before FEC).
+    pub lost_packets: u64,
+    /// Datagrams handed to the application.
+    pub delivered: u64,
+    /// Of those, rebuilt by the code.
+    pub recovered: u64,
+    /// Source packets given up as lost (after FEC).
+    pub unrecovered: u64,
+    /// Reports sent to the peer.
+    pub reports_sent: u64,
     /// Dropped by the machines as not a valid packet (data or report).
-    pub(crate) malformed: u64,
-    pub(crate) other_session: u64,
-    pub(crate) duplicates: u64,
-    pub(crate) stale: u64,
-    pub(crate) late: u64,
-    pub(crate) inconsistent: u64,
-    pub(crate) oversized: u64,
-    pub(crate) evicted: u64,
+    pub malformed: u64,
+    /// Dropped: another session's packets.
+    pub other_session: u64,
+    /// Dropped: a symbol already held.
+    pub duplicates: u64,
+    /// Dropped: a block already evicted or finished long ago (a replay).
+    pub stale: u64,
+    /// Dropped: arrived after its data sequence number was given up.
+    pub late: u64,
+    /// Dropped: disagrees with its block (shape, base, symbol length).
+    pub inconsistent: u64,
+    /// Dropped: a symbol larger than the receiver takes.
+    pub oversized: u64,
+    /// Blocks evicted unfinished to stay within the receiver's cap.
+    pub evicted: u64,
     /// Dropped: checksum mismatch (corrupted in transit).
-    pub(crate) corrupt: u64,
+    pub corrupt: u64,
     /// Rebuilt datagrams whose own checksum failed (never handed out).
-    pub(crate) corrupt_rebuilt: u64,
+    pub corrupt_rebuilt: u64,
 }
 
 impl Totals {
@@ -185,7 +215,7 @@ impl Totals {
     /// delivered of the source packets it had echoed (datagrams that
     /// reached someone else, or nobody, count too). `None` until a report
     /// came: the far side is not up, or not reachable.
-    pub(crate) fn sent_residual(&self) -> Option<f64> {
+    pub fn sent_residual(&self) -> Option<f64> {
         self.last_report_at?;
         let reported = ratio(
             self.peer_unrecovered,
@@ -245,7 +275,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// The tunnel's machine. See the [module docs](self).
 #[derive(Debug)]
-pub(crate) struct TunnelEndpoint {
+pub struct TunnelEndpoint {
     cfg: TunnelConfig,
     peer: Option<SocketAddr>,
     last_heard: Option<Instant>,
@@ -263,7 +293,7 @@ impl TunnelEndpoint {
     /// With a key, data packets go without their CRC-32 (the AEAD's tag
     /// catches what it would, and it was most of the keyed tunnel's extra
     /// cost) and are taken without one; without a key both are checked.
-    pub(crate) fn new(mut cfg: TunnelConfig) -> Self {
+    pub fn new(mut cfg: TunnelConfig) -> Self {
         cfg.sender.checksums = cfg.key.is_none();
         cfg.receiver.allow_unchecked = cfg.key.is_some();
         let mut t = Self {
@@ -290,16 +320,17 @@ impl TunnelEndpoint {
     }
 
     /// The peer in use.
-    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+    pub fn peer(&self) -> Option<SocketAddr> {
         self.peer
     }
 
-    pub(crate) fn stats(&self) -> TunnelStats {
+    /// What the tunnel dropped before its FEC machines saw it.
+    pub fn stats(&self) -> TunnelStats {
         self.stats
     }
 
     /// Counters over the tunnel's whole life.
-    pub(crate) fn totals(&self) -> Totals {
+    pub fn totals(&self) -> Totals {
         let mut t = self.retired;
         if let Some(ep) = &self.inner {
             t.add(&ep.sender.stats(), &ep.receiver.stats());
@@ -308,12 +339,12 @@ impl TunnelEndpoint {
     }
 
     /// The repair packets the next full block gets.
-    pub(crate) fn fwnd(&self) -> Option<usize> {
+    pub fn fwnd(&self) -> Option<usize> {
         self.inner.as_ref().map(|ep| ep.sender.fwnd())
     }
 
     /// Blocks the receiver holds now (bounded by its `max_blocks`).
-    pub(crate) fn blocks_held(&self) -> usize {
+    pub fn blocks_held(&self) -> usize {
         self.inner
             .as_ref()
             .map_or(0, |ep| ep.receiver.blocks_held())
@@ -321,7 +352,7 @@ impl TunnelEndpoint {
 
     /// A datagram from the application, for the peer. Dropped (and
     /// counted) without a peer or if the sender refuses it.
-    pub(crate) fn send(&mut self, now: Instant, payload: Bytes) -> Result<(), SendRefused> {
+    pub fn send(&mut self, now: Instant, payload: Bytes) -> Result<(), SendRefused> {
         let Some(ep) = self.inner.as_mut() else {
             self.stats.no_peer += 1;
             return Err(SendRefused::NoPeer);
@@ -409,7 +440,7 @@ impl TunnelEndpoint {
 
 /// Why [`TunnelEndpoint::send`] dropped a datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SendRefused {
+pub enum SendRefused {
     /// No peer known yet.
     NoPeer,
     /// The block sender refused it.
