@@ -102,7 +102,9 @@ pub struct SchedulerConfig {
     pub max_client_queue_bytes: usize,
     /// Cap on bytes handed to a client's socket writer and not yet written
     /// (default 256 KiB): bounds memory when a client credits bytes it
-    /// never reads.
+    /// never reads, or reads no replies. Each frame counts its length plus
+    /// [`WRITER_FRAME_COST`], so the cap holds for many small frames (a
+    /// flood of `Pong`s) as for few large ones.
     pub max_writer_bytes: u64,
 }
 
@@ -283,12 +285,21 @@ struct GroupState {
     meter: Meter,
 }
 
+/// What a frame at a client's writer costs beyond its bytes: its handle,
+/// its allocation's header and its slot in the writer's channel.
+pub const WRITER_FRAME_COST: u64 = 64;
+
 #[derive(Debug)]
 struct ConnState {
     window: u64,
     sent: u64,
     consumed: u64,
     writer_pending: u64,
+    /// Lengths of the frames at the writer, oldest first (to charge
+    /// [`WRITER_FRAME_COST`] each until written).
+    writer_frames: VecDeque<u32>,
+    /// Bytes written of the oldest frame in `writer_frames`.
+    writer_partial: u64,
     priority_cap: u8,
     control: VecDeque<Bytes>,
     /// Ordered by id, the order of round robin between queues of equal
@@ -437,6 +448,8 @@ impl Scheduler {
                 sent: 0,
                 consumed: 0,
                 writer_pending: 0,
+                writer_frames: VecDeque::new(),
+                writer_partial: 0,
                 priority_cap,
                 control: VecDeque::new(),
                 queues: BTreeMap::new(),
@@ -698,6 +711,15 @@ impl Scheduler {
     pub(crate) fn written(&mut self, conn: ConnId, bytes: u64) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.writer_pending = c.writer_pending.saturating_sub(bytes);
+            let mut left = c.writer_partial + bytes;
+            while let Some(&len) = c.writer_frames.front() {
+                if left < u64::from(len) {
+                    break;
+                }
+                left -= u64::from(len);
+                c.writer_frames.pop_front();
+            }
+            c.writer_partial = if c.writer_frames.is_empty() { 0 } else { left };
         }
         self.refresh(conn);
     }
@@ -746,6 +768,8 @@ impl Scheduler {
         c.queued_bytes -= len;
         c.sent += len as u64;
         c.writer_pending += len as u64;
+        c.writer_frames
+            .push_back(u32::try_from(len).unwrap_or(u32::MAX));
         if c.demoted && c.queued_bytes == 0 {
             c.demoted = false;
         }
@@ -940,7 +964,8 @@ impl Scheduler {
         groups: &GroupIdMap<GroupState>,
         c: &ConnState,
     ) -> Option<u16> {
-        if c.writer_pending >= cfg.max_writer_bytes {
+        let at_writer = c.writer_pending + WRITER_FRAME_COST * c.writer_frames.len() as u64;
+        if at_writer >= cfg.max_writer_bytes {
             None
         } else if !c.control.is_empty() {
             Some(CONTROL_PRIORITY)
@@ -1398,6 +1423,31 @@ mod tests {
         // Replies are not held by the window.
         let _ = s.push_control(1, f(9, 10));
         assert_eq!(drain(&mut s, Instant::ZERO), vec![(1, 9)]);
+    }
+
+    /// Small frames fill the writer cap by their count too: 10-byte
+    /// replies stop at cap / (10 + WRITER_FRAME_COST), not cap / 10, and
+    /// each frame written makes room for one more.
+    #[test]
+    fn the_writer_cap_counts_each_frame_not_only_its_bytes() {
+        let cfg = SchedulerConfig {
+            max_writer_bytes: 7400,
+            ..SchedulerConfig::default()
+        };
+        let mut s = sched(cfg, &[], &[]);
+        s.add_conn(1, 1 << 20, u8::MAX);
+        for i in 0..500 {
+            let _ = s.push_control(1, f((i % 200) as u8, 10));
+        }
+        let mut handed = Vec::new();
+        while let Some(t) = s.poll_transmit(Instant::ZERO) {
+            handed.push(t.frame.len() as u64);
+        }
+        assert_eq!(handed.len(), 100, "7400 / (10 + 64)");
+        // Three frames written: three more go.
+        s.written(1, handed[..3].iter().sum());
+        let more = std::iter::from_fn(|| s.poll_transmit(Instant::ZERO)).count();
+        assert_eq!(more, 3);
     }
 
     #[test]

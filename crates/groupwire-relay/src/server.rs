@@ -27,11 +27,11 @@
 //!   backpressure when [`ServerConfig::storage_queue`] ops are pending.
 
 use std::collections::BTreeSet;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::task::Poll;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -39,12 +39,12 @@ use futures_util::{SinkExt, StreamExt};
 use groupwire_proto::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use self::conn::{Gate, Limits, Ticket};
-use crate::core::{CoreConfig, DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
+use crate::core::{CoreConfig, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
 use crate::frame::{self, FrameDecoder, FrameError};
 use crate::sched::{ConnId, QueueDepth};
 use crate::storage::{
@@ -53,6 +53,9 @@ use crate::storage::{
 use crate::tls::ServerTls;
 
 mod conn;
+mod input;
+
+use self::input::{Input, InputRings, InputTx, Ready};
 
 /// Where the relay keeps its state.
 #[derive(Clone, Debug)]
@@ -235,10 +238,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         StorageLink::Thread(storage_tx)
     };
 
-    let (lanes_tx, inputs_rx): (Vec<_>, Vec<_>) = (0..LANES)
-        .map(|_| mpsc::channel::<Input>(LANE_CAPACITY))
-        .unzip();
-    let inputs_tx: Arc<[mpsc::Sender<Input>]> = lanes_tx.into();
+    let (inputs_tx, inputs_rx) = mpsc::unbounded_channel::<Ready>();
     let (events_tx, events_rx) = mpsc::unbounded_channel::<Event>();
     let (commands, commands_rx) = mpsc::unbounded_channel();
     let next_id = Arc::new(AtomicU64::new(1));
@@ -276,7 +276,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         writers: std::collections::BTreeMap::new(),
         storage,
         fanout_budget: cfg.fanout_budget.max(1),
-        priority_epoch: 0,
+        rings: InputRings::new(),
         input_pause_bytes: cfg.input_pause_bytes,
         paused: BTreeSet::new(),
         gate,
@@ -326,46 +326,23 @@ fn spawn_storage_thread(
         .map(|_| ())
 }
 
-/// Input from connection readers (bounded: a fast sender waits, and each
-/// frame holds its connection's in-flight permits until the core is done
-/// with it).
-enum Input {
-    Frame(ConnId, Bytes, OwnedSemaphorePermit),
-    StreamError(ConnId, FrameError),
-    /// A WebSocket text message: `PROTOCOL_VIOLATION`.
-    Violation(ConnId, &'static str),
-    /// The handshake or idle timer fired: `TIMEOUT`.
-    Timeout(ConnId, String),
-}
-
-impl Input {
-    fn conn(&self) -> ConnId {
-        match self {
-            Self::Frame(c, ..)
-            | Self::StreamError(c, _)
-            | Self::Violation(c, _)
-            | Self::Timeout(c, _) => *c,
-        }
-    }
-}
-
 /// Input lanes: one per receive priority (group priorities 0..=7).
 const LANES: usize = MAX_GROUP_PRIORITY as usize + 1;
-/// Frames waiting per lane before readers of that lane wait.
-const LANE_CAPACITY: usize = 1024;
+/// Inputs the core task takes per turn before it fans out again.
+const INPUTS_PER_TURN: usize = 65;
 
 /// What a connection's reader and the core task share.
 #[derive(Debug)]
 struct ConnShared {
-    /// The lane to use ([`RelayCore::receive_priority`]), set by the core
-    /// task.
-    priority: AtomicU8,
-    /// Frames handed to a lane and not yet handled by the core.
-    inflight: AtomicUsize,
-    /// Bytes a reader may have in the lanes (frames plus
+    /// What the reader has read and the core task not yet taken (see
+    /// [`input`]).
+    queue: std::sync::Mutex<VecDeque<Input>>,
+    /// Bytes a reader may have in its queue (frames plus
     /// [`FRAME_OVERHEAD`] each, at least one whole frame): bounds what one
     /// connection holds there however fast it sends.
     inflight_bytes: Arc<Semaphore>,
+    /// Frames a reader may have in its queue ([`input::MAX_QUEUED_FRAMES`]).
+    inflight_frames: Arc<Semaphore>,
     /// The size of `inflight_bytes`: a frame asks for at most all of it.
     inflight_budget: usize,
     /// Backpressure: set by the core task while the client's unread
@@ -383,83 +360,24 @@ const FRAME_OVERHEAD: usize = 64;
 /// frame raises it).
 const MIN_INFLIGHT_BYTES: usize = 256 << 10;
 
-/// A reader's end of the input lanes.
-struct InputTx {
-    lanes: Arc<[mpsc::Sender<Input>]>,
-    shared: Arc<ConnShared>,
-    lane: usize,
-}
-
-impl InputTx {
-    fn new(lanes: Arc<[mpsc::Sender<Input>]>, max_frame: usize) -> Self {
+impl ConnShared {
+    /// A connection's shared state; its in-flight budget fits a frame of
+    /// `max_frame` bytes.
+    fn new(max_frame: usize) -> Self {
         // At most u32::MAX: permits are asked for as a u32.
         let most = usize::try_from(u32::MAX).unwrap_or(usize::MAX);
         let budget = max_frame
             .saturating_add(FRAME_OVERHEAD)
             .clamp(MIN_INFLIGHT_BYTES, most.min(Semaphore::MAX_PERMITS));
         Self {
-            lanes,
-            shared: Arc::new(ConnShared {
-                priority: AtomicU8::new(DEFAULT_GROUP_PRIORITY),
-                inflight: AtomicUsize::new(0),
-                inflight_bytes: Arc::new(Semaphore::new(budget)),
-                inflight_budget: budget,
-                paused: AtomicBool::new(false),
-                resume: Notify::new(),
-            }),
-            lane: usize::from(DEFAULT_GROUP_PRIORITY),
+            queue: std::sync::Mutex::new(VecDeque::new()),
+            inflight_bytes: Arc::new(Semaphore::new(budget)),
+            inflight_frames: Arc::new(Semaphore::new(input::MAX_QUEUED_FRAMES)),
+            inflight_budget: budget,
+            paused: AtomicBool::new(false),
+            resume: Notify::new(),
         }
     }
-
-    /// Queues `input` on the connection's lane. The lane changes only when
-    /// none of the connection's frames is waiting, so they keep their
-    /// order. `Err` once the relay stops.
-    async fn send(&mut self, input: Input) -> Result<(), ()> {
-        if self.shared.inflight.load(Ordering::Acquire) == 0 {
-            self.lane = usize::from(self.shared.priority.load(Ordering::Relaxed)).min(LANES - 1);
-        }
-        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
-        self.lanes[self.lane].send(input).await.map_err(|_| ())
-    }
-
-    /// Queues one frame, first waiting for room in the connection's
-    /// in-flight budget.
-    async fn send_frame(&mut self, conn: ConnId, frame: Bytes) -> Result<(), ()> {
-        let cost = (frame.len() + FRAME_OVERHEAD).min(self.shared.inflight_budget);
-        let permit = self
-            .shared
-            .inflight_bytes
-            .clone()
-            .acquire_many_owned(u32::try_from(cost).unwrap_or(u32::MAX))
-            .await
-            .map_err(|_| ())?;
-        self.send(Input::Frame(conn, frame, permit)).await
-    }
-}
-
-/// The next input from the highest non-empty lane.
-async fn recv_highest(lanes: &mut [mpsc::Receiver<Input>]) -> Option<Input> {
-    std::future::poll_fn(|cx| {
-        let mut open = false;
-        for lane in lanes.iter_mut().rev() {
-            match lane.poll_recv(cx) {
-                Poll::Ready(Some(i)) => return Poll::Ready(Some(i)),
-                Poll::Ready(None) => {}
-                Poll::Pending => open = true,
-            }
-        }
-        if open {
-            Poll::Pending
-        } else {
-            Poll::Ready(None)
-        }
-    })
-    .await
-}
-
-/// [`recv_highest`] without waiting.
-fn try_recv_highest(lanes: &mut [mpsc::Receiver<Input>]) -> Option<Input> {
-    lanes.iter_mut().rev().find_map(|l| l.try_recv().ok())
 }
 
 /// Connection lifecycle and writer feedback (unbounded; bounded in
@@ -496,8 +414,8 @@ struct Driver {
     writers: std::collections::BTreeMap<ConnId, Writer>,
     storage: StorageLink,
     fanout_budget: usize,
-    /// [`RelayCore::priority_epoch`] when receive priorities were last set.
-    priority_epoch: u64,
+    /// Connections with input waiting, by lane.
+    rings: InputRings,
     /// See [`ServerConfig::input_pause_bytes`].
     input_pause_bytes: usize,
     /// Connections whose reader is paused (backpressure).
@@ -538,14 +456,13 @@ impl Driver {
 
     async fn run(
         mut self,
-        mut inputs: Vec<mpsc::Receiver<Input>>,
+        mut ready: mpsc::UnboundedReceiver<Ready>,
         mut events: mpsc::UnboundedReceiver<Event>,
         mut done: mpsc::UnboundedReceiver<StorageDone>,
         mut commands: mpsc::UnboundedReceiver<Command>,
         acceptors: Vec<tokio::task::JoinHandle<()>>,
     ) {
         loop {
-            self.refresh_receive_priorities();
             // Drain outputs: storage first (so appends keep their order),
             // then at most one budget of frames in priority order.
             if self.flush_storage().await.is_none() {
@@ -573,7 +490,7 @@ impl Driver {
             let Some(loaded) = self.flush_storage().await else {
                 return;
             };
-            let more = budget == 0 || loaded;
+            let more = budget == 0 || loaded || !self.rings.is_empty();
             let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));
             tokio::select! {
                 biased;
@@ -588,18 +505,12 @@ impl Driver {
                 },
                 Some(ev) = events.recv() => self.on_event(ev),
                 Some(d) = done.recv() => self.core.handle_storage(self.clock.now(), d),
-                Some(input) = recv_highest(&mut inputs) => {
-                    self.on_input(input);
-                    // Take what else is waiting, up to a bound, before fanning out.
-                    for _ in 0..64 {
-                        match try_recv_highest(&mut inputs) {
-                            Some(i) => self.on_input(i),
-                            None => break,
-                        }
-                    }
-                }
+                Some(r) = ready.recv() => self.take_ready(r),
                 () = sleep_until(deadline) => self.core.handle_timeout(self.clock.now()),
                 () = std::future::ready(()), if more => {}
+            }
+            if !self.serve_inputs(&mut ready, &mut events) {
+                break;
             }
         }
         for a in acceptors {
@@ -620,9 +531,46 @@ impl Driver {
         }
     }
 
+    /// A connection has input waiting: into the ring of its lane.
+    fn take_ready(&mut self, (conn, shared): Ready) {
+        let lane = usize::from(self.core.receive_priority(conn));
+        self.rings.push(lane, (conn, shared));
+    }
+
+    /// Takes up to [`INPUTS_PER_TURN`] inputs, round robin between the
+    /// connections of the highest lane with input (see [`input`]). Events
+    /// first, so a connection's `Connected` comes before its first frame.
+    /// `false` once the readers' side is gone (the relay stops).
+    fn serve_inputs(
+        &mut self,
+        ready: &mut mpsc::UnboundedReceiver<Ready>,
+        events: &mut mpsc::UnboundedReceiver<Event>,
+    ) -> bool {
+        loop {
+            match ready.try_recv() {
+                Ok(r) => self.take_ready(r),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+            }
+        }
+        if self.rings.is_empty() {
+            return true;
+        }
+        while let Ok(ev) = events.try_recv() {
+            self.on_event(ev);
+        }
+        for _ in 0..INPUTS_PER_TURN {
+            let core = &self.core;
+            let Some(input) = self.rings.next(|c| usize::from(core.receive_priority(c))) else {
+                break;
+            };
+            self.on_input(input);
+        }
+        true
+    }
+
     fn on_input(&mut self, input: Input) {
         let now = self.clock.now();
-        let roles = self.core.roles_epoch();
         let conn = input.conn();
         match input {
             Input::Frame(conn, bytes, _permit) => self.core.handle_frame(now, conn, &bytes),
@@ -631,11 +579,6 @@ impl Driver {
             Input::Timeout(conn, message) => self.core.handle_conn_timeout(now, conn, &message),
         }
         if let Some(w) = self.writers.get(&conn) {
-            if self.core.roles_epoch() != roles {
-                let p = self.core.receive_priority(conn);
-                w.shared.priority.store(p, Ordering::Relaxed);
-            }
-            w.shared.inflight.fetch_sub(1, Ordering::AcqRel);
             // Backpressure: replies drain only as fast as the client reads.
             if self.core.reply_backlog(conn) > self.input_pause_bytes
                 && !w.shared.paused.swap(true, Ordering::AcqRel)
@@ -675,20 +618,6 @@ impl Driver {
         });
     }
 
-    /// Sets every connection's lane again after a group's instant priority
-    /// changed (burst demotion or restore, `SetPriority`, deletion).
-    fn refresh_receive_priorities(&mut self) {
-        let epoch = self.core.priority_epoch();
-        if epoch == self.priority_epoch {
-            return;
-        }
-        self.priority_epoch = epoch;
-        for (&conn, w) in &self.writers {
-            let p = self.core.receive_priority(conn);
-            w.shared.priority.store(p, Ordering::Relaxed);
-        }
-    }
-
     fn on_event(&mut self, ev: Event) {
         let now = self.clock.now();
         match ev {
@@ -698,7 +627,16 @@ impl Driver {
             }
             Event::Written(conn, n) => self.core.handle_written(conn, n),
             Event::Disconnected(conn) => {
-                self.writers.remove(&conn);
+                if let Some(w) = self.writers.remove(&conn) {
+                    // What it sent and the core has not taken goes with it
+                    // (its permits too); its ready token, if any, finds
+                    // the queue empty.
+                    w.shared
+                        .queue
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clear();
+                }
                 self.paused.remove(&conn);
                 self.core.handle_disconnect(now, conn);
             }
@@ -724,7 +662,7 @@ async fn accept_loop(
     transport: Transport,
     tls: Option<ServerTls>,
     next_id: Arc<AtomicU64>,
-    inputs: Arc<[mpsc::Sender<Input>]>,
+    inputs: mpsc::UnboundedSender<Ready>,
     events: mpsc::UnboundedSender<Event>,
     gate: Arc<Gate>,
 ) {
@@ -767,7 +705,11 @@ async fn accept_loop(
             let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
         }
         tracing::debug!(conn, %peer, ?transport, "relay connection");
-        let inputs = InputTx::new(inputs.clone(), gate.limits.max_frame);
+        let inputs = InputTx::new(
+            conn,
+            inputs.clone(),
+            Arc::new(ConnShared::new(gate.limits.max_frame)),
+        );
         let events = events.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
@@ -927,13 +869,13 @@ async fn serve_tcp<S>(
                         match decoder.next_frame() {
                             Ok(Some(f)) => {
                                 any = true;
-                                if inputs.send_frame(conn, f).await.is_err() {
+                                if inputs.send_frame(f).await.is_err() {
                                     break 'read End::Gone;
                                 }
                             }
                             Ok(None) => break,
                             Err(e) => {
-                                let _ = inputs.send(Input::StreamError(conn, e)).await;
+                                let _ = inputs.send(Input::StreamError(conn, e));
                                 break 'read End::Fatal;
                             }
                         }
@@ -946,7 +888,7 @@ async fn serve_tcp<S>(
             () = shared.resume.notified(), if paused => {}
             () = sleep_until(timers.deadline) => {
                 let why = timers.expired(&ticket);
-                let _ = inputs.send(Input::Timeout(conn, why)).await;
+                let _ = inputs.send(Input::Timeout(conn, why));
                 break 'read End::Fatal;
             }
             () = ticket.shed.notified() => break 'read End::Shed,
@@ -1055,14 +997,12 @@ async fn serve_ws<S>(
                         //= docs/relay-protocol.md#transports
                         //# Text messages are a protocol violation.
                         let _ = inputs
-                            .send(Input::Violation(conn, "a WebSocket text message (frames travel in binary messages)"))
-                            .await;
+                            .send(Input::Violation(conn, "a WebSocket text message (frames travel in binary messages)"));
                         break 'read End::Fatal;
                     }
                     Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => {
                         let _ = inputs
-                            .send(Input::StreamError(conn, FrameError::TooLarge { len: max_frame + 1, max: max_frame }))
-                            .await;
+                            .send(Input::StreamError(conn, FrameError::TooLarge { len: max_frame + 1, max: max_frame }));
                         break 'read End::Fatal;
                     }
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break 'read End::Gone,
@@ -1071,7 +1011,7 @@ async fn serve_ws<S>(
                 match frame::frame_len(&bytes, max_frame) {
                     Ok(Some(len)) if len == bytes.len() => {
                         timers.frame_received(&ticket);
-                        if inputs.send_frame(conn, bytes).await.is_err() {
+                        if inputs.send_frame(bytes).await.is_err() {
                             break 'read End::Gone;
                         }
                     }
@@ -1080,7 +1020,7 @@ async fn serve_ws<S>(
                             Err(e) => e,
                             _ => FrameError::Malformed("a WebSocket message must hold exactly one frame"),
                         };
-                        let _ = inputs.send(Input::StreamError(conn, e)).await;
+                        let _ = inputs.send(Input::StreamError(conn, e));
                         break 'read End::Fatal;
                     }
                 }
@@ -1088,7 +1028,7 @@ async fn serve_ws<S>(
             () = shared.resume.notified(), if paused => {}
             () = sleep_until(timers.deadline) => {
                 let why = timers.expired(&ticket);
-                let _ = inputs.send(Input::Timeout(conn, why)).await;
+                let _ = inputs.send(Input::Timeout(conn, why));
                 break 'read End::Fatal;
             }
             () = ticket.shed.notified() => break 'read End::Shed,
@@ -1152,52 +1092,4 @@ fn tokio_now() -> tokio::time::Instant {
 #[expect(clippy::disallowed_methods, reason = "driver clock")]
 fn read_clocks() -> (tokio::time::Instant, SystemTime) {
     (tokio::time::Instant::now(), SystemTime::now())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lanes() -> (Arc<[mpsc::Sender<Input>]>, Vec<mpsc::Receiver<Input>>) {
-        let (tx, rx): (Vec<_>, Vec<_>) = (0..LANES).map(|_| mpsc::channel(16)).unzip();
-        (tx.into(), rx)
-    }
-
-    fn conn_of(i: Option<Input>) -> ConnId {
-        i.map_or(0, |i| i.conn())
-    }
-
-    #[tokio::test]
-    async fn the_core_task_takes_the_highest_lane_first() {
-        let (tx, mut rx) = lanes();
-        let mut low = InputTx::new(tx.clone(), 1024);
-        low.shared.priority.store(2, Ordering::Relaxed);
-        let mut high = InputTx::new(tx, 1024);
-        high.shared.priority.store(6, Ordering::Relaxed);
-        for _ in 0..3 {
-            low.send(Input::Violation(1, "")).await.expect("open");
-        }
-        high.send(Input::Violation(2, "")).await.expect("open");
-        assert_eq!(conn_of(recv_highest(&mut rx).await), 2);
-        assert_eq!(conn_of(try_recv_highest(&mut rx)), 1);
-        assert_eq!(low.shared.inflight.load(Ordering::Relaxed), 3);
-    }
-
-    #[tokio::test]
-    async fn a_connection_changes_lane_only_once_its_frames_are_handled() {
-        let (tx, mut rx) = lanes();
-        let mut c = InputTx::new(tx, 1024);
-        c.shared.priority.store(2, Ordering::Relaxed);
-        c.send(Input::Violation(1, "a")).await.expect("open");
-        // Raised while frame "a" waits in lane 2: "b" must not overtake it.
-        c.shared.priority.store(6, Ordering::Relaxed);
-        c.send(Input::Violation(1, "b")).await.expect("open");
-        assert_eq!(rx[2].len(), 2);
-        for _ in 0..2 {
-            let _ = try_recv_highest(&mut rx);
-            c.shared.inflight.fetch_sub(1, Ordering::AcqRel);
-        }
-        c.send(Input::Violation(1, "c")).await.expect("open");
-        assert_eq!(rx[6].len(), 1, "nothing waits: the new lane applies");
-    }
 }
