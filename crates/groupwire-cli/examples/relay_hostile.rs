@@ -44,8 +44,9 @@ struct Args {
     ramp: Duration,
     /// The member's group priority (0..=7; 4 is the default lane).
     priority: u8,
-    /// Passed to the relay's `--socket-send-buffer` (0: its default).
-    send_buffer: usize,
+    /// Passed to the relay's `--socket-send-buffer` if given (0: the
+    /// kernel's autotuning).
+    send_buffer: Option<usize>,
 }
 
 fn args() -> Args {
@@ -59,7 +60,7 @@ fn args() -> Args {
         kinds: KINDS.iter().map(|k| (*k).to_owned()).collect(),
         ramp: Duration::from_secs(3),
         priority: 4,
-        send_buffer: 0,
+        send_buffer: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -70,7 +71,7 @@ fn args() -> Args {
             "--relay" => a.relay = v.into(),
             "--ramp-secs" => a.ramp = Duration::from_secs(v.parse().expect("--ramp-secs N")),
             "--socket-send-buffer" => {
-                a.send_buffer = v.parse().expect("--socket-send-buffer BYTES")
+                a.send_buffer = Some(v.parse().expect("--socket-send-buffer BYTES"))
             }
             "--priority" => a.priority = v.parse().expect("--priority 0..=7"),
             "--kinds" => a.kinds = v.split(',').map(str::to_owned).collect(),
@@ -96,7 +97,10 @@ impl Drop for Relay {
     }
 }
 
-fn start_relay(bin: &std::path::Path, send_buffer: usize) -> Relay {
+fn start_relay(bin: &std::path::Path, send_buffer: Option<usize>) -> Relay {
+    let send_buffer: Vec<String> = send_buffer
+        .map(|n| vec!["--socket-send-buffer".into(), n.to_string()])
+        .unwrap_or_default();
     let mut child = Command::new(bin)
         .args([
             "relay",
@@ -109,9 +113,8 @@ fn start_relay(bin: &std::path::Path, send_buffer: usize) -> Relay {
             // Every client here comes from 127.0.0.1.
             "--max-conns-per-ip",
             "0",
-            "--socket-send-buffer",
-            &send_buffer.to_string(),
         ])
+        .args(&send_buffer)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

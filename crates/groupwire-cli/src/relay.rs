@@ -138,11 +138,12 @@ struct ServeArgs {
     /// has read half of them. Bounds what such a client costs.
     #[arg(long, default_value_t = 64 << 10)]
     input_pause_bytes: usize,
-    /// Kernel send buffer per connection, in bytes (SO_SNDBUF); 0, the
-    /// default, leaves it to the kernel's autotuning (up to 4 MiB). A small
-    /// one bounds the kernel memory a client that never reads can hold;
-    /// keep it above the send windows clients ask for (256 KiB by default).
-    #[arg(long, default_value_t = 0)]
+    /// Kernel send buffer per connection, in bytes (SO_SNDBUF); 0 leaves
+    /// it to the kernel's autotuning (up to 4 MiB). The default, the
+    /// default send window, bounds what a client that never reads costs
+    /// the relay; raise it for clients that ask for larger windows
+    /// (Hello's window) on long links.
+    #[arg(long, default_value_t = groupwire_relay::server::DEFAULT_SOCKET_SEND_BUFFER)]
     socket_send_buffer: usize,
 }
 

@@ -115,16 +115,25 @@ pub struct ServerConfig {
     /// WebSocket together (default 256; 0: no limit). Further ones are
     /// closed at once.
     pub max_conns_per_ip: usize,
-    /// Kernel send buffer of each accepted connection (`SO_SNDBUF`;
-    /// default `None`: the kernel's autotuning, up to `net.ipv4.tcp_wmem`'s
-    /// maximum, 4 MiB by default).
+    /// Kernel send buffer of each accepted connection (`SO_SNDBUF`, which
+    /// Linux doubles for its bookkeeping; default
+    /// [`DEFAULT_SOCKET_SEND_BUFFER`], the default send window; `None`: the
+    /// kernel's autotuning, up to `net.ipv4.tcp_wmem`'s maximum, 4 MiB by
+    /// default).
     /// A client that sends requests without reading is detected only once
-    /// the kernel buffers are full: with autotuning it gets megabytes of
+    /// the kernel buffers are full: with autotuning it got megabytes of
     /// replies per connection, each costing the relay CPU, before
-    /// backpressure stops reading it. Raise it for clients with larger
+    /// backpressure stopped reading it (100 such clients kept the relay
+    /// busy long enough to put a member's p99 at 7x its unloaded value;
+    /// `docs/results/reliability.md`). A client that reads is not slowed
+    /// while its window fits: raise this for clients that ask for larger
     /// windows on long links.
     pub socket_send_buffer: Option<usize>,
 }
+
+/// [`ServerConfig::socket_send_buffer`]'s default: the default send window
+/// ([`CoreConfig::default_window`]).
+pub const DEFAULT_SOCKET_SEND_BUFFER: usize = 256 << 10;
 
 impl ServerConfig {
     /// A relay on `listen` with in-memory storage and default knobs.
@@ -142,7 +151,7 @@ impl ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(300)),
             max_conns_per_ip: 256,
-            socket_send_buffer: None,
+            socket_send_buffer: Some(DEFAULT_SOCKET_SEND_BUFFER),
         }
     }
 }
