@@ -14,11 +14,13 @@
 //!   highest-priority queues first (Litiu & Prakash §4.5: the scheduler
 //!   decides which Client Sender runs).
 //! - **Receive priority**: readers hand frames to the core task through
-//!   one lane per priority, and the core task takes the highest lane
-//!   first. A client's lane is the highest instant priority of the groups
-//!   it is a principal in (Litiu & Prakash §4.5, the Client Receiver
-//!   threads), so a publisher in a demoted bursty group waits while a
-//!   chat publisher's message is sequenced at once.
+//!   a queue per connection; the core task takes the highest lane with
+//!   input first and, within a lane, one frame per connection per round
+//!   (see [`input`]). A client's lane is the highest instant priority of
+//!   the groups it is a principal in (Litiu & Prakash §4.5, the Client
+//!   Receiver threads), so a publisher in a demoted bursty group waits
+//!   while a chat publisher's message is sequenced at once, and a client
+//!   that floods frames delays the others of its lane by one frame each.
 //! - **Per-connection send windows**: the core hands a client no more than
 //!   its window of unconsumed bytes (see `docs/relay-protocol.md`), so each
 //!   client's bandwidth is also spent in priority order.
