@@ -16,7 +16,7 @@
 //! - **Receive priority**: readers hand frames to the core task through
 //!   a queue per connection; the core task takes the highest lane with
 //!   input first and, within a lane, one frame per connection per round
-//!   (see [`input`]). A client's lane is the highest instant priority of
+//!   (see `server/input.rs`). A client's lane is the highest instant priority of
 //!   the groups it is a principal in (Litiu & Prakash §4.5, the Client
 //!   Receiver threads), so a publisher in a demoted bursty group waits
 //!   while a chat publisher's message is sequenced at once, and a client
