@@ -10,6 +10,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, TypeQos};
+use groupwire_proto::units::IP_UDP_OVERHEAD;
 use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Message, Telepointer, TelepointerParams, TraceSource, schedule};
@@ -549,7 +550,7 @@ fn latency_histogram() -> Histogram<u64> {
 /// Bytes on the wire: UDP payload plus IPv4 and UDP headers, both directions.
 fn wire_bytes(s: &DriverStats) -> u64 {
     let datagrams = s.datagrams_sent + s.datagrams_received;
-    s.bytes_sent + s.bytes_received + IP_UDP_HEADER * datagrams
+    s.bytes_sent + s.bytes_received + IP_UDP_OVERHEAD as u64 * datagrams
 }
 
 fn per_message(bytes: u64, messages: u64) -> f64 {
@@ -593,8 +594,6 @@ const SENDER_USER: u32 = 1;
 const RECEIVER_USER: u32 = 2;
 /// Bytes of the wall-clock send time at the start of each payload.
 const TIMESTAMP_LEN: usize = 8;
-/// IPv4 (20) and UDP (8) header bytes per datagram.
-const IP_UDP_HEADER: u64 = 28;
 /// The fractional controller's step (the simulator's `dyck` default).
 /// Time after the last message for the flush and control exchange.
 const LINGER: Duration = Duration::from_millis(500);

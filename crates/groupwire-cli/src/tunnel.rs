@@ -67,6 +67,7 @@ use clap::builder::TypedValueParser as _;
 use groupwire_proto::block::{ReceiverConfig, SendError, SenderConfig};
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::control::gmiad::GmiadConfig;
+use groupwire_proto::units::IP_UDP_OVERHEAD;
 use groupwire_proto::wire::block::{DATA_HEADER_LEN, SYMBOL_PREFIX};
 use groupwire_proto::{Instant, Machine, Transmit};
 use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, RecvBatch, is_transient};
@@ -824,11 +825,11 @@ fn print_summary(out: &mut impl Write, v: &serde_json::Value) -> anyhow::Result<
 /// Extra bytes on the link over sending the application's datagrams bare,
 /// IPv4 and UDP headers counted on both.
 fn overhead(app_bytes: u64, app_n: u64, wire_bytes: u64, wire_n: u64) -> f64 {
-    let bare = app_bytes + IP_UDP_HEADER * app_n;
+    let bare = app_bytes + IP_UDP_OVERHEAD as u64 * app_n;
     if bare == 0 {
         return 0.0;
     }
-    (wire_bytes + IP_UDP_HEADER * wire_n) as f64 / bare as f64 - 1.0
+    (wire_bytes + IP_UDP_OVERHEAD as u64 * wire_n) as f64 / bare as f64 - 1.0
 }
 
 fn residual(lost: u64, delivered: u64) -> f64 {
@@ -895,8 +896,6 @@ const PEER_IDLE: Duration = Duration::from_secs(5);
 /// Reports come every 10 ms while data flows; this long without one
 /// while we send means the far side stopped hearing us.
 const FAR_SIDE_SILENT: Duration = Duration::from_secs(2);
-/// IPv4 (20) and UDP (8) header bytes per datagram.
-const IP_UDP_HEADER: u64 = 28;
 /// The largest UDP payload over IPv4 (65535 − 20 − 8).
 const MAX_UDP_PAYLOAD: usize = 65_507;
 /// Receive buffers per system call (quinn-udp's `recvmmsg` batch).

@@ -1,4 +1,5 @@
-//! Newtypes for the domain's numbers: [`Bitrate`], [`DataSize`], [`Probability`].
+//! Newtypes for the domain's numbers: [`Bitrate`], [`DataSize`], [`Probability`];
+//! and [`IP_UDP_OVERHEAD`].
 //!
 //! Each parses from the short forms a person types on a command line
 //! (`56kbit/s`, `1Gbps`, `1500B`, `64KiB`, `0.1`, `10%`) and rejects
@@ -8,6 +9,12 @@
 use core::fmt;
 use core::str::FromStr;
 use std::time::Duration;
+
+/// Header bytes a UDP datagram costs on an IPv4 link beyond its payload:
+/// the IPv4 header without options (20, RFC 791) and the UDP header (8,
+/// RFC 768). Everything in groupwire that counts wire bytes (rate caps,
+/// TFRC's packet size, link overhead, the simulator's links) counts these.
+pub const IP_UDP_OVERHEAD: usize = 28;
 
 /// Why a unit string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

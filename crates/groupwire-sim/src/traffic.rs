@@ -19,8 +19,9 @@ use crate::core::{Ctx, Node, NodeId, Packet, Payload};
 use crate::metrics::{LatencyStats, TimeSeries};
 use crate::rng::SimRng;
 
-/// IPv4 (20) + UDP (8) header bytes added to every datagram on the wire.
-pub const UDP_IP_HEADER: u32 = 28;
+/// [`IP_UDP_OVERHEAD`](groupwire_proto::units::IP_UDP_OVERHEAD) as the
+/// simulator's packet sizes count it.
+pub(crate) const UDP_IP_HEADER: u32 = groupwire_proto::units::IP_UDP_OVERHEAD as u32;
 
 /// One application message: when it is produced and how many bytes it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

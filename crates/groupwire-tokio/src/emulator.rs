@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use groupwire_link::{Fate, Link, LinkConfig, LossError};
 use groupwire_proto::Instant;
+use groupwire_proto::units::IP_UDP_OVERHEAD;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -485,7 +486,7 @@ impl State {
         stats.received_bytes += data.len() as u64;
         // The link sees the datagram as it is on the wire, headers included,
         // as the simulator does.
-        let fate = self.links[dir as usize].offer(now, data.len() + IP_UDP_HEADER);
+        let fate = self.links[dir as usize].offer(now, data.len() + IP_UDP_OVERHEAD);
         let at = match fate {
             Fate::Deliver { at } => at,
             Fate::Corrupt { at, errors } => {
@@ -493,10 +494,10 @@ impl State {
                 match self.cfg.corrupt {
                     CorruptPolicy::Drop => return,
                     CorruptPolicy::Forward => {
-                        let mut wire = vec![0u8; IP_UDP_HEADER];
+                        let mut wire = vec![0u8; IP_UDP_OVERHEAD];
                         wire.extend_from_slice(&data);
                         errors.apply(&mut wire);
-                        data.copy_from_slice(&wire[IP_UDP_HEADER..]);
+                        data.copy_from_slice(&wire[IP_UDP_OVERHEAD..]);
                     }
                 }
                 at
@@ -630,8 +631,6 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// IPv4 (20) and UDP (8) header bytes, counted on the link as the simulator does.
-const IP_UDP_HEADER: usize = 28;
 /// Largest UDP payload over IPv4.
 const MAX_DATAGRAM: usize = 65_507;
 /// How often the kernel's drop counters are read.

@@ -55,6 +55,7 @@ use bytes::{Bytes, BytesMut};
 pub use self::config::{AfecConfig, ConfigError, Mode, Scheme, Step, TypeQos};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
+use crate::units::IP_UDP_OVERHEAD;
 use crate::wire::afec::{
     ControlRepr, DATA_HEADER_LEN, DataPacket, DataWriter, Entry, MAX_ENTRIES, MESSAGE_HEADER_LEN,
     MessageRepr, MsgType, Op,
@@ -341,7 +342,7 @@ impl AfecEndpoint {
         let len = w.finish(flush);
         buf.truncate(len);
         if cfg.max_bitrate.is_some() {
-            peer.tokens -= (DATA_HEADER_LEN + IP_UDP_HEADER) as f64;
+            peer.tokens -= (DATA_HEADER_LEN + IP_UDP_OVERHEAD) as f64;
         }
         peer.next_seq = peer.next_seq.wrapping_add(1);
         peer.trim_history();
@@ -1251,10 +1252,6 @@ fn collect_due(
 
 /// Gain of the predictive controller's correction toward the measured MER.
 const PREDICTIVE_FEEDBACK: f64 = 1.0;
-
-/// IPv4 and UDP header bytes each datagram costs on the link, counted
-/// against the rate cap.
-const IP_UDP_HEADER: usize = 28;
 
 /// Code set sizes travel as hundredths.
 fn size_to_wire(size: f64) -> u16 {

@@ -650,10 +650,9 @@ impl Machine for BlockReceiver {
             // The echo is by sequence number (the report's), so the
             // sequence number stands in for the send timestamp.
             let seq = unwrap32(self.highest.unwrap_or(0), d.seq);
-            let size = self
-                .cfg
-                .wire_size
-                .unwrap_or_else(|| u32::try_from(data.len() + 28).unwrap_or(u32::MAX));
+            let size = self.cfg.wire_size.unwrap_or_else(|| {
+                u32::try_from(data.len() + crate::units::IP_UDP_OVERHEAD).unwrap_or(u32::MAX)
+            });
             t.on_data_packet(
                 now,
                 &DataPacketInfo {

@@ -253,9 +253,10 @@ impl BlockSender {
     }
 
     fn wire_size(&self, payload: usize) -> u32 {
-        self.cfg
-            .wire_size
-            .unwrap_or_else(|| u32::try_from(payload + DATA_HEADER_LEN + 28).unwrap_or(u32::MAX))
+        self.cfg.wire_size.unwrap_or_else(|| {
+            u32::try_from(payload + DATA_HEADER_LEN + crate::units::IP_UDP_OVERHEAD)
+                .unwrap_or(u32::MAX)
+        })
     }
 
     /// Its configuration.

@@ -319,7 +319,7 @@ impl Dyck {
     /// peak message rate: each packet costs IP/UDP and AFEC headers plus `n`
     /// messages with their own headers.
     fn fits(&self, n: f64, rate: Bitrate) -> bool {
-        let per_packet = (28 + DATA_HEADER_LEN) as f64
+        let per_packet = (groupwire_proto::units::IP_UDP_OVERHEAD + DATA_HEADER_LEN) as f64
             + n * (MESSAGE_HEADER_LEN as f64 + f64::from(self.telepointer.size));
         per_packet * 8.0 * self.telepointer.max_rate <= 0.85 * rate.as_bps() as f64
     }
