@@ -325,7 +325,7 @@ pub mod serde_duration {
 
     /// Parses `10ms`, `1.5s`, `200us`, `2m`: exactly, in integer
     /// nanoseconds (digits below a nanosecond are dropped), so what
-    /// [`format`] prints reads back to the same value. (It went through
+    /// [`format()`] prints reads back to the same value. (It went through
     /// `f64` once, and `88877776818ms` read back 4 ns off: found by the
     /// `scenario` fuzz target.)
     pub fn parse(text: &str) -> Result<Duration, String> {
