@@ -188,13 +188,15 @@ pub fn block_endpoint(data: &[u8]) {
 }
 
 /// `d` with its block-FEC checksum recomputed, if it is long enough to be
-/// a data packet (kind 8) or exactly a report (kind 9).
+/// a data packet or is exactly a report.
 fn with_valid_crc(d: &[u8]) -> Vec<u8> {
     use groupwire_proto::wire::block::{DATA_HEADER_LEN, REPORT_LEN, seal_data, seal_report};
+    use groupwire_proto::wire::header::{Kind, Packet};
     let mut d = d.to_vec();
-    match d.get(1) {
-        Some(8) if d.len() >= DATA_HEADER_LEN => seal_data(&mut d),
-        Some(9) if d.len() == REPORT_LEN => seal_report(&mut d),
+    let kind = Packet::new_checked(&d[..]).map(|p| Kind::try_from(p.kind_raw()));
+    match kind {
+        Ok(Ok(Kind::BlockData)) if d.len() >= DATA_HEADER_LEN => seal_data(&mut d),
+        Ok(Ok(Kind::BlockReport)) if d.len() == REPORT_LEN => seal_report(&mut d),
         _ => {}
     }
     d
