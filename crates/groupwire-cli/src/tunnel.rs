@@ -1,11 +1,12 @@
 //! `groupwire tunnel`: an adaptive block-FEC UDP tunnel (like UDPspeeder or
 //! kcptun's FEC) on the GENEVA machines of `proto::block`.
 //!
-//! Each side runs one [`TunnelEndpoint`] (a `BlockEndpoint`: sender and
-//! receiver on one socket) over two sockets: the **app socket**, where the
-//! local UDP application's datagrams come in and the peer's go out, and
-//! the **link socket**, which carries the FEC stream to and from the other
-//! side.
+//! This module only parses and checks the arguments, builds the
+//! [`TunnelConfig`] and prints. The machine is
+//! [`groupwire_proto::tunnel::TunnelEndpoint`]; the socket loop that runs it
+//! over the **app socket** (the local application's datagrams in, the
+//! peer's out) and the **link socket** (the FEC stream to and from the other
+//! side) is [`groupwire_tokio::tunnel::Tunnel`].
 //!
 //! - `--listen APP --peer LINK_PEER`: the app socket is bound to `APP`; the
 //!   application's address is the last source seen there (replies go to
@@ -56,28 +57,22 @@
 //! foreign and hostile datagrams are counted and dropped by the machines.
 
 use std::io::Write;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use bytes::Bytes;
 use clap::Args;
 use clap::builder::TypedValueParser as _;
-use groupwire_proto::block::{ReceiverConfig, SendError, SenderConfig};
 use groupwire_proto::control::ControllerKind;
-use groupwire_proto::control::gmiad::GmiadConfig;
-use groupwire_proto::units::IP_UDP_OVERHEAD;
-use groupwire_proto::wire::block::{DATA_HEADER_LEN, SYMBOL_PREFIX};
-use groupwire_proto::{Instant, Machine, Transmit};
-use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, RecvBatch, is_transient};
-use hdrhistogram::Histogram;
-use serde_json::json;
+use groupwire_proto::tunnel::{TunnelConfig, TunnelKey, seal};
+use groupwire_tokio::Clock;
+use groupwire_tokio::tunnel::{
+    FarSide, Tunnel, TunnelNotice, TunnelReport, TunnelRole, TunnelSecond, TunnelSetup,
+};
 
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
-use groupwire_proto::tunnel::seal;
-use groupwire_proto::tunnel::{SendRefused, Totals, TunnelConfig, TunnelEndpoint, TunnelKey};
 
 /// Carry UDP datagrams over an adaptive block-FEC link (GENEVA/GMIAD).
 ///
@@ -205,76 +200,35 @@ pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
 
 /// The machine's configuration from the arguments, or what is wrong with them.
 fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
-    if !(1..=254).contains(&args.k) {
-        anyhow::bail!("--k {}: must be from 1 to 254", args.k);
-    }
-    if !matches!(
-        args.fec,
-        ControllerKind::Gmiad
-            | ControllerKind::Static(_)
-            | ControllerKind::StaticSmall
-            | ControllerKind::StaticLarge
-            | ControllerKind::DpFec
-    ) {
-        anyhow::bail!(
-            "--fec {}: the tunnel has no rate control; use gmiad, static:N, static-small, static-large or dp-fec",
-            args.fec
-        );
-    }
-    let mut gmiad = GmiadConfig::default();
+    let mut cfg = TunnelConfig::new(args.peer, args.k);
+    cfg.sender.session = args.session;
+    cfg.sender.controller = args.fec;
+    cfg.sender.max_block_wait = Some(args.block_wait);
+    cfg.receiver.session = args.session;
+    cfg.receiver.max_wait = args.max_wait;
+    cfg.max_datagram = args.max_datagram;
     if args.fwnd_min.is_some() || args.fwnd_max.is_some() {
         if args.fec != ControllerKind::Gmiad {
             anyhow::bail!("--fwnd-min and --fwnd-max apply to --fec gmiad only");
         }
-        gmiad.fwnd_min = args.fwnd_min.unwrap_or(gmiad.fwnd_min);
-        gmiad.fwnd_max = args.fwnd_max.unwrap_or(gmiad.fwnd_max);
-        if gmiad.fwnd_min > gmiad.fwnd_max || gmiad.fwnd_max + args.k > 255 {
-            anyhow::bail!(
-                "--fwnd-min {} --fwnd-max {}: need min <= max and k + max <= 255",
-                gmiad.fwnd_min,
-                gmiad.fwnd_max
-            );
-        }
+        cfg.gmiad.fwnd_min = args.fwnd_min.unwrap_or(cfg.gmiad.fwnd_min);
+        cfg.gmiad.fwnd_max = args.fwnd_max.unwrap_or(cfg.gmiad.fwnd_max);
     }
     let cipher = args.cipher.unwrap_or_else(seal::Cipher::auto);
-    let key = args
+    cfg.key = args
         .key_file
         .as_deref()
         .map(|f| read_key(f, cipher))
         .transpose()?;
-    let seal_overhead = if key.is_some() { seal::OVERHEAD } else { 0 };
-    let min_datagram = DATA_HEADER_LEN + SYMBOL_PREFIX + 1 + seal_overhead;
-    if !(min_datagram..=MAX_UDP_PAYLOAD).contains(&args.max_datagram) {
-        anyhow::bail!(
-            "--max-datagram {}: must be from {min_datagram} to {MAX_UDP_PAYLOAD}",
-            args.max_datagram
-        );
-    }
-    // The sender's peer is a placeholder until one is known (see endpoint).
-    let mut sender = SenderConfig::new(args.peer.unwrap_or(args.listen), args.k);
-    sender.session = args.session;
-    sender.controller = args.fec;
-    sender.pacing = false;
-    sender.max_block_wait = Some(args.block_wait);
-    // The sealed packet must fit in --max-datagram.
-    let inner_datagram = args.max_datagram - seal_overhead;
-    sender.max_datagram = inner_datagram;
-    let receiver = ReceiverConfig {
-        session: args.session,
-        ordered: false,
-        max_wait: args.max_wait,
-        max_blocks: 64,
-        max_symbol: inner_datagram - DATA_HEADER_LEN,
-        ..ReceiverConfig::default()
-    };
-    Ok(TunnelConfig {
-        peer: args.peer,
-        sender,
-        receiver,
-        gmiad,
-        peer_idle: PEER_IDLE,
-        key,
-    })
+    // Field names match the flags: `fwnd_min` is --fwnd-min, and so on.
+    cfg.validate().map_err(|e| {
+        let flag = match e.field {
+            "controller" => "fec".to_owned(),
+            f => f.replace('_', "-"),
+        };
+        anyhow::anyhow!("--{flag} {}", e.why)
+    })?;
+    Ok(cfg)
 }
 
 /// The key file's bytes, trimmed (so a trailing newline from `echo` or an
@@ -302,558 +256,150 @@ fn read_key(path: &std::path::Path, cipher: seal::Cipher) -> anyhow::Result<Tunn
     })
 }
 
-/// Which way this side faces.
-#[derive(Clone, Copy, Debug)]
-enum Role {
-    /// Faces the application; the link goes to a known peer.
-    Listen,
-    /// Faces the server at this address; the peer is learned.
-    Forward(SocketAddr),
-}
-
 async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
-    let role = args.forward.map_or(Role::Listen, Role::Forward);
-    let other = args
-        .peer
-        .or(args.forward)
-        .expect("clap requires --peer or --forward");
-    let second = args.bind.unwrap_or_else(|| any_addr(other));
-    let (app_bind, link_bind) = match role {
-        Role::Listen => (args.listen, second),
-        Role::Forward(_) => (second, args.listen),
+    let role = match (args.peer, args.forward) {
+        (Some(peer), _) => TunnelRole::Listen { peer },
+        (None, Some(target)) => TunnelRole::Forward { target },
+        (None, None) => unreachable!("clap requires --peer or --forward"),
     };
-    let bind = |a: SocketAddr| async move {
-        let s = BatchedUdpSocket::bind(a)
-            .await
-            .with_context(|| format!("cannot bind {a}"))
-            .map_err(UsageError)?;
-        // Large kernel buffers ride out bursts; the OS may cap them.
-        let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
-        let _ = s.set_send_buffer_size(SOCKET_BUFFER);
-        anyhow::Ok(s)
+    let setup = TunnelSetup {
+        bind: args.bind,
+        ..TunnelSetup::new(args.listen, role)
     };
-    let app = bind(app_bind).await?;
-    let link = bind(link_bind).await?;
-    let app_addr = app.local_addr().context("app socket")?;
-    let link_addr = link.local_addr().context("link socket")?;
+    let seal = cfg
+        .key
+        .as_ref()
+        .map(|k| format!(" seal={}", k.cipher))
+        .unwrap_or_default();
+    let tunnel = Tunnel::bind(setup, cfg)
+        .await
+        .map_err(|e| UsageError(e.into()))?;
     // One machine-readable line, always: tests and scripts read the ports.
     eprintln!(
-        "tunnel app={app_addr} link={link_addr} {} fec={} k={}{} (Ctrl-C to stop)",
+        "tunnel app={} link={} {} fec={} k={}{seal} (Ctrl-C to stop)",
+        tunnel.app_addr(),
+        tunnel.link_addr(),
         match role {
-            Role::Listen => format!("peer={other} app-peer=last-source"),
-            Role::Forward(t) => format!("peer=first-valid forward={t}"),
+            TunnelRole::Listen { peer } => format!("peer={peer} app-peer=last-source"),
+            TunnelRole::Forward { target } => format!("peer=first-valid forward={target}"),
         },
         args.fec,
         args.k,
-        cfg.key
-            .as_ref()
-            .map(|k| format!(" seal={}", k.cipher))
-            .unwrap_or_default()
     );
-    let clock = Clock::start();
-    let mut ep = TunnelEndpoint::new(cfg);
-    let mut app_peer = match role {
-        Role::Listen => None,
-        Role::Forward(t) => Some(t),
-    };
-    let mut io = Io::default();
-    let mut stats = LiveStats::new();
-    let mut app_rx = RecvBatch::new(RECV_BATCH, GRO_BUFFER);
-    let mut link_rx = RecvBatch::new(RECV_BATCH, GRO_BUFFER);
-    let stop = shutdown_signal(args.duration);
-    tokio::pin!(stop);
-    let start = clock.now();
-    let mut tick = tokio::time::interval_at(
-        clock.to_tokio(start + Duration::from_secs(1)),
-        Duration::from_secs(1),
-    );
-    let mut last = Snapshot::default();
-    loop {
-        io.flush(&link, &app, app_peer, &mut stats).await;
-        let deadline = ep.poll_timeout().map(|t| clock.to_tokio(t));
-        tokio::select! {
-            () = &mut stop => break,
-            _ = tick.tick() => {
-                let now = Snapshot::read(&ep, &stats, clock.now());
-                if !args.quiet {
-                    eprintln!("t={:>4}s  {}", now.at.saturating_duration_since(start).as_secs_f64().round(), now.line(&last, &ep));
-                }
-                stats.window = latency_histogram();
-                last = now;
-            }
-            r = link.recv_batch(&mut link_rx) => match r {
-                Ok(()) => {
-                    let now = clock.now();
-                    for (src, data) in link_rx.iter() {
-                        ep.handle_datagram(now, src, data);
-                        io.drain(&mut ep, now, &mut stats);
-                    }
-                }
-                Err(e) if is_transient(&e) => stats.recv_errors += 1,
-                Err(e) => return Err(anyhow::Error::new(e).context("link socket")),
+    let max_datagram = args.max_datagram;
+    let quiet = args.quiet;
+    let report = tunnel
+        .run(
+            Clock::start(),
+            shutdown_signal(args.duration),
+            |n| match n {
+                TunnelNotice::Second(s) if !quiet => eprintln!("{}", live_line(s)),
+                TunnelNotice::FirstTooLarge { len, max } => eprintln!(
+                    "tunnel: dropped a {len}-byte datagram: the tunnel carries at most {max} bytes \
+                     (--max-datagram {max_datagram} less {}); such datagrams are dropped and counted as too_large",
+                    max_datagram - max
+                ),
+                _ => {}
             },
-            r = app.recv_batch(&mut app_rx) => match r {
-                Ok(()) => {
-                    let now = clock.now();
-                    for (src, data) in app_rx.iter() {
-                        match role {
-                            Role::Forward(t) if src != t => {
-                                stats.app_foreign += 1;
-                                continue;
-                            }
-                            Role::Forward(_) => {}
-                            Role::Listen => app_peer = Some(src),
-                        }
-                        stats.app_in += 1;
-                        stats.app_in_bytes += data.len() as u64;
-                        // Refusals are counted by the endpoint; a datagram
-                        // too large to carry is also said once.
-                        if let Err(SendRefused::Sender(SendError::TooLarge { len, max })) =
-                            ep.send(now, Bytes::copy_from_slice(data))
-                        {
-                            if !stats.said_too_large {
-                                stats.said_too_large = true;
-                                eprintln!(
-                                    "tunnel: dropped a {len}-byte datagram: the tunnel carries at most {max} bytes \
-                                     (--max-datagram {} less {}); such datagrams are dropped and counted as too_large",
-                                    args.max_datagram,
-                                    args.max_datagram - max
-                                );
-                            }
-                        }
-                        io.drain(&mut ep, now, &mut stats);
-                    }
-                }
-                Err(e) if is_transient(&e) => stats.recv_errors += 1,
-                Err(e) => return Err(anyhow::Error::new(e).context("app socket")),
-            },
-            () = sleep_until_opt(deadline) => {
-                let now = clock.now();
-                ep.handle_timeout(now);
-                io.drain(&mut ep, now, &mut stats);
-            }
-        }
-    }
-    io.flush(&link, &app, app_peer, &mut stats).await;
-    let fin = Snapshot::read(&ep, &stats, clock.now());
-    let summary = summary(&args, role, &ep, &stats, &fin, start);
+        )
+        .await?;
     let mut out = std::io::stdout().lock();
-    print_summary(&mut out, &summary)?;
+    print_summary(&mut out, &report)?;
     if let Some(path) = &args.stats_json {
-        std::fs::write(path, serde_json::to_string_pretty(&summary)? + "\n")
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
 
-/// What the machine asked for, sent at the end of a turn: link transmits
-/// and datagrams for the application, each in runs for one GSO send.
-#[derive(Default)]
-struct Io {
-    transmits: Vec<Transmit>,
-    deliveries: Vec<Bytes>,
-    scratch: Vec<u8>,
-}
-
-impl Io {
-    fn drain(&mut self, ep: &mut TunnelEndpoint, now: Instant, stats: &mut LiveStats) {
-        while let Some(t) = ep.poll_transmit(now) {
-            self.transmits.push(t);
-        }
-        while let Some(d) = ep.poll_event() {
-            if let Some(added) = d.recovered {
-                let us = u64::try_from(added.as_micros()).unwrap_or(u64::MAX);
-                stats.latency.saturating_record(us);
-                stats.window.saturating_record(us);
-            }
-            self.deliveries.push(d.payload);
-        }
-    }
-
-    async fn flush(
-        &mut self,
-        link: &BatchedUdpSocket,
-        app: &BatchedUdpSocket,
-        app_peer: Option<SocketAddr>,
-        stats: &mut LiveStats,
-    ) {
-        let mut i = 0;
-        while i < self.transmits.len() {
-            let dst = self.transmits[i].dst;
-            let end = run_end(&self.transmits[i..], link.max_send_segments(), |t| {
-                (t.dst == dst).then_some(t.payload.len())
-            });
-            let n = end as u64;
-            let r = send_run(
-                link,
-                dst,
-                self.transmits[i..i + end].iter().map(|t| &t.payload),
-                &mut self.scratch,
-            )
-            .await;
-            stats.link_datagrams += n;
-            if r.is_err() {
-                stats.link_send_errors += n;
-            }
-            i += end;
-        }
-        self.transmits.clear();
-        let Some(dst) = app_peer else {
-            stats.no_app += self.deliveries.len() as u64;
-            self.deliveries.clear();
-            return;
-        };
-        let mut i = 0;
-        while i < self.deliveries.len() {
-            let end = run_end(&self.deliveries[i..], app.max_send_segments(), |p| {
-                Some(p.len())
-            });
-            let n = end as u64;
-            let r = send_run(
-                app,
-                dst,
-                self.deliveries[i..i + end].iter(),
-                &mut self.scratch,
-            )
-            .await;
-            stats.app_out += n;
-            if r.is_err() {
-                stats.app_send_errors += n;
-            }
-            i += end;
-        }
-        self.deliveries.clear();
-    }
-}
-
-/// How many leading items can go in one GSO send: same key (destination)
-/// and same length, up to `max_segments` and 64 KiB.
-fn run_end<T>(items: &[T], max_segments: usize, len: impl Fn(&T) -> Option<usize>) -> usize {
-    let Some(first) = items.first().and_then(&len) else {
-        return 1;
-    };
-    if first == 0 {
-        return 1;
-    }
-    let cap = max_segments.max(1).min(MAX_UDP_PAYLOAD / first).max(1);
-    1 + items[1..]
-        .iter()
-        .take(cap - 1)
-        .take_while(|t| len(t) == Some(first))
-        .count()
-}
-
-async fn send_run<'a>(
-    socket: &BatchedUdpSocket,
-    dst: SocketAddr,
-    mut payloads: impl ExactSizeIterator<Item = &'a Bytes>,
-    scratch: &mut Vec<u8>,
-) -> std::io::Result<usize> {
-    if payloads.len() == 1 {
-        let p = payloads.next().expect("one payload");
-        return socket.send_to(p, dst).await;
-    }
-    scratch.clear();
-    let mut seg = 0;
-    for p in payloads {
-        seg = p.len();
-        scratch.extend_from_slice(p);
-    }
-    socket.send_segments(scratch, seg, dst).await
-}
-
-/// Counters the run loop keeps (the machine keeps the rest).
-struct LiveStats {
-    app_in: u64,
-    app_in_bytes: u64,
-    app_out: u64,
-    app_foreign: u64,
-    app_send_errors: u64,
-    no_app: u64,
-    link_datagrams: u64,
-    link_send_errors: u64,
-    recv_errors: u64,
-    /// A too-large datagram was reported on stderr already.
-    said_too_large: bool,
-    /// Added latency of rebuilt datagrams over the run, microseconds.
-    latency: Histogram<u64>,
-    /// ... over the current second.
-    window: Histogram<u64>,
-}
-
-impl LiveStats {
-    fn new() -> Self {
-        Self {
-            app_in: 0,
-            app_in_bytes: 0,
-            app_out: 0,
-            app_foreign: 0,
-            app_send_errors: 0,
-            no_app: 0,
-            link_datagrams: 0,
-            link_send_errors: 0,
-            recv_errors: 0,
-            said_too_large: false,
-            latency: latency_histogram(),
-            window: latency_histogram(),
-        }
-    }
-}
-
-/// Cumulative counters at one instant.
-#[derive(Clone, Copy, Debug, Default)]
-struct Snapshot {
-    at: Instant,
-    app_in: u64,
-    app_in_bytes: u64,
-    app_out: u64,
-    totals: Totals,
-    p50_us: u64,
-    p99_us: u64,
-    samples: u64,
-}
-
-impl Snapshot {
-    fn read(ep: &TunnelEndpoint, s: &LiveStats, at: Instant) -> Self {
-        let st = ep.stats();
-        Self {
-            at,
-            // What the tunnel carried: too-large datagrams are not in it.
-            app_in: s.app_in - st.too_large,
-            app_in_bytes: s.app_in_bytes - st.too_large_bytes,
-            app_out: s.app_out,
-            totals: ep.totals(),
-            p50_us: s.window.value_at_quantile(0.5),
-            p99_us: s.window.value_at_quantile(0.99),
-            samples: s.window.len(),
-        }
-    }
-
-    fn line(&self, last: &Self, ep: &TunnelEndpoint) -> String {
-        let secs = self
-            .at
-            .saturating_duration_since(last.at)
-            .as_secs_f64()
-            .max(1e-9);
-        let (t, l) = (&self.totals, &last.totals);
-        let app_in = self.app_in - last.app_in;
-        let app_bytes = self.app_in_bytes - last.app_in_bytes;
-        let wire = t.bytes_sent - l.bytes_sent;
-        let wire_n = (t.source_sent + t.repair_sent) - (l.source_sent + l.repair_sent);
-        format!(
-            "in {:>6.0}/s {:>8.2} Mbit/s  overhead {:>6}  Fwnd {:>3}  residual {:>7}  |  out {:>6.0}/s  rebuilt {:>5}  lost {:>4}  added p50 {:>8} p99 {:>8}",
-            app_in as f64 / secs,
-            app_bytes as f64 * 8.0 / secs / 1e6,
-            percent(overhead(app_bytes, app_in, wire, wire_n)),
-            ep.fwnd().map_or("-".to_owned(), |f| f.to_string()),
-            far_side(t, self.at, t.source_sent > l.source_sent),
-            (self.app_out - last.app_out) as f64 / secs,
-            t.recovered - l.recovered,
-            t.unrecovered - l.unrecovered,
-            ms(self.p50_us, self.samples),
-            ms(self.p99_us, self.samples),
-        )
-    }
-}
-
-/// The final summary (also the `--stats-json` document).
-fn summary(
-    args: &TunnelArgs,
-    role: Role,
-    ep: &TunnelEndpoint,
-    s: &LiveStats,
-    fin: &Snapshot,
-    start: Instant,
-) -> serde_json::Value {
-    let t = &fin.totals;
-    let wire_n = t.source_sent + t.repair_sent;
-    let lat = &s.latency;
-    let q = |x: f64| (!lat.is_empty()).then(|| lat.value_at_quantile(x));
-    let st = ep.stats();
-    let sent_residual = t.sent_residual();
-    json!({
-        "role": match role { Role::Listen => "listen", Role::Forward(_) => "forward" },
-        "fec": args.fec.to_string(),
-        "k": args.k,
-        "seconds": fin.at.saturating_duration_since(start).as_secs_f64(),
-        "peer": ep.peer().map(|p| p.to_string()),
-        "sent": {
-            "app_datagrams": fin.app_in,
-            "app_bytes": fin.app_in_bytes,
-            "wire_datagrams": wire_n,
-            "wire_bytes": t.bytes_sent,
-            "source_packets": t.source_sent,
-            "repair_packets": t.repair_sent,
-            "blocks": t.blocks,
-            "short_blocks": t.short_blocks,
-            "mean_fwnd": if t.blocks == 0 { 0.0 } else { t.fwnd_sum as f64 / t.blocks as f64 },
-            "fwnd": ep.fwnd(),
-            "overhead": overhead(fin.app_in_bytes, fin.app_in, t.bytes_sent, wire_n),
-            "refused": st.refused,
-            "no_peer": st.no_peer,
-            "send_errors": s.link_send_errors,
-            "peer_delivered": t.peer_delivered,
-            "peer_recovered": t.peer_recovered,
-            "peer_unrecovered": t.peer_unrecovered,
-            "peer_sent": t.peer_sent,
-            "reports": t.reports_received,
-            // null: no report came (the far side is not up or not reachable).
-            "residual_loss": sent_residual,
+/// The per-second line on stderr.
+fn live_line(s: &TunnelSecond) -> String {
+    format!(
+        "t={:>4}s  in {:>6.0}/s {:>8.2} Mbit/s  overhead {:>6}  Fwnd {:>3}  residual {:>7}  |  out {:>6.0}/s  rebuilt {:>5}  lost {:>4}  added p50 {:>8} p99 {:>8}",
+        s.at.as_secs_f64().round(),
+        s.in_per_sec,
+        s.in_mbit_per_sec,
+        percent(s.overhead),
+        s.fwnd.map_or("-".to_owned(), |f| f.to_string()),
+        match s.far_side {
+            FarSide::Idle => "-".to_owned(),
+            FarSide::Residual(r) => percent(r),
+            FarSide::Silent(d) => format!("far side silent {:.0}s", d.as_secs_f64()),
+            FarSide::NoReports => "no reports: far side not up?".to_owned(),
         },
-        "received": {
-            "packets": t.packets,
-            "lost_packets": t.lost_packets,
-            "delivered": t.delivered,
-            "recovered": t.recovered,
-            "unrecovered": t.unrecovered,
-            "residual_loss": residual(t.unrecovered, t.delivered),
-            "app_datagrams": s.app_out,
-            "app_send_errors": s.app_send_errors,
-            "no_app": s.no_app,
-            "added_latency_us": {
-                "count": lat.len(),
-                "p50": q(0.5),
-                "p99": q(0.99),
-                "max": q(1.0),
-            },
-        },
-        "dropped": {
-            "too_large": st.too_large,
-            "foreign": st.foreign,
-            "invalid_before_peer": st.invalid_before_peer,
-            "unauthenticated": st.unauthenticated,
-            "replayed": st.replayed,
-            "seal_exhausted": st.seal_exhausted,
-            "app_foreign": s.app_foreign,
-            "malformed": t.malformed,
-            "other_session": t.other_session,
-            "stale": t.stale,
-            "late": t.late,
-            "inconsistent": t.inconsistent,
-            "oversized": t.oversized,
-            "corrupt": t.corrupt,
-            "evicted_blocks": t.evicted,
-        },
-        // Rebuilt datagrams whose checksum failed: not handed out, counted
-        // as lost above.
-        "corrupt_rebuilt": t.corrupt_rebuilt,
-        // Repairs of blocks already complete, and the like: normal, not dropped input.
-        "surplus_symbols": t.duplicates,
-        "blocks_held": ep.blocks_held(),
-        "restarts": st.restarts,
-        "recv_errors": s.recv_errors,
-    })
+        s.out_per_sec,
+        s.rebuilt,
+        s.lost,
+        ms(s.added_p50.map(|d| d.as_micros() as u64)),
+        ms(s.added_p99.map(|d| d.as_micros() as u64)),
+    )
 }
 
-fn print_summary(out: &mut impl Write, v: &serde_json::Value) -> anyhow::Result<()> {
-    let f = |p: &str| {
-        v.pointer(p)
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-    };
-    let u = |p: &str| {
-        v.pointer(p)
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-    };
-    let secs = f("/seconds").max(1e-9);
+fn print_summary(out: &mut impl Write, r: &TunnelReport) -> anyhow::Result<()> {
+    let secs = r.seconds.max(1e-9);
+    let (s, v) = (&r.sent, &r.received);
     writeln!(
         out,
         "tunnel summary ({}, --fec {} --k {}, {:.1} s, peer {}):",
-        v["role"].as_str().unwrap_or("-"),
-        v["fec"].as_str().unwrap_or("-"),
-        u("/k"),
-        secs,
-        v["peer"].as_str().unwrap_or("none")
+        r.role,
+        r.fec,
+        r.k,
+        r.seconds,
+        r.peer.map_or("none".to_owned(), |p| p.to_string())
     )?;
     writeln!(
         out,
         "  in                   {} datagrams ({:.0}/s, {:.2} Mbit/s)",
-        u("/sent/app_datagrams"),
-        f("/sent/app_datagrams") / secs,
-        f("/sent/app_bytes") * 8.0 / secs / 1e6
+        s.app_datagrams,
+        s.app_datagrams as f64 / secs,
+        s.app_bytes as f64 * 8.0 / secs / 1e6
     )?;
     writeln!(
         out,
         "  on the link          {} source + {} repair packets, overhead {}, mean Fwnd {:.1}",
-        u("/sent/source_packets"),
-        u("/sent/repair_packets"),
-        percent(f("/sent/overhead")),
-        f("/sent/mean_fwnd")
+        s.source_packets,
+        s.repair_packets,
+        percent(s.overhead),
+        s.mean_fwnd
     )?;
-    if v.pointer("/sent/residual_loss")
-        .is_some_and(serde_json::Value::is_null)
-    {
-        writeln!(
+    match s.residual_loss {
+        None => writeln!(
             out,
             "  far side (reports)   none received: the far side is not up or not reachable"
-        )?;
-    } else {
-        writeln!(
+        )?,
+        Some(res) => writeln!(
             out,
             "  far side (reports)   {} of {} delivered, {} rebuilt, {} lost: residual loss {}",
-            u("/sent/peer_delivered"),
-            u("/sent/peer_sent"),
-            u("/sent/peer_recovered"),
-            u("/sent/peer_unrecovered"),
-            percent(f("/sent/residual_loss"))
-        )?;
+            s.peer_delivered,
+            s.peer_sent,
+            s.peer_recovered,
+            s.peer_unrecovered,
+            percent(res)
+        )?,
     }
     writeln!(
         out,
         "  out                  {} datagrams, {} rebuilt, {} lost: residual loss {}",
-        u("/received/delivered"),
-        u("/received/recovered"),
-        u("/received/unrecovered"),
-        percent(f("/received/residual_loss"))
+        v.delivered,
+        v.recovered,
+        v.unrecovered,
+        percent(v.residual_loss)
     )?;
-    let lat = |p: &str| ms(u(p), u("/received/added_latency_us/count"));
+    let lat = &v.added_latency_us;
     writeln!(
         out,
         "  added latency        p50 {} p99 {} max {} (rebuilt datagrams)",
-        lat("/received/added_latency_us/p50"),
-        lat("/received/added_latency_us/p99"),
-        lat("/received/added_latency_us/max"),
+        ms(lat.p50),
+        ms(lat.p99),
+        ms(lat.max),
     )?;
-    let dropped: u64 = v["dropped"].as_object().map_or(0, |m| {
-        m.values().filter_map(serde_json::Value::as_u64).sum()
-    });
-    writeln!(out, "  dropped              {dropped} ({})", v["dropped"])?;
+    writeln!(
+        out,
+        "  dropped              {} ({})",
+        r.dropped.total(),
+        serde_json::to_string(&r.dropped)?
+    )?;
     Ok(())
-}
-
-/// Extra bytes on the link over sending the application's datagrams bare,
-/// IPv4 and UDP headers counted on both.
-fn overhead(app_bytes: u64, app_n: u64, wire_bytes: u64, wire_n: u64) -> f64 {
-    let bare = app_bytes + IP_UDP_OVERHEAD as u64 * app_n;
-    if bare == 0 {
-        return 0.0;
-    }
-    (wire_bytes + IP_UDP_OVERHEAD as u64 * wire_n) as f64 / bare as f64 - 1.0
-}
-
-fn residual(lost: u64, delivered: u64) -> f64 {
-    if lost + delivered == 0 {
-        0.0
-    } else {
-        lost as f64 / (lost + delivered) as f64
-    }
-}
-
-/// The live residual column: the far side's view, or why there is none
-/// (`sending`: we sent data this second, so reports should come).
-fn far_side(t: &Totals, now: Instant, sending: bool) -> String {
-    match (t.sent_residual(), t.last_report_at) {
-        (Some(r), Some(at)) if !sending || now.saturating_duration_since(at) < FAR_SIDE_SILENT => {
-            percent(r)
-        }
-        (Some(_), Some(at)) => format!(
-            "far side silent {:.0}s",
-            now.saturating_duration_since(at).as_secs_f64()
-        ),
-        _ if t.source_sent == 0 => "-".to_owned(),
-        _ => "no reports: far side not up?".to_owned(),
-    }
 }
 
 fn percent(x: f64) -> String {
@@ -861,46 +407,6 @@ fn percent(x: f64) -> String {
 }
 
 /// Microseconds as milliseconds, or `-` without samples.
-fn ms(micros: u64, count: u64) -> String {
-    if count == 0 {
-        "-".to_owned()
-    } else {
-        format!("{:.2} ms", micros as f64 / 1e3)
-    }
+fn ms(micros: Option<u64>) -> String {
+    micros.map_or("-".to_owned(), |us| format!("{:.2} ms", us as f64 / 1e3))
 }
-
-fn latency_histogram() -> Histogram<u64> {
-    // 1 µs to 60 s, 3 significant digits.
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("static histogram bounds are valid")
-}
-
-/// The unspecified address of `peer`'s family, any port.
-fn any_addr(peer: SocketAddr) -> SocketAddr {
-    if peer.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    }
-}
-
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Silence after which a learned peer may be replaced (a restarted or
-/// re-mapped peer gets through; a stray packet during traffic does not).
-const PEER_IDLE: Duration = Duration::from_secs(5);
-/// Reports come every 10 ms while data flows; this long without one
-/// while we send means the far side stopped hearing us.
-const FAR_SIDE_SILENT: Duration = Duration::from_secs(2);
-/// The largest UDP payload over IPv4 (65535 − 20 − 8).
-const MAX_UDP_PAYLOAD: usize = 65_507;
-/// Receive buffers per system call (quinn-udp's `recvmmsg` batch).
-const RECV_BATCH: usize = 32;
-/// One receive buffer: room for 64 KiB of GRO-glued datagrams.
-const GRO_BUFFER: usize = 65_536;
-/// Kernel socket buffers asked for (4 MiB).
-const SOCKET_BUFFER: usize = 4 << 20;

@@ -5,9 +5,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use groupwire_proto::block::{ReceiverConfig, SenderConfig};
-use groupwire_proto::control::ControllerKind;
-use groupwire_proto::control::gmiad::GmiadConfig;
 use groupwire_proto::tunnel::seal::Sealer;
 use groupwire_proto::tunnel::{Cipher, TunnelConfig, TunnelEndpoint, TunnelKey};
 use groupwire_proto::{Instant, Machine};
@@ -139,26 +136,15 @@ pub fn run(data: &[u8]) -> (usize, usize) {
 const MAX_BLOCKS: usize = 16;
 
 fn config(peer: Option<SocketAddr>, cipher: Option<Cipher>) -> TunnelConfig {
-    let mut sender = SenderConfig::new(peer.unwrap_or(PEER), 4);
-    sender.controller = ControllerKind::Gmiad;
-    sender.pacing = false;
-    sender.max_block_wait = Some(Duration::from_millis(5));
-    TunnelConfig {
-        peer,
-        sender,
-        receiver: ReceiverConfig {
-            ordered: false,
-            max_blocks: MAX_BLOCKS,
-            ..ReceiverConfig::default()
-        },
-        gmiad: GmiadConfig::default(),
-        peer_idle: Duration::from_secs(5),
-        key: cipher.map(|cipher| TunnelKey {
-            psk: KEY.to_vec(),
-            salt: OWN_SALT,
-            cipher,
-        }),
-    }
+    let mut cfg = TunnelConfig::new(peer, 4);
+    cfg.sender.max_block_wait = Some(Duration::from_millis(5));
+    cfg.receiver.max_blocks = MAX_BLOCKS;
+    cfg.key = cipher.map(|cipher| TunnelKey {
+        psk: KEY.to_vec(),
+        salt: OWN_SALT,
+        cipher,
+    });
+    cfg
 }
 
 #[cfg(test)]

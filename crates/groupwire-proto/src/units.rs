@@ -1,5 +1,5 @@
 //! Newtypes for the domain's numbers: [`Bitrate`], [`DataSize`], [`Probability`];
-//! and [`IP_UDP_OVERHEAD`].
+//! and the UDP size constants [`IP_UDP_OVERHEAD`] and [`MAX_UDP_PAYLOAD`].
 //!
 //! Each parses from the short forms a person types on a command line
 //! (`56kbit/s`, `1Gbps`, `1500B`, `64KiB`, `0.1`, `10%`) and rejects
@@ -15,6 +15,11 @@ use std::time::Duration;
 /// RFC 768). Everything in groupwire that counts wire bytes (rate caps,
 /// TFRC's packet size, link overhead, the simulator's links) counts these.
 pub const IP_UDP_OVERHEAD: usize = 28;
+
+/// The largest UDP payload over IPv4: 65535 − 20 − 8 bytes (RFC 768's
+/// length field, less the IPv4 and UDP headers). Also the most one GSO send
+/// may carry in all.
+pub const MAX_UDP_PAYLOAD: usize = 65_535 - IP_UDP_OVERHEAD;
 
 /// Why a unit string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

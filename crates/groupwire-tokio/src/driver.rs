@@ -1,17 +1,18 @@
 //! Runs one sans-IO [`Machine`] over one datagram socket (STYLE.md §4).
 
-use std::future::pending;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use groupwire_proto::{Instant, Machine, Transmit, Transport};
+use groupwire_proto::units::MAX_UDP_PAYLOAD;
+use groupwire_proto::{Instant, Machine, Transmit};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tracing::{debug, trace};
+use tracing::debug;
 
 use crate::clock::Clock;
+use crate::send::{send_transmits, sleep_until};
 use crate::socket::{DatagramSocket, RecvBatch, is_transient};
 
 /// A command for the machine: runs on the driver's task with the machine
@@ -283,7 +284,7 @@ where
                     }
                     Err(e) => return Err(e),
                 },
-                () = sleep_until_opt(deadline) => {
+                () = sleep_until(deadline) => {
                     let now = clock.now();
                     machine.handle_timeout(now);
                     out.drain(&mut machine, now);
@@ -431,87 +432,15 @@ impl<E> Outbox<E> {
         }
     }
 
-    /// Sends the transmits in order: runs of one size to one destination
-    /// (the last may be shorter) as one GSO send where the socket can.
-    /// A failed send is a lost datagram per datagram it carried.
+    /// Sends the transmits in order ([`send_transmits`]).
     async fn send<S: DatagramSocket>(&mut self, socket: &S, counters: &Counters) {
-        let max_segments = socket.max_send_segments().max(1);
-        let ts = &self.transmits;
-        let mut i = 0;
-        while i < ts.len() {
-            let t = &ts[i];
-            if t.transport != Transport::Udp {
-                Counters::add(&counters.unsupported_transmits, 1);
-                debug!(dst = %t.dst, transport = ?t.transport, "transmit dropped: UDP driver");
-                i += 1;
-                continue;
-            }
-            let end = gso_run(ts, i, max_segments);
-            let n = (end - i) as u64;
-            let sent = if n == 1 {
-                socket.send_to(&t.payload, t.dst).await
-            } else {
-                self.scratch.clear();
-                for u in &ts[i..end] {
-                    self.scratch.extend_from_slice(&u.payload);
-                }
-                socket
-                    .send_segments(&self.scratch, t.payload.len(), t.dst)
-                    .await
-            };
-            match sent {
-                Ok(bytes) => {
-                    Counters::add(&counters.send_calls, 1);
-                    Counters::add(&counters.datagrams_sent, n);
-                    Counters::add(&counters.bytes_sent, bytes as u64);
-                }
-                Err(e) => {
-                    Counters::add(&counters.send_errors, n);
-                    trace!(dst = %t.dst, datagrams = n, error = %e, "send failed: counted as lost datagrams");
-                }
-            }
-            i = end;
-        }
+        let t = send_transmits(socket, &self.transmits, &mut self.scratch).await;
+        Counters::add(&counters.send_calls, t.calls);
+        Counters::add(&counters.datagrams_sent, t.datagrams);
+        Counters::add(&counters.bytes_sent, t.bytes);
+        Counters::add(&counters.send_errors, t.errors);
+        Counters::add(&counters.unsupported_transmits, t.unsupported);
         self.transmits.clear();
-    }
-}
-
-/// The end of the GSO run that starts at `ts[start]` (a UDP transmit): the
-/// following UDP transmits to the same destination with the same length,
-/// plus at most one shorter one, up to `max_segments` and the largest UDP
-/// payload in all.
-fn gso_run(ts: &[Transmit], start: usize, max_segments: usize) -> usize {
-    let first = &ts[start];
-    let size = first.payload.len();
-    let mut end = start + 1;
-    if size == 0 {
-        return end;
-    }
-    while end < ts.len()
-        && end - start < max_segments
-        && (end - start + 1) * size <= MAX_UDP_PAYLOAD
-    {
-        let t = &ts[end];
-        if t.transport != Transport::Udp
-            || t.dst != first.dst
-            || t.payload.len() > size
-            || t.payload.is_empty()
-        {
-            break;
-        }
-        end += 1;
-        if t.payload.len() < size {
-            break;
-        }
-    }
-    end
-}
-
-/// Sleeps until `deadline`, or forever without one.
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => pending().await,
     }
 }
 
@@ -555,12 +484,9 @@ impl Counters {
     }
 }
 
-/// The largest UDP payload over IPv4 (65535 − 20 − 8).
-const MAX_UDP_PAYLOAD: usize = 65_507;
-
 /// Receive buffer per slot when the socket may glue datagrams (GRO): the
 /// kernel glues at most 64 KiB.
-const GRO_BUFFER: usize = 65_536;
+pub(crate) const GRO_BUFFER: usize = 65_536;
 
 #[cfg(test)]
 mod tests;

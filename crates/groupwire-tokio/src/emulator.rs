@@ -35,14 +35,14 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
-use std::future::{Future, pending};
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use groupwire_link::{Fate, Link, LinkConfig, LossError};
 use groupwire_proto::Instant;
-use groupwire_proto::units::IP_UDP_OVERHEAD;
+use groupwire_proto::units::{IP_UDP_OVERHEAD, MAX_UDP_PAYLOAD};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -431,7 +431,7 @@ impl State {
         mut up_rx: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
-        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut buf = vec![0u8; MAX_UDP_PAYLOAD];
         tokio::pin!(shutdown);
         let mut drops_tick = tokio::time::interval(DROPS_EVERY);
         loop {
@@ -448,7 +448,7 @@ impl State {
                 },
                 Some((client, data)) = up_rx.recv() => self.handle_target_datagram(client, data),
                 _ = drops_tick.tick() => self.count_socket_drops(),
-                () = sleep_until_opt(next) => {}
+                () = crate::sleep_until(next) => {}
             }
         }
     }
@@ -606,7 +606,7 @@ async fn read_upstream(
     target: SocketAddr,
     out: mpsc::Sender<(SocketAddr, Vec<u8>)>,
 ) {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut buf = vec![0u8; MAX_UDP_PAYLOAD];
     loop {
         match socket.recv_from(&mut buf).await {
             Ok((n, src)) if src == target => {
@@ -624,15 +624,6 @@ async fn read_upstream(
     }
 }
 
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => pending().await,
-    }
-}
-
-/// Largest UDP payload over IPv4.
-const MAX_DATAGRAM: usize = 65_507;
 /// How often the kernel's drop counters are read.
 const DROPS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 /// Upstream sockets at once, by default: plenty for a test bench.

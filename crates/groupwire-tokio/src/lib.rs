@@ -17,6 +17,9 @@
 //!   `tokio::time::Instant` to the machines' [`groupwire_proto::Instant`]
 //!   (nanoseconds since the clock started), so tests with paused tokio time
 //!   drive everything on virtual time.
+//! - [`tunnel::Tunnel`] runs the tunnel's machine
+//!   ([`groupwire_proto::tunnel::TunnelEndpoint`]) over its two sockets and
+//!   returns a typed [`tunnel::TunnelReport`] (`groupwire tunnel`).
 //! - [`Emulator`] forwards UDP between clients and a target through two
 //!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
 //!
@@ -45,7 +48,9 @@
 mod clock;
 mod driver;
 pub mod emulator;
+mod send;
 mod socket;
+pub mod tunnel;
 
 pub use clock::Clock;
 pub use driver::{Command, Driver, DriverClosed, DriverConfig, DriverHandle, DriverStats};
@@ -53,4 +58,5 @@ pub use emulator::{
     BufferSizes, CorruptPolicy, DEFAULT_SOCKET_BUFFER, DirectionStats, Emulator, EmulatorConfig,
     EmulatorError, EmulatorStats,
 };
+pub use send::sleep_until;
 pub use socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};

@@ -61,7 +61,8 @@ use crate::block::{
 };
 use crate::control::gmiad::{Gmiad, GmiadConfig};
 use crate::control::{ControllerKind, FecController};
-use crate::wire::block::DataRepr;
+use crate::units::MAX_UDP_PAYLOAD;
+use crate::wire::block::{DATA_HEADER_LEN, DataRepr, SYMBOL_PREFIX};
 use crate::{Instant, Machine, Transmit};
 use bytes::Bytes;
 
@@ -90,7 +91,9 @@ impl std::fmt::Debug for TunnelKey {
     }
 }
 
-/// How a [`TunnelEndpoint`] is set up.
+/// How a [`TunnelEndpoint`] is set up. [`TunnelConfig::new`] gives the
+/// defaults of `groupwire tunnel`; [`TunnelConfig::validate`] says what is
+/// impossible.
 #[derive(Clone, Debug)]
 pub struct TunnelConfig {
     /// The peer, or `None` to learn it from the first valid packet.
@@ -105,6 +108,126 @@ pub struct TunnelConfig {
     pub peer_idle: Duration,
     /// Seal and open every packet with this key (`--key-file`).
     pub key: Option<TunnelKey>,
+    /// The largest datagram on the link, sealed if keyed (the path MTU less
+    /// IP and UDP headers). [`TunnelEndpoint::new`] sets the sender's
+    /// `max_datagram` and the receiver's `max_symbol` from it, less
+    /// [`seal::OVERHEAD`] under a key, so a sealed packet still fits: the
+    /// template's own values for those two are not used.
+    pub max_datagram: usize,
+}
+
+impl TunnelConfig {
+    /// `groupwire tunnel`'s defaults: `k` datagrams per block, GMIAD with
+    /// the paper's window bounds (GENEVA §3.2.4), repairs sent at once (no
+    /// pacing: "send originals at once; only recovered packets wait"), a
+    /// short block closed 2 ms after its first datagram, unordered delivery,
+    /// 200 ms to rebuild a missing datagram, 64 blocks held, 1472-byte link
+    /// datagrams, a peer replaceable after 5 s of silence, no key. Without a
+    /// `peer` the sender's address is a placeholder until one is learned.
+    pub fn new(peer: Option<SocketAddr>, k: usize) -> Self {
+        let placeholder = SocketAddr::from(([0, 0, 0, 0], 0));
+        let mut sender = SenderConfig::new(peer.unwrap_or(placeholder), k);
+        sender.controller = ControllerKind::Gmiad;
+        sender.pacing = false;
+        sender.max_block_wait = Some(Duration::from_millis(2));
+        let receiver = ReceiverConfig {
+            ordered: false,
+            max_wait: Duration::from_millis(200),
+            max_blocks: 64,
+            ..ReceiverConfig::default()
+        };
+        Self {
+            peer,
+            sender,
+            receiver,
+            gmiad: GmiadConfig::default(),
+            peer_idle: PEER_IDLE,
+            key: None,
+            max_datagram: DEFAULT_MAX_DATAGRAM,
+        }
+    }
+
+    /// The bytes a source datagram may have: [`max_datagram`](Self::max_datagram)
+    /// less the seal (under a key), the data header and the symbol prefix.
+    pub fn max_payload(&self) -> usize {
+        self.inner_datagram()
+            .saturating_sub(DATA_HEADER_LEN + SYMBOL_PREFIX)
+    }
+
+    /// The largest block packet before sealing.
+    fn inner_datagram(&self) -> usize {
+        let seal = if self.key.is_some() {
+            seal::OVERHEAD
+        } else {
+            0
+        };
+        self.max_datagram.saturating_sub(seal)
+    }
+
+    /// Checks what the machines would otherwise clamp or refuse at run time.
+    ///
+    /// - `k` from 1 to 254 (a Reed-Solomon block over GF(2⁸) has at most 255
+    ///   symbols, and at least one repair must fit);
+    /// - a controller without rate control (the tunnel carries the
+    ///   application's datagrams as they come; TFRC would have to queue them);
+    /// - GMIAD's `fwnd_min <= fwnd_max`, and `k + fwnd_min <= 255`. Above
+    ///   that the sender caps `Fwnd` at `255 − k`;
+    /// - a `max_datagram` from the smallest packet carrying one byte to the
+    ///   largest UDP payload.
+    pub fn validate(&self) -> Result<(), TunnelConfigError> {
+        let bad = |field, why: String| Err(TunnelConfigError { field, why });
+        let k = self.sender.k;
+        if !(1..=254).contains(&k) {
+            return bad("k", format!("{k}: must be from 1 to 254"));
+        }
+        if self.sender.controller == ControllerKind::Tfrc {
+            return bad(
+                "controller",
+                format!(
+                    "{}: the tunnel has no rate control; use gmiad, static:N, static-small, \
+                     static-large or dp-fec",
+                    self.sender.controller
+                ),
+            );
+        }
+        let g = &self.gmiad;
+        if g.fwnd_min > g.fwnd_max || k + g.fwnd_min > 255 {
+            return bad(
+                "fwnd_min",
+                format!(
+                    "{} (fwnd_max {}, k {k}): need fwnd_min <= fwnd_max and k + fwnd_min <= 255",
+                    g.fwnd_min, g.fwnd_max
+                ),
+            );
+        }
+        let seal = if self.key.is_some() {
+            seal::OVERHEAD
+        } else {
+            0
+        };
+        let min = DATA_HEADER_LEN + SYMBOL_PREFIX + 1 + seal;
+        if !(min..=MAX_UDP_PAYLOAD).contains(&self.max_datagram) {
+            return bad(
+                "max_datagram",
+                format!(
+                    "{}: must be from {min} to {MAX_UDP_PAYLOAD}{}",
+                    self.max_datagram,
+                    if seal > 0 { " under a key" } else { "" }
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A [`TunnelConfig`] field with an impossible value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("tunnel {field} {why}")]
+pub struct TunnelConfigError {
+    /// The field (`k`, `controller`, `fwnd_min`, `max_datagram`).
+    pub field: &'static str,
+    /// Its value and what is wrong with it.
+    pub why: String,
 }
 
 /// A datagram for the application.
@@ -296,6 +419,9 @@ impl TunnelEndpoint {
     pub fn new(mut cfg: TunnelConfig) -> Self {
         cfg.sender.checksums = cfg.key.is_none();
         cfg.receiver.allow_unchecked = cfg.key.is_some();
+        let inner = cfg.inner_datagram();
+        cfg.sender.max_datagram = inner;
+        cfg.receiver.max_symbol = inner.saturating_sub(DATA_HEADER_LEN);
         let mut t = Self {
             peer: cfg.peer,
             cfg,
@@ -553,6 +679,13 @@ impl Machine for TunnelEndpoint {
 /// Received source packets remembered for the added-latency measure: more
 /// than the reorder span of a block (255 symbols).
 const ARRIVALS: usize = 4096;
+
+/// Silence after which a learned peer may be replaced (a restarted or
+/// re-mapped peer gets through; a stray packet during traffic does not).
+const PEER_IDLE: Duration = Duration::from_secs(5);
+
+/// The largest UDP payload in a 1500-byte Ethernet frame (1500 − 20 − 8).
+pub const DEFAULT_MAX_DATAGRAM: usize = 1472;
 /// How far past a rebuilt packet to look for the next received one: one
 /// block at most.
 const LATER_SCAN: u64 = 255;
@@ -566,20 +699,77 @@ mod tests {
     const C: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3);
 
     fn config(peer: Option<SocketAddr>, fec: ControllerKind) -> TunnelConfig {
-        let mut sender = SenderConfig::new(peer.unwrap_or(A), 4);
-        sender.controller = fec;
-        sender.pacing = false;
-        sender.max_block_wait = Some(Duration::from_millis(2));
-        TunnelConfig {
-            peer,
-            sender,
-            receiver: ReceiverConfig {
-                ordered: false,
-                ..ReceiverConfig::default()
-            },
-            gmiad: GmiadConfig::default(),
-            peer_idle: Duration::from_secs(5),
-            key: None,
+        let mut cfg = TunnelConfig::new(peer, 4);
+        cfg.sender.controller = fec;
+        cfg
+    }
+
+    #[test]
+    fn validate_names_the_field_and_the_defaults_pass() {
+        let ok = TunnelConfig::new(None, 20);
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(ok.max_payload(), 1472 - DATA_HEADER_LEN - SYMBOL_PREFIX);
+        let field = |f: &dyn Fn(&mut TunnelConfig)| {
+            let mut c = TunnelConfig::new(None, 20);
+            f(&mut c);
+            c.validate().map_err(|e| e.field)
+        };
+        assert_eq!(field(&|c| c.sender.k = 0), Err("k"));
+        assert_eq!(field(&|c| c.sender.k = 255), Err("k"));
+        assert_eq!(
+            field(&|c| c.sender.controller = ControllerKind::Tfrc),
+            Err("controller")
+        );
+        assert_eq!(field(&|c| c.gmiad.fwnd_min = 61), Err("fwnd_min"));
+        assert_eq!(field(&|c| c.sender.k = 250), Err("fwnd_min"));
+        // The sender caps Fwnd at 255 - k: a large k with the default
+        // fwnd_max is fine.
+        assert_eq!(field(&|c| c.sender.k = 200), Ok(()));
+        assert_eq!(field(&|c| c.max_datagram = 38), Err("max_datagram"));
+        assert_eq!(field(&|c| c.max_datagram = 39), Ok(()));
+        assert_eq!(field(&|c| c.max_datagram = 65_508), Err("max_datagram"));
+        // Under a key the seal must fit too, and the payload shrinks by it.
+        let key = |c: &mut TunnelConfig| {
+            c.key = Some(TunnelKey {
+                psk: vec![7; 32],
+                salt: 1,
+                cipher: Cipher::ChaCha20Poly1305,
+            });
+        };
+        assert_eq!(
+            field(&|c| {
+                key(c);
+                c.max_datagram = 39;
+            }),
+            Err("max_datagram")
+        );
+        let mut keyed = TunnelConfig::new(None, 20);
+        key(&mut keyed);
+        assert_eq!(keyed.max_payload(), ok.max_payload() - seal::OVERHEAD);
+    }
+
+    /// A sealed packet of the largest payload fits the configured link
+    /// datagram exactly, keyed or not.
+    #[test]
+    fn the_largest_payload_fills_the_link_datagram() {
+        for keyed in [false, true] {
+            let mut cfg = TunnelConfig::new(Some(B), 1);
+            cfg.sender.controller = ControllerKind::Static(1);
+            cfg.max_datagram = 600;
+            if keyed {
+                cfg.key = Some(TunnelKey {
+                    psk: vec![7; 32],
+                    salt: 1,
+                    cipher: Cipher::ChaCha20Poly1305,
+                });
+            }
+            let max = cfg.max_payload();
+            let mut a = TunnelEndpoint::new(cfg);
+            let now = Instant::ZERO;
+            assert!(a.send(now, Bytes::from(vec![1; max + 1])).is_err());
+            let out = packets(&mut a, now, &[&vec![1; max]]);
+            let lens: Vec<usize> = out.iter().map(Bytes::len).collect();
+            assert_eq!(lens, [600 - SYMBOL_PREFIX, 600], "keyed {keyed}");
         }
     }
 

@@ -8,6 +8,7 @@ use groupwire_proto::{Instant, Machine, Transmit, Transport};
 use tokio::net::UdpSocket;
 
 use super::*;
+use crate::send::gso_run;
 
 /// Echoes every datagram, reports it as an event, and sends what commands
 /// ask; fires `Ping` events at a scripted deadline.
