@@ -11,6 +11,7 @@ mod dyck;
 mod geneva;
 mod link_models;
 mod tcp_dumbbell;
+mod tunnel;
 
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ pub use self::dyck::{Dyck, Protocol};
 pub use self::geneva::Geneva;
 pub use self::link_models::LinkModels;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
+pub use self::tunnel::{TunnelScenario, TunnelSetting};
 use crate::metrics::TimeSeries;
 
 /// A runnable experiment. The `scenario` key of a TOML file names the kind.
@@ -40,6 +42,9 @@ pub enum Scenario {
     /// Matsuzono et al.'s GENEVA evaluation: block-FEC streams (GMIAD,
     /// static, DP-FEC, TFRC) against TCP on a 1 Gbit/s dumbbell.
     Geneva(Box<Geneva>),
+    /// `groupwire tunnel`'s machine over a simulated bursty link: residual
+    /// loss, overhead and latency per FEC setting.
+    Tunnel(Box<TunnelScenario>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -80,6 +85,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "geneva",
             about: "GENEVA's evaluation: 10 block-FEC streams (GMIAD, static-small/large, DP-FEC, TFRC) vs TCP on a 1 Gbit/s dumbbell",
             make: || Scenario::Geneva(Box::default()),
+        },
+        Builtin {
+            name: "tunnel",
+            about: "groupwire tunnel's machine over a Gilbert link (10% loss, bursts of 4): residual loss, overhead and latency per FEC setting",
+            make: || Scenario::Tunnel(Box::default()),
         },
     ]
 }
@@ -146,6 +156,7 @@ impl Scenario {
             Self::AwarenessPath(_) => "awareness-path",
             Self::Dyck(_) => "dyck",
             Self::Geneva(_) => "geneva",
+            Self::Tunnel(_) => "tunnel",
         }
     }
 
@@ -191,6 +202,7 @@ impl Scenario {
             Self::AwarenessPath(s) => s.validate(),
             Self::Dyck(s) => s.validate(),
             Self::Geneva(s) => s.validate(),
+            Self::Tunnel(s) => s.validate(),
         }
     }
 
@@ -203,6 +215,7 @@ impl Scenario {
             Self::AwarenessPath(s) => s.duration,
             Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
             Self::Geneva(s) => Duration::from_nanos(s.total_runs()),
+            Self::Tunnel(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -212,7 +225,7 @@ impl Scenario {
             Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
             Self::LinkModels(_) => ProgressUnit::Count,
             Self::AwarenessPath(_) => ProgressUnit::SimulatedTime,
-            Self::Dyck(_) | Self::Geneva(_) => ProgressUnit::Count,
+            Self::Dyck(_) | Self::Geneva(_) | Self::Tunnel(_) => ProgressUnit::Count,
         }
     }
 
@@ -229,6 +242,7 @@ impl Scenario {
             Self::AwarenessPath(s) => s.run(seed, progress),
             Self::Dyck(s) => s.run(seed, progress),
             Self::Geneva(s) => s.run(seed, progress),
+            Self::Tunnel(s) => s.run(seed, progress),
         }
     }
 }

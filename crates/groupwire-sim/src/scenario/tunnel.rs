@@ -1,0 +1,461 @@
+//! `tunnel`: `groupwire tunnel`'s machine over a simulated bursty link.
+//!
+//! Two [`TunnelEndpoint`]s, the same machine `groupwire tunnel` runs on real
+//! sockets (`groupwire_tokio::tunnel`), face each other over a point-to-point
+//! link: side A knows its peer (`--peer`), side B learns it (`--forward`).
+//! An application at A sends a constant-rate stream of datagrams; B hands
+//! them out. The forward direction loses packets by `loss` (default: the
+//! Gilbert channel of `docs/results/tunnel.md`, 10% long-run loss in bursts
+//! of mean length 4); the reverse direction carries B's reports.
+//!
+//! Each setting (controller, `k`, window bounds, block wait) runs on its own
+//! copy of the link with the same seed, so every setting sees the same loss
+//! process. The table has the columns of `docs/results/tunnel.md`, so the
+//! simulated tunnel and the real one can be read side by side; the plot is
+//! `Fwnd` over time per setting.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use groupwire_link::link::{LinkConfig, QueueLimit};
+use groupwire_link::loss::LossModel;
+use groupwire_proto::control::ControllerKind;
+use groupwire_proto::tunnel::{TunnelConfig, TunnelDelivery, TunnelEndpoint};
+use groupwire_proto::units::IP_UDP_OVERHEAD;
+use groupwire_proto::{Bitrate, Instant, Probability};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use crate::core::{NodeId, Simulator, addr_of};
+use crate::machine_node::MachineNode;
+use crate::metrics::{LatencyStats, TimeSeries};
+use crate::topology::PointToPoint;
+use crate::traffic::Message;
+
+/// One tunnel setting: what `groupwire tunnel`'s FEC flags set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelSetting {
+    /// The row's name.
+    pub name: String,
+    /// Redundancy controller (`--fec`).
+    pub fec: ControllerKind,
+    /// Source datagrams per block (`--k`).
+    pub k: usize,
+    /// GMIAD's smallest window (`--fwnd-min`; default GENEVA §3.2.4's 8).
+    #[serde(default)]
+    pub fwnd_min: Option<usize>,
+    /// GMIAD's largest window (`--fwnd-max`; default GENEVA §3.2.4's 60).
+    #[serde(default)]
+    pub fwnd_max: Option<usize>,
+    /// A short block closes this long after its first datagram (`--block-wait`).
+    #[serde(with = "serde_duration")]
+    pub block_wait: Duration,
+}
+
+impl TunnelSetting {
+    fn new(name: &str, fec: ControllerKind, k: usize, block_wait_ms: u64) -> Self {
+        Self {
+            name: name.to_owned(),
+            fec,
+            k,
+            fwnd_min: None,
+            fwnd_max: None,
+            block_wait: Duration::from_millis(block_wait_ms),
+        }
+    }
+
+    /// The machine's configuration, as `groupwire tunnel` builds it.
+    fn config(&self, peer: Option<std::net::SocketAddr>) -> TunnelConfig {
+        let mut cfg = TunnelConfig::new(peer, self.k);
+        cfg.sender.controller = self.fec;
+        cfg.sender.max_block_wait = Some(self.block_wait);
+        cfg.gmiad.fwnd_min = self.fwnd_min.unwrap_or(cfg.gmiad.fwnd_min);
+        cfg.gmiad.fwnd_max = self.fwnd_max.unwrap_or(cfg.gmiad.fwnd_max);
+        cfg
+    }
+}
+
+/// Parameters of the `tunnel` scenario. Defaults are the setting of
+/// `docs/results/tunnel.md` (`scripts/tunnel_bench.py`): 2000 datagrams/s of
+/// 1000 bytes for 30 s, Gilbert loss with `p = 0.027778`, `r = 0.25`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TunnelScenario {
+    /// Link rate, both directions.
+    pub rate: Bitrate,
+    /// One-way propagation delay.
+    #[serde(with = "serde_duration")]
+    pub delay: Duration,
+    /// Loss from A to B (the data direction).
+    pub loss: LossModel,
+    /// Loss from B to A (the reports).
+    pub reverse_loss: LossModel,
+    /// Application datagrams per second at A.
+    pub datagrams_per_sec: f64,
+    /// Bytes per application datagram (at least 8: the sequence number).
+    pub size: u32,
+    /// How long the application sends.
+    #[serde(with = "serde_duration")]
+    pub duration: Duration,
+    /// The settings compared, one run each.
+    pub settings: Vec<TunnelSetting>,
+}
+
+impl Default for TunnelScenario {
+    fn default() -> Self {
+        let mut big =
+            TunnelSetting::new("GMIAD, k=150, Fwnd 8..70", ControllerKind::Gmiad, 150, 100);
+        big.fwnd_max = Some(70);
+        Self {
+            rate: Bitrate::mbps(1000),
+            delay: Duration::from_millis(1),
+            loss: LossModel::Gilbert {
+                p: Probability::new(0.027778).expect("a probability"),
+                r: Probability::new(0.25).expect("a probability"),
+            },
+            reverse_loss: LossModel::None,
+            datagrams_per_sec: 2000.0,
+            size: 1000,
+            duration: Duration::from_secs(30),
+            settings: vec![
+                TunnelSetting::new("no FEC", ControllerKind::Static(0), 20, 2),
+                TunnelSetting::new("fixed 20:10", ControllerKind::Static(10), 20, 100),
+                TunnelSetting::new(
+                    "GMIAD as published (k=20, Fwnd 8..60)",
+                    ControllerKind::Gmiad,
+                    20,
+                    100,
+                ),
+                TunnelSetting::new(
+                    "GMIAD, tunnel defaults (k=20, --block-wait 2ms)",
+                    ControllerKind::Gmiad,
+                    20,
+                    2,
+                ),
+                big,
+                TunnelSetting::new("fixed 150:70", ControllerKind::Static(70), 150, 100),
+            ],
+        }
+    }
+}
+
+/// What one setting's run measured.
+struct Run {
+    link_loss: f64,
+    residual: f64,
+    overhead: f64,
+    mean_fwnd: f64,
+    short_blocks: u64,
+    blocks: u64,
+    rebuilt: u64,
+    added: LatencyStats,
+    one_way: LatencyStats,
+    fwnd: TimeSeries,
+    events: u64,
+}
+
+impl TunnelScenario {
+    pub(super) fn total_runs(&self) -> u64 {
+        self.settings.len() as u64
+    }
+
+    fn datagrams(&self) -> u64 {
+        (self.datagrams_per_sec * self.duration.as_secs_f64()) as u64
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ScenarioError> {
+        let invalid = |key, why: String| Err(ScenarioError::Invalid { key, why });
+        if self.duration.is_zero() {
+            return invalid("duration", "must be positive, e.g. 30s".into());
+        }
+        if !(self.datagrams_per_sec > 0.0 && self.datagrams_per_sec <= 1e6) {
+            return invalid("datagrams_per_sec", "must be in (0, 1000000]".into());
+        }
+        if self.datagrams() > 50_000_000 {
+            return invalid(
+                "duration",
+                "datagrams_per_sec × duration must stay under 50 million".into(),
+            );
+        }
+        if self.settings.is_empty() {
+            return invalid("settings", "name at least one".into());
+        }
+        for s in &self.settings {
+            let cfg = s.config(None);
+            if self.size < 8 || self.size as usize > cfg.max_payload() {
+                return invalid(
+                    "size",
+                    format!(
+                        "must be from 8 to {} bytes (the tunnel's payload)",
+                        cfg.max_payload()
+                    ),
+                );
+            }
+            cfg.validate().map_err(|e| ScenarioError::Invalid {
+                key: "settings",
+                why: format!("{}: {e}", s.name),
+            })?;
+        }
+        self.loss.build()?;
+        self.reverse_loss.build()?;
+        Ok(())
+    }
+
+    fn run_one(
+        &self,
+        seed: u64,
+        s: &TunnelSetting,
+        progress: &mut dyn FnMut(Instant),
+    ) -> Result<Run, ScenarioError> {
+        let n = self.datagrams();
+        let gap = 1.0 / self.datagrams_per_sec;
+        let msgs: Vec<Message> = (0..n)
+            .map(|i| Message {
+                at: Instant::ZERO + Duration::from_secs_f64(i as f64 * gap),
+                size: self.size,
+            })
+            .collect();
+        let mut sim = Simulator::new(seed);
+        let a = sim.next_node_id();
+        let b = NodeId(a.0 + 1);
+        let size = self.size as usize;
+        let sender = MachineNode::new(a, TunnelEndpoint::new(s.config(Some(addr_of(b)))))
+            .with_schedule(
+                msgs.clone(),
+                Box::new(move |ep, now, i, _m| {
+                    let mut p = vec![0u8; size];
+                    p[..8].copy_from_slice(&(i as u64).to_be_bytes());
+                    // Refusals are counted by the endpoint.
+                    let _ = ep.send(now, Bytes::from(p));
+                }),
+            );
+        sim.add_node(Box::new(sender));
+        sim.add_node(Box::new(MachineNode::new(
+            b,
+            TunnelEndpoint::new(s.config(None)),
+        )));
+        let link = LinkConfig::new()
+            .rate(self.rate)
+            .latency(self.delay)
+            .queue(QueueLimit::Unlimited);
+        PointToPoint::build(
+            &mut sim,
+            a,
+            b,
+            link.clone().loss(self.loss.clone()),
+            link.loss(self.reverse_loss.clone()),
+        )?;
+        // Run in 100 ms steps, sampling the sender's window; then give the
+        // last blocks time to arrive.
+        let end = Instant::ZERO + self.duration;
+        let step = Duration::from_millis(100);
+        let mut fwnd = TimeSeries::new(s.name.clone());
+        let mut t = Instant::ZERO;
+        while t < end {
+            t = (t + step).min(end);
+            sim.run_until(t, progress);
+            let view = sim.view();
+            let node = view
+                .node::<MachineNode<TunnelEndpoint>>(a)
+                .expect("node a is the sending tunnel");
+            if let Some(f) = node.machine().fwnd() {
+                fwnd.push(t.as_secs_f64(), f as f64);
+            }
+        }
+        sim.run_until(end + Duration::from_secs(2), progress);
+        let view = sim.view();
+        let tx = view
+            .node::<MachineNode<TunnelEndpoint>>(a)
+            .expect("node a is the sending tunnel")
+            .machine()
+            .totals();
+        let rx_node = view
+            .node::<MachineNode<TunnelEndpoint>>(b)
+            .expect("node b is the receiving tunnel");
+        let rx = rx_node.machine().totals();
+        let mut seen = vec![false; n as usize];
+        let (mut added, mut one_way) = (LatencyStats::new(), LatencyStats::new());
+        let mut unique = 0u64;
+        for (at, TunnelDelivery { payload, recovered }) in &rx_node.events {
+            let Some(i) = payload
+                .get(..8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes)
+                .filter(|&i| i < n)
+            else {
+                continue;
+            };
+            if std::mem::replace(&mut seen[i as usize], true) {
+                continue;
+            }
+            unique += 1;
+            one_way.record(at.saturating_duration_since(msgs[i as usize].at));
+            if let Some(d) = recovered {
+                added.record(*d);
+            }
+        }
+        let hdr = IP_UDP_OVERHEAD as f64;
+        let bare = n as f64 * (self.size as f64 + hdr);
+        let wire = tx.bytes_sent as f64 + (tx.source_sent + tx.repair_sent) as f64 * hdr;
+        Ok(Run {
+            link_loss: ratio(rx.lost_packets, rx.packets + rx.lost_packets),
+            residual: 1.0 - unique as f64 / n.max(1) as f64,
+            overhead: if bare > 0.0 { wire / bare - 1.0 } else { 0.0 },
+            mean_fwnd: ratio(tx.fwnd_sum, tx.blocks),
+            short_blocks: tx.short_blocks,
+            blocks: tx.blocks,
+            rebuilt: rx.recovered,
+            added,
+            one_way,
+            fwnd,
+            events: sim.stats().events,
+        })
+    }
+
+    pub(super) fn run(
+        &self,
+        seed: u64,
+        progress: &mut dyn FnMut(Instant),
+    ) -> Result<Report, ScenarioError> {
+        let mut rows = Vec::new();
+        let mut series = Vec::new();
+        let mut events = 0;
+        let mut summary = serde_json::Map::new();
+        for (i, s) in self.settings.iter().enumerate() {
+            let r = self.run_one(seed, s, &mut |_| {})?;
+            progress(Instant::from_nanos(i as u64 + 1));
+            let (add, e2e) = (r.added.summary(), r.one_way.summary());
+            let ms = |count: u64, v: f64| if count == 0 { json!(null) } else { json!(v) };
+            rows.push(vec![
+                json!(s.name),
+                json!(s.fec.to_string()),
+                json!(s.k),
+                json!(r.link_loss),
+                json!(r.residual),
+                json!(r.overhead),
+                json!(r.mean_fwnd),
+                json!(r.short_blocks),
+                json!(r.blocks),
+                json!(r.rebuilt),
+                ms(add.count, add.p50_ms),
+                ms(add.count, add.p99_ms),
+                ms(e2e.count, e2e.p50_ms),
+                ms(e2e.count, e2e.p99_ms),
+            ]);
+            summary.insert(format!("residual[{}]", s.name), json!(r.residual));
+            summary.insert(format!("overhead[{}]", s.name), json!(r.overhead));
+            series.push(r.fwnd);
+            events += r.events;
+        }
+        summary.insert("datagrams".into(), json!(self.datagrams()));
+        summary.insert("events".into(), json!(events));
+        let tables = vec![Table {
+            file: "settings".into(),
+            columns: [
+                "setting",
+                "fec",
+                "k",
+                "link_loss",
+                "residual",
+                "overhead",
+                "mean_fwnd",
+                "short_blocks",
+                "blocks",
+                "rebuilt",
+                "added_p50_ms",
+                "added_p99_ms",
+                "one_way_p50_ms",
+                "one_way_p99_ms",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }];
+        let plots = vec![Plot {
+            file: "fwnd".into(),
+            title: format!("Tunnel repair window over time, {}", self.loss),
+            x_label: "time (s)".into(),
+            y_label: "Fwnd (repair packets per block)".into(),
+            series,
+            ..Default::default()
+        }];
+        Ok(Report {
+            scenario: "tunnel".into(),
+            seed,
+            summary,
+            tables,
+            plots,
+        })
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> TunnelScenario {
+        TunnelScenario {
+            duration: Duration::from_secs(5),
+            settings: vec![
+                TunnelSetting::new("none", ControllerKind::Static(0), 20, 2),
+                TunnelSetting::new("big", ControllerKind::Static(70), 150, 100),
+            ],
+            ..TunnelScenario::default()
+        }
+    }
+
+    fn cell(r: &Report, row: usize, col: &str) -> f64 {
+        let t = &r.tables[0];
+        let c = t.columns.iter().position(|x| x == col).expect("column");
+        t.rows[row][c].as_f64().expect("number")
+    }
+
+    /// The same machine as on sockets: without FEC the residual is the
+    /// link's loss; long blocks with 47% repairs rebuild nearly all of it,
+    /// at about that overhead.
+    #[test]
+    fn long_blocks_rebuild_the_gilbert_channel_and_no_fec_does_not() {
+        let r = small().run(1, &mut |_| {}).expect("runs");
+        let (loss, none) = (cell(&r, 0, "link_loss"), cell(&r, 0, "residual"));
+        assert!((0.07..0.13).contains(&loss), "link loss {loss}");
+        assert!(
+            (none - loss).abs() < 0.02,
+            "no FEC: residual {none} vs loss {loss}"
+        );
+        let big = cell(&r, 1, "residual");
+        assert!(big < 0.002, "k=150 m=70 residual {big}");
+        let over = cell(&r, 1, "overhead");
+        assert!((0.40..0.60).contains(&over), "overhead {over}");
+        assert!(cell(&r, 1, "rebuilt") > 500.0);
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_report() {
+        let s = TunnelScenario {
+            duration: Duration::from_secs(2),
+            ..small()
+        };
+        let a = s.run(7, &mut |_| {}).expect("runs");
+        let b = s.run(7, &mut |_| {}).expect("runs");
+        assert_eq!(a.tables[0].rows, b.tables[0].rows);
+        let c = s.run(8, &mut |_| {}).expect("runs");
+        assert_ne!(a.tables[0].rows, c.tables[0].rows);
+    }
+
+    #[test]
+    fn impossible_settings_are_named() {
+        let mut s = small();
+        s.settings[0].k = 0;
+        let e = s.validate().expect_err("k = 0");
+        assert!(e.to_string().contains("none: tunnel k"), "{e}");
+        let mut s = small();
+        s.size = 5000;
+        assert!(s.validate().is_err());
+    }
+}
