@@ -48,7 +48,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::ToSocketAddrs;
@@ -689,16 +689,9 @@ impl RelayClient {
     }
 }
 
-/// Wall-clock microseconds since the Unix epoch, for `sent_at_micros`.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the client stamps updates with wall-clock time so receivers in other processes can measure latency"
-)]
-pub fn wall_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
+/// Wall-clock microseconds since the Unix epoch, for `sent_at_micros` (the
+/// driver clock's reading, re-exported here for the relay's users).
+pub use groupwire_tokio::wall_micros;
 
 /// Whether `Hello` may carry the token on this transport: always without
 /// a token, inside TLS, or to a loopback address; otherwise only if the

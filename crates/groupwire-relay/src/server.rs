@@ -34,11 +34,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use groupwire_proto::Instant;
+use groupwire_tokio::{Clock, sleep_until};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
@@ -227,7 +228,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
 
     let clock = Clock::start();
     let mut core_cfg = cfg.core.clone();
-    core_cfg.wall_epoch_unix_secs = clock.wall_epoch_secs;
+    core_cfg.wall_epoch_unix_secs = clock.wall_micros(Instant::ZERO) / 1_000_000;
     let max_frame = core_cfg.max_frame;
     let mut core = RelayCore::new(core_cfg);
     core.restore_groups(groups);
@@ -259,6 +260,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         max_conns_per_ip: cfg.max_conns_per_ip,
         max_frame,
         socket_send_buffer: cfg.socket_send_buffer,
+        clock,
     });
 
     let mut acceptors = vec![tokio::spawn(accept_loop(
@@ -655,13 +657,6 @@ impl Driver {
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 enum Transport {
     Tcp,
@@ -748,6 +743,7 @@ async fn accept_loop(
 /// A connection's handshake and idle timers (see
 /// [`ServerConfig::handshake_timeout`], [`ServerConfig::idle_timeout`]).
 struct Timers {
+    clock: Clock,
     deadline: Option<tokio::time::Instant>,
     idle: Option<Duration>,
     greeted: bool,
@@ -756,7 +752,8 @@ struct Timers {
 impl Timers {
     fn start(limits: &conn::Limits) -> Self {
         Self {
-            deadline: Some(tokio_now() + limits.handshake_timeout),
+            clock: limits.clock,
+            deadline: Some(limits.clock.tokio_after(limits.handshake_timeout)),
             idle: limits.idle_timeout,
             greeted: false,
         }
@@ -768,7 +765,7 @@ impl Timers {
             self.greeted = true;
             ticket.greeted();
         }
-        self.deadline = self.idle.map(|d| tokio_now() + d);
+        self.deadline = self.idle.map(|d| self.clock.tokio_after(d));
     }
 
     /// The timer fired: counts it and says why, for the `TIMEOUT` error.
@@ -1067,40 +1064,4 @@ async fn serve_ws<S>(
         let _ = tokio::time::timeout(conn::LINGER, &mut writer).await;
     }
     writer.abort();
-}
-
-/// The driver clock: the one place the relay reads the time.
-#[derive(Clone, Copy, Debug)]
-struct Clock {
-    epoch: tokio::time::Instant,
-    wall_epoch_secs: u64,
-}
-
-impl Clock {
-    fn start() -> Self {
-        let (epoch, wall) = read_clocks();
-        Self {
-            epoch,
-            wall_epoch_secs: wall.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        }
-    }
-
-    fn now(&self) -> Instant {
-        let since = read_clocks().0.saturating_duration_since(self.epoch);
-        Instant::from_nanos(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
-    }
-
-    fn to_tokio(self, t: Instant) -> tokio::time::Instant {
-        self.epoch + Duration::from_nanos(t.as_nanos().min(365 * 24 * 3600 * 1_000_000_000))
-    }
-}
-
-#[expect(clippy::disallowed_methods, reason = "driver clock")]
-fn tokio_now() -> tokio::time::Instant {
-    tokio::time::Instant::now()
-}
-
-#[expect(clippy::disallowed_methods, reason = "driver clock")]
-fn read_clocks() -> (tokio::time::Instant, SystemTime) {
-    (tokio::time::Instant::now(), SystemTime::now())
 }

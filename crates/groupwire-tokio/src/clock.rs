@@ -26,9 +26,7 @@ impl Clock {
     /// A clock whose epoch ([`Instant::ZERO`]) is now.
     pub fn start() -> Self {
         let (epoch, wall) = read_clocks();
-        let wall_epoch_micros = wall
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let wall_epoch_micros = unix_micros(wall);
         Self {
             epoch,
             wall_epoch_micros,
@@ -62,10 +60,27 @@ impl Clock {
         self.wall_epoch_micros.saturating_add(t.as_micros())
     }
 
+    /// The tokio instant `d` from now, for a timer.
+    pub fn tokio_after(&self, d: Duration) -> tokio::time::Instant {
+        self.to_tokio(self.now() + d)
+    }
+
     /// [`wall_micros`](Clock::wall_micros) of now.
     pub fn wall_now_micros(&self) -> u64 {
         self.wall_micros(self.now())
     }
+}
+
+/// Wall-clock microseconds since the Unix epoch, now: for stamps another
+/// process compares with its own clock, and for token expiry. Inside a
+/// driver prefer [`Clock::wall_micros`], which is monotonic after start.
+pub fn wall_micros() -> u64 {
+    unix_micros(read_clocks().1)
+}
+
+fn unix_micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// The only function that reads a clock (STYLE.md §8).

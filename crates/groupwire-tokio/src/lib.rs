@@ -52,7 +52,7 @@ mod send;
 mod socket;
 pub mod tunnel;
 
-pub use clock::Clock;
+pub use clock::{Clock, wall_micros};
 pub use driver::{Command, Driver, DriverClosed, DriverConfig, DriverHandle, DriverStats};
 pub use emulator::{
     BufferSizes, CorruptPolicy, DEFAULT_SOCKET_BUFFER, DirectionStats, Emulator, EmulatorConfig,

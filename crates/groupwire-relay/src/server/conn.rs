@@ -29,6 +29,8 @@ pub(super) struct Limits {
     pub(super) max_conns_per_ip: usize,
     pub(super) max_frame: usize,
     pub(super) socket_send_buffer: Option<usize>,
+    /// The server's clock, for the connection's timers.
+    pub(super) clock: groupwire_tokio::Clock,
 }
 
 /// The driver's own counters, merged into [`RelayStats`].
