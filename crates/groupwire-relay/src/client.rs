@@ -47,18 +47,23 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_tokio::{Clock, sleep_until};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::frame::{self, ActivityMode, ErrorCode, Frame, MemberInfo, MembershipChange, Role};
+use crate::frame::{
+    self, ActivityMode, DeliverView, ErrorCode, Frame, MemberInfo, MembershipChange, Role,
+};
 use crate::tls::ClientTls;
 use transport::{Connection, FrameReader, FrameWriter, ReadError};
 
+mod core;
 mod transport;
+
+pub use self::core::{ClientCore, CoreEvent, RequestId};
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -305,16 +310,14 @@ pub struct RelayClient {
 #[derive(Debug)]
 struct Inner {
     requests: mpsc::UnboundedSender<Request>,
-    next: AtomicU32,
     client_id: u64,
     window: u32,
     max_frame: usize,
 }
 
-/// An encoded request on its way to the connection task.
+/// A request on its way to the connection task.
 struct Request {
-    id: u32,
-    bytes: Bytes,
+    frame: Frame,
     reply: oneshot::Sender<Result<Frame, ClientError>>,
 }
 
@@ -398,55 +401,41 @@ impl RelayClient {
             writer.close().await;
             return Err(ClientError::PlaintextToken);
         }
-        let hello = frame::encode(
-            1,
-            &Frame::Hello {
-                max_version: frame::VERSION,
-                window: opts.window,
-                token: opts.token.clone(),
-                name: opts.name.clone(),
-            },
-        );
-        writer
-            .send(hello)
-            .await
-            .map_err(|e| ClientError::Connect(e.to_string()))?;
-        let welcome = reader
-            .next_frame()
-            .await
-            .map_err(ReadError::into_connect_error)?;
-        let consumed = welcome.len() as u64;
-        let welcome = frame::decode(&welcome, usize::MAX)
-            .map_err(|e| ClientError::Unexpected(e.to_string()))?;
-        let (client_id, window, max_frame) = match welcome.frame {
-            Frame::Welcome {
-                client,
-                window,
-                max_frame,
-                ..
-            } => (client, window, max_frame),
-            Frame::Error { code, message } => return Err(ClientError::Relay { code, message }),
-            other => return Err(ClientError::Unexpected(format!("{:?}", other.kind()))),
+        let clock = Clock::start();
+        let mut core = ClientCore::new(clock.now(), &opts);
+        let (client_id, window, max_frame) = loop {
+            while let Some(b) = core.poll_transmit() {
+                writer
+                    .send(b)
+                    .await
+                    .map_err(|e| ClientError::Connect(e.to_string()))?;
+            }
+            match core.poll_event() {
+                Some(CoreEvent::Connected {
+                    client_id,
+                    window,
+                    max_frame,
+                }) => break (client_id, window, max_frame),
+                Some(CoreEvent::Closed(e)) => return Err(e.unwrap_or(ClientError::Closed)),
+                Some(other) => return Err(ClientError::Unexpected(format!("{other:?}"))),
+                None => {}
+            }
+            let f = reader
+                .next_frame()
+                .await
+                .map_err(ReadError::into_connect_error)?;
+            core.handle_frame(clock.now(), f);
         };
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::channel(opts.event_capacity.max(1));
-        tokio::spawn(connection(
-            reader,
-            writer,
-            consumed,
-            window,
-            opts.keepalive,
-            req_rx,
-            ev_tx,
-        ));
+        tokio::spawn(connection(reader, writer, core, clock, req_rx, ev_tx));
         Ok((
             RelayClient {
                 inner: Arc::new(Inner {
                     requests: req_tx,
-                    next: AtomicU32::new(2),
                     client_id,
                     window,
-                    max_frame: usize::try_from(max_frame).unwrap_or(usize::MAX),
+                    max_frame,
                 }),
             },
             ev_rx,
@@ -471,24 +460,10 @@ impl RelayClient {
     }
 
     async fn request(&self, frame: Frame) -> Result<Frame, ClientError> {
-        let id = self.inner.next.fetch_add(1, Ordering::Relaxed).max(1);
-        let bytes = frame::encode(id, &frame);
-        // The relay closes the connection on a frame above its cap; refuse
-        // it here so one oversized request does not cost the others.
-        if bytes.len() > self.inner.max_frame {
-            return Err(ClientError::FrameTooLarge {
-                len: bytes.len(),
-                max: self.inner.max_frame,
-            });
-        }
         let (tx, rx) = oneshot::channel();
         self.inner
             .requests
-            .send(Request {
-                id,
-                bytes,
-                reply: tx,
-            })
+            .send(Request { frame, reply: tx })
             .map_err(|_| ClientError::Closed)?;
         rx.await.map_err(|_| ClientError::Closed)?
     }
@@ -758,16 +733,18 @@ fn parse_addr(addr: &str) -> Result<RelayAddr<'_>, ClientError> {
     }
 }
 
-/// The connection task: writes requests, reads frames, routes replies to
-/// their requests and everything else to the event channel, and returns
-/// credit as frames are handed over. Transport-blind: `reader` and
+/// The connection task: a tokio driver around [`ClientCore`]. It writes
+/// what the core queues, feeds it the relay's frames, sends replies to
+/// their requests and everything else to the event channel. The core
+/// credits a frame once it is handed over here, and a full event channel
+/// stops this task from reading, so a client that stops reading events is
+/// eventually a slow consumer to the relay. Transport-blind: `reader` and
 /// `writer` hide whether frames travel over TCP or WebSocket.
 async fn connection(
     mut reader: FrameReader,
     mut writer: FrameWriter,
-    mut consumed: u64,
-    window: u32,
-    keepalive: Duration,
+    mut core: ClientCore,
+    clock: Clock,
     mut requests: mpsc::UnboundedReceiver<Request>,
     events: mpsc::Sender<ClientEvent>,
 ) {
@@ -782,51 +759,54 @@ async fn connection(
         }
         writer.close().await;
     });
-    let mut pending: BTreeMap<u32, oneshot::Sender<Result<Frame, ClientError>>> = BTreeMap::new();
-    let mut credited = consumed;
-    let credit_every = u64::from(window / 4).max(1);
-    let keepalive = keepalive.max(Duration::from_millis(10));
-    let mut ping = tokio::time::interval(keepalive);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The first tick one period from now, not at once.
-    ping.reset();
-    let fatal = loop {
-        tokio::select! {
-            _ = ping.tick() => {
-                // Request id 0: the Pong matches no request and is dropped.
-                let _ = out_tx.send(frame::encode(0, &Frame::Ping { nonce: 0 }));
+    let mut pending: BTreeMap<RequestId, oneshot::Sender<Result<Frame, ClientError>>> =
+        BTreeMap::new();
+    let fatal = 'run: loop {
+        loop {
+            while let Some(b) = core.poll_transmit() {
+                let _ = out_tx.send(b);
             }
-            f = reader.next_frame() => {
-                let f = match f {
-                    Ok(f) => f,
-                    Err(e) => break e.into_fatal(),
-                };
-                consumed += f.len() as u64;
-                let Ok(env) = frame::decode(&f, usize::MAX) else {
-                    break Some(ClientError::Unexpected("undecodable frame".into()));
-                };
-                match route(env, &mut pending) {
-                    Routed::Event(ev) => {
-                        // A dropped receiver discards events; a full one waits here.
-                        let _ = events.send(ev).await;
+            let Some(ev) = core.poll_event() else { break };
+            match ev {
+                CoreEvent::Reply { id, result } => {
+                    if let Some(tx) = pending.remove(&id) {
+                        let _ = tx.send(result);
                     }
-                    Routed::Fatal(e) => break Some(e),
-                    Routed::Done => {}
                 }
-                if consumed - credited >= credit_every {
-                    credited = consumed;
-                    let _ = out_tx.send(frame::encode(0, &Frame::Credit { consumed }));
+                // A dropped receiver discards events; a full one waits here.
+                CoreEvent::Deliver(v) => {
+                    let _ = events.send(ClientEvent::Deliver(Delivery::from(&v))).await;
                 }
+                CoreEvent::Event(e) => {
+                    let _ = events.send(e).await;
+                }
+                CoreEvent::Closed(e) => break 'run e,
+                CoreEvent::Connected { .. } => {}
             }
+        }
+        let deadline = core.poll_timeout().map(|t| clock.to_tokio(t));
+        tokio::select! {
+            () = sleep_until(deadline) => core.handle_timeout(clock.now()),
+            f = reader.next_frame() => match f {
+                Ok(f) => core.handle_frame(clock.now(), f),
+                Err(e) => break e.into_fatal(),
+            },
             req = requests.recv() => match req {
-                Some(r) => {
-                    pending.insert(r.id, r.reply);
-                    let _ = out_tx.send(r.bytes);
-                }
+                Some(r) => match core.request(&r.frame) {
+                    Ok(id) => {
+                        pending.insert(id, r.reply);
+                    }
+                    Err(e) => {
+                        let _ = r.reply.send(Err(e));
+                    }
+                },
                 None => break None,
             },
         }
     };
+    while let Some(b) = core.poll_transmit() {
+        let _ = out_tx.send(b);
+    }
     for (_, tx) in pending {
         let _ = tx.send(Err(fatal.clone().unwrap_or(ClientError::Closed)));
     }
@@ -835,81 +815,17 @@ async fn connection(
     let _ = writer.await;
 }
 
-/// Where a frame from the relay goes.
-enum Routed {
-    /// To the application.
-    Event(ClientEvent),
-    /// Nowhere: the relay ended the connection with this error.
-    Fatal(ClientError),
-    /// Already handled (a reply went to its request, or was stale).
-    Done,
-}
-
-fn route(
-    env: frame::Envelope,
-    pending: &mut BTreeMap<u32, oneshot::Sender<Result<Frame, ClientError>>>,
-) -> Routed {
-    let req = env.request;
-    match env.frame {
-        Frame::Deliver {
-            group,
-            seq,
-            sender,
-            msg_type,
-            sent_at_micros,
-            payload,
-        } => Routed::Event(ClientEvent::Deliver(Delivery {
-            group,
-            seq,
-            sender,
-            msg_type,
-            sent_at_micros,
-            payload,
-        })),
-        Frame::Membership {
-            group,
-            client,
-            name,
-            change,
-            role,
-            mode,
-        } => Routed::Event(ClientEvent::Membership {
-            group,
-            client,
-            name,
-            change,
-            role,
-            mode,
-        }),
-        Frame::GroupDeleted { group } => Routed::Event(ClientEvent::GroupDeleted(group)),
-        Frame::Resync { group, dropped } => Routed::Event(ClientEvent::Resync { group, dropped }),
-        Frame::Joined {
-            group,
-            group_type,
-            checkpoint_seq,
-            head_seq,
-            state,
-            members,
-        } if req == 0 => Routed::Event(ClientEvent::State(JoinInfo {
-            group,
-            group_type,
-            checkpoint_seq,
-            head_seq,
-            state,
-            members,
-        })),
-        Frame::Error { code, message } if req == 0 || !pending.contains_key(&req) => {
-            Routed::Fatal(ClientError::Relay { code, message })
-        }
-        reply => {
-            if let Some(tx) = pending.remove(&req) {
-                let r = match reply {
-                    Frame::Error { code, message } => Err(ClientError::Relay { code, message }),
-                    other => Ok(other),
-                };
-                let _ = tx.send(r);
-            }
-            Routed::Done
+impl From<&DeliverView<Bytes>> for Delivery {
+    /// The update as an owned record; the payload stays a slice of the
+    /// frame (no copy).
+    fn from(v: &DeliverView<Bytes>) -> Self {
+        Delivery {
+            group: v.group().to_owned(),
+            seq: v.seq(),
+            sender: v.sender(),
+            msg_type: v.msg_type(),
+            sent_at_micros: v.sent_at_micros(),
+            payload: v.payload_bytes(),
         }
     }
 }

@@ -519,7 +519,7 @@ impl RelayCore {
         self.load_next_pages();
         self.stats.frames_out += 1;
         self.stats.bytes_out += t.frame.len() as u64;
-        if t.frame.get(5) == Some(&(frame::Kind::Deliver as u8)) {
+        if frame::is_deliver(&t.frame) {
             self.stats.deliveries += 1;
         }
         if t.close_after {

@@ -34,6 +34,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+mod view;
+
+pub use self::view::{DeliverView, FrameView, is_deliver};
+
 /// Bytes of the length prefix.
 pub const LEN_PREFIX: usize = 4;
 /// Bytes from the start of a frame to its body (prefix included).

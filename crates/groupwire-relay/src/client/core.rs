@@ -1,0 +1,378 @@
+//! [`ClientCore`]: the client's protocol without I/O (the shape of
+//! quinn-proto under quinn, or str0m's `Rtc`): bytes or frames in; frames
+//! to write, events and a next deadline out.
+//!
+//! It says `Hello`, takes the `Welcome`, numbers requests and matches their
+//! replies, tells replies from unsolicited frames and a fatal `Error` from
+//! a request's, returns the relay's send window (`Credit`) as frames are
+//! handed over, and pings when the connection has been quiet for the
+//! keepalive period. [`RelayClient`](super::RelayClient) is a tokio driver
+//! around it; a load generator drives it directly, one task per connection
+//! and no channels, and reads `Deliver` frames in place through
+//! [`DeliverView`].
+//!
+//! Drain contract, as for every machine here: after any `handle_*` or
+//! command, [`poll_transmit`](ClientCore::poll_transmit) until `None`, then
+//! [`poll_event`](ClientCore::poll_event) until `None` (handing an event
+//! over may queue a `Credit`: write it on the next turn), then
+//! [`poll_timeout`](ClientCore::poll_timeout).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use groupwire_proto::Instant;
+
+use super::{ClientError, ClientEvent, ClientOptions, JoinInfo};
+use crate::frame::{self, DeliverView, Frame, FrameDecoder, FrameView, Kind};
+
+/// A request's id on its connection (the `Hello` is 1; replies carry it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u32);
+
+/// What a [`ClientCore`] tells its driver.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CoreEvent {
+    /// The relay took the `Hello`.
+    Connected {
+        /// This client's id.
+        client_id: u64,
+        /// The send window the relay granted.
+        window: u32,
+        /// The largest frame the relay accepts, length prefix included.
+        max_frame: usize,
+    },
+    /// The reply to a request (an `Error` reply is `Err`). A request sent
+    /// with [`ClientCore::request_detached`] gets one only if it failed.
+    Reply {
+        /// The request.
+        id: RequestId,
+        /// Its reply.
+        result: Result<Frame, ClientError>,
+    },
+    /// A sequenced update, read in place.
+    Deliver(DeliverView<Bytes>),
+    /// Any other frame the relay sent on its own (membership, resync, a
+    /// fresh state, a deleted group).
+    Event(ClientEvent),
+    /// The connection is over, with the relay's fatal error if it sent one.
+    /// Nothing more comes out; write what is queued and close.
+    Closed(Option<ClientError>),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    /// `Hello` queued or sent, `Welcome` awaited.
+    Greeting,
+    /// Up.
+    Connected,
+    /// Over: no more events.
+    Closed,
+}
+
+/// The client side of one relay connection, without I/O. See the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct ClientCore {
+    state: State,
+    /// Whole frames handed in by a framing transport.
+    frames: VecDeque<Bytes>,
+    /// Bytes handed in by a byte-stream transport.
+    decoder: FrameDecoder,
+    out: VecDeque<Bytes>,
+    /// Requests awaiting a reply, and whether the reply is reported.
+    pending: HashMap<u32, bool>,
+    next_request: u32,
+    /// The relay's cap on frames from us (from its `Welcome`).
+    max_frame: Option<usize>,
+    /// Bytes of the relay's frames handed over, and at the last `Credit`.
+    consumed: u64,
+    credited: u64,
+    /// Return credit after this many bytes (a quarter of the window).
+    credit_every: u64,
+    keepalive: Duration,
+    next_ping: Instant,
+    /// Replies to detached requests dropped unread.
+    detached_replies: u64,
+}
+
+impl ClientCore {
+    /// A core that has queued its `Hello` (name, token and window from
+    /// `opts`); frames from the relay are accepted up to
+    /// [`ClientOptions::max_incoming_frame`].
+    pub fn new(now: Instant, opts: &ClientOptions) -> Self {
+        let mut core = Self {
+            state: State::Greeting,
+            frames: VecDeque::new(),
+            decoder: FrameDecoder::new(opts.max_incoming_frame),
+            out: VecDeque::new(),
+            pending: HashMap::new(),
+            next_request: FIRST_REQUEST,
+            max_frame: None,
+            consumed: 0,
+            credited: 0,
+            credit_every: 1,
+            keepalive: opts.keepalive.max(MIN_KEEPALIVE),
+            next_ping: now + opts.keepalive.max(MIN_KEEPALIVE),
+            detached_replies: 0,
+        };
+        core.out.push_back(frame::encode(
+            HELLO_REQUEST,
+            &Frame::Hello {
+                max_version: frame::VERSION,
+                window: opts.window,
+                token: opts.token.clone(),
+                name: opts.name.clone(),
+            },
+        ));
+        core
+    }
+
+    /// Bytes read from a byte-stream transport (TCP, TLS), in order.
+    pub fn handle_bytes(&mut self, _now: Instant, data: &[u8]) {
+        self.decoder.extend(data);
+    }
+
+    /// The buffer to read a byte stream into directly (`read_buf`), instead
+    /// of [`handle_bytes`](Self::handle_bytes).
+    pub fn recv_buffer(&mut self) -> &mut BytesMut {
+        self.decoder.buffer_mut()
+    }
+
+    /// One whole frame from a framing transport (a WebSocket message, or a
+    /// frame a reader already cut).
+    pub fn handle_frame(&mut self, _now: Instant, frame: Bytes) {
+        self.frames.push_back(frame);
+    }
+
+    /// Time passed: pings when the keepalive period is over.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Connected && now >= self.next_ping {
+            // Request id 0: the Pong matches no request and is dropped.
+            self.out
+                .push_back(frame::encode(0, &Frame::Ping { nonce: 0 }));
+            self.next_ping = now + self.keepalive;
+        }
+    }
+
+    /// Queues `frame` as a request; its reply comes as
+    /// [`CoreEvent::Reply`]. A frame larger than the relay accepts is
+    /// refused here ([`ClientError::FrameTooLarge`]), so one oversized
+    /// request does not make the relay drop the connection.
+    pub fn request(&mut self, frame: &Frame) -> Result<RequestId, ClientError> {
+        self.queue(frame, true)
+    }
+
+    /// As [`request`](Self::request), but a successful reply is dropped
+    /// unread (checked by its kind byte, not decoded): for streams of
+    /// `Send`s whose `Sent` the caller does not need. A failure still comes
+    /// as [`CoreEvent::Reply`].
+    pub fn request_detached(&mut self, frame: &Frame) -> Result<RequestId, ClientError> {
+        self.queue(frame, false)
+    }
+
+    fn queue(&mut self, frame: &Frame, report: bool) -> Result<RequestId, ClientError> {
+        if self.state == State::Closed {
+            return Err(ClientError::Closed);
+        }
+        let id = self.next_request;
+        self.next_request = match self.next_request.wrapping_add(1) {
+            0 | HELLO_REQUEST => FIRST_REQUEST,
+            n => n,
+        };
+        let bytes = frame::encode(id, frame);
+        if let Some(max) = self.max_frame.filter(|&m| bytes.len() > m) {
+            return Err(ClientError::FrameTooLarge {
+                len: bytes.len(),
+                max,
+            });
+        }
+        self.pending.insert(id, report);
+        self.out.push_back(bytes);
+        Ok(RequestId(id))
+    }
+
+    /// The next frame to write.
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        self.out.pop_front()
+    }
+
+    /// The next event; handing it over counts its frame as consumed and
+    /// may queue a `Credit`.
+    pub fn poll_event(&mut self) -> Option<CoreEvent> {
+        while self.state != State::Closed {
+            let f = match self.frames.pop_front() {
+                Some(f) => f,
+                None => match self.decoder.next_frame() {
+                    Ok(Some(f)) => f,
+                    Ok(None) => return None,
+                    Err(e) => {
+                        return Some(self.close(Some(ClientError::Unexpected(e.to_string()))));
+                    }
+                },
+            };
+            self.consumed += f.len() as u64;
+            let ev = self.on_frame(f);
+            if self.state == State::Connected && self.consumed - self.credited >= self.credit_every
+            {
+                self.credited = self.consumed;
+                self.out.push_back(frame::encode(
+                    0,
+                    &Frame::Credit {
+                        consumed: self.consumed,
+                    },
+                ));
+            }
+            if ev.is_some() {
+                return ev;
+            }
+        }
+        None
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) wants to run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        (self.state == State::Connected).then_some(self.next_ping)
+    }
+
+    /// Requests awaiting their reply.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Successful replies to detached requests, dropped unread.
+    pub fn detached_replies(&self) -> u64 {
+        self.detached_replies
+    }
+
+    /// Whether the connection is over.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    fn close(&mut self, error: Option<ClientError>) -> CoreEvent {
+        self.state = State::Closed;
+        self.frames.clear();
+        CoreEvent::Closed(error)
+    }
+
+    fn on_frame(&mut self, f: Bytes) -> Option<CoreEvent> {
+        let head = match FrameView::new_checked(&f[..]) {
+            Ok(h) => h,
+            Err(e) => return Some(self.close(Some(ClientError::Unexpected(e.to_string())))),
+        };
+        let request = head.request();
+        let kind = head.kind_byte();
+        if self.state == State::Greeting {
+            return Some(self.on_welcome(&f));
+        }
+        if kind == Kind::Deliver as u8 {
+            return Some(match DeliverView::new_checked(f) {
+                Ok(v) => CoreEvent::Deliver(v),
+                Err(e) => self.close(Some(ClientError::Unexpected(e.to_string()))),
+            });
+        }
+        // A detached request's success: dropped without decoding.
+        if kind != Kind::Error as u8 && self.pending.get(&request) == Some(&false) {
+            self.pending.remove(&request);
+            self.detached_replies += 1;
+            return None;
+        }
+        let env = match frame::decode(&f, usize::MAX) {
+            Ok(env) => env,
+            Err(e) => return Some(self.close(Some(ClientError::Unexpected(e.to_string())))),
+        };
+        let event = |e| Some(CoreEvent::Event(e));
+        match env.frame {
+            Frame::Membership {
+                group,
+                client,
+                name,
+                change,
+                role,
+                mode,
+            } => event(ClientEvent::Membership {
+                group,
+                client,
+                name,
+                change,
+                role,
+                mode,
+            }),
+            Frame::GroupDeleted { group } => event(ClientEvent::GroupDeleted(group)),
+            Frame::Resync { group, dropped } => event(ClientEvent::Resync { group, dropped }),
+            Frame::Joined {
+                group,
+                group_type,
+                checkpoint_seq,
+                head_seq,
+                state,
+                members,
+            } if request == 0 => event(ClientEvent::State(JoinInfo {
+                group,
+                group_type,
+                checkpoint_seq,
+                head_seq,
+                state,
+                members,
+            })),
+            Frame::Error { code, message }
+                if request == 0 || !self.pending.contains_key(&request) =>
+            {
+                Some(self.close(Some(ClientError::Relay { code, message })))
+            }
+            reply => {
+                // A reply to nothing we asked (a keepalive's Pong) is dropped.
+                self.pending.remove(&request)?;
+                let result = match reply {
+                    Frame::Error { code, message } => Err(ClientError::Relay { code, message }),
+                    other => Ok(other),
+                };
+                Some(CoreEvent::Reply {
+                    id: RequestId(request),
+                    result,
+                })
+            }
+        }
+    }
+
+    /// The first frame from the relay: its `Welcome`, or why not.
+    fn on_welcome(&mut self, f: &[u8]) -> CoreEvent {
+        match frame::decode(f, usize::MAX).map(|e| e.frame) {
+            Ok(Frame::Welcome {
+                client,
+                window,
+                max_frame,
+                ..
+            }) => {
+                self.state = State::Connected;
+                let max_frame = usize::try_from(max_frame).unwrap_or(usize::MAX);
+                self.max_frame = Some(max_frame);
+                self.credit_every = u64::from(window / 4).max(1);
+                // The Welcome itself counts, but earns no Credit of its own.
+                self.credited = self.consumed;
+                CoreEvent::Connected {
+                    client_id: client,
+                    window,
+                    max_frame,
+                }
+            }
+            Ok(Frame::Error { code, message }) => {
+                self.close(Some(ClientError::Relay { code, message }))
+            }
+            Ok(other) => self.close(Some(ClientError::Unexpected(format!("{:?}", other.kind())))),
+            Err(e) => self.close(Some(ClientError::Unexpected(e.to_string()))),
+        }
+    }
+}
+
+/// The `Hello`'s request id.
+const HELLO_REQUEST: u32 = 1;
+/// The first request after it.
+const FIRST_REQUEST: u32 = 2;
+/// Keepalive periods below this are raised to it.
+const MIN_KEEPALIVE: Duration = Duration::from_millis(10);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,298 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::frame::{ErrorCode, decode, encode};
+
+fn opts() -> ClientOptions {
+    ClientOptions::new("alice")
+}
+
+fn welcome(window: u32, max_frame: u32) -> Bytes {
+    encode(
+        HELLO_REQUEST,
+        &Frame::Welcome {
+            version: frame::VERSION,
+            client: 42,
+            max_frame,
+            window,
+        },
+    )
+}
+
+fn deliver(seq: u64, payload: &'static [u8]) -> Bytes {
+    encode(
+        0,
+        &Frame::Deliver {
+            group: "chat".into(),
+            seq,
+            sender: 7,
+            msg_type: 1,
+            sent_at_micros: 99,
+            payload: Bytes::from_static(payload),
+        },
+    )
+}
+
+fn transmits(c: &mut ClientCore) -> Vec<Frame> {
+    std::iter::from_fn(|| c.poll_transmit())
+        .map(|b| decode(&b, usize::MAX).expect("our frames decode").frame)
+        .collect()
+}
+
+fn events(c: &mut ClientCore) -> Vec<CoreEvent> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+/// A core past its handshake, transmits drained.
+fn connected(window: u32) -> ClientCore {
+    let mut c = ClientCore::new(Instant::ZERO, &opts());
+    c.handle_bytes(Instant::ZERO, &welcome(window, 1 << 20));
+    assert!(matches!(
+        events(&mut c)[..],
+        [CoreEvent::Connected { client_id: 42, .. }]
+    ));
+    transmits(&mut c);
+    c
+}
+
+#[test]
+fn says_hello_and_takes_the_welcome() {
+    let mut c = ClientCore::new(Instant::ZERO, &opts().token("t"));
+    assert!(matches!(
+        &transmits(&mut c)[..],
+        [Frame::Hello { name, token, .. }] if name == "alice" && token == "t"
+    ));
+    assert_eq!(c.poll_timeout(), None, "no keepalive before the Welcome");
+    // The Welcome arrives in two pieces.
+    let w = welcome(4096, 9999);
+    c.handle_bytes(Instant::ZERO, &w[..5]);
+    assert!(c.poll_event().is_none());
+    c.handle_bytes(Instant::ZERO, &w[5..]);
+    match c.poll_event() {
+        Some(CoreEvent::Connected {
+            client_id,
+            window,
+            max_frame,
+        }) => assert_eq!((client_id, window, max_frame), (42, 4096, 9999)),
+        other => panic!("{other:?}"),
+    }
+    assert!(c.poll_timeout().is_some());
+}
+
+#[test]
+fn a_refused_hello_closes_with_the_relays_error() {
+    let mut c = ClientCore::new(Instant::ZERO, &opts());
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            HELLO_REQUEST,
+            &Frame::Error {
+                code: ErrorCode::UNAUTHORIZED,
+                message: "bad token".into(),
+            },
+        ),
+    );
+    match c.poll_event() {
+        Some(CoreEvent::Closed(Some(ClientError::Relay { code, .. }))) => {
+            assert_eq!(code, ErrorCode::UNAUTHORIZED);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(c.is_closed());
+    assert!(c.poll_event().is_none());
+    assert_eq!(c.request(&Frame::Ok), Err(ClientError::Closed));
+}
+
+#[test]
+fn replies_find_their_requests_and_updates_are_read_in_place() {
+    let mut c = connected(1 << 20);
+    let a = c
+        .request(&Frame::Leave { group: "a".into() })
+        .expect("queued");
+    let b = c
+        .request(&Frame::Leave { group: "b".into() })
+        .expect("queued");
+    assert_ne!(a, b);
+    assert_eq!(transmits(&mut c).len(), 2);
+    c.handle_frame(Instant::ZERO, deliver(5, b"hi"));
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            b.0,
+            &Frame::Error {
+                code: ErrorCode::NOT_MEMBER,
+                message: "no".into(),
+            },
+        ),
+    );
+    c.handle_frame(Instant::ZERO, encode(a.0, &Frame::Ok));
+    let ev = events(&mut c);
+    assert!(
+        matches!(&ev[0], CoreEvent::Deliver(v) if v.seq() == 5 && v.payload() == b"hi" && v.group() == "chat")
+    );
+    assert!(
+        matches!(&ev[1], CoreEvent::Reply { id, result: Err(e) } if *id == b && e.code() == Some(ErrorCode::NOT_MEMBER))
+    );
+    assert!(matches!(&ev[2], CoreEvent::Reply { id, result: Ok(Frame::Ok) } if *id == a));
+    assert_eq!(c.in_flight(), 0);
+    assert!(!c.is_closed(), "a request's error is not fatal");
+}
+
+#[test]
+fn detached_requests_report_only_failures() {
+    let mut c = connected(1 << 20);
+    let send = |g: &str| Frame::Send {
+        group: g.into(),
+        msg_type: 1,
+        sent_at_micros: 0,
+        payload: Bytes::new(),
+    };
+    let ok = c.request_detached(&send("a")).expect("queued");
+    let bad = c.request_detached(&send("b")).expect("queued");
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            ok.0,
+            &Frame::Sent {
+                group: "a".into(),
+                seq: 1,
+            },
+        ),
+    );
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            bad.0,
+            &Frame::Error {
+                code: ErrorCode::FORBIDDEN,
+                message: "observer".into(),
+            },
+        ),
+    );
+    let ev = events(&mut c);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(matches!(&ev[0], CoreEvent::Reply { id, result: Err(_) } if *id == bad));
+    assert_eq!(c.detached_replies(), 1);
+}
+
+#[test]
+fn an_unsolicited_error_is_fatal_and_a_stale_reply_is_dropped() {
+    let mut c = connected(1 << 20);
+    c.handle_frame(Instant::ZERO, encode(77, &Frame::Ok));
+    c.handle_frame(Instant::ZERO, encode(0, &Frame::Pong { nonce: 0 }));
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            0,
+            &Frame::Error {
+                code: ErrorCode::MALFORMED,
+                message: "slow".into(),
+            },
+        ),
+    );
+    c.handle_frame(Instant::ZERO, deliver(1, b"after"));
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            &ev[..],
+            [CoreEvent::Closed(Some(ClientError::Relay { .. }))]
+        ),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn credit_goes_back_every_quarter_window_of_frames_handed_over() {
+    let mut c = connected(400);
+    let f = deliver(1, b"0123456789");
+    let n = f.len() as u64;
+    let mut handed = 0u64;
+    let mut credits = Vec::new();
+    for i in 0..20 {
+        c.handle_frame(Instant::ZERO, deliver(i, b"0123456789"));
+        // Nothing is credited before the event is handed over.
+        for fr in transmits(&mut c) {
+            if let Frame::Credit { consumed } = fr {
+                credits.push(consumed);
+            }
+        }
+        assert!(c.poll_event().is_some());
+        handed += n;
+    }
+    for fr in transmits(&mut c) {
+        if let Frame::Credit { consumed } = fr {
+            credits.push(consumed);
+        }
+    }
+    let welcome_len = welcome(400, 1 << 20).len() as u64;
+    let total = welcome_len + handed;
+    assert!(!credits.is_empty());
+    assert!(
+        credits.windows(2).all(|w| w[1] - w[0] >= 100),
+        "{credits:?}"
+    );
+    assert!(
+        total - credits.last().copied().unwrap_or(0) < 100 + n,
+        "{credits:?}"
+    );
+}
+
+#[test]
+fn a_request_over_the_relays_cap_is_refused_here() {
+    let mut c = ClientCore::new(Instant::ZERO, &opts());
+    c.handle_frame(Instant::ZERO, welcome(1 << 20, 64));
+    events(&mut c);
+    transmits(&mut c);
+    let big = Frame::Send {
+        group: "g".into(),
+        msg_type: 1,
+        sent_at_micros: 0,
+        payload: Bytes::from(vec![0; 100]),
+    };
+    assert!(matches!(
+        c.request(&big),
+        Err(ClientError::FrameTooLarge { max: 64, .. })
+    ));
+    assert!(transmits(&mut c).is_empty());
+    assert_eq!(c.in_flight(), 0);
+}
+
+#[test]
+fn pings_after_each_quiet_keepalive_period() {
+    let o = ClientOptions {
+        keepalive: Duration::from_secs(1),
+        ..opts()
+    };
+    let mut c = ClientCore::new(Instant::ZERO, &o);
+    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
+    events(&mut c);
+    transmits(&mut c);
+    let t = c.poll_timeout().expect("armed");
+    assert_eq!(t, Instant::from_millis(1000));
+    c.handle_timeout(Instant::from_millis(999));
+    assert!(transmits(&mut c).is_empty(), "early call is a no-op");
+    c.handle_timeout(t);
+    assert!(matches!(&transmits(&mut c)[..], [Frame::Ping { .. }]));
+    assert_eq!(c.poll_timeout(), Some(Instant::from_millis(2000)));
+}
+
+proptest! {
+    /// Any bytes from the relay: events or a close, never a panic, and
+    /// nothing after the close.
+    #[test]
+    fn any_bytes_never_panic(chunks in proptest::collection::vec(
+        proptest::collection::vec(any::<u8>(), 0..64), 0..8)) {
+        let mut c = ClientCore::new(Instant::ZERO, &opts());
+        let w = welcome(1024, 1 << 20);
+        c.handle_bytes(Instant::ZERO, &w);
+        for ch in &chunks {
+            c.handle_bytes(Instant::ZERO, ch);
+            while let Some(ev) = c.poll_event() {
+                if matches!(ev, CoreEvent::Closed(_)) {
+                    prop_assert!(c.poll_event().is_none());
+                }
+            }
+            while c.poll_transmit().is_some() {}
+        }
+    }
+}
