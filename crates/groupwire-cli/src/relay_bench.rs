@@ -2,10 +2,11 @@
 //! for nats-server, as a yardstick), and `groupwire relay plot`, which draws
 //! its CSV output.
 //!
-//! Many clients share one process and one thread: each connection is a
-//! tokio task speaking raw frames (no `RelayClient`, whose two tasks and
-//! channels per connection cost more than the relay's work at 1000
-//! connections). Publishers send on a schedule and never wait for replies;
+//! Many clients share one process and one thread: each connection is one
+//! tokio task driving the client's sans-IO `ClientCore` directly (no
+//! `RelayClient`, whose two tasks and channels per connection cost more
+//! than the relay's work at 1000 connections); deliveries are read in
+//! place through `frame::DeliverView`. Publishers send on a schedule and never wait for replies;
 //! each update carries its *scheduled* send time, so a publisher that falls
 //! behind shows up as latency instead of hiding it (no coordinated omission).
 //! Latency is one way, scheduled send to receipt, for every receiver; both
@@ -24,10 +25,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::{Buf, Bytes, BytesMut};
 use clap::{Args, ValueEnum};
-use groupwire_relay::client::wall_micros;
-use groupwire_relay::frame::{self, ActivityMode, Frame, Kind, Role};
+use groupwire_relay::client::{
+    ClientCore, ClientError, ClientEvent, ClientOptions, CoreEvent, wall_micros,
+};
+use groupwire_relay::frame::{ActivityMode, Frame, Role};
 use groupwire_sim::metrics::TimeSeries;
 use groupwire_sim::scenario::{Plot, PlotStyle};
+use groupwire_tokio::{Clock, sleep_until};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -989,17 +993,13 @@ fn proc_rss_kib(pid: u32) -> Option<u64> {
 
 async fn create_groups(addr: &str, groups: &[(String, u8)]) -> Result<()> {
     let mut s = Conn::connect(addr, 0).await?;
-    for (i, (g, prio)) in groups.iter().enumerate() {
-        let req = i as u32 + 2;
-        s.request(
-            req,
-            &Frame::CreateGroup {
-                group: g.clone(),
-                group_type: "bench".into(),
-                priority: *prio,
-                initial_state: Bytes::new(),
-            },
-        )
+    for (g, prio) in groups {
+        s.request(&Frame::CreateGroup {
+            group: g.clone(),
+            group_type: "bench".into(),
+            priority: *prio,
+            initial_state: Bytes::new(),
+        })
         .await?;
     }
     Ok(())
@@ -1029,12 +1029,14 @@ async fn client(shared: Arc<Shared>, index: usize, plan: ClientPlan, stop: watch
     }
 }
 
-/// A raw relay connection for setup: requests one at a time.
+/// A relay connection: the client's sans-IO [`ClientCore`] over one TCP
+/// stream, driven by the connection's own task (no channels, no second
+/// task: at 1000 connections those cost more than the relay's work).
 struct Conn {
     stream: TcpStream,
-    buf: BytesMut,
-    consumed: u64,
-    window: u64,
+    core: ClientCore,
+    clock: Clock,
+    out: Vec<u8>,
 }
 
 impl Conn {
@@ -1043,55 +1045,69 @@ impl Conn {
             .await
             .with_context(|| format!("connecting to {addr}"))?;
         let _ = stream.set_nodelay(true);
+        let clock = Clock::start();
+        let opts = ClientOptions::new("bench").window(window);
         let mut c = Self {
+            core: ClientCore::new(clock.now(), &opts),
             stream,
-            buf: BytesMut::with_capacity(64 << 10),
-            consumed: 0,
-            window: 0,
+            clock,
+            out: Vec::with_capacity(4096),
         };
-        let hello = Frame::Hello {
-            max_version: frame::VERSION,
-            window,
-            token: String::new(),
-            name: "bench".into(),
-        };
-        match c.request(1, &hello).await? {
-            Frame::Welcome { window, .. } => c.window = u64::from(window),
-            other => bail!("expected Welcome, got {:?}", other.kind()),
+        loop {
+            c.flush().await?;
+            match c.core.poll_event() {
+                Some(CoreEvent::Connected { .. }) => return Ok(c),
+                Some(CoreEvent::Closed(e)) => {
+                    bail!("the relay refused the connection: {}", closed(e))
+                }
+                Some(_) => {}
+                None => c.read().await?,
+            }
         }
-        Ok(c)
     }
 
-    /// Sends a request and reads until its reply, skipping other frames.
-    async fn request(&mut self, req: u32, f: &Frame) -> Result<Frame> {
-        self.stream.write_all(&frame::encode(req, f)).await?;
+    /// Writes what the core queued, in one write.
+    async fn flush(&mut self) -> Result<()> {
+        self.out.clear();
+        while let Some(b) = self.core.poll_transmit() {
+            self.out.extend_from_slice(&b);
+        }
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads what the relay sent into the core.
+    async fn read(&mut self) -> Result<()> {
+        if self.stream.read_buf(self.core.recv_buffer()).await? == 0 {
+            bail!("the relay closed the connection");
+        }
+        Ok(())
+    }
+
+    /// Sends a request and waits for its reply, dropping other events.
+    async fn request(&mut self, f: &Frame) -> Result<Frame> {
+        let id = self.core.request(f)?;
         loop {
-            while let Some(n) = frame::frame_len(&self.buf, usize::MAX)
-                .map_err(|e| anyhow!("bad frame from the relay: {e}"))?
-                .filter(|&n| self.buf.len() >= n)
-            {
-                let fb = self.buf.split_to(n);
-                self.consumed += n as u64;
-                let env = frame::decode(&fb, usize::MAX)
-                    .map_err(|e| anyhow!("bad frame from the relay: {e}"))?;
-                if env.request == req {
-                    if let Frame::Error { code, message } = env.frame {
-                        bail!("relay error {code}: {message}");
-                    }
-                    return Ok(env.frame);
+            self.flush().await?;
+            match self.core.poll_event() {
+                Some(CoreEvent::Reply { id: got, result }) if got == id => {
+                    return result.map_err(|e| anyhow!("{e}"));
                 }
-            }
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
-                bail!("the relay closed the connection");
+                Some(CoreEvent::Closed(e)) => {
+                    bail!("the relay closed the connection: {}", closed(e))
+                }
+                Some(_) => {}
+                None => self.read().await?,
             }
         }
     }
 }
 
-/// Offsets in a `Deliver` frame (docs/relay-protocol.md): after the 4-byte
-/// length and 8-byte header come the group name (u16 length + bytes), then
-/// seq u64, sender u64, msg_type u16, sent_at_micros u64.
-const DELIVER_AFTER_NAME_TO_SENT_AT: usize = 8 + 8 + 2;
+fn closed(e: Option<ClientError>) -> String {
+    e.map_or("no error given".to_owned(), |e| e.to_string())
+}
 
 async fn relay_client(
     shared: &Shared,
@@ -1101,51 +1117,38 @@ async fn relay_client(
     ready: &mut bool,
 ) -> Result<()> {
     let mut c = Conn::connect(&shared.addr, shared.window).await?;
-    for (i, m) in plan.memberships.iter().enumerate() {
-        c.request(
-            i as u32 + 2,
-            &Frame::Join {
-                group: shared.groups[m.group].clone(),
-                role: m.role,
-                mode: m.mode,
-                watch_membership: false,
-            },
-        )
+    for m in &plan.memberships {
+        c.request(&Frame::Join {
+            group: shared.groups[m.group].clone(),
+            role: m.role,
+            mode: m.mode,
+            watch_membership: false,
+        })
         .await?;
     }
     shared.ready.fetch_add(1, Ordering::Relaxed);
     *ready = true;
-    let names: Vec<(Vec<u8>, &Membership)> = plan
+    let names: Vec<(&str, &Membership)> = plan
         .memberships
         .iter()
-        .map(|m| (shared.groups[m.group].as_bytes().to_vec(), m))
+        .map(|m| (shared.groups[m.group].as_str(), m))
         .collect();
-    let Conn {
-        stream,
-        mut buf,
-        mut consumed,
-        window,
-    } = c;
-    let (mut rd, mut wr) = stream.into_split();
     let mut pubs = Publishers::new(shared, index, &plan.publishers);
-    let credit_every = (window / 4).max(1);
-    let mut credited = consumed;
-    let mut out: Vec<u8> = Vec::with_capacity(4096);
-    let mut tmp = vec![0u8; 4096];
-    let mut req = 1000u32;
+    let mut tmp = vec![0u8; 1024];
     loop {
         let slow = plan
             .slow_read
             .filter(|_| shared.slow.load(Ordering::Relaxed));
+        let deadline = c.core.poll_timeout().map(|t| c.clock.to_tokio(t));
         tokio::select! {
             r = async {
                 if slow.is_some() {
                     // A slow reader: small reads, paced below.
-                    let n = rd.read(&mut tmp[..1024]).await?;
-                    buf.extend_from_slice(&tmp[..n]);
+                    let n = c.stream.read(&mut tmp).await?;
+                    c.core.handle_bytes(c.clock.now(), &tmp[..n]);
                     Ok::<usize, std::io::Error>(n)
                 } else {
-                    rd.read_buf(&mut buf).await
+                    c.stream.read_buf(c.core.recv_buffer()).await
                 }
             } => {
                 let n = r.context("reading from the relay")?;
@@ -1158,75 +1161,75 @@ async fn relay_client(
                 let now = wall_micros();
                 let phase = shared.phase.load(Ordering::Relaxed);
                 let start = shared.phase_start.load(Ordering::Relaxed);
-                let delivered = {
-                let mut rec = shared.rec.lock().expect("recorder lock");
                 let mut delivered = 0;
-                while buf.len() >= frame::LEN_PREFIX {
-                    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
-                        + frame::LEN_PREFIX;
-                    if buf.len() < len {
-                        break;
-                    }
-                    let f = &buf[..len];
-                    if f.len() < frame::HEADER_LEN {
-                        bail!("runt frame from the relay");
-                    }
-                    let kind = f[5];
-                    if kind == Kind::Deliver as u8 {
-                        delivered += 1;
-                        let nl = usize::from(u16::from_be_bytes([f[12], f[13]]));
-                        let name = &f[14..14 + nl];
-                        let at = 14 + nl + DELIVER_AFTER_NAME_TO_SENT_AT;
-                        let sent = u64::from_be_bytes(f[at..at + 8].try_into().expect("8 bytes"));
-                        if phase != 0
-                            && sent >= start
-                            && let Some((_, m)) = names.iter().find(|(n, _)| n == name)
-                        {
-                            let lat = now.saturating_sub(sent);
-                            rec.record(phase, m.class, lat);
-                            if let Some(p) = &m.probe {
-                                let t = sent.saturating_sub(shared.epoch_micros) as f64 / 1e6;
-                                rec.series.entry(p.clone()).or_default().push((t, lat as f64 / 1000.0));
+                let mut fatal = None;
+                {
+                    let mut rec = shared.rec.lock().expect("recorder lock");
+                    while let Some(ev) = c.core.poll_event() {
+                        match ev {
+                            CoreEvent::Deliver(v) => {
+                                delivered += 1;
+                                let sent = v.sent_at_micros();
+                                if phase != 0
+                                    && sent >= start
+                                    && let Some((_, m)) = names.iter().find(|(n, _)| *n == v.group())
+                                {
+                                    let lat = now.saturating_sub(sent);
+                                    rec.record(phase, m.class, lat);
+                                    if let Some(p) = &m.probe {
+                                        let t = sent.saturating_sub(shared.epoch_micros) as f64 / 1e6;
+                                        rec.series.entry(p.clone()).or_default().push((t, lat as f64 / 1000.0));
+                                    }
+                                }
                             }
+                            CoreEvent::Event(ClientEvent::Resync { .. }) => rec.resyncs += 1,
+                            CoreEvent::Reply { result: Err(e), .. } => {
+                                rec.errors += 1;
+                                rec.first_error.get_or_insert_with(|| e.to_string());
+                            }
+                            CoreEvent::Closed(e) => {
+                                if let Some(e) = &e {
+                                    rec.errors += 1;
+                                    rec.first_error.get_or_insert_with(|| e.to_string());
+                                }
+                                fatal = Some(closed(e));
+                                break;
+                            }
+                            _ => {}
                         }
-                    } else if kind == Kind::Error as u8 {
-                        rec.errors += 1;
-                        if rec.first_error.is_none() {
-                            rec.first_error = frame::decode(f, usize::MAX)
-                                .ok()
-                                .map(|e| format!("{:?}", e.frame));
-                        }
-                    } else if kind == Kind::Resync as u8 {
-                        rec.resyncs += 1;
                     }
-                    consumed += len as u64;
-                    buf.advance(len);
                 }
-                delivered
-                };
                 shared.delivered.fetch_add(delivered, Ordering::Relaxed);
-                if consumed - credited >= credit_every {
-                    credited = consumed;
-                    wr.write_all(&frame::encode(0, &Frame::Credit { consumed })).await?;
+                if let Some(e) = fatal {
+                    bail!("the relay closed the connection: {e}");
                 }
+                // Credit for what was handed over.
+                c.flush().await?;
                 if let Some(rate) = slow {
                     tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate as f64)).await;
                 }
             }
             () = pubs.tick() => {
-                out.clear();
+                let mut refused = None;
                 pubs.due(shared, |g, sent_at, payload| {
-                    req = req.wrapping_add(1).max(1000);
-                    out.extend_from_slice(&frame::encode(req, &Frame::Send {
+                    let send = Frame::Send {
                         group: shared.groups[g].clone(),
                         msg_type: 1,
                         sent_at_micros: sent_at,
                         payload: payload.clone(),
-                    }));
+                    };
+                    if let Err(e) = c.core.request_detached(&send) {
+                        refused.get_or_insert(e);
+                    }
                 });
-                if !out.is_empty() {
-                    wr.write_all(&out).await?;
+                if let Some(e) = refused {
+                    bail!("a send was refused: {e}");
                 }
+                c.flush().await?;
+            }
+            () = sleep_until(deadline) => {
+                c.core.handle_timeout(c.clock.now());
+                c.flush().await?;
             }
             _ = stop.changed() => return Ok(()),
         }
