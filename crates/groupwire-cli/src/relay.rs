@@ -665,7 +665,7 @@ fn print_state(out: &mut impl Write, j: &groupwire_relay::JoinInfo) -> Result<()
     Ok(())
 }
 
-fn print_delivery(out: &mut impl Write, d: &groupwire_relay::Delivery) -> Result<()> {
+fn print_delivery(out: &mut impl Write, d: &groupwire_relay::frame::Update) -> Result<()> {
     writeln!(
         out,
         "#{} from {}: {}",

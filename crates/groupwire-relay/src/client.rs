@@ -55,12 +55,12 @@ use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{
-    self, ActivityMode, DeliverView, ErrorCode, Frame, MemberInfo, MembershipChange, Role,
+    self, ActivityMode, ErrorCode, Frame, MemberInfo, MembershipChange, Role, Update,
 };
 use crate::tls::ClientTls;
 use transport::{Connection, FrameReader, FrameWriter, ReadError};
 
-mod core;
+pub mod core;
 mod transport;
 
 pub use self::core::{ClientCore, CoreEvent, RequestId};
@@ -231,23 +231,6 @@ impl ClientError {
     }
 }
 
-/// A sequenced update as delivered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
-    /// Group name.
-    pub group: String,
-    /// The relay's sequence number (total order within the group).
-    pub seq: u64,
-    /// Sender's client id.
-    pub sender: u64,
-    /// Application message type.
-    pub msg_type: u16,
-    /// The sender's timestamp (wall-clock microseconds by default).
-    pub sent_at_micros: u64,
-    /// The update.
-    pub payload: Bytes,
-}
-
 /// The state transfer a join (or a resync) returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinInfo {
@@ -270,7 +253,7 @@ pub struct JoinInfo {
 #[non_exhaustive]
 pub enum ClientEvent {
     /// A sequenced update.
-    Deliver(Delivery),
+    Deliver(Update),
     /// A membership change.
     Membership {
         /// Group name.
@@ -775,7 +758,7 @@ async fn connection(
                 }
                 // A dropped receiver discards events; a full one waits here.
                 CoreEvent::Deliver(v) => {
-                    let _ = events.send(ClientEvent::Deliver(Delivery::from(&v))).await;
+                    let _ = events.send(ClientEvent::Deliver(v.to_update())).await;
                 }
                 CoreEvent::Event(e) => {
                     let _ = events.send(e).await;
@@ -813,21 +796,6 @@ async fn connection(
     let _ = events.send(ClientEvent::Closed(fatal)).await;
     drop(out_tx);
     let _ = writer.await;
-}
-
-impl From<&DeliverView<Bytes>> for Delivery {
-    /// The update as an owned record; the payload stays a slice of the
-    /// frame (no copy).
-    fn from(v: &DeliverView<Bytes>) -> Self {
-        Delivery {
-            group: v.group().to_owned(),
-            seq: v.seq(),
-            sender: v.sender(),
-            msg_type: v.msg_type(),
-            sent_at_micros: v.sent_at_micros(),
-            payload: v.payload_bytes(),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ use crate::sched::{
     ConnId, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,
 };
 use crate::storage::{
-    GroupRecord, LogEntry, Origin, StatePage, StorageDone, StorageError, StorageOp,
+    GroupRecord, Origin, StatePage, StorageDone, StorageError, StorageOp, Update,
 };
 
 /// Highest group default priority.
@@ -1002,7 +1002,7 @@ impl RelayCore {
         self.stats.updates += 1;
         self.storage_ops.push_back(StorageOp::Append {
             origin: Origin { conn, request: req },
-            entry: LogEntry {
+            entry: Update {
                 group,
                 seq,
                 sender: conn,
@@ -1127,7 +1127,7 @@ impl RelayCore {
         &mut self,
         now: Instant,
         origin: Origin,
-        entry: LogEntry,
+        entry: Update,
         result: Result<(), StorageError>,
     ) {
         if let Err(e) = result {
@@ -1144,7 +1144,7 @@ impl RelayCore {
         }
         if let Some(g) = self.groups.get_mut(&entry.group) {
             g.committed = entry.seq;
-            let frame = frame::encode(0, &deliver(&entry));
+            let frame = frame::encode_update(0, &entry);
             let recipients: Vec<ConnId> = g
                 .members
                 .iter()
@@ -1254,7 +1254,7 @@ impl RelayCore {
             ));
         }
         if m.role != Role::MembershipObserver {
-            frames.extend(page.entries.iter().map(|e| frame::encode(0, &deliver(e))));
+            frames.extend(page.entries.iter().map(|e| frame::encode_update(0, e)));
         }
         let m = self.member_mut(conn, group).expect("checked above");
         m.transfer_sent = last_seq;
@@ -1568,11 +1568,8 @@ impl RelayCore {
             return;
         }
         let first = oldest
-            .and_then(|f| frame::decode(&f, usize::MAX).ok())
-            .and_then(|e| match e.frame {
-                Frame::Deliver { seq, .. } => Some(seq),
-                _ => None,
-            });
+            .and_then(|f| frame::DeliverView::new_checked(f).ok())
+            .map(|v| v.seq());
         let Some(first) =
             first.filter(|&s| s > g.checkpoint_seq || !self.cfg.compact_on_checkpoint)
         else {
@@ -1700,17 +1697,6 @@ pub fn member_priority(role: Role, mode: ActivityMode) -> u8 {
         Role::MembershipObserver => 0,
     };
     r + u8::from(mode == ActivityMode::Active)
-}
-
-fn deliver(e: &LogEntry) -> Frame {
-    Frame::Deliver {
-        group: e.group.clone(),
-        seq: e.seq,
-        sender: e.sender,
-        msg_type: e.msg_type,
-        sent_at_micros: e.sent_at_micros,
-        payload: e.payload.clone(),
-    }
 }
 
 #[cfg(test)]

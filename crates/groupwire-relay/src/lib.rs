@@ -22,9 +22,7 @@ pub mod server;
 pub mod storage;
 pub mod tls;
 
-pub use client::{
-    ClientError, ClientEvent, ClientOptions, Delivery, JoinInfo, PlaintextToken, RelayClient,
-};
+pub use client::{ClientError, ClientEvent, ClientOptions, JoinInfo, PlaintextToken, RelayClient};
 pub use core::{CoreConfig, RelayStats};
 pub use sched::{SchedulerConfig, SlowConsumerPolicy};
 pub use server::{RelayHandle, ServerConfig, StorageConfig};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use groupwire_relay::auth::{self, Claims};
-use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, Role};
+use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, Role, Update};
 use groupwire_relay::{
     ClientEvent, ClientOptions, RelayClient, SchedulerConfig, SlowConsumerPolicy, StorageConfig,
 };
@@ -135,7 +135,7 @@ async fn a_websocket_client_speaks_the_same_frames() {
         }
         assert!(matches!(got[0], Frame::Welcome { .. }));
         assert!(matches!(got[1], Frame::Joined { .. }));
-        assert!(matches!(&got[2], Frame::Deliver { seq: 1, payload, .. } if &payload[..] == b"hi browser"));
+        assert!(matches!(&got[2], Frame::Deliver(Update { seq: 1, payload, .. }) if &payload[..] == b"hi browser"));
         // A text message is a protocol error: an error frame, then close.
         ws.send(Message::Text("hello".into())).await.expect("send");
         let mut code = None;

@@ -199,7 +199,7 @@ fn delivered(frames: &[Frame]) -> Vec<(u64, String)> {
     frames
         .iter()
         .filter_map(|f| match f {
-            Frame::Deliver { seq, payload, .. } => {
+            Frame::Deliver(Update { seq, payload, .. }) => {
                 Some((*seq, String::from_utf8_lossy(payload).into_owned()))
             }
             _ => None,

@@ -549,20 +549,7 @@ pub enum Frame {
         members: Vec<MemberInfo>,
     },
     /// Relay: a sequenced update.
-    Deliver {
-        /// Group name.
-        group: String,
-        /// Sequence number (total order within the group, from 1).
-        seq: u64,
-        /// Sender's client id.
-        sender: u64,
-        /// Application-defined message type.
-        msg_type: u16,
-        /// The sender's `sent_at_micros`.
-        sent_at_micros: u64,
-        /// The update.
-        payload: Bytes,
-    },
+    Deliver(Update),
     /// Relay: a membership change.
     Membership {
         /// Group name.
@@ -612,6 +599,26 @@ pub enum Frame {
     },
 }
 
+/// A sequenced update: what the relay delivers (`Deliver`), logs
+/// (`storage::StorageOp::Append`) and a client hands to its application
+/// ([`ClientEvent::Deliver`](crate::client::ClientEvent::Deliver)). One
+/// record in every place, so nothing copies it field by field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// Group name.
+    pub group: String,
+    /// Sequence number (total order within the group, from 1).
+    pub seq: u64,
+    /// Sender's client id.
+    pub sender: u64,
+    /// Application-defined message type.
+    pub msg_type: u16,
+    /// The sender's timestamp, carried untouched.
+    pub sent_at_micros: u64,
+    /// The update.
+    pub payload: Bytes,
+}
+
 /// A frame and its request id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Envelope {
@@ -643,7 +650,7 @@ impl Frame {
             Frame::Ok => Kind::Ok,
             Frame::Sent { .. } => Kind::Sent,
             Frame::Joined { .. } => Kind::Joined,
-            Frame::Deliver { .. } => Kind::Deliver,
+            Frame::Deliver(_) => Kind::Deliver,
             Frame::Membership { .. } => Kind::Membership,
             Frame::LockGranted { .. } => Kind::LockGranted,
             Frame::GroupDeleted { .. } => Kind::GroupDeleted,
@@ -669,7 +676,7 @@ impl Frame {
             | Frame::LockRelease { group, .. }
             | Frame::Sent { group, .. }
             | Frame::Joined { group, .. }
-            | Frame::Deliver { group, .. }
+            | Frame::Deliver(Update { group, .. })
             | Frame::Membership { group, .. }
             | Frame::LockGranted { group, .. }
             | Frame::GroupDeleted { group }
@@ -683,12 +690,7 @@ impl Frame {
 /// frame holds a string longer than 65535 bytes or a blob longer than 4 GiB,
 /// which no caller in this crate produces (names are checked on entry).
 pub fn encode(request: u32, frame: &Frame) -> Bytes {
-    let mut w = BytesMut::with_capacity(HEADER_LEN + 32);
-    w.put_u32(0); // patched below
-    w.put_u8(VERSION);
-    w.put_u8(frame.kind() as u8);
-    w.put_u16(0);
-    w.put_u32(request);
+    let mut w = start(request, frame.kind());
     match frame {
         Frame::Hello {
             max_version,
@@ -802,21 +804,7 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
                 w.put_u8(m.mode as u8);
             }
         }
-        Frame::Deliver {
-            group,
-            seq,
-            sender,
-            msg_type,
-            sent_at_micros,
-            payload,
-        } => {
-            put_str(&mut w, group);
-            w.put_u64(*seq);
-            w.put_u64(*sender);
-            w.put_u16(*msg_type);
-            w.put_u64(*sent_at_micros);
-            put_blob(&mut w, payload);
-        }
+        Frame::Deliver(u) => put_update(&mut w, u),
         Frame::Membership {
             group,
             client,
@@ -841,6 +829,39 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
             put_str(&mut w, message);
         }
     }
+    finish(w)
+}
+
+/// Encodes a `Deliver` of `u` (as [`encode`] of `Frame::Deliver`, without
+/// cloning the update into a frame first).
+pub fn encode_update(request: u32, u: &Update) -> Bytes {
+    let mut w = start(request, Kind::Deliver);
+    put_update(&mut w, u);
+    finish(w)
+}
+
+/// A frame's header, its length left to [`finish`].
+fn start(request: u32, kind: Kind) -> BytesMut {
+    let mut w = BytesMut::with_capacity(HEADER_LEN + 32);
+    w.put_u32(0); // patched by finish
+    w.put_u8(VERSION);
+    w.put_u8(kind as u8);
+    w.put_u16(0);
+    w.put_u32(request);
+    w
+}
+
+fn put_update(w: &mut BytesMut, u: &Update) {
+    put_str(w, &u.group);
+    w.put_u64(u.seq);
+    w.put_u64(u.sender);
+    w.put_u16(u.msg_type);
+    w.put_u64(u.sent_at_micros);
+    put_blob(w, &u.payload);
+}
+
+/// Patches the length prefix.
+fn finish(mut w: BytesMut) -> Bytes {
     let body_len = u32::try_from(w.len() - LEN_PREFIX).expect("frames are below 4 GiB");
     w[..LEN_PREFIX].copy_from_slice(&body_len.to_be_bytes());
     w.freeze()
@@ -966,14 +987,14 @@ pub fn decode(buf: &[u8], max_frame: usize) -> Result<Envelope, FrameError> {
                 members,
             }
         }
-        Kind::Deliver => Frame::Deliver {
+        Kind::Deliver => Frame::Deliver(Update {
             group: r.name()?,
             seq: r.u64()?,
             sender: r.u64()?,
             msg_type: r.u16()?,
             sent_at_micros: r.u64()?,
             payload: r.blob()?,
-        },
+        }),
         Kind::Membership => Frame::Membership {
             group: r.name()?,
             client: r.u64()?,
@@ -1267,14 +1288,16 @@ pub(crate) mod strategies {
                 any::<u64>(),
                 blob()
             )
-                .prop_map(|(group, seq, sender, t, at, payload)| Frame::Deliver {
-                    group,
-                    seq,
-                    sender,
-                    msg_type: t,
-                    sent_at_micros: at,
-                    payload
-                }),
+                .prop_map(|(group, seq, sender, t, at, payload)| Frame::Deliver(
+                    Update {
+                        group,
+                        seq,
+                        sender,
+                        msg_type: t,
+                        sent_at_micros: at,
+                        payload
+                    }
+                )),
             (name(), any::<u64>(), name(), change(), role(), mode()).prop_map(
                 |(group, client, name, change, role, mode)| Frame::Membership {
                     group,

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::{FrameError, HEADER_LEN, Kind, LEN_PREFIX, MAX_NAME_LEN, VERSION};
+use super::{FrameError, HEADER_LEN, Kind, LEN_PREFIX, MAX_NAME_LEN, Update, VERSION};
 
 /// Where the header's fields sit (docs/relay-protocol.md, "Framing").
 mod field {
@@ -185,6 +185,19 @@ impl DeliverView<Bytes> {
     pub fn payload_bytes(&self) -> Bytes {
         self.buf.slice(self.rest + field::DELIVER_PAYLOAD..)
     }
+
+    /// The update as an owned record; the payload stays a slice of the
+    /// frame (no copy).
+    pub fn to_update(&self) -> Update {
+        Update {
+            group: self.group().to_owned(),
+            seq: self.seq(),
+            sender: self.sender(),
+            msg_type: self.msg_type(),
+            sent_at_micros: self.sent_at_micros(),
+            payload: self.payload_bytes(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -202,14 +215,14 @@ mod tests {
             seq: u64, sender: u64, msg_type: u16, sent_at_micros: u64, request: u32,
             payload in proptest::collection::vec(any::<u8>(), 0..300),
         ) {
-            let f = Frame::Deliver {
+            let f = Frame::Deliver(Update {
                 group: group.clone(),
                 seq,
                 sender,
                 msg_type,
                 sent_at_micros,
                 payload: Bytes::from(payload.clone()),
-            };
+            });
             let bytes = encode(request, &f);
             prop_assert!(is_deliver(&bytes));
             let h = FrameView::new_checked(&bytes[..]).expect("header");
@@ -221,6 +234,7 @@ mod tests {
                 (seq, sender, msg_type, sent_at_micros));
             prop_assert_eq!(v.payload(), &payload[..]);
             prop_assert_eq!(v.payload_bytes(), Bytes::from(payload));
+            prop_assert_eq!(Frame::Deliver(v.to_update()), f.clone());
             prop_assert_eq!(decode(&bytes, usize::MAX).expect("decodes").frame, f);
         }
 
@@ -233,7 +247,7 @@ mod tests {
                 let Ok(env) = decode(&bytes, usize::MAX) else {
                     return Err(TestCaseError::fail("view accepted what decode refuses"));
                 };
-                let Frame::Deliver { group, seq, payload, .. } = env.frame else {
+                let Frame::Deliver(Update { group, seq, payload, .. }) = env.frame else {
                     return Err(TestCaseError::fail("not a Deliver"));
                 };
                 prop_assert_eq!(v.group(), group.as_str());

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Checkpoint, GroupRecord, LogEntry, Storage, StorageError};
+use super::{Checkpoint, GroupRecord, Storage, StorageError, Update};
 
 /// Keeps everything in maps; nothing survives the process.
 #[derive(Debug, Default)]
@@ -15,7 +15,7 @@ pub struct MemoryStorage {
 #[derive(Debug)]
 struct Group {
     record: GroupRecord,
-    log: BTreeMap<u64, LogEntry>,
+    log: BTreeMap<u64, Update>,
     checkpoint: Checkpoint,
     locks: BTreeMap<String, u64>,
 }
@@ -73,7 +73,7 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
-    fn append(&mut self, entries: &[LogEntry]) -> Result<(), StorageError> {
+    fn append(&mut self, entries: &[Update]) -> Result<(), StorageError> {
         // Validate the whole batch first: all or nothing.
         let mut heads: BTreeMap<&str, u64> = BTreeMap::new();
         for e in entries {
@@ -110,7 +110,7 @@ impl Storage for MemoryStorage {
         after: u64,
         upto: u64,
         max_bytes: usize,
-    ) -> Result<Vec<LogEntry>, StorageError> {
+    ) -> Result<Vec<Update>, StorageError> {
         if upto <= after {
             self.group(group)?;
             return Ok(Vec::new());

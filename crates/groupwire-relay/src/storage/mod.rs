@@ -45,22 +45,7 @@ pub struct GroupRecord {
     pub checkpoint_seq: u64,
 }
 
-/// One sequenced update.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogEntry {
-    /// Group name.
-    pub group: String,
-    /// Sequence number within the group, from 1.
-    pub seq: u64,
-    /// Sender's client id.
-    pub sender: u64,
-    /// Application-defined message type.
-    pub msg_type: u16,
-    /// Sender's timestamp, carried untouched.
-    pub sent_at_micros: u64,
-    /// The update.
-    pub payload: Bytes,
-}
+pub use crate::frame::Update;
 
 /// A snapshot of a group's state including every update up to `seq`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,7 +100,7 @@ pub trait Storage: Send {
     fn set_priority(&mut self, group: &str, priority: u8) -> Result<(), StorageError>;
     /// Appends `entries` atomically and durably (all or none). Within a
     /// group, each `seq` must be the previous head + 1.
-    fn append(&mut self, entries: &[LogEntry]) -> Result<(), StorageError>;
+    fn append(&mut self, entries: &[Update]) -> Result<(), StorageError>;
     /// Entries of `group` with `after < seq <= upto`, in order, stopping
     /// after the entry that brings the payloads to `max_bytes` or more (so
     /// at least one entry if there is any): one page of a state transfer,
@@ -126,7 +111,7 @@ pub trait Storage: Send {
         after: u64,
         upto: u64,
         max_bytes: usize,
-    ) -> Result<Vec<LogEntry>, StorageError>;
+    ) -> Result<Vec<Update>, StorageError>;
     /// Stores a checkpoint; with `compact`, deletes log entries `<= seq`.
     fn put_checkpoint(
         &mut self,
@@ -189,7 +174,7 @@ pub enum StorageOp {
         /// Sender.
         origin: Origin,
         /// The update.
-        entry: LogEntry,
+        entry: Update,
     },
     /// Read one page of a state transfer, for a joiner or a
     /// resynchronized slow consumer: the first page (`after: None`) is the
@@ -241,7 +226,7 @@ pub struct StatePage {
     /// The checkpoint the transfer starts from (first page only).
     pub checkpoint: Option<Checkpoint>,
     /// Log entries after the checkpoint or the previous page, in order.
-    pub entries: Vec<LogEntry>,
+    pub entries: Vec<Update>,
 }
 
 /// The result of a [`StorageOp`], handed back to the protocol core.
@@ -262,7 +247,7 @@ pub enum StorageDone {
         /// Sender.
         origin: Origin,
         /// The update.
-        entry: LogEntry,
+        entry: Update,
         /// Outcome.
         result: Result<(), StorageError>,
     },
@@ -303,7 +288,7 @@ pub enum StorageDone {
 /// consecutive appends as one batch (group commit).
 pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDone> {
     let mut done = Vec::with_capacity(ops.len());
-    let mut batch: Vec<(Origin, LogEntry)> = Vec::new();
+    let mut batch: Vec<(Origin, Update)> = Vec::new();
     for op in ops {
         if let StorageOp::Append { origin, entry } = op {
             batch.push((origin, entry));
@@ -398,13 +383,13 @@ pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDon
 
 fn flush_appends(
     storage: &mut dyn Storage,
-    batch: &mut Vec<(Origin, LogEntry)>,
+    batch: &mut Vec<(Origin, Update)>,
     done: &mut Vec<StorageDone>,
 ) {
     if batch.is_empty() {
         return;
     }
-    let entries: Vec<LogEntry> = batch.iter().map(|(_, e)| e.clone()).collect();
+    let entries: Vec<Update> = batch.iter().map(|(_, e)| e.clone()).collect();
     let result = storage.append(&entries);
     for (origin, entry) in batch.drain(..) {
         done.push(StorageDone::Appended {
@@ -420,8 +405,8 @@ pub(crate) mod conformance {
     //! The behaviour every engine must show; run against each engine.
     use super::*;
 
-    fn entry(group: &str, seq: u64) -> LogEntry {
-        LogEntry {
+    fn entry(group: &str, seq: u64) -> Update {
+        Update {
             group: group.into(),
             seq,
             sender: 7,

@@ -23,7 +23,7 @@ use std::path::Path;
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Checkpoint, GroupRecord, LogEntry, Storage, StorageError};
+use super::{Checkpoint, GroupRecord, Storage, StorageError, Update};
 
 /// How hard each commit tries to reach the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -226,7 +226,7 @@ impl Storage for SqliteStorage {
         Ok(())
     }
 
-    fn append(&mut self, entries: &[LogEntry]) -> Result<(), StorageError> {
+    fn append(&mut self, entries: &[Update]) -> Result<(), StorageError> {
         let tx = self.db.transaction().map_err(engine)?;
         {
             let mut head = tx
@@ -277,7 +277,7 @@ impl Storage for SqliteStorage {
         after: u64,
         upto: u64,
         max_bytes: usize,
-    ) -> Result<Vec<LogEntry>, StorageError> {
+    ) -> Result<Vec<Update>, StorageError> {
         self.require(group)?;
         let mut stmt = self
             .db
@@ -288,7 +288,7 @@ impl Storage for SqliteStorage {
             .map_err(engine)?;
         let rows = stmt
             .query_map(params![group, to_sql(after), to_sql(upto)], |r| {
-                Ok(LogEntry {
+                Ok(Update {
                     group: group.to_owned(),
                     seq: from_sql(r.get(0)?),
                     sender: from_sql(r.get(1)?),
@@ -427,7 +427,7 @@ mod tests {
                 b"init",
             )
             .expect("create");
-            s.append(&[LogEntry {
+            s.append(&[Update {
                 group: "g".into(),
                 seq: 1,
                 sender: 1,

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::frame::{ErrorCode, decode, encode};
+use crate::frame::{ErrorCode, Update, decode, encode};
 
 fn opts() -> ClientOptions {
     ClientOptions::new("alice")
@@ -22,14 +22,14 @@ fn welcome(window: u32, max_frame: u32) -> Bytes {
 fn deliver(seq: u64, payload: &'static [u8]) -> Bytes {
     encode(
         0,
-        &Frame::Deliver {
+        &Frame::Deliver(Update {
             group: "chat".into(),
             seq,
             sender: 7,
             msg_type: 1,
             sent_at_micros: 99,
             payload: Bytes::from_static(payload),
-        },
+        }),
     )
 }
 
