@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use groupwire_proto::Instant;
 use groupwire_relay::CoreConfig;
 use groupwire_relay::core::RelayCore;
@@ -67,7 +68,7 @@ pub fn relay_core(data: &[u8]) {
                 now += Duration::from_millis(10 * u64::from(steps));
                 core.handle_timeout(now);
             }
-            _ => core.handle_frame(now, slots[slot].conn, body),
+            _ => core.handle_frame(now, slots[slot].conn, &Bytes::copy_from_slice(body)),
         }
         pump(&mut core, &mut store, &mut slots, &mut next_conn, now);
     }

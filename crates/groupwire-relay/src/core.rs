@@ -399,14 +399,15 @@ impl RelayCore {
     }
 
     /// One whole frame's bytes from `conn`. Malformed input is answered and
-    /// counted, never a panic.
-    pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+    /// counted, never a panic. Payloads are kept as slices of `bytes`, not
+    /// copied.
+    pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &Bytes) {
         self.now = self.now.max(now);
         if !self.conns.contains_key(&conn) {
             return; // closing or gone: ignore what is still in flight
         }
         self.stats.frames_in += 1;
-        match frame::decode(bytes, self.cfg.max_frame) {
+        match frame::decode_bytes(bytes, self.cfg.max_frame) {
             Ok(env) => self.dispatch(now, conn, env.request, env.frame),
             Err(e) => self.decode_failed(now, conn, &e),
         }

@@ -279,7 +279,7 @@ impl ClientCore {
             self.detached_replies += 1;
             return None;
         }
-        let env = match frame::decode(&f, usize::MAX) {
+        let env = match frame::decode_bytes(&f, usize::MAX) {
             Ok(env) => env,
             Err(e) => return Some(self.close(Some(ClientError::Unexpected(e.to_string())))),
         };

@@ -615,7 +615,7 @@ fn bad_input_is_answered_counted_and_closed() {
     h.core.handle_frame(
         h.now,
         c,
-        b"\x00\x00\x00\x08\x01\xff\x00\x00\x00\x00\x00\x01",
+        &Bytes::from_static(b"\x00\x00\x00\x08\x01\xff\x00\x00\x00\x00\x00\x01"),
     );
     h.pump();
     assert_eq!(error_code(&h.frames(c)), Some(ErrorCode::MALFORMED));
@@ -651,7 +651,7 @@ fn bad_input_is_answered_counted_and_closed() {
     let c = h.client("v");
     let mut b = encode(1, &Frame::Ping { nonce: 1 }).to_vec();
     b[4] = 2;
-    h.core.handle_frame(h.now, c, &b);
+    h.core.handle_frame(h.now, c, &Bytes::from(b));
     h.pump();
     assert_eq!(
         error_code(&h.frames(c)),

@@ -870,6 +870,21 @@ fn finish(mut w: BytesMut) -> Bytes {
 /// Decodes one whole frame (length prefix included), accepting frames up
 /// to `max_frame` bytes. Never panics.
 pub fn decode(buf: &[u8], max_frame: usize) -> Result<Envelope, FrameError> {
+    decode_with(buf, None, max_frame)
+}
+
+/// As [`decode`], but blobs (payloads, states) are slices of `buf`, not
+/// copies: what the relay and the client use for frames they hold as
+/// `Bytes`.
+pub fn decode_bytes(buf: &Bytes, max_frame: usize) -> Result<Envelope, FrameError> {
+    decode_with(buf, Some(buf), max_frame)
+}
+
+fn decode_with(
+    buf: &[u8],
+    whole: Option<&Bytes>,
+    max_frame: usize,
+) -> Result<Envelope, FrameError> {
     let len = frame_len(buf, max_frame)?.ok_or(FrameError::Truncated {
         needed: LEN_PREFIX,
         got: buf.len(),
@@ -886,6 +901,7 @@ pub fn decode(buf: &[u8], max_frame: usize) -> Result<Envelope, FrameError> {
     }
     let mut r = Reader {
         buf: &buf[LEN_PREFIX..],
+        whole,
     };
     let version = r.u8()?;
     if version != VERSION {
@@ -1100,7 +1116,10 @@ fn put_blob(w: &mut BytesMut, b: &[u8]) {
 }
 
 struct Reader<'a> {
+    /// What is left to read: always a suffix of the frame.
     buf: &'a [u8],
+    /// The whole frame, when blobs may be sliced from it.
+    whole: Option<&'a Bytes>,
 }
 
 impl<'a> Reader<'a> {
@@ -1151,7 +1170,12 @@ impl<'a> Reader<'a> {
     }
     fn blob(&mut self) -> Result<Bytes, FrameError> {
         let n = self.u32()? as usize;
-        Ok(Bytes::copy_from_slice(self.take(n)?))
+        let start = self.whole.map(|w| w.len() - self.buf.len());
+        let b = self.take(n)?;
+        Ok(match (self.whole, start) {
+            (Some(w), Some(at)) => w.slice(at..at + n),
+            _ => Bytes::copy_from_slice(b),
+        })
     }
 }
 
@@ -1477,7 +1501,8 @@ mod tests {
         #[test]
         fn every_frame_round_trips(request in any::<u32>(), frame in strategies::frame()) {
             let b = encode(request, &frame);
-            prop_assert_eq!(decode(&b, DEFAULT_MAX_FRAME), Ok(Envelope { request, frame }));
+            prop_assert_eq!(decode(&b, DEFAULT_MAX_FRAME), Ok(Envelope { request, frame: frame.clone() }));
+            prop_assert_eq!(decode_bytes(&b, DEFAULT_MAX_FRAME), Ok(Envelope { request, frame }));
         }
 
         #[test]
