@@ -432,32 +432,20 @@ impl<'b> DataWriter<'b> {
     }
 }
 
-/// What a control entry says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-#[non_exhaustive]
-pub enum Op {
-    /// Receiver to sender: MER above the band; use the code set size in `value`.
-    Nak = 1,
-    /// Receiver to sender: MER below the band; use the code set size in `value`.
-    Inc = 2,
-    /// Sender to receiver: the requested redundancy does not fit; `value` is
-    /// the largest code set size the sender can deliver.
-    CannotMeet = 3,
-    /// Acknowledges the entry whose sequence is `seq`.
-    Ack = 4,
-}
-
-impl TryFrom<u8> for Op {
-    type Error = WireError;
-    fn try_from(v: u8) -> Result<Self, WireError> {
-        Ok(match v {
-            1 => Self::Nak,
-            2 => Self::Inc,
-            3 => Self::CannotMeet,
-            4 => Self::Ack,
-            other => return Err(WireError::UnknownKind(other)),
-        })
+crate::wire_enum! {
+    /// What a control entry says.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Op: WireError = (WireError::UnknownKind) {
+        /// Receiver to sender: MER above the band; use the code set size in `value`.
+        Nak = 1,
+        /// Receiver to sender: MER below the band; use the code set size in `value`.
+        Inc = 2,
+        /// Sender to receiver: the requested redundancy does not fit; `value` is
+        /// the largest code set size the sender can deliver.
+        CannotMeet = 3,
+        /// Acknowledges the entry whose sequence is `seq`.
+        Ack = 4,
     }
 }
 

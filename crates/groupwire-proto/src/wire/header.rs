@@ -40,42 +40,27 @@ pub const HEADER_LEN: usize = field::BODY;
 /// The only version this build speaks.
 pub const VERSION: u8 = 1;
 
-/// What the body of a datagram is. Numbers are stable on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-#[non_exhaustive]
-pub enum Kind {
-    /// Awareness data with piggybacked redundant messages (Dyck & Gutwin AFEC).
-    AfecData = 1,
-    /// Receiver feedback for AFEC (NAK / INC / cannot-meet), and its acknowledgement.
-    AfecControl = 2,
-    /// A block-FEC source or repair symbol (GENEVA), checksummed. Kind 3
-    /// was its unchecked predecessor and is no longer spoken.
-    BlockData = 8,
-    /// Periodic block-FEC loss report (GENEVA SYN report), checksummed.
-    /// Kind 4 was its unchecked predecessor and is no longer spoken.
-    BlockReport = 9,
-    /// XOR-parity FEC over UDP (Leigh et al.).
-    XorData = 5,
-    /// Reliable Blast UDP data and control (Leigh et al.).
-    Blast = 6,
-    /// Active probe for the resource monitor (RTT, loss, bandwidth).
-    Probe = 7,
-}
-
-impl TryFrom<u8> for Kind {
-    type Error = WireError;
-    fn try_from(v: u8) -> Result<Self, WireError> {
-        Ok(match v {
-            1 => Self::AfecData,
-            2 => Self::AfecControl,
-            8 => Self::BlockData,
-            9 => Self::BlockReport,
-            5 => Self::XorData,
-            6 => Self::Blast,
-            7 => Self::Probe,
-            other => return Err(WireError::UnknownKind(other)),
-        })
+crate::wire_enum! {
+    /// What the body of a datagram is. Numbers are stable on the wire.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum Kind: WireError = (WireError::UnknownKind) {
+        /// Awareness data with piggybacked redundant messages (Dyck & Gutwin AFEC).
+        AfecData = 1,
+        /// Receiver feedback for AFEC (NAK / INC / cannot-meet), and its acknowledgement.
+        AfecControl = 2,
+        /// A block-FEC source or repair symbol (GENEVA), checksummed. Kind 3
+        /// was its unchecked predecessor and is no longer spoken.
+        BlockData = 8,
+        /// Periodic block-FEC loss report (GENEVA SYN report), checksummed.
+        /// Kind 4 was its unchecked predecessor and is no longer spoken.
+        BlockReport = 9,
+        /// XOR-parity FEC over UDP (Leigh et al.).
+        XorData = 5,
+        /// Reliable Blast UDP data and control (Leigh et al.).
+        Blast = 6,
+        /// Active probe for the resource monitor (RTT, loss, bandwidth).
+        Probe = 7,
     }
 }
 

@@ -9,6 +9,62 @@ pub mod afec;
 pub mod block;
 pub mod header;
 
+/// Declares a `#[repr(u8)]` wire enum with each variant's byte once, and
+/// derives `TryFrom<u8>` (an unknown byte is the error `$unknown` makes of
+/// it) and `From<Enum> for u8`, so the number and the name cannot drift
+/// apart (smoltcp's `enum_with_unknown!` shape, without the `Unknown`
+/// variant: an unknown byte here is an error the caller counts). Both wire
+/// crates use it: `groupwire-proto`'s datagrams and `groupwire-relay`'s
+/// frames.
+///
+/// ```
+/// groupwire_proto::wire_enum! {
+///     /// A colour.
+///     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///     pub enum Colour: String = (|b| format!("no colour {b}")) {
+///         /// Red.
+///         Red = 1,
+///         /// Blue.
+///         Blue = 4,
+///     }
+/// }
+/// assert_eq!(Colour::try_from(4), Ok(Colour::Blue));
+/// assert_eq!(u8::from(Colour::Red), 1);
+/// assert!(Colour::try_from(2).is_err());
+/// ```
+#[macro_export]
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident : $err:ty = ($unknown:expr) {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(u8)]
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant = $value ),+
+        }
+
+        impl ::core::convert::TryFrom<u8> for $name {
+            type Error = $err;
+            fn try_from(v: u8) -> ::core::result::Result<Self, $err> {
+                let unknown = $unknown;
+                match v {
+                    $( $value => Ok(Self::$variant), )+
+                    other => Err(unknown(other)),
+                }
+            }
+        }
+
+        impl ::core::convert::From<$name> for u8 {
+            fn from(v: $name) -> u8 {
+                v as u8
+            }
+        }
+    };
+}
+
 /// Why a datagram could not be parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

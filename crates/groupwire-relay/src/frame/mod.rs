@@ -82,95 +82,62 @@ pub enum FrameError {
     Malformed(&'static str),
 }
 
-/// What a frame is. Numbers are stable on the wire: client-to-relay kinds
-/// are below `0x40`, relay-to-client kinds from `0x40`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-#[non_exhaustive]
-pub enum Kind {
-    /// Client: open a session.
-    Hello = 0x01,
-    /// Client: create a group.
-    CreateGroup = 0x02,
-    /// Client: delete a group.
-    DeleteGroup = 0x03,
-    /// Client: join a group.
-    Join = 0x04,
-    /// Client: leave a group.
-    Leave = 0x05,
-    /// Client: change role.
-    ChangeRole = 0x06,
-    /// Client: change activity mode.
-    ChangeMode = 0x07,
-    /// Client: change a group's default priority.
-    SetPriority = 0x08,
-    /// Client: multicast an update.
-    Send = 0x09,
-    /// Client: store a checkpoint.
-    Checkpoint = 0x0a,
-    /// Client: acquire a lock.
-    LockAcquire = 0x0b,
-    /// Client: release a lock.
-    LockRelease = 0x0c,
-    /// Client: return send-window credit.
-    Credit = 0x0d,
-    /// Client: liveness probe.
-    Ping = 0x0e,
-    /// Relay: session accepted.
-    Welcome = 0x40,
-    /// Relay: request done.
-    Ok = 0x41,
-    /// Relay: update sequenced and durable.
-    Sent = 0x42,
-    /// Relay: joined, with the state transfer head.
-    Joined = 0x43,
-    /// Relay: a sequenced update.
-    Deliver = 0x44,
-    /// Relay: a membership change.
-    Membership = 0x45,
-    /// Relay: a lock is now yours.
-    LockGranted = 0x46,
-    /// Relay: a group you were in was deleted.
-    GroupDeleted = 0x47,
-    /// Relay: your queue was dropped; a fresh snapshot follows.
-    Resync = 0x48,
-    /// Relay: a request failed, or the session is closing.
-    Error = 0x49,
-    /// Relay: answer to a ping.
-    Pong = 0x4a,
-}
-
-impl TryFrom<u8> for Kind {
-    type Error = FrameError;
-    fn try_from(v: u8) -> Result<Self, FrameError> {
-        Ok(match v {
-            0x01 => Self::Hello,
-            0x02 => Self::CreateGroup,
-            0x03 => Self::DeleteGroup,
-            0x04 => Self::Join,
-            0x05 => Self::Leave,
-            0x06 => Self::ChangeRole,
-            0x07 => Self::ChangeMode,
-            0x08 => Self::SetPriority,
-            0x09 => Self::Send,
-            0x0a => Self::Checkpoint,
-            0x0b => Self::LockAcquire,
-            0x0c => Self::LockRelease,
-            0x0d => Self::Credit,
-            0x0e => Self::Ping,
-            0x40 => Self::Welcome,
-            0x41 => Self::Ok,
-            0x42 => Self::Sent,
-            0x43 => Self::Joined,
-            0x44 => Self::Deliver,
-            0x45 => Self::Membership,
-            0x46 => Self::LockGranted,
-            0x47 => Self::GroupDeleted,
-            0x48 => Self::Resync,
-            0x49 => Self::Error,
-            0x4a => Self::Pong,
-            other => return Err(FrameError::UnknownKind(other)),
-        })
+groupwire_proto::wire_enum! {
+    /// What a frame is. Numbers are stable on the wire: client-to-relay kinds
+    /// are below `0x40`, relay-to-client kinds from `0x40`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    #[non_exhaustive]
+    pub enum Kind: FrameError = (FrameError::UnknownKind) {
+        /// Client: open a session.
+        Hello = 0x01,
+        /// Client: create a group.
+        CreateGroup = 0x02,
+        /// Client: delete a group.
+        DeleteGroup = 0x03,
+        /// Client: join a group.
+        Join = 0x04,
+        /// Client: leave a group.
+        Leave = 0x05,
+        /// Client: change role.
+        ChangeRole = 0x06,
+        /// Client: change activity mode.
+        ChangeMode = 0x07,
+        /// Client: change a group's default priority.
+        SetPriority = 0x08,
+        /// Client: multicast an update.
+        Send = 0x09,
+        /// Client: store a checkpoint.
+        Checkpoint = 0x0a,
+        /// Client: acquire a lock.
+        LockAcquire = 0x0b,
+        /// Client: release a lock.
+        LockRelease = 0x0c,
+        /// Client: return send-window credit.
+        Credit = 0x0d,
+        /// Client: liveness probe.
+        Ping = 0x0e,
+        /// Relay: session accepted.
+        Welcome = 0x40,
+        /// Relay: request done.
+        Ok = 0x41,
+        /// Relay: update sequenced and durable.
+        Sent = 0x42,
+        /// Relay: joined, with the state transfer head.
+        Joined = 0x43,
+        /// Relay: a sequenced update.
+        Deliver = 0x44,
+        /// Relay: a membership change.
+        Membership = 0x45,
+        /// Relay: a lock is now yours.
+        LockGranted = 0x46,
+        /// Relay: a group you were in was deleted.
+        GroupDeleted = 0x47,
+        /// Relay: your queue was dropped; a fresh snapshot follows.
+        Resync = 0x48,
+        /// Relay: a request failed, or the session is closing.
+        Error = 0x49,
+        /// Relay: answer to a ping.
+        Pong = 0x4a,
     }
 }
 
@@ -178,16 +145,17 @@ impl TryFrom<u8> for Kind {
 //# we provide three roles for the users of our system: principal, observer
 //# and membership-observer, listed here in the decreasing order of their
 //# priority. Principals have update privilege on a shared state.
-/// A member's role in a group (Corona §4.2), in decreasing privilege.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum Role {
-    /// May update the shared state (send, checkpoint, lock); receives updates.
-    Principal = 1,
-    /// Receives updates; may not send.
-    Observer = 2,
-    /// Receives membership changes only.
-    MembershipObserver = 3,
+groupwire_proto::wire_enum! {
+    /// A member's role in a group (Corona §4.2), in decreasing privilege.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Role: FrameError = (|_| FrameError::Malformed("role")) {
+        /// May update the shared state (send, checkpoint, lock); receives updates.
+        Principal = 1,
+        /// Receives updates; may not send.
+        Observer = 2,
+        /// Receives membership changes only.
+        MembershipObserver = 3,
+    }
 }
 
 impl Role {
@@ -219,26 +187,15 @@ impl std::str::FromStr for Role {
     }
 }
 
-impl TryFrom<u8> for Role {
-    type Error = FrameError;
-    fn try_from(v: u8) -> Result<Self, FrameError> {
-        match v {
-            1 => Ok(Role::Principal),
-            2 => Ok(Role::Observer),
-            3 => Ok(Role::MembershipObserver),
-            _ => Err(FrameError::Malformed("role")),
-        }
+groupwire_proto::wire_enum! {
+    /// Whether a member is actively watching a group (Corona §4.3).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum ActivityMode: FrameError = (|_| FrameError::Malformed("activity mode")) {
+        /// The application is in front of its user.
+        Active = 1,
+        /// The application is iconified or hidden; latency matters less.
+        Passive = 2,
     }
-}
-
-/// Whether a member is actively watching a group (Corona §4.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum ActivityMode {
-    /// The application is in front of its user.
-    Active = 1,
-    /// The application is iconified or hidden; latency matters less.
-    Passive = 2,
 }
 
 impl std::str::FromStr for ActivityMode {
@@ -252,49 +209,24 @@ impl std::str::FromStr for ActivityMode {
     }
 }
 
-impl TryFrom<u8> for ActivityMode {
-    type Error = FrameError;
-    fn try_from(v: u8) -> Result<Self, FrameError> {
-        match v {
-            1 => Ok(ActivityMode::Active),
-            2 => Ok(ActivityMode::Passive),
-            _ => Err(FrameError::Malformed("activity mode")),
-        }
-    }
-}
-
-/// What happened to a member, in a [`Frame::Membership`] notification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum MembershipChange {
-    /// The member joined.
-    Joined = 1,
-    /// The member left.
-    Left = 2,
-    /// The member changed role.
-    RoleChanged = 3,
-    /// The member changed activity mode.
-    ModeChanged = 4,
-    /// The member's connection closed or failed (handled like a leave).
-    Disconnected = 5,
-    /// The relay removed the member, an observer, from a group too large
-    /// for an overloaded relay (Litiu & Prakash §4.2). The member itself
-    /// is told too.
-    Evicted = 6,
-}
-
-impl TryFrom<u8> for MembershipChange {
-    type Error = FrameError;
-    fn try_from(v: u8) -> Result<Self, FrameError> {
-        Ok(match v {
-            1 => Self::Joined,
-            2 => Self::Left,
-            3 => Self::RoleChanged,
-            4 => Self::ModeChanged,
-            5 => Self::Disconnected,
-            6 => Self::Evicted,
-            _ => return Err(FrameError::Malformed("membership change")),
-        })
+groupwire_proto::wire_enum! {
+    /// What happened to a member, in a [`Frame::Membership`] notification.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum MembershipChange: FrameError = (|_| FrameError::Malformed("membership change")) {
+        /// The member joined.
+        Joined = 1,
+        /// The member left.
+        Left = 2,
+        /// The member changed role.
+        RoleChanged = 3,
+        /// The member changed activity mode.
+        ModeChanged = 4,
+        /// The member's connection closed or failed (handled like a leave).
+        Disconnected = 5,
+        /// The relay removed the member, an observer, from a group too large
+        /// for an overloaded relay (Litiu & Prakash §4.2). The member itself
+        /// is told too.
+        Evicted = 6,
     }
 }
 
