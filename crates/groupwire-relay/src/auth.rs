@@ -41,8 +41,8 @@ use std::fmt;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::core::MAX_PRIORITY;
 use crate::frame::Role;
+use crate::priority::MAX_PRIORITY;
 
 /// Seconds of clock skew tolerated on `exp` and `nbf`.
 ///

@@ -17,6 +17,7 @@ pub mod auth;
 pub mod client;
 pub mod core;
 pub mod frame;
+pub mod priority;
 pub mod sched;
 pub mod server;
 pub mod storage;

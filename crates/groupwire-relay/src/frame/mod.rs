@@ -350,7 +350,7 @@ pub enum Frame {
         group: String,
         /// Application-defined type ("chat", "whiteboard", ...).
         group_type: String,
-        /// Default priority (Corona §4.1), 0 (lowest) to [`crate::core::MAX_GROUP_PRIORITY`].
+        /// Default priority (Corona §4.1), 0 (lowest) to [`crate::priority::MAX_GROUP_PRIORITY`].
         priority: u8,
         /// Initial shared state.
         initial_state: Bytes,

@@ -1,0 +1,497 @@
+//! Membership (Corona §4.2): sessions, group creation and deletion, joins
+//! and leaves, roles, activity modes and priorities, and the membership
+//! notices members get.
+
+use super::*;
+
+impl RelayCore {
+    #[expect(clippy::too_many_arguments, reason = "the fields of Hello")]
+    pub(super) fn on_hello(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        max_version: u8,
+        window: u32,
+        token: &str,
+        name: String,
+    ) {
+        //= docs/relay-protocol.md#version-negotiation
+        //# the relay answers Welcome with version = min(max_version, relay's
+        //# highest)
+        let version = max_version.min(frame::VERSION);
+        if version < frame::MIN_VERSION {
+            self.stats.unsupported_versions += 1;
+            return self.fail(
+                conn,
+                req,
+                ErrorCode::UNSUPPORTED_VERSION,
+                &format!(
+                    "client speaks up to version {max_version}, relay {}..={}",
+                    frame::MIN_VERSION,
+                    frame::VERSION
+                ),
+            );
+        }
+        let claims = match &self.cfg.auth_keys {
+            None => Claims::anyone(),
+            Some(keys) => {
+                let unix = self.cfg.wall_epoch_unix_secs + now.as_nanos() / 1_000_000_000;
+                match auth::verify(keys, token, unix) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.stats.auth_failures += 1;
+                        return self.fail(conn, req, ErrorCode::UNAUTHORIZED, &e.to_string());
+                    }
+                }
+            }
+        };
+        let window = if window == 0 {
+            self.cfg.default_window
+        } else {
+            window.clamp(self.cfg.min_window, self.cfg.max_window)
+        };
+        self.sched
+            .set_conn_limits(conn, u64::from(window), claims.max_priority);
+        let c = self.conns.get_mut(&conn).expect("checked by handle_frame");
+        c.claims = Some(claims);
+        c.name = name;
+        self.reply(
+            conn,
+            req,
+            Frame::Welcome {
+                version,
+                client: conn,
+                max_frame: u32::try_from(self.cfg.max_frame).unwrap_or(u32::MAX),
+                window,
+            },
+        );
+    }
+
+    pub(super) fn on_create(
+        &mut self,
+        conn: ConnId,
+        req: u32,
+        group: String,
+        group_type: String,
+        priority: u8,
+        initial_state: Bytes,
+    ) {
+        if group.is_empty() {
+            return self.error(conn, req, ErrorCode::INVALID_ARGUMENT, "empty group name");
+        }
+        if !self.group_priority_allowed(conn, req, &group, priority, "creating") {
+            return;
+        }
+        if self.groups.contains_key(&group) {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::GROUP_EXISTS,
+                &format!("group {group:?} exists"),
+            );
+        }
+        self.sched.add_group(&group, priority);
+        self.groups.insert(
+            group.clone(),
+            Group {
+                group_type: group_type.clone(),
+                default_priority: priority,
+                next_seq: 1,
+                committed: 0,
+                checkpoint_seq: 0,
+                members: BTreeMap::new(),
+                locks: BTreeMap::new(),
+                broken: false,
+            },
+        );
+        self.storage_ops.push_back(StorageOp::CreateGroup {
+            origin: Origin { conn, request: req },
+            record: GroupRecord {
+                name: group,
+                group_type,
+                priority,
+                head_seq: 0,
+                checkpoint_seq: 0,
+            },
+            initial_state,
+        });
+    }
+
+    pub(super) fn on_delete(&mut self, now: Instant, conn: ConnId, req: u32, group: &str) {
+        if !self.groups.contains_key(group) {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NO_SUCH_GROUP,
+                &format!("no group {group:?}"),
+            );
+        }
+        if !self.claims(conn).allows(group, Role::Principal) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                "token does not allow deleting this group",
+            );
+        }
+        let g = self.groups.remove(group).expect("checked above");
+        for &m in g.members.keys() {
+            self.sched.remove_queue(m, group);
+            if let Some(c) = self.conns.get_mut(&m) {
+                c.groups.remove(group);
+            }
+            //= docs/relay-protocol.md#requests
+            //# Members, the deleting client included if it is one, receive
+            //# GroupDeleted
+            self.push_control(
+                m,
+                0,
+                &Frame::GroupDeleted {
+                    group: group.into(),
+                },
+            );
+        }
+        self.sched.remove_group(group);
+        self.storage_ops.push_back(StorageOp::DeleteGroup {
+            group: group.into(),
+        });
+        let _ = now;
+        self.reply(conn, req, Frame::Ok);
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the fields of Join")]
+    pub(super) fn on_join(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        role: Role,
+        mode: ActivityMode,
+        watch: bool,
+    ) {
+        let Some(g) = self.groups.get(group) else {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NO_SUCH_GROUP,
+                &format!("no group {group:?}"),
+            );
+        };
+        if !self.claims(conn).allows(group, role) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                &format!("token does not allow {} in {group:?}", role.as_str()),
+            );
+        }
+        if g.members.contains_key(&conn) {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::ALREADY_MEMBER,
+                &format!("already in {group:?}"),
+            );
+        }
+        let head = g.next_seq - 1;
+        self.groups
+            .get_mut(group)
+            .expect("checked above")
+            .members
+            .insert(
+                conn,
+                Member {
+                    role,
+                    mode,
+                    watch,
+                    live_from: head + 1,
+                    loading: Some(req),
+                    transfer: 0,
+                    transfer_sent: 0,
+                    resync_dropped: None,
+                },
+            );
+        self.roles_epoch += 1;
+        self.sched
+            .add_queue(conn, group, member_priority(role, mode), now);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.groups.insert(group.into());
+        }
+        self.start_transfer(conn, group, req, None, head);
+        self.notify(now, group, conn, MembershipChange::Joined, role, mode);
+    }
+
+    pub(super) fn on_change_role(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        role: Role,
+    ) {
+        let Some(m) = self.member(conn, req, group) else {
+            return;
+        };
+        let old = m.role;
+        let mode = m.mode;
+        if !self.claims(conn).allows(group, role) {
+            self.stats.forbidden += 1;
+            return self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                &format!("token does not allow {}", role.as_str()),
+            );
+        }
+        self.member_mut(conn, group).expect("checked above").role = role;
+        self.roles_epoch += 1;
+        self.sched
+            .set_member_priority(conn, group, member_priority(role, mode));
+        self.reply(conn, req, Frame::Ok);
+        self.notify(now, group, conn, MembershipChange::RoleChanged, role, mode);
+        // A membership observer received no updates: becoming an observer
+        // or principal needs the state first.
+        if old == Role::MembershipObserver && role != Role::MembershipObserver {
+            self.start_resync(now, conn, group, false);
+        }
+    }
+
+    pub(super) fn on_change_mode(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        mode: ActivityMode,
+    ) {
+        let Some(m) = self.member(conn, req, group) else {
+            return;
+        };
+        let role = m.role;
+        self.member_mut(conn, group).expect("checked above").mode = mode;
+        //= Litiu & Prakash §4.3
+        //# The client priority within a group is decreased when the client
+        //# indicates that its activity mode is changing from active to
+        //# passive within a group, and restored when the client changes
+        //# back to active mode.
+        self.sched
+            .set_member_priority(conn, group, member_priority(role, mode));
+        self.reply(conn, req, Frame::Ok);
+        self.notify(now, group, conn, MembershipChange::ModeChanged, role, mode);
+    }
+
+    /// Checks a group priority a principal asks for (create or change):
+    /// within [`MAX_GROUP_PRIORITY`], a group the token allows, and under
+    /// the token's priority cap. On refusal the error is sent and counted.
+    pub(super) fn group_priority_allowed(
+        &mut self,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        priority: u8,
+        verb: &str,
+    ) -> bool {
+        if priority > MAX_GROUP_PRIORITY {
+            self.error(
+                conn,
+                req,
+                ErrorCode::INVALID_ARGUMENT,
+                &format!("priority {priority} above {MAX_GROUP_PRIORITY}"),
+            );
+            return false;
+        }
+        let claims = self.claims(conn);
+        if !claims.allows(group, Role::Principal) {
+            self.stats.forbidden += 1;
+            self.error(
+                conn,
+                req,
+                ErrorCode::FORBIDDEN,
+                &format!("token does not allow {verb} this group"),
+            );
+            return false;
+        }
+        if priority > claims.max_priority {
+            self.stats.forbidden += 1;
+            let cap = claims.max_priority;
+            self.error(
+                conn,
+                req,
+                ErrorCode::PRIORITY_NOT_ALLOWED,
+                &format!("priority {priority} above the token's cap {cap}"),
+            );
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn on_set_priority(&mut self, conn: ConnId, req: u32, group: &str, priority: u8) {
+        if !self.group_priority_allowed(conn, req, group, priority, "changing") {
+            return;
+        }
+        let Some(g) = self.groups.get_mut(group) else {
+            return self.error(
+                conn,
+                req,
+                ErrorCode::NO_SUCH_GROUP,
+                &format!("no group {group:?}"),
+            );
+        };
+        g.default_priority = priority;
+        self.sched.set_group_priority(group, priority);
+        self.storage_ops.push_back(StorageOp::SetPriority {
+            group: group.into(),
+            priority,
+        });
+        self.reply(conn, req, Frame::Ok);
+    }
+
+    pub(super) fn remove_member(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        group: &str,
+        change: MembershipChange,
+    ) {
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        let Some(m) = g.members.remove(&conn) else {
+            return;
+        };
+        self.roles_epoch += 1;
+        self.sched.remove_queue(conn, group);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.groups.remove(group);
+        }
+        // Locks: release what it held, forget what it waited for.
+        let g = self.groups.get_mut(group).expect("checked above");
+        let mut cancelled = Vec::new();
+        for l in g.locks.values_mut() {
+            l.waiters.retain(|(w, r)| {
+                if *w == conn {
+                    cancelled.push(*r);
+                }
+                *w != conn
+            });
+        }
+        let held: Vec<String> = g
+            .locks
+            .iter()
+            .filter(|(_, l)| l.holder == conn)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for lock in held {
+            self.release_lock(group, &lock);
+        }
+        if matches!(change, MembershipChange::Left | MembershipChange::Evicted) {
+            for r in cancelled {
+                self.error(
+                    conn,
+                    r,
+                    ErrorCode::NOT_MEMBER,
+                    &format!("left {group:?} while waiting for a lock"),
+                );
+            }
+        }
+        self.notify(now, group, conn, change, m.role, m.mode);
+    }
+
+    //= Litiu & Prakash §4.2
+    //# The delays in multicasting to principals should be largely
+    //# independent of the number of observers. [...] It may even decide to
+    //# disconnect the observers when the size of the group is too large and
+    //# the server is overloaded by intense traffic.
+    /// Removes observers from `group` down to
+    /// [`CoreConfig::shed_observers_above`] members while the relay is
+    /// overloaded: lowest member priority first (membership observers,
+    /// then passive observers, then active ones), newest first among
+    /// equals. Principals are never removed. Each one removed gets a
+    /// `Membership { change: Evicted }` about itself, watchers the same.
+    pub(super) fn shed_observers(&mut self, now: Instant, group: &str) {
+        let cap = self.cfg.shed_observers_above;
+        if cap == 0 || self.sched.queued_bytes() < self.cfg.overload_queued_bytes {
+            return;
+        }
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        if g.members.len() <= cap {
+            return;
+        }
+        let mut observers: Vec<(u8, std::cmp::Reverse<ConnId>)> = g
+            .members
+            .iter()
+            .filter(|(_, m)| m.role != Role::Principal)
+            .map(|(&c, m)| (member_priority(m.role, m.mode), std::cmp::Reverse(c)))
+            .collect();
+        observers.sort_unstable();
+        let excess = g.members.len() - cap;
+        for (_, std::cmp::Reverse(conn)) in observers.into_iter().take(excess) {
+            let Some(m) = self.groups.get(group).and_then(|g| g.members.get(&conn)) else {
+                continue;
+            };
+            let (role, mode) = (m.role, m.mode);
+            self.stats.observers_shed += 1;
+            let evicted = self.membership(group, conn, MembershipChange::Evicted, role, mode);
+            self.push_control(conn, 0, &evicted);
+            self.remove_member(now, conn, group, MembershipChange::Evicted);
+        }
+    }
+
+    /// A `Membership` notification about `about`.
+    pub(super) fn membership(
+        &self,
+        group: &str,
+        about: ConnId,
+        change: MembershipChange,
+        role: Role,
+        mode: ActivityMode,
+    ) -> Frame {
+        Frame::Membership {
+            group: group.into(),
+            client: about,
+            name: self
+                .conns
+                .get(&about)
+                .map(|c| c.name.clone())
+                .unwrap_or_default(),
+            change,
+            role,
+            mode,
+        }
+    }
+
+    /// Tells watchers of `group` (members that joined with
+    /// `watch_membership`, other than `about`) what happened.
+    pub(super) fn notify(
+        &mut self,
+        now: Instant,
+        group: &str,
+        about: ConnId,
+        change: MembershipChange,
+        role: Role,
+        mode: ActivityMode,
+    ) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        let watchers: Vec<ConnId> = g
+            .members
+            .iter()
+            .filter(|(c, m)| **c != about && m.watch)
+            .map(|(&c, _)| c)
+            .collect();
+        if watchers.is_empty() {
+            return;
+        }
+        let frame = frame::encode(0, &self.membership(group, about, change, role, mode));
+        for w in watchers {
+            self.push(now, w, group, frame.clone());
+        }
+    }
+}
