@@ -3,7 +3,8 @@
 use core::fmt;
 use std::sync::Arc;
 
-use crate::kernel::{self, Backend};
+use crate::backend::Backend;
+use crate::kernel;
 use crate::{CodecError, MAX_SYMBOLS, gf, matrix};
 
 /// A systematic Reed-Solomon erasure code over GF(2^8) with `k` source and

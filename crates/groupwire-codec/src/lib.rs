@@ -39,16 +39,18 @@
 //! ISA-L's `gf_vect_dot_prod` and klauspost/reedsolomon), or portable
 //! product tables.
 
+mod backend;
 mod codec;
 mod gf;
 mod kernel;
 mod matrix;
 mod pad;
+mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
+pub use backend::Backend;
 pub use codec::{CacheStats, Decoder, ReedSolomon};
-pub use kernel::Backend;
 pub use pad::{LENGTH_PREFIX, pad, unpad};
 
 /// The most symbols (source plus repair) in one block: the field has 255

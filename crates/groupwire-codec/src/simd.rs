@@ -31,7 +31,8 @@
 
 use core::arch::x86_64::*;
 
-use crate::kernel::{Backend, dot_prod_scalar};
+use crate::backend::Backend;
+use crate::scalar::dot_prod_scalar;
 use crate::{MAX_SYMBOLS, gf};
 
 /// Runs the widest vector loop `backend` allows for this symbol length.

@@ -45,6 +45,12 @@
 //!   paper's failure case was latency running away in a 56 kbit/s channel.
 
 mod config;
+mod mer;
+mod predictor;
+mod receiver;
+mod sender;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -53,6 +59,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 pub use self::config::{AfecConfig, ConfigError, Mode, Scheme, Step, TypeQos};
+use self::mer::Observed;
+use self::predictor::{PREDICTIVE_FEEDBACK, predict_size};
+use self::receiver::{PeerRx, TypeRx};
+use self::sender::{Hist, PeerTx, TypeTx};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
 use crate::units::IP_UDP_OVERHEAD;
@@ -844,391 +854,13 @@ impl Machine for AfecEndpoint {
     }
 }
 
-// ---- Sender state ------------------------------------------------------
+// ---- Helpers -------------------------------------------------------------
 
-#[derive(Debug)]
-struct Hist {
-    msg_type: MsgType,
-    index: u32,
-    payload: Bytes,
-    first_sent: Instant,
-    /// Packets this message still has to go out in.
-    remaining: u8,
-}
-
-#[derive(Debug)]
-struct TypeTx {
-    /// Code set size in force.
-    size: f64,
-    /// Error-diffusion accumulator for the fractional part.
-    acc: f64,
-    applied_seq: Option<u32>,
-    unmet: bool,
-}
-
-impl TypeTx {
-    fn new(size: f64) -> Self {
-        Self {
-            size,
-            acc: 0.0,
-            applied_seq: None,
-            unmet: false,
-        }
-    }
-
-    /// Copies for the next message: `floor(n)` plus one for a share of
-    /// messages equal to the fractional part, spread evenly (error
-    /// diffusion, no randomness): n = 2.4 sends 40% of messages three times.
-    fn next_requirement(&mut self) -> u8 {
-        let whole = self.size.floor();
-        self.acc += self.size - whole;
-        let extra = if self.acc >= 1.0 - 1e-9 {
-            self.acc -= 1.0;
-            1.0
-        } else {
-            0.0
-        };
-        (whole + extra).clamp(1.0, 255.0) as u8
-    }
-}
-
+/// A control entry, sender or receiver side, resent until acknowledged.
 #[derive(Debug)]
 struct Pending {
     entry: Entry,
     due: Instant,
-}
-
-#[derive(Debug)]
-struct PeerTx {
-    types: BTreeMap<MsgType, TypeTx>,
-    /// Oldest at the front.
-    history: VecDeque<Hist>,
-    next_seq: u32,
-    flush_at: Option<Instant>,
-    /// Rate-cap token bucket, bytes.
-    tokens: f64,
-    refilled: Option<Instant>,
-    pending: Vec<Pending>,
-    acks: Vec<Entry>,
-    next_ctl_seq: u32,
-}
-
-impl PeerTx {
-    fn new() -> Self {
-        Self {
-            types: BTreeMap::new(),
-            history: VecDeque::new(),
-            next_seq: 0,
-            flush_at: None,
-            tokens: 0.0,
-            refilled: None,
-            pending: Vec::new(),
-            acks: Vec::new(),
-            next_ctl_seq: 0,
-        }
-    }
-
-    fn push_history(&mut self, h: Hist, limit: usize) {
-        self.history.push_back(h);
-        while self.history.len() > limit {
-            self.history.pop_front();
-        }
-    }
-
-    /// Drops messages at the old end whose requirement is met.
-    fn trim_history(&mut self) {
-        while self.history.front().is_some_and(|h| h.remaining == 0) {
-            self.history.pop_front();
-        }
-    }
-
-    /// Token bucket at `rate`. Its depth is 50 ms of the rate, and at least
-    /// 512 bytes so a packet of a few small messages always fits: deep
-    /// enough for the jitter of message timing, shallow enough that a burst
-    /// of credit cannot queue much on a slow link (512 bytes are 73 ms at
-    /// 56 kbit/s).
-    fn refill(&mut self, now: Instant, rate: Option<crate::units::Bitrate>) {
-        let Some(rate) = rate else { return };
-        let bytes_per_sec = rate.as_bps() as f64 / 8.0;
-        let cap = 512.0_f64.max(bytes_per_sec * 0.05);
-        let elapsed = self.refilled.map_or(cap / bytes_per_sec, |t| {
-            now.saturating_duration_since(t).as_secs_f64()
-        });
-        self.tokens = (self.tokens + elapsed * bytes_per_sec).min(cap);
-        self.refilled = Some(now);
-    }
-}
-
-// ---- Receiver state ----------------------------------------------------
-
-/// Outcome of the last `capacity` message indices of one (sender, type).
-#[derive(Debug)]
-struct MerWindow {
-    /// `true` = lost (so far). Index of the front is `base`.
-    outcomes: VecDeque<bool>,
-    base: u32,
-    lost: usize,
-    capacity: usize,
-    started: bool,
-}
-
-enum Observed {
-    /// First time seen. `lost` new gap losses; `late` if it fills an
-    /// earlier gap.
-    Fresh {
-        lost: u64,
-        late: bool,
-    },
-    Duplicate,
-    TooOld,
-}
-
-impl MerWindow {
-    fn new(capacity: usize) -> Self {
-        Self {
-            outcomes: VecDeque::new(),
-            base: 0,
-            lost: 0,
-            capacity,
-            started: false,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.outcomes.len()
-    }
-
-    fn mer(&self) -> f64 {
-        if self.outcomes.is_empty() {
-            0.0
-        } else {
-            self.lost as f64 / self.outcomes.len() as f64
-        }
-    }
-
-    /// Lengths of the runs of consecutive losses in the window.
-    fn loss_runs(&self) -> Vec<u32> {
-        let mut runs = Vec::new();
-        let mut cur = 0u32;
-        for &lost in &self.outcomes {
-            if lost {
-                cur += 1;
-            } else if cur > 0 {
-                runs.push(cur);
-                cur = 0;
-            }
-        }
-        if cur > 0 {
-            runs.push(cur);
-        }
-        runs
-    }
-
-    /// MER over the newest `n` outcomes.
-    fn recent_mer(&self, n: usize) -> f64 {
-        let n = n.min(self.outcomes.len());
-        if n == 0 {
-            return 0.0;
-        }
-        let lost = self.outcomes.iter().rev().take(n).filter(|&&l| l).count();
-        lost as f64 / n as f64
-    }
-
-    /// Next index after the newest seen.
-    fn end(&self) -> u32 {
-        self.base.wrapping_add(self.outcomes.len() as u32)
-    }
-
-    //= dyck-gutwin §"AFEC for groupware", Receiver
-    //# The highest received index is stored for each message type, and if
-    //# the index of a message exceeds this value by more than one, the number
-    //# of lost messages is reported and the MER for that message type is
-    //# updated.
-    fn observe(&mut self, index: u32) -> Observed {
-        if !self.started {
-            self.started = true;
-            self.base = index;
-            self.outcomes.push_back(false);
-            return Observed::Fresh {
-                lost: 0,
-                late: false,
-            };
-        }
-        let ahead = index.wrapping_sub(self.end());
-        if ahead < u32::MAX / 2 {
-            // Newer than anything seen: `ahead` messages in between are lost.
-            // A jump beyond the window only counts a window's worth, so a
-            // hostile index costs O(window), not O(2^31).
-            let gap = (ahead as usize).min(self.capacity);
-            if gap == self.capacity {
-                self.outcomes.clear();
-                self.lost = 0;
-                self.base = index.wrapping_sub(gap as u32);
-            }
-            for _ in 0..gap {
-                self.outcomes.push_back(true);
-            }
-            self.lost += gap;
-            self.outcomes.push_back(false);
-            while self.outcomes.len() > self.capacity {
-                if self.outcomes.pop_front() == Some(true) {
-                    self.lost -= 1;
-                }
-                self.base = self.base.wrapping_add(1);
-            }
-            return Observed::Fresh {
-                lost: gap as u64,
-                late: false,
-            };
-        }
-        let back = index.wrapping_sub(self.base);
-        if (back as usize) < self.outcomes.len() {
-            let slot = &mut self.outcomes[back as usize];
-            if *slot {
-                *slot = false;
-                self.lost -= 1;
-                return Observed::Fresh {
-                    lost: 0,
-                    late: true,
-                };
-            }
-            return Observed::Duplicate;
-        }
-        Observed::TooOld
-    }
-}
-
-#[derive(Debug)]
-struct TypeRx {
-    window: MerWindow,
-    /// Messages seen since the last change of code set size.
-    since_change: u32,
-    /// The code set size the sender applies, as far as we know.
-    current: f64,
-    /// Largest size the sender said it can deliver.
-    cap: Option<f64>,
-    /// Messages an INC must wait for (grows when INCs are undone).
-    inc_gate: u32,
-    /// The size the last change left, if it was an INC.
-    last_inc_from: Option<f64>,
-}
-
-impl TypeRx {
-    fn new(window: usize, initial: f64) -> Self {
-        Self {
-            window: MerWindow::new(window),
-            since_change: 0,
-            current: initial,
-            cap: None,
-            inc_gate: 0,
-            last_inc_from: None,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct PeerRx {
-    addr: Option<SocketAddr>,
-    /// Outcome of the last packets by sequence number (lost or not).
-    packets: MerWindow,
-    /// Packets seen from this sender.
-    packets_seen: u64,
-    types: BTreeMap<MsgType, TypeRx>,
-    pending: Vec<Pending>,
-    acks: Vec<Entry>,
-    next_ctl_seq: u32,
-    cannot_meet_seq: Option<u32>,
-    /// Bytes received from `addr`, and sent to it, since it became the
-    /// sender's address (the anti-amplification budget).
-    bytes_received: u64,
-    bytes_sent: u64,
-}
-
-impl PeerRx {
-    /// `src` sent us `len` bytes as this sender; a new address starts a
-    /// new budget, so one that is spoofed inherits nothing.
-    fn note_address(&mut self, src: SocketAddr, len: usize) {
-        if self.addr != Some(src) {
-            self.addr = Some(src);
-            self.bytes_received = 0;
-            self.bytes_sent = 0;
-        }
-        self.bytes_received += len as u64;
-    }
-
-    fn new(packet_window: usize) -> Self {
-        Self {
-            addr: None,
-            packets: MerWindow::new(packet_window),
-            packets_seen: 0,
-            types: BTreeMap::new(),
-            pending: Vec::new(),
-            acks: Vec::new(),
-            next_ctl_seq: 0,
-            cannot_meet_seq: None,
-            bytes_received: 0,
-            bytes_sent: 0,
-        }
-    }
-}
-
-// ---- Helpers -------------------------------------------------------------
-
-/// Beyond the paper ([`Step::Predictive`]): the smallest code set size
-/// whose MER, predicted from the packet-loss pattern in `packets`, is
-/// `goal`; `None` when the size in force is predicted within `tolerance` of
-/// it, or there are too few packets to tell.
-///
-/// A message first sent in packet `i` with code set size `k` travels in
-/// packets `i .. i + k`, so it is lost exactly when all of them are. A run
-/// of `L` consecutive lost packets therefore loses `max(0, L - k + 1)`
-/// messages, and `MER(k) = Σ_runs max(0, L - k + 1) / packets`. A
-/// fractional size `k + f` sends a share `f` of messages `k + 1` times, so
-/// its MER is `(1 - f) MER(k) + f MER(k + 1)`, which is solved for `f`.
-fn predict_size(
-    packets: &MerWindow,
-    goal: f64,
-    tolerance: f64,
-    current: f64,
-    cap: f64,
-) -> Option<f64> {
-    /// Fewest packets before the pattern is trusted.
-    const MIN_PACKETS: usize = 200;
-    let n = packets.len();
-    if n < MIN_PACKETS {
-        return None;
-    }
-    let runs = packets.loss_runs();
-    let mer = |k: u32| -> f64 {
-        let lost: u64 = runs
-            .iter()
-            .map(|&l| u64::from(l.saturating_sub(k - 1)))
-            .sum();
-        lost as f64 / n as f64
-    };
-    let predicted = |size: f64| {
-        let k = size.floor().max(1.0) as u32;
-        let f = size - f64::from(k);
-        (1.0 - f) * mer(k) + f * mer(k + 1)
-    };
-    if (predicted(current) - goal).abs() <= tolerance {
-        return None;
-    }
-    let mut size = cap;
-    for k in 1..cap.floor().max(1.0) as u32 {
-        let (here, next) = (mer(k), mer(k + 1));
-        if here <= goal {
-            size = f64::from(k);
-            break;
-        }
-        if next <= goal {
-            size = f64::from(k) + (here - goal) / (here - next);
-            break;
-        }
-    }
-    // Up to the wire's resolution, rounding up so the prediction stays at or below the goal.
-    let size = ((size * 100.0).ceil() / 100.0).clamp(1.0, cap);
-    ((size - current).abs() >= 0.01).then_some(size)
 }
 
 /// Moves due entries (and all owed ACKs) into `out`, re-arming each entry's retry.
@@ -1249,9 +881,6 @@ fn collect_due(
     // Bound a control packet's size even if a peer floods requests.
     out.truncate(MAX_ENTRIES * 4);
 }
-
-/// Gain of the predictive controller's correction toward the measured MER.
-const PREDICTIVE_FEEDBACK: f64 = 1.0;
 
 /// Code set sizes travel as hundredths.
 fn size_to_wire(size: f64) -> u16 {
@@ -1282,6 +911,3 @@ fn widen(now: Instant, ts: u32) -> Instant {
         now
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::mer::MerWindow;
 use super::*;
 use crate::wire::afec::DataRepr;
 

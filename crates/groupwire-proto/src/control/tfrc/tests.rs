@@ -4,6 +4,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use proptest::prelude::*;
 
 use super::*;
+use crate::time::Instant;
 
 const MS: u64 = 1_000_000;
 

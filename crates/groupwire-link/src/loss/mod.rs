@@ -24,12 +24,20 @@
 //!
 //! Keys may come in any order; probabilities accept `0.1`, `1e-5` or `10%`.
 
-use core::fmt;
-use core::str::FromStr;
+mod bits;
+mod chain;
+mod parse;
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 
 use groupwire_proto::Probability;
 use rand::Rng;
+
+pub use self::bits::BitErrors;
+use self::bits::{BitChannel, packet_bits};
+use self::chain::{Chain, Chance, Markov2};
 
 /// Configuration of a loss process.
 ///
@@ -463,149 +471,6 @@ impl LossModel {
     }
 }
 
-impl fmt::Display for LossModel {
-    /// The one-line text form accepted by `FromStr`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::None => f.write_str("none"),
-            Self::Bernoulli { p } => write!(f, "bernoulli:{p}"),
-            Self::Burst {
-                start,
-                min_len,
-                max_len,
-            } => write!(f, "burst:start={start},len={min_len}..{max_len}"),
-            Self::Gilbert { p, r } => write!(f, "gilbert:p={p},r={r}"),
-            Self::GilbertElliott { p, r, good, bad } => {
-                write!(f, "ge:p={p},r={r},good={good},bad={bad}")
-            }
-            Self::BitError { p, r, good, bad } => {
-                if p.get() == 0.0 && r.get() == 0.0 && good == bad {
-                    write!(f, "ber:{good}")
-                } else {
-                    write!(f, "ber:p={p},r={r},good={good},bad={bad}")
-                }
-            }
-            Self::Trace { path } => write!(f, "trace:{}", path.display()),
-        }
-    }
-}
-
-impl FromStr for LossModel {
-    type Err = LossError;
-
-    /// Parses the text forms in the [module docs](self).
-    fn from_str(s: &str) -> Result<Self, LossError> {
-        let syntax = |problem: String| LossError::Syntax {
-            text: s.to_owned(),
-            problem,
-        };
-        let text = s.trim();
-        let (kind, args) = match text.split_once(':') {
-            Some((kind, args)) => (kind.trim(), Some(args.trim())),
-            None => (text, None),
-        };
-        let need_args = || {
-            args.ok_or_else(|| {
-                syntax(format!(
-                    "\"{kind}\" needs parameters after a colon; {FORMS_HINT}"
-                ))
-            })
-        };
-        let model = match kind.to_ascii_lowercase().as_str() {
-            "none" => {
-                if args.is_some_and(|a| !a.is_empty()) {
-                    return Err(syntax("\"none\" takes no parameters".to_owned()));
-                }
-                Self::None
-            }
-            "bernoulli" => Self::Bernoulli {
-                p: parse_prob("loss probability", need_args()?).map_err(syntax)?,
-            },
-            "burst" => {
-                let [start, len] = key_values(need_args()?, ["start", "len"]).map_err(syntax)?;
-                let (min_len, max_len) = parse_len_range(len).map_err(syntax)?;
-                Self::Burst {
-                    start: parse_prob("start", start).map_err(syntax)?,
-                    min_len,
-                    max_len,
-                }
-            }
-            "gilbert" => {
-                let [p, r] = key_values(need_args()?, ["p", "r"]).map_err(syntax)?;
-                Self::Gilbert {
-                    p: parse_prob("p", p).map_err(syntax)?,
-                    r: parse_prob("r", r).map_err(syntax)?,
-                }
-            }
-            "ge" | "gilbert-elliott" | "gilbert_elliott" => {
-                let [p, r, good, bad] =
-                    key_values(need_args()?, ["p", "r", "good", "bad"]).map_err(syntax)?;
-                Self::GilbertElliott {
-                    p: parse_prob("p", p).map_err(syntax)?,
-                    r: parse_prob("r", r).map_err(syntax)?,
-                    good: parse_prob("good", good).map_err(syntax)?,
-                    bad: parse_prob("bad", bad).map_err(syntax)?,
-                }
-            }
-            "ber" => {
-                let args = need_args()?;
-                if args.contains('=') {
-                    let [p, r, good, bad] =
-                        key_values(args, ["p", "r", "good", "bad"]).map_err(syntax)?;
-                    Self::BitError {
-                        p: parse_prob("p", p).map_err(syntax)?,
-                        r: parse_prob("r", r).map_err(syntax)?,
-                        good: parse_prob("good", good).map_err(syntax)?.get(),
-                        bad: parse_prob("bad", bad).map_err(syntax)?.get(),
-                    }
-                } else {
-                    let ber = parse_prob("bit error rate", args).map_err(syntax)?.get();
-                    Self::BitError {
-                        p: Probability::ZERO,
-                        r: Probability::ZERO,
-                        good: ber,
-                        bad: ber,
-                    }
-                }
-            }
-            "trace" => {
-                let path = need_args()?;
-                if path.is_empty() {
-                    return Err(syntax(
-                        "trace needs a file name, e.g. trace:losses.txt".to_owned(),
-                    ));
-                }
-                Self::Trace {
-                    path: PathBuf::from(path),
-                }
-            }
-            _ => {
-                return Err(syntax(format!(
-                    "unknown loss model \"{kind}\"; {FORMS_HINT}"
-                )));
-            }
-        };
-        model.validate().map_err(|e| match e {
-            LossError::Invalid { problem, .. } => syntax(problem),
-            other => other,
-        })?;
-        Ok(model)
-    }
-}
-
-impl TryFrom<String> for LossModel {
-    type Error = LossError;
-    fn try_from(s: String) -> Result<Self, LossError> {
-        s.parse()
-    }
-}
-
-impl From<LossModel> for String {
-    fn from(m: LossModel) -> String {
-        m.to_string()
-    }
-}
-
 /// Why a loss model was rejected.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -758,70 +623,6 @@ impl PacketFate {
     }
 }
 
-/// The bits a bit-error model flipped in one packet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BitErrors {
-    positions: Vec<u32>,
-}
-
-impl BitErrors {
-    /// Bit offsets from the start of the packet, ascending, each less than
-    /// `8 * len`. Bit `i` is bit `7 - i % 8` (most significant first) of
-    /// byte `i / 8`.
-    pub fn positions(&self) -> &[u32] {
-        &self.positions
-    }
-
-    /// Number of flipped bits (at least one, except after [`BitErrors::merged`]).
-    pub fn count(&self) -> usize {
-        self.positions.len()
-    }
-
-    /// The combined effect of these errors followed by `other` on the same
-    /// packet (e.g. on two hops): a bit flipped twice is intact again, so
-    /// this is the symmetric difference of the positions, still ascending.
-    /// Empty if the second hop undid every flip of the first.
-    #[must_use]
-    pub fn merged(&self, other: &Self) -> Self {
-        let (a, b) = (&self.positions, &other.positions);
-        let mut positions = Vec::with_capacity(a.len() + b.len());
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() && j < b.len() {
-            match a[i].cmp(&b[j]) {
-                core::cmp::Ordering::Less => {
-                    positions.push(a[i]);
-                    i += 1;
-                }
-                core::cmp::Ordering::Greater => {
-                    positions.push(b[j]);
-                    j += 1;
-                }
-                core::cmp::Ordering::Equal => {
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        positions.extend_from_slice(&a[i..]);
-        positions.extend_from_slice(&b[j..]);
-        Self { positions }
-    }
-
-    /// Flips the reported bits in `packet` (bits past its end are ignored).
-    pub fn apply(&self, packet: &mut [u8]) {
-        for &pos in &self.positions {
-            if let Some(byte) = packet.get_mut(pos as usize / 8) {
-                *byte ^= 0x80 >> (pos % 8);
-            }
-        }
-    }
-}
-
-/// One-line summary of the text forms, for error messages.
-const FORMS_HINT: &str = "expected one of none, bernoulli:0.1, burst:start=0.04,len=1..5, \
-                          gilbert:p=0.006,r=0.05, ge:p=..,r=..,good=..,bad=.., ber:1e-5, \
-                          ber:p=..,r=..,good=..,bad=.., trace:FILE";
-
 /// Miyoshi et al. §5 Table 2, "lower BER case", p_GE.
 const CELLULAR_P_GOOD_TO_BAD: f64 = 0.006;
 /// Miyoshi et al. §5 Table 2, "lower BER case", p_EG.
@@ -864,258 +665,12 @@ enum State {
     },
 }
 
-/// A biased coin. Certain outcomes draw no random number, so a Gilbert
-/// chain with `p = 0` or a loss-free state costs nothing.
-#[derive(Debug, Clone, Copy)]
-enum Chance {
-    Never,
-    Always,
-    /// True when a uniform `u64` is below this (probability `t / 2^64`, as
-    /// in `rand::distr::Bernoulli`).
-    Below(u64),
-}
-
-impl Chance {
-    fn new(p: f64) -> Self {
-        if p <= 0.0 {
-            Self::Never
-        } else if p >= 1.0 {
-            Self::Always
-        } else {
-            // 2^64 as f64 is exact; `as` saturates should p * 2^64 round up to 2^64.
-            Self::Below((p * 18_446_744_073_709_551_616.0) as u64)
-        }
-    }
-
-    fn sample<R: Rng + ?Sized>(self, rng: &mut R) -> bool {
-        match self {
-            Self::Never => false,
-            Self::Always => true,
-            Self::Below(t) => rng.next_u64() < t,
-        }
-    }
-}
-
-/// A two-state (Good/Bad) Markov chain stepped once per packet.
-#[derive(Debug, Clone)]
-struct Chain {
-    to_bad: Chance,
-    to_good: Chance,
-    bad: bool,
-}
-
-impl Chain {
-    fn new(p: Probability, r: Probability) -> Self {
-        Self {
-            to_bad: Chance::new(p.get()),
-            to_good: Chance::new(r.get()),
-            bad: false,
-        }
-    }
-
-    /// Makes one transition; returns whether the new state is Bad.
-    fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> bool {
-        self.bad = if self.bad {
-            !self.to_good.sample(rng)
-        } else {
-            self.to_bad.sample(rng)
-        };
-        self.bad
-    }
-}
-
-/// Independent bit errors at one rate, sampled by geometric skips: one
-/// random draw per flipped bit plus one, not one per bit.
-#[derive(Debug, Clone, Copy)]
-enum BitChannel {
-    Clean,
-    /// Every bit flipped (a bit error rate of 1).
-    Inverting,
-    /// `ln(1 - b)`, negative and finite.
-    Noisy {
-        ln_keep: f64,
-    },
-}
-
-impl BitChannel {
-    fn new(b: f64) -> Self {
-        if b <= 0.0 {
-            Self::Clean
-        } else if b >= 1.0 {
-            Self::Inverting
-        } else {
-            Self::Noisy {
-                ln_keep: (-b).ln_1p(),
-            }
-        }
-    }
-
-    /// The flipped bits of a packet of `len` bytes, or `None` if it is intact.
-    fn errors<R: Rng + ?Sized>(self, len: usize, rng: &mut R) -> Option<BitErrors> {
-        let bits = packet_bits(len);
-        if bits == 0 {
-            return None;
-        }
-        match self {
-            Self::Clean => None,
-            Self::Inverting => Some(BitErrors {
-                positions: (0..bits).map(|b| b as u32).collect(),
-            }),
-            Self::Noisy { ln_keep } => {
-                // The number of intact bits before the next error is
-                // geometric: P(skip >= k) = (1 - b)^k = P(U <= (1 - b)^k)
-                // for U uniform on (0, 1], so skip = floor(ln U / ln(1 - b)).
-                let mut skip = || {
-                    let u = 1.0 - rng.random::<f64>();
-                    // Saturating float-to-int cast: a huge skip means "no more errors".
-                    (u.ln() / ln_keep) as u64
-                };
-                let mut pos = skip();
-                if pos >= bits {
-                    return None;
-                }
-                let mut positions = Vec::new();
-                while pos < bits {
-                    positions.push(pos as u32);
-                    pos = pos.saturating_add(1).saturating_add(skip());
-                }
-                Some(BitErrors { positions })
-            }
-        }
-    }
-}
-
-/// A two-state Markov-modulated loss process, for the analytic figures.
-#[derive(Debug, Clone, Copy)]
-struct Markov2 {
-    p: f64,
-    r: f64,
-    h_good: f64,
-    h_bad: f64,
-}
-
-impl Markov2 {
-    /// Stationary (π_G, π_B); a chain that never leaves Good stays there.
-    fn stationary(&self) -> [f64; 2] {
-        let sum = self.p + self.r;
-        let bad = if sum > 0.0 { self.p / sum } else { 0.0 };
-        [1.0 - bad, bad]
-    }
-
-    /// `T[from][to]`, state 0 = Good, 1 = Bad.
-    fn transitions(&self) -> [[f64; 2]; 2] {
-        [[1.0 - self.p, self.p], [self.r, 1.0 - self.r]]
-    }
-
-    fn h(&self) -> [f64; 2] {
-        [self.h_good, self.h_bad]
-    }
-
-    fn loss_rate(&self) -> f64 {
-        let pi = self.stationary();
-        pi[0] * self.h_good + pi[1] * self.h_bad
-    }
-
-    /// `v_1(s)`: probability that packet n-1 is delivered, packet n is lost
-    /// and the state at n is `s`.
-    fn run_start(&self) -> [f64; 2] {
-        let (pi, t, h) = (self.stationary(), self.transitions(), self.h());
-        let mut v = [0.0; 2];
-        for (s, vs) in v.iter_mut().enumerate() {
-            *vs = (0..2)
-                .map(|from| pi[from] * (1.0 - h[from]) * t[from][s])
-                .sum::<f64>()
-                * h[s];
-        }
-        v
-    }
-
-    fn mean_run(&self) -> Option<f64> {
-        let start: f64 = self.run_start().iter().sum();
-        // Below this, runs essentially never start (no loss) or never end.
-        if start <= f64::MIN_POSITIVE {
-            return None;
-        }
-        Some(self.loss_rate() / start)
-    }
-
-    fn run_pmf(&self, n: usize) -> Vec<f64> {
-        let (t, h) = (self.transitions(), self.h());
-        let mut v = self.run_start();
-        let total: f64 = v.iter().sum();
-        let mut out = Vec::with_capacity(n);
-        let mut at_least = 1.0;
-        for _ in 0..n {
-            let next = [
-                (v[0] * t[0][0] + v[1] * t[1][0]) * h[0],
-                (v[0] * t[0][1] + v[1] * t[1][1]) * h[1],
-            ];
-            let at_least_next = (next[0] + next[1]) / total;
-            out.push(at_least - at_least_next);
-            at_least = at_least_next;
-            v = next;
-        }
-        out
-    }
-}
-
-/// Bits in a packet of `len` bytes, capped so bit offsets fit in `u32`.
-fn packet_bits(len: usize) -> u64 {
-    (len as u64).saturating_mul(8).min(u64::from(u32::MAX))
-}
-
 /// `p` as a [`Probability`], for presets.
 fn prob(p: f64, what: &str) -> Probability {
     match Probability::new(p) {
         Ok(p) => p,
         Err(e) => panic!("{what}: {e}"),
     }
-}
-
-fn parse_prob(what: &str, text: &str) -> Result<Probability, String> {
-    text.parse::<Probability>()
-        .map_err(|e| format!("{what}: {e}"))
-}
-
-/// Splits `a=1,b=2` into the values of exactly `keys`, in that order.
-fn key_values<'a, const N: usize>(args: &'a str, keys: [&str; N]) -> Result<[&'a str; N], String> {
-    let mut values: [Option<&str>; N] = [None; N];
-    let expected = keys.join(", ");
-    for part in args.split(',') {
-        let Some((key, value)) = part.split_once('=') else {
-            return Err(format!(
-                "expected key=value, found \"{}\"; keys are {expected}",
-                part.trim()
-            ));
-        };
-        let key = key.trim();
-        let Some(i) = keys.iter().position(|k| k.eq_ignore_ascii_case(key)) else {
-            return Err(format!("unknown key \"{key}\"; keys are {expected}"));
-        };
-        if values[i].replace(value.trim()).is_some() {
-            return Err(format!("key \"{key}\" given twice"));
-        }
-    }
-    let mut out = [""; N];
-    for (i, v) in values.iter().enumerate() {
-        out[i] = v.ok_or_else(|| format!("missing key \"{}\"; keys are {expected}", keys[i]))?;
-    }
-    Ok(out)
-}
-
-/// `1..5`, `1-5` (as in the paper) or `3`, inclusive.
-fn parse_len_range(text: &str) -> Result<(u32, u32), String> {
-    let hint = "len is a packet count or an inclusive range such as len=1..5";
-    let (lo, hi) = text
-        .split_once("..")
-        .or_else(|| text.split_once('-'))
-        .unwrap_or((text, text));
-    let num = |t: &str| {
-        t.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("cannot read burst length \"{}\": {hint}", t.trim()))
-    };
-    Ok((num(lo)?, num(hi)?))
 }
 
 /// Reads a trace: `0`/`1` per packet, whitespace ignored, `#` comments.
@@ -1156,6 +711,3 @@ fn parse_trace(path: &Path, text: &str) -> Result<Vec<bool>, LossError> {
     }
     Ok(pattern)
 }
-
-#[cfg(test)]
-mod tests;
