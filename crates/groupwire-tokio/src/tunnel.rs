@@ -26,11 +26,11 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_metrics::LatencyStats;
 use groupwire_proto::block::SendError;
 use groupwire_proto::tunnel::{SendRefused, Totals, TunnelConfig, TunnelEndpoint};
 use groupwire_proto::units::IP_UDP_OVERHEAD;
 use groupwire_proto::{Instant, Machine, Transmit, Transport};
-use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::clock::Clock;
@@ -305,9 +305,8 @@ impl Io {
         }
         while let Some(d) = ep.poll_event() {
             if let Some(added) = d.recovered {
-                let us = u64::try_from(added.as_micros()).unwrap_or(u64::MAX);
-                stats.latency.saturating_record(us);
-                stats.window.saturating_record(us);
+                stats.latency.record(added);
+                stats.window.record(added);
             }
             self.deliveries.push(d.payload);
         }
@@ -368,10 +367,10 @@ struct LiveStats {
     recv_errors: u64,
     /// A too-large datagram was reported already.
     said_too_large: bool,
-    /// Added latency of rebuilt datagrams over the run, microseconds.
-    latency: Histogram<u64>,
+    /// Added latency of rebuilt datagrams over the run.
+    latency: LatencyStats,
     /// ... over the current second.
-    window: Histogram<u64>,
+    window: LatencyStats,
 }
 
 impl LiveStats {
@@ -385,8 +384,8 @@ impl LiveStats {
             link: Sent::default(),
             recv_errors: 0,
             said_too_large: false,
-            latency: latency_histogram(),
-            window: latency_histogram(),
+            latency: LatencyStats::new(),
+            window: LatencyStats::new(),
         }
     }
 }
@@ -399,9 +398,9 @@ struct Snapshot {
     app_in_bytes: u64,
     app_out: u64,
     totals: Totals,
-    p50_us: u64,
-    p99_us: u64,
-    samples: u64,
+    /// Added latency of this second's rebuilt datagrams, microseconds.
+    added_p50: Option<u64>,
+    added_p99: Option<u64>,
 }
 
 impl Snapshot {
@@ -414,9 +413,8 @@ impl Snapshot {
             app_in_bytes: s.app_in_bytes - st.too_large_bytes,
             app_out: s.app.datagrams,
             totals: ep.totals(),
-            p50_us: s.window.value_at_quantile(0.5),
-            p99_us: s.window.value_at_quantile(0.99),
-            samples: s.window.len(),
+            added_p50: s.window.quantile_micros(0.5),
+            added_p99: s.window.quantile_micros(0.99),
         }
     }
 
@@ -432,7 +430,6 @@ impl Snapshot {
         let app_bytes = self.app_in_bytes - last.app_in_bytes;
         let wire = t.bytes_sent - l.bytes_sent;
         let wire_n = (t.source_sent + t.repair_sent) - (l.source_sent + l.repair_sent);
-        let micros = |us: u64| (self.samples > 0).then(|| Duration::from_micros(us));
         TunnelSecond {
             at: self.at.saturating_duration_since(start),
             in_per_sec: app_in as f64 / secs,
@@ -443,8 +440,8 @@ impl Snapshot {
             out_per_sec: (self.app_out - last.app_out) as f64 / secs,
             rebuilt: t.recovered - l.recovered,
             lost: t.unrecovered - l.unrecovered,
-            added_p50: micros(self.p50_us),
-            added_p99: micros(self.p99_us),
+            added_p50: self.added_p50.map(Duration::from_micros),
+            added_p99: self.added_p99.map(Duration::from_micros),
         }
     }
 }
@@ -709,7 +706,7 @@ impl TunnelReport {
         let t = &fin.totals;
         let wire_n = t.source_sent + t.repair_sent;
         let lat = &s.latency;
-        let q = |x: f64| (!lat.is_empty()).then(|| lat.value_at_quantile(x));
+        let q = |x: f64| lat.quantile_micros(x);
         let st = ep.stats();
         Self {
             role: role.name(),
@@ -754,7 +751,7 @@ impl TunnelReport {
                 app_send_errors: s.app.errors,
                 no_app: s.no_app,
                 added_latency_us: AddedLatency {
-                    count: lat.len(),
+                    count: lat.count(),
                     p50: q(0.5),
                     p99: q(0.99),
                     max: q(1.0),
@@ -803,11 +800,6 @@ fn residual(lost: u64, delivered: u64) -> f64 {
     } else {
         lost as f64 / (lost + delivered) as f64
     }
-}
-
-fn latency_histogram() -> Histogram<u64> {
-    // 1 µs to 60 s, 3 significant digits.
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("static histogram bounds are valid")
 }
 
 /// The unspecified address of `peer`'s family, any port.

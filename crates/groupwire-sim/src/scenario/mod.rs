@@ -24,7 +24,6 @@ pub use self::geneva::Geneva;
 pub use self::link_models::LinkModels;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
-use crate::metrics::TimeSeries;
 
 /// A runnable experiment. The `scenario` key of a TOML file names the kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -257,65 +256,7 @@ pub enum ProgressUnit {
     Count,
 }
 
-/// How a plot draws its series.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum PlotStyle {
-    /// Lines through the points.
-    #[default]
-    Lines,
-    /// Markers only (scatter plots, categories).
-    Points,
-}
-
-/// One plot: series sharing axes.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Plot {
-    /// File stem for the CSV and PNG.
-    pub file: String,
-    /// Title.
-    pub title: String,
-    /// X axis label.
-    pub x_label: String,
-    /// Y axis label.
-    pub y_label: String,
-    /// The lines.
-    pub series: Vec<TimeSeries>,
-    /// Lines or points.
-    pub style: PlotStyle,
-    /// When not empty, x values are indices into these labels.
-    pub x_categories: Vec<String>,
-    /// X positions of vertical marker lines (events such as a change of
-    /// code set size).
-    pub markers: Vec<f64>,
-}
-
-/// A table for CSV output.
-#[derive(Debug, Clone, Serialize)]
-pub struct Table {
-    /// File stem.
-    pub file: String,
-    /// Column names.
-    pub columns: Vec<String>,
-    /// Rows of cells.
-    pub rows: Vec<Vec<serde_json::Value>>,
-}
-
-/// What a run produced.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// The scenario kind.
-    pub scenario: String,
-    /// The seed it ran with.
-    pub seed: u64,
-    /// Headline numbers in display order (machine-readable keys).
-    pub summary: serde_json::Map<String, serde_json::Value>,
-    /// Tables for CSV files.
-    pub tables: Vec<Table>,
-    /// Plots.
-    pub plots: Vec<Plot>,
-}
+pub use groupwire_metrics::{Plot, PlotStyle, Report, Table};
 
 /// Serde for durations as human strings (`10ms`, `1.5s`, `200us`).
 pub mod serde_duration {

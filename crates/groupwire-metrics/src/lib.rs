@@ -1,0 +1,23 @@
+//! One model for what groupwire measures, with no I/O: the simulator's
+//! experiments, the real-socket commands, the relay bench and the
+//! benchmarks all describe their results with these types, and the CLI
+//! renders them.
+//!
+//! - [`LatencyStats`]: a latency distribution (HDR histogram, microsecond
+//!   resolution, up to an hour) with exact mean and maximum, summarized as
+//!   a serializable [`LatencySummary`];
+//! - [`TimeSeries`]: named `(seconds, value)` points, and
+//!   [`jain_fairness`];
+//! - [`Report`], [`Table`], [`Plot`]: what a run produced, written by the
+//!   CLI as a text table, JSON, CSV and PNG.
+
+mod latency;
+mod report;
+mod series;
+
+pub use latency::{LatencyStats, LatencySummary};
+pub use report::{Plot, PlotStyle, Report, Table};
+pub use series::{TimeSeries, jain_fairness};
+
+#[cfg(test)]
+mod tests;
