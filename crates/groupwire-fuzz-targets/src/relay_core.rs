@@ -37,10 +37,10 @@ pub fn relay_core(data: &[u8]) {
     });
     let mut store = MemoryStorage::new();
     let mut now = Instant::ZERO;
-    let mut next_conn: ConnId = 1;
+    let mut next_conn = ConnId(1);
     let mut slots = [0; SLOTS].map(|_| {
         let c = next_conn;
-        next_conn += 1;
+        next_conn = ConnId(next_conn.0 + 1);
         core.handle_connect(now, c);
         Slot {
             conn: c,
@@ -61,7 +61,7 @@ pub fn relay_core(data: &[u8]) {
                     consumed: 0,
                 };
                 core.handle_connect(now, next_conn);
-                next_conn += 1;
+                next_conn = ConnId(next_conn.0 + 1);
             }
             5 => {
                 let steps = body.first().copied().unwrap_or(1);
@@ -114,7 +114,7 @@ fn pump(
                     consumed: 0,
                 };
                 core.handle_connect(now, *next_conn);
-                *next_conn += 1;
+                *next_conn = ConnId(next_conn.0 + 1);
             } else {
                 let credit = encode(
                     0,

@@ -27,8 +27,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_proto::Instant;
 
-/// A connection id (the client id on the wire).
-pub type ConnId = u64;
+/// A connection: the relay's handle for one client connection, and the
+/// client's id on the wire (`Welcome.client`, `Deliver.sender`,
+/// `Membership.client`), which is where it turns into a bare `u64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+impl ConnId {
+    /// The client id on the wire.
+    pub fn client_id(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// What to do with a member whose queues keep timing out or overflow.
 ///
@@ -362,7 +378,7 @@ impl Scheduler {
             next_group: 0,
             conns: BTreeMap::new(),
             levels: BTreeMap::new(),
-            cursor: 0,
+            cursor: ConnId(0),
             stats: SchedulerStats::default(),
             aging_deadline: None,
             refills: Vec::new(),
@@ -732,7 +748,7 @@ impl Scheduler {
         // priority, the first after the one served last.
         let (_, top) = self.levels.iter().next_back()?;
         let id = *top
-            .range(self.cursor.saturating_add(1)..)
+            .range(ConnId(self.cursor.0.saturating_add(1))..)
             .next()
             .or_else(|| top.iter().next())
             .expect("levels holds no empty sets");
@@ -1213,7 +1229,7 @@ mod tests {
         let mut best: Option<(u16, ConnId)> = None;
         let order = s
             .conns
-            .range(s.cursor.saturating_add(1)..)
+            .range(ConnId(s.cursor.0.saturating_add(1))..)
             .chain(s.conns.range(..=s.cursor));
         for (&id, c) in order {
             if let Some(p) = Scheduler::serve_priority(&s.cfg, &s.groups, c)
@@ -1243,11 +1259,11 @@ mod tests {
             s.add_group("b", 4);
             s.add_group("c", 2);
             for c in 1..=5u64 {
-                s.add_conn(c, 600, u8::MAX);
+                s.add_conn(ConnId(c), 600, u8::MAX);
                 for (i, g) in groups.iter().enumerate() {
                     if (c as usize + i) % 3 != 0 {
-                        s.add_queue(c, g, (c % 4) as u8, Instant::ZERO);
-                        s.transfer(Instant::ZERO, c, g, Vec::new(), true);
+                        s.add_queue(ConnId(c), g, (c % 4) as u8, Instant::ZERO);
+                        s.transfer(Instant::ZERO, ConnId(c), g, Vec::new(), true);
                     }
                 }
             }
@@ -1255,18 +1271,18 @@ mod tests {
             for (op, conn, g, n) in ops {
                 let group = groups[g];
                 match op {
-                    0 | 1 => { let _ = s.push(now, conn, group, f(1, n)); }
-                    2 => { let _ = s.push_control(conn, f(2, 10)); }
+                    0 | 1 => { let _ = s.push(now, ConnId(conn), group, f(1, n)); }
+                    2 => { let _ = s.push_control(ConnId(conn), f(2, 10)); }
                     3 => {
-                        let sent = s.conns.get(&conn).map_or(0, |c| c.sent);
-                        let _ = s.credit(conn, sent);
+                        let sent = s.conns.get(&ConnId(conn)).map_or(0, |c| c.sent);
+                        let _ = s.credit(ConnId(conn), sent);
                     }
-                    4 => s.written(conn, n as u64 * 4),
+                    4 => s.written(ConnId(conn), n as u64 * 4),
                     5 => {
                         now += Duration::from_millis(n as u64 * 5);
                         let _ = s.handle_timeout(now);
                     }
-                    6 => s.set_member_priority(conn, group, (n % 4) as u8),
+                    6 => s.set_member_priority(ConnId(conn), group, (n % 4) as u8),
                     _ => {
                         let want = naive_pick(&s);
                         let got = s.poll_transmit(now).map(|t| t.conn);
@@ -1318,11 +1334,12 @@ mod tests {
         s
     }
 
-    fn drain(s: &mut Scheduler, now: Instant) -> Vec<(ConnId, u8)> {
+    /// Serves everything: (connection number, first byte) per frame.
+    fn drain(s: &mut Scheduler, now: Instant) -> Vec<(u64, u8)> {
         let mut out = Vec::new();
         while let Some(t) = s.poll_transmit(now) {
             s.written(t.conn, t.frame.len() as u64);
-            out.push((t.conn, t.frame[0]));
+            out.push((t.conn.0, t.frame[0]));
         }
         out
     }
@@ -1343,15 +1360,19 @@ mod tests {
         let mut s = sched(
             SchedulerConfig::default(),
             &[("chat", 6), ("bulk", 2)],
-            &[(1, "bulk", 3), (2, "chat", 1), (2, "bulk", 3)],
+            &[
+                (ConnId(1), "bulk", 3),
+                (ConnId(2), "chat", 1),
+                (ConnId(2), "bulk", 3),
+            ],
         );
         let t = Instant::ZERO;
         for i in 0..3 {
-            let _ = s.push(t, 1, "bulk", f(10 + i, 10));
-            let _ = s.push(t, 2, "bulk", f(20 + i, 10));
+            let _ = s.push(t, ConnId(1), "bulk", f(10 + i, 10));
+            let _ = s.push(t, ConnId(2), "bulk", f(20 + i, 10));
         }
-        let _ = s.push(t, 2, "chat", f(1, 10));
-        let _ = s.push(t, 2, "chat", f(2, 10));
+        let _ = s.push(t, ConnId(2), "chat", f(1, 10));
+        let _ = s.push(t, ConnId(2), "chat", f(2, 10));
         let out = drain(&mut s, t);
         // chat (6 + 1 = 7) beats bulk (2 + 3 = 5): both chat frames first, in order.
         assert_eq!(&out[..2], &[(2, 1), (2, 2)]);
@@ -1362,7 +1383,7 @@ mod tests {
             .map(|(_, t)| *t)
             .collect();
         assert_eq!(c1, vec![10, 11, 12]);
-        let alternation: Vec<ConnId> = out[2..].iter().map(|(c, _)| *c).collect();
+        let alternation: Vec<u64> = out[2..].iter().map(|(c, _)| *c).collect();
         assert_eq!(alternation, vec![1, 2, 1, 2, 1, 2]);
     }
 
@@ -1371,11 +1392,11 @@ mod tests {
         let mut s = sched(
             SchedulerConfig::default(),
             &[("a", 4), ("b", 4)],
-            &[(1, "a", 2), (1, "b", 2)],
+            &[(ConnId(1), "a", 2), (ConnId(1), "b", 2)],
         );
         for i in 0..3 {
-            let _ = s.push(Instant::ZERO, 1, "a", f(i, 5));
-            let _ = s.push(Instant::ZERO, 1, "b", f(100 + i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(1), "a", f(i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(1), "b", f(100 + i, 5));
         }
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
@@ -1389,13 +1410,13 @@ mod tests {
         let mut s = sched(
             SchedulerConfig::equal_priorities(),
             &[("hi", 7), ("lo", 0)],
-            &[(1, "lo", 0), (2, "hi", 3)],
+            &[(ConnId(1), "lo", 0), (ConnId(2), "hi", 3)],
         );
         for i in 0..2 {
-            let _ = s.push(Instant::ZERO, 1, "lo", f(i, 5));
-            let _ = s.push(Instant::ZERO, 2, "hi", f(100 + i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(1), "lo", f(i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(2), "hi", f(100 + i, 5));
         }
-        let conns: Vec<ConnId> = drain(&mut s, Instant::ZERO)
+        let conns: Vec<u64> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(c, _)| c)
             .collect();
@@ -1406,22 +1427,25 @@ mod tests {
     #[test]
     fn the_send_window_holds_frames_until_credit() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
-        s.add_conn(1, 100, u8::MAX);
-        s.add_queue(1, "g", 3, Instant::ZERO);
-        s.transfer(Instant::ZERO, 1, "g", Vec::new(), true);
+        s.add_conn(ConnId(1), 100, u8::MAX);
+        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
+        s.transfer(Instant::ZERO, ConnId(1), "g", Vec::new(), true);
         for i in 0..4 {
-            let _ = s.push(Instant::ZERO, 1, "g", f(i, 60));
+            let _ = s.push(Instant::ZERO, ConnId(1), "g", f(i, 60));
         }
         assert_eq!(
             drain(&mut s, Instant::ZERO).len(),
             2,
             "60 + 60 fills a 100-byte window"
         );
-        assert!(s.credit(1, 1000).is_err(), "credit beyond what was sent");
-        s.credit(1, 120).expect("credit");
+        assert!(
+            s.credit(ConnId(1), 1000).is_err(),
+            "credit beyond what was sent"
+        );
+        s.credit(ConnId(1), 120).expect("credit");
         assert_eq!(drain(&mut s, Instant::ZERO).len(), 2);
         // Replies are not held by the window.
-        let _ = s.push_control(1, f(9, 10));
+        let _ = s.push_control(ConnId(1), f(9, 10));
         assert_eq!(drain(&mut s, Instant::ZERO), vec![(1, 9)]);
     }
 
@@ -1435,9 +1459,9 @@ mod tests {
             ..SchedulerConfig::default()
         };
         let mut s = sched(cfg, &[], &[]);
-        s.add_conn(1, 1 << 20, u8::MAX);
+        s.add_conn(ConnId(1), 1 << 20, u8::MAX);
         for i in 0..500 {
-            let _ = s.push_control(1, f((i % 200) as u8, 10));
+            let _ = s.push_control(ConnId(1), f((i % 200) as u8, 10));
         }
         let mut handed = Vec::new();
         while let Some(t) = s.poll_transmit(Instant::ZERO) {
@@ -1445,7 +1469,7 @@ mod tests {
         }
         assert_eq!(handed.len(), 100, "7400 / (10 + 64)");
         // Three frames written: three more go.
-        s.written(1, handed[..3].iter().sum());
+        s.written(ConnId(1), handed[..3].iter().sum());
         let more = std::iter::from_fn(|| s.poll_transmit(Instant::ZERO)).count();
         assert_eq!(more, 3);
     }
@@ -1453,11 +1477,11 @@ mod tests {
     #[test]
     fn a_blocked_queue_waits_for_its_state_transfer() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
-        s.add_conn(1, 1000, u8::MAX);
-        s.add_queue(1, "g", 3, Instant::ZERO);
-        let _ = s.push(Instant::ZERO, 1, "g", f(5, 5));
+        s.add_conn(ConnId(1), 1000, u8::MAX);
+        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
+        let _ = s.push(Instant::ZERO, ConnId(1), "g", f(5, 5));
         assert!(s.poll_transmit(Instant::ZERO).is_none());
-        s.transfer(Instant::ZERO, 1, "g", vec![f(1, 5), f(2, 5)], true);
+        s.transfer(Instant::ZERO, ConnId(1), "g", vec![f(1, 5), f(2, 5)], true);
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
@@ -1468,19 +1492,19 @@ mod tests {
     #[test]
     fn a_paged_transfer_asks_for_each_page_once_the_last_is_sent() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
-        s.add_conn(1, 1000, u8::MAX);
-        s.add_queue(1, "g", 3, Instant::ZERO);
-        let _ = s.push(Instant::ZERO, 1, "g", f(9, 5));
-        s.transfer(Instant::ZERO, 1, "g", vec![f(1, 5), f(2, 5)], false);
+        s.add_conn(ConnId(1), 1000, u8::MAX);
+        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
+        let _ = s.push(Instant::ZERO, ConnId(1), "g", f(9, 5));
+        s.transfer(Instant::ZERO, ConnId(1), "g", vec![f(1, 5), f(2, 5)], false);
         assert!(s.take_refills().is_empty(), "the page is not sent yet");
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
             .collect();
         assert_eq!(tags, vec![1, 2], "live frames wait for the last page");
-        assert_eq!(s.take_refills(), vec![(1, "g".to_owned())]);
+        assert_eq!(s.take_refills(), vec![(ConnId(1), "g".to_owned())]);
         assert!(s.take_refills().is_empty(), "asked once");
-        s.transfer(Instant::ZERO, 1, "g", vec![f(3, 5)], true);
+        s.transfer(Instant::ZERO, ConnId(1), "g", vec![f(3, 5)], true);
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
@@ -1495,16 +1519,16 @@ mod tests {
         let mut s = sched(
             SchedulerConfig::default(),
             &[("img", 4), ("chat", 4)],
-            &[(1, "img", 3), (1, "chat", 3)],
+            &[(ConnId(1), "img", 3), (ConnId(1), "chat", 3)],
         );
         let t = Instant::from_millis(10);
         for i in 0..30 {
-            let _ = s.push(t, 1, "img", f(i, 40_000));
+            let _ = s.push(t, ConnId(1), "img", f(i, 40_000));
         }
         assert_eq!(s.instant_priority("img"), Some(2));
         assert_eq!(s.instant_priority("chat"), Some(4));
         // The low-bandwidth group now goes first.
-        let _ = s.push(t, 1, "chat", f(200, 100));
+        let _ = s.push(t, ConnId(1), "chat", f(200, 100));
         assert_eq!(s.poll_transmit(t).map(|t| t.frame[0]), Some(200));
         let _ = drain(&mut s, t);
         let later = Instant::from_millis(1500);
@@ -1523,21 +1547,25 @@ mod tests {
             aging_timeout: Duration::from_millis(500),
             ..SchedulerConfig::default()
         };
-        let mut s = sched(cfg, &[("hi", 7), ("lo", 0)], &[(1, "hi", 3), (2, "lo", 0)]);
-        let _ = s.push(Instant::ZERO, 2, "lo", f(1, 10));
-        let _ = s.push(Instant::ZERO, 2, "lo", f(2, 10));
+        let mut s = sched(
+            cfg,
+            &[("hi", 7), ("lo", 0)],
+            &[(ConnId(1), "hi", 3), (ConnId(2), "lo", 0)],
+        );
+        let _ = s.push(Instant::ZERO, ConnId(2), "lo", f(1, 10));
+        let _ = s.push(Instant::ZERO, ConnId(2), "lo", f(2, 10));
         // A steady stream of high-priority frames starves "lo" ...
         let mut now = Instant::ZERO;
         let mut served_lo = Vec::new();
         for step in 0..20u64 {
             now = Instant::from_millis(step * 100);
             let _ = s.handle_timeout(now);
-            let _ = s.push(now, 1, "hi", f(50, 10));
-            let _ = s.push(now, 1, "hi", f(50, 10));
+            let _ = s.push(now, ConnId(1), "hi", f(50, 10));
+            let _ = s.push(now, ConnId(1), "hi", f(50, 10));
             // ... the relay can only send one frame per step.
             if let Some(t) = s.poll_transmit(now) {
                 s.written(t.conn, t.frame.len() as u64);
-                if t.conn == 2 {
+                if t.conn == ConnId(2) {
                     served_lo.push((step, t.frame[0]));
                 }
             }
@@ -1555,13 +1583,13 @@ mod tests {
             (
                 SlowConsumerPolicy::Resync,
                 Some(SlowAction::Resync {
-                    conn: 1,
+                    conn: ConnId(1),
                     group: "g".into(),
                 }),
             ),
             (
                 SlowConsumerPolicy::Disconnect,
-                Some(SlowAction::Disconnect { conn: 1 }),
+                Some(SlowAction::Disconnect { conn: ConnId(1) }),
             ),
         ] {
             let cfg = SchedulerConfig {
@@ -1571,19 +1599,19 @@ mod tests {
                 ..SchedulerConfig::default()
             };
             let mut s = sched(cfg, &[("g", 4)], &[]);
-            s.add_conn(1, 10, u8::MAX); // a tiny window nobody credits
-            s.add_queue(1, "g", 3, Instant::ZERO);
-            s.transfer(Instant::ZERO, 1, "g", Vec::new(), true);
+            s.add_conn(ConnId(1), 10, u8::MAX); // a tiny window nobody credits
+            s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
+            s.transfer(Instant::ZERO, ConnId(1), "g", Vec::new(), true);
             let mut actions = Vec::new();
             for sec in 0..6 {
                 let now = Instant::from_secs(sec);
-                let _ = s.push(now, 1, "g", f(1, 20));
+                let _ = s.push(now, ConnId(1), "g", f(1, 20));
                 let _ = s.poll_transmit(now);
                 actions.extend(s.handle_timeout(now));
             }
             assert_eq!(actions.first().cloned(), want, "{policy:?}");
             if policy == SlowConsumerPolicy::Demote {
-                assert!(s.is_demoted(1));
+                assert!(s.is_demoted(ConnId(1)));
                 assert_eq!(s.stats().slow_demotions, 1);
             }
         }
@@ -1596,63 +1624,67 @@ mod tests {
             ..SchedulerConfig::default()
         };
         let mut s = sched(cfg, &[("g", 4)], &[]);
-        s.add_conn(1, 0, u8::MAX);
-        s.add_queue(1, "g", 3, Instant::ZERO);
-        s.transfer(Instant::ZERO, 1, "g", Vec::new(), true);
+        s.add_conn(ConnId(1), 0, u8::MAX);
+        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
+        s.transfer(Instant::ZERO, ConnId(1), "g", Vec::new(), true);
         let mut action = None;
         for _ in 0..20 {
-            action = action.or(s.push(Instant::ZERO, 1, "g", f(1, 100)));
+            action = action.or(s.push(Instant::ZERO, ConnId(1), "g", f(1, 100)));
         }
         // Demote (the default) spills from the oldest frame not yet sent.
         assert_eq!(
             action,
             Some(SlowAction::Spill {
-                conn: 1,
+                conn: ConnId(1),
                 group: "g".into(),
                 oldest: Some(f(1, 100)),
             })
         );
-        assert_eq!(s.reset_queue(1, "g"), 20);
+        assert_eq!(s.reset_queue(ConnId(1), "g"), 20);
         assert_eq!(s.stats().queued_bytes, 0);
     }
 
     #[test]
     fn a_group_created_again_under_its_name_starts_afresh() {
-        let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[(1, "g", 3)]);
-        s.add_conn(2, u64::MAX / 2, u8::MAX);
-        s.add_queue(2, "g", 3, Instant::ZERO);
+        let mut s = sched(
+            SchedulerConfig::default(),
+            &[("g", 4)],
+            &[(ConnId(1), "g", 3)],
+        );
+        s.add_conn(ConnId(2), u64::MAX / 2, u8::MAX);
+        s.add_queue(ConnId(2), "g", 3, Instant::ZERO);
         // Conn 2 holds a transfer page and awaits a refill once it is sent.
-        s.transfer(Instant::ZERO, 2, "g", vec![f(7, 10)], false);
+        s.transfer(Instant::ZERO, ConnId(2), "g", vec![f(7, 10)], false);
         let t = Instant::from_millis(10);
         // A burst: "g" is demoted and conn 1 has a backlog.
         for i in 0..30 {
-            let _ = s.push(t, 1, "g", f(i, 40_000));
+            let _ = s.push(t, ConnId(1), "g", f(i, 40_000));
         }
         assert_eq!(s.instant_priority("g"), Some(2));
-        assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(1));
-        assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(2));
+        assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(ConnId(1)));
+        assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(ConnId(2)));
         // Deleted with its backlog and pending refill still there.
         s.remove_group("g");
         assert!(s.take_refills().is_empty(), "a refill of a deleted group");
         assert_eq!(s.instant_priority("g"), None);
-        assert_eq!(s.push(t, 1, "g", f(99, 10)), None);
+        assert_eq!(s.push(t, ConnId(1), "g", f(99, 10)), None);
         assert_eq!(s.stats().queued_bytes, 0);
         assert!(s.depths().is_empty());
 
         s.add_group("g", 5);
         assert_eq!(s.instant_priority("g"), Some(5), "not demoted, new default");
         assert!(s.poll_transmit(t).is_none(), "no old queue is served");
-        s.add_queue(1, "g", 1, t);
-        let _ = s.push(t, 1, "g", f(100, 10));
+        s.add_queue(ConnId(1), "g", 1, t);
+        let _ = s.push(t, ConnId(1), "g", f(100, 10));
         assert!(
             s.poll_transmit(t).is_none(),
             "a new queue waits for its transfer"
         );
-        s.transfer(t, 1, "g", vec![f(101, 10)], true);
+        s.transfer(t, ConnId(1), "g", vec![f(101, 10)], true);
         assert_eq!(
             s.depths(),
             vec![QueueDepth {
-                conn: 1,
+                conn: ConnId(1),
                 group: "g".into(),
                 frames: 2,
                 bytes: 20,
@@ -1667,10 +1699,10 @@ mod tests {
     #[test]
     fn a_queue_of_an_unknown_group_is_not_created() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
-        s.add_conn(1, 1000, u8::MAX);
-        s.add_queue(1, "nope", 3, Instant::ZERO);
+        s.add_conn(ConnId(1), 1000, u8::MAX);
+        s.add_queue(ConnId(1), "nope", 3, Instant::ZERO);
         assert!(s.depths().is_empty());
-        assert_eq!(s.push(Instant::ZERO, 1, "nope", f(1, 10)), None);
+        assert_eq!(s.push(Instant::ZERO, ConnId(1), "nope", f(1, 10)), None);
         assert_eq!(s.stats().queued_frames, 0);
     }
 }

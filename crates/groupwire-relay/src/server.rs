@@ -602,7 +602,7 @@ impl Driver {
                     .input_pauses
                     .fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
-                    conn,
+                    conn = conn.0,
                     "relay stops reading a client until it reads its replies"
                 );
             }
@@ -682,7 +682,7 @@ async fn accept_loop(
                 match gate.shed_oldest() {
                     Some(conn) => tracing::warn!(
                         error = %e,
-                        conn,
+                        conn = conn.0,
                         "relay out of file descriptors: closed the oldest connection without Hello"
                     ),
                     None => tracing::warn!(
@@ -701,16 +701,16 @@ async fn accept_loop(
                 continue;
             }
         };
-        let conn = next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = ConnId(next_id.fetch_add(1, Ordering::Relaxed));
         let Some(ticket) = gate.admit(conn, peer.ip()) else {
-            tracing::debug!(conn, %peer, "relay refuses a connection: too many from that address");
+            tracing::debug!(conn = conn.0, %peer, "relay refuses a connection: too many from that address");
             continue;
         };
         let _ = stream.set_nodelay(true);
         if let Some(n) = gate.limits.socket_send_buffer {
             let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
         }
-        tracing::debug!(conn, %peer, ?transport, "relay connection");
+        tracing::debug!(conn = conn.0, %peer, ?transport, "relay connection");
         let inputs = InputTx::new(
             conn,
             inputs.clone(),
@@ -733,7 +733,9 @@ async fn accept_loop(
                             serve_ws(conn, stream, inputs, events, ticket).await;
                         }
                     },
-                    Err(e) => tracing::debug!(conn, %peer, error = %e, "TLS handshake failed"),
+                    Err(e) => {
+                        tracing::debug!(conn = conn.0, %peer, error = %e, "TLS handshake failed")
+                    }
                 },
             }
         });
@@ -956,7 +958,7 @@ async fn serve_ws<S>(
         r = conn::ws_upgrade(stream, config) => match r {
             Ok(ws) => ws,
             Err(e) => {
-                tracing::debug!(conn, reason = e.0, "websocket upgrade refused");
+                tracing::debug!(conn = conn.0, reason = e.0, "websocket upgrade refused");
                 return;
             }
         },

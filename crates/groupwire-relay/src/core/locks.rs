@@ -32,7 +32,7 @@ impl RelayCore {
                     group: group.into(),
                     lock: lock.into(),
                     expected: None,
-                    new: Some(conn),
+                    new: Some(conn.client_id()),
                 });
                 self.reply(conn, req, Frame::Ok);
             }
@@ -96,8 +96,8 @@ impl RelayCore {
             self.storage_ops.push_back(StorageOp::Lock {
                 group: group.into(),
                 lock: lock.into(),
-                expected: Some(old),
-                new: Some(next),
+                expected: Some(old.client_id()),
+                new: Some(next.client_id()),
             });
             self.reply(
                 next,
@@ -112,7 +112,7 @@ impl RelayCore {
             self.storage_ops.push_back(StorageOp::Lock {
                 group: group.into(),
                 lock: lock.into(),
-                expected: Some(old),
+                expected: Some(old.client_id()),
                 new: None,
             });
         }

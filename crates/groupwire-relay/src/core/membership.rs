@@ -61,7 +61,7 @@ impl RelayCore {
             req,
             Frame::Welcome {
                 version,
-                client: conn,
+                client: conn.client_id(),
                 max_frame: u32::try_from(self.cfg.max_frame).unwrap_or(u32::MAX),
                 window,
             },
@@ -454,7 +454,7 @@ impl RelayCore {
     ) -> Frame {
         Frame::Membership {
             group: group.into(),
-            client: about,
+            client: about.client_id(),
             name: self
                 .conns
                 .get(&about)

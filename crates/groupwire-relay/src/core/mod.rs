@@ -705,7 +705,7 @@ impl RelayCore {
     /// A non-fatal error reply.
     fn error(&mut self, conn: ConnId, req: u32, code: ErrorCode, message: &str) {
         self.stats.errors_sent += 1;
-        tracing::debug!(conn, %code, message, "relay request failed");
+        tracing::debug!(conn = conn.0, %code, message, "relay request failed");
         self.push_control(
             conn,
             req,
@@ -728,7 +728,7 @@ impl RelayCore {
             return;
         }
         self.stats.errors_sent += 1;
-        tracing::debug!(conn, %code, message, "relay closes a connection");
+        tracing::debug!(conn = conn.0, %code, message, "relay closes a connection");
         self.drop_conn(self.now, conn);
         self.sched.close(
             conn,

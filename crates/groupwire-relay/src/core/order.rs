@@ -40,7 +40,7 @@ impl RelayCore {
             entry: Update {
                 group,
                 seq,
-                sender: conn,
+                sender: conn.client_id(),
                 msg_type,
                 sent_at_micros,
                 payload,

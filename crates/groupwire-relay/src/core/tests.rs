@@ -33,7 +33,7 @@ impl Harness {
             stalled: BTreeSet::new(),
             closed: BTreeSet::new(),
             now: Instant::ZERO,
-            next_conn: 1,
+            next_conn: ConnId(1),
         }
     }
 
@@ -69,7 +69,7 @@ impl Harness {
 
     fn connect(&mut self) -> ConnId {
         let c = self.next_conn;
-        self.next_conn += 1;
+        self.next_conn = ConnId(self.next_conn.0 + 1);
         self.core.handle_connect(self.now, c);
         c
     }
@@ -1162,7 +1162,7 @@ fn an_overloaded_relay_sheds_observers_from_an_oversized_group() {
     assert_eq!(h.core.stats().observers_shed, 2);
     let evicted = |h: &mut Harness, c: ConnId| {
         h.frames(c).iter().any(|f| {
-            matches!(f, Frame::Membership { change: MembershipChange::Evicted, client, .. } if *client == c)
+            matches!(f, Frame::Membership { change: MembershipChange::Evicted, client, .. } if *client == c.client_id())
         })
     };
     for c in [passive, late, active, p2] {

@@ -69,7 +69,7 @@ impl RelayCore {
                 .members
                 .iter()
                 .map(|(&c, m)| MemberInfo {
-                    client: c,
+                    client: c.client_id(),
                     name: self
                         .conns
                         .get(&c)

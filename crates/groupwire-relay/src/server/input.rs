@@ -179,9 +179,9 @@ impl InputRings {
 mod tests {
     use super::*;
 
-    fn conn_of(i: Option<Input>) -> ConnId {
+    fn conn_of(i: Option<Input>) -> u64 {
         match i {
-            Some(Input::Violation(c, _)) => c,
+            Some(Input::Violation(c, _)) => c.0,
             _ => 0,
         }
     }
@@ -204,12 +204,12 @@ mod tests {
     #[test]
     fn the_highest_lane_goes_first() {
         let (ready, mut rx) = mpsc::unbounded_channel();
-        let (mut low, mut high) = (tx(1, &ready), tx(2, &ready));
+        let (mut low, mut high) = (tx(ConnId(1), &ready), tx(ConnId(2), &ready));
         for _ in 0..3 {
-            low.send(Input::Violation(1, "")).expect("open");
+            low.send(Input::Violation(ConnId(1), "")).expect("open");
         }
-        high.send(Input::Violation(2, "")).expect("open");
-        let lane = |c: ConnId| if c == 2 { 6 } else { 2 };
+        high.send(Input::Violation(ConnId(2), "")).expect("open");
+        let lane = |c: ConnId| if c == ConnId(2) { 6 } else { 2 };
         let mut rings = InputRings::new();
         collect(&mut rx, &mut rings, lane);
         let order: Vec<_> = std::iter::from_fn(|| Some(conn_of(rings.next(lane))))
@@ -224,21 +224,25 @@ mod tests {
     #[test]
     fn connections_of_a_lane_take_turns() {
         let (ready, mut rx) = mpsc::unbounded_channel();
-        let mut flooders: Vec<_> = (1..=3).map(|c| tx(c, &ready)).collect();
+        let mut flooders: Vec<_> = (1..=3).map(|c| tx(ConnId(c), &ready)).collect();
         for f in &mut flooders {
             for _ in 0..100 {
                 let c = f.conn;
                 f.send(Input::Violation(c, "flood")).expect("open");
             }
         }
-        let mut member = tx(9, &ready);
-        member.send(Input::Violation(9, "hello")).expect("open");
+        let mut member = tx(ConnId(9), &ready);
+        member
+            .send(Input::Violation(ConnId(9), "hello"))
+            .expect("open");
         let mut rings = InputRings::new();
         collect(&mut rx, &mut rings, |_| 4);
         let first: Vec<_> = (0..4).map(|_| conn_of(rings.next(|_| 4))).collect();
         assert_eq!(first, [1, 2, 3, 9]);
         // The member's next frame, queued now, waits one round again.
-        member.send(Input::Violation(9, "again")).expect("open");
+        member
+            .send(Input::Violation(ConnId(9), "again"))
+            .expect("open");
         collect(&mut rx, &mut rings, |_| 4);
         let next: Vec<_> = (0..4).map(|_| conn_of(rings.next(|_| 4))).collect();
         assert_eq!(next, [1, 2, 3, 9]);
@@ -247,9 +251,9 @@ mod tests {
     #[test]
     fn a_connection_keeps_its_order_and_changes_lane_at_its_next_turn() {
         let (ready, mut rx) = mpsc::unbounded_channel();
-        let mut c = tx(1, &ready);
+        let mut c = tx(ConnId(1), &ready);
         for m in ["a", "b", "c"] {
-            c.send(Input::Violation(1, m)).expect("open");
+            c.send(Input::Violation(ConnId(1), m)).expect("open");
         }
         assert_eq!(rx.len(), 1, "one token while the queue is not empty");
         let mut rings = InputRings::new();
@@ -265,15 +269,15 @@ mod tests {
         assert_eq!(msg(rings.next(|_| 6)), "c");
         assert!(rings.is_empty());
         // Empty again: the next input hands in a new token.
-        c.send(Input::Violation(1, "d")).expect("open");
+        c.send(Input::Violation(ConnId(1), "d")).expect("open");
         assert_eq!(rx.len(), 1);
     }
 
     #[test]
     fn a_stopped_relay_refuses_input() {
         let (ready, rx) = mpsc::unbounded_channel();
-        let mut c = tx(1, &ready);
+        let mut c = tx(ConnId(1), &ready);
         drop(rx);
-        assert!(c.send(Input::Violation(1, "late")).is_err());
+        assert!(c.send(Input::Violation(ConnId(1), "late")).is_err());
     }
 }

@@ -139,7 +139,7 @@ pub trait Storage: Send {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Origin {
     /// The connection.
-    pub conn: u64,
+    pub conn: crate::sched::ConnId,
     /// Its request id.
     pub request: u32,
 }
@@ -500,7 +500,7 @@ pub(crate) mod conformance {
 
     pub(crate) fn execute_batches_appends(s: &mut dyn Storage) {
         let o = Origin {
-            conn: 1,
+            conn: crate::sched::ConnId(1),
             request: 1,
         };
         let done = execute(
