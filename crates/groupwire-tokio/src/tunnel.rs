@@ -428,18 +428,19 @@ impl Snapshot {
         let (t, l) = (&self.totals, &last.totals);
         let app_in = self.app_in - last.app_in;
         let app_bytes = self.app_in_bytes - last.app_in_bytes;
-        let wire = t.bytes_sent - l.bytes_sent;
-        let wire_n = (t.source_sent + t.repair_sent) - (l.source_sent + l.repair_sent);
+        let wire = t.sender.bytes_sent - l.sender.bytes_sent;
+        let wire_n = (t.sender.source_sent + t.sender.repair_sent)
+            - (l.sender.source_sent + l.sender.repair_sent);
         TunnelSecond {
             at: self.at.saturating_duration_since(start),
             in_per_sec: app_in as f64 / secs,
             in_mbit_per_sec: app_bytes as f64 * 8.0 / secs / 1e6,
             overhead: overhead(app_bytes, app_in, wire, wire_n),
             fwnd: ep.fwnd(),
-            far_side: FarSide::read(t, self.at, t.source_sent > l.source_sent),
+            far_side: FarSide::read(t, self.at, t.sender.source_sent > l.sender.source_sent),
             out_per_sec: (self.app_out - last.app_out) as f64 / secs,
-            rebuilt: t.recovered - l.recovered,
-            lost: t.unrecovered - l.unrecovered,
+            rebuilt: t.receiver.recovered - l.receiver.recovered,
+            lost: t.receiver.unrecovered - l.receiver.unrecovered,
             added_p50: self.added_p50.map(Duration::from_micros),
             added_p99: self.added_p99.map(Duration::from_micros),
         }
@@ -493,14 +494,14 @@ pub enum FarSide {
 impl FarSide {
     /// `sending`: we sent data this second, so reports should come.
     fn read(t: &Totals, now: Instant, sending: bool) -> Self {
-        match (t.sent_residual(), t.last_report_at) {
+        match (t.sent_residual(), t.sender.last_report_at) {
             (Some(r), Some(at))
                 if !sending || now.saturating_duration_since(at) < FAR_SIDE_SILENT =>
             {
                 Self::Residual(r)
             }
             (Some(_), Some(at)) => Self::Silent(now.saturating_duration_since(at)),
-            _ if t.source_sent == 0 => Self::Idle,
+            _ if t.sender.source_sent == 0 => Self::Idle,
             _ => Self::NoReports,
         }
     }
@@ -704,7 +705,7 @@ impl TunnelReport {
         start: Instant,
     ) -> Self {
         let t = &fin.totals;
-        let wire_n = t.source_sent + t.repair_sent;
+        let wire_n = t.sender.source_sent + t.sender.repair_sent;
         let lat = &s.latency;
         let q = |x: f64| lat.quantile_micros(x);
         let st = ep.stats();
@@ -718,35 +719,35 @@ impl TunnelReport {
                 app_datagrams: fin.app_in,
                 app_bytes: fin.app_in_bytes,
                 wire_datagrams: wire_n,
-                wire_bytes: t.bytes_sent,
-                source_packets: t.source_sent,
-                repair_packets: t.repair_sent,
-                blocks: t.blocks,
-                short_blocks: t.short_blocks,
-                mean_fwnd: if t.blocks == 0 {
+                wire_bytes: t.sender.bytes_sent,
+                source_packets: t.sender.source_sent,
+                repair_packets: t.sender.repair_sent,
+                blocks: t.sender.blocks,
+                short_blocks: t.sender.short_blocks,
+                mean_fwnd: if t.sender.blocks == 0 {
                     0.0
                 } else {
-                    t.fwnd_sum as f64 / t.blocks as f64
+                    t.sender.fwnd_sum as f64 / t.sender.blocks as f64
                 },
                 fwnd: ep.fwnd(),
-                overhead: overhead(fin.app_in_bytes, fin.app_in, t.bytes_sent, wire_n),
+                overhead: overhead(fin.app_in_bytes, fin.app_in, t.sender.bytes_sent, wire_n),
                 refused: st.refused,
                 no_peer: st.no_peer,
                 send_errors: s.link.errors,
-                peer_delivered: t.peer_delivered,
-                peer_recovered: t.peer_recovered,
-                peer_unrecovered: t.peer_unrecovered,
-                peer_sent: t.peer_sent,
-                reports: t.reports_received,
+                peer_delivered: t.sender.peer_delivered,
+                peer_recovered: t.sender.peer_recovered,
+                peer_unrecovered: t.sender.peer_unrecovered,
+                peer_sent: t.sender.peer_sent,
+                reports: t.sender.reports,
                 residual_loss: t.sent_residual(),
             },
             received: TunnelReceived {
-                packets: t.packets,
-                lost_packets: t.lost_packets,
-                delivered: t.delivered,
-                recovered: t.recovered,
-                unrecovered: t.unrecovered,
-                residual_loss: residual(t.unrecovered, t.delivered),
+                packets: t.receiver.packets,
+                lost_packets: t.receiver.lost_packets,
+                delivered: t.receiver.delivered,
+                recovered: t.receiver.recovered,
+                unrecovered: t.receiver.unrecovered,
+                residual_loss: residual(t.receiver.unrecovered, t.receiver.delivered),
                 app_datagrams: s.app.datagrams,
                 app_send_errors: s.app.errors,
                 no_app: s.no_app,
@@ -765,17 +766,17 @@ impl TunnelReport {
                 replayed: st.replayed,
                 seal_exhausted: st.seal_exhausted,
                 app_foreign: s.app_foreign,
-                malformed: t.malformed,
-                other_session: t.other_session,
-                stale: t.stale,
-                late: t.late,
-                inconsistent: t.inconsistent,
-                oversized: t.oversized,
-                corrupt: t.corrupt,
-                evicted_blocks: t.evicted,
+                malformed: t.malformed(),
+                other_session: t.receiver.other_session,
+                stale: t.receiver.stale,
+                late: t.receiver.late,
+                inconsistent: t.receiver.inconsistent,
+                oversized: t.receiver.oversized,
+                corrupt: t.receiver.corrupt,
+                evicted_blocks: t.receiver.evicted,
             },
-            corrupt_rebuilt: t.corrupt_rebuilt,
-            surplus_symbols: t.duplicates,
+            corrupt_rebuilt: t.receiver.corrupt_rebuilt,
+            surplus_symbols: t.receiver.duplicates,
             blocks_held: ep.blocks_held(),
             restarts: st.restarts,
             recv_errors: s.recv_errors,

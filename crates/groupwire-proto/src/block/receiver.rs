@@ -136,6 +136,62 @@ pub struct ReceiverStats {
     pub evicted: u64,
 }
 
+impl std::ops::AddAssign for ReceiverStats {
+    /// Adds another receiver's counters (saturating): a tunnel's totals
+    /// over the receivers it has replaced.
+    fn add_assign(&mut self, o: Self) {
+        // Destructured, so a new field cannot be forgotten here.
+        let ReceiverStats {
+            packets,
+            source_packets,
+            repair_packets,
+            lost_packets,
+            bursty_loss_events,
+            reordered,
+            delivered,
+            recovered,
+            unrecovered,
+            decodes,
+            reports_sent,
+            malformed,
+            other_session,
+            duplicates,
+            stale,
+            late,
+            inconsistent,
+            oversized,
+            corrupt,
+            corrupt_rebuilt,
+            evicted,
+        } = o;
+        for (a, b) in [
+            (&mut self.packets, packets),
+            (&mut self.source_packets, source_packets),
+            (&mut self.repair_packets, repair_packets),
+            (&mut self.lost_packets, lost_packets),
+            (&mut self.bursty_loss_events, bursty_loss_events),
+            (&mut self.reordered, reordered),
+            (&mut self.delivered, delivered),
+            (&mut self.recovered, recovered),
+            (&mut self.unrecovered, unrecovered),
+            (&mut self.decodes, decodes),
+            (&mut self.reports_sent, reports_sent),
+            (&mut self.malformed, malformed),
+            (&mut self.other_session, other_session),
+            (&mut self.duplicates, duplicates),
+            (&mut self.stale, stale),
+            (&mut self.late, late),
+            (&mut self.inconsistent, inconsistent),
+            (&mut self.oversized, oversized),
+            (&mut self.corrupt, corrupt),
+            (&mut self.corrupt_rebuilt, corrupt_rebuilt),
+            (&mut self.evicted, evicted),
+        ] {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct BlockState {
     /// Data sequence number of source index 0.

@@ -152,6 +152,58 @@ pub struct SenderStats {
     pub last_report_at: Option<Instant>,
 }
 
+impl SenderStats {
+    /// Adds a later sender's stats to these (a tunnel's machines replaced
+    /// after a restart): counters add up (saturating); what describes the
+    /// latest state (the RTT, TFRC's rate, the far side's totals from its
+    /// latest report and when it came) is `later`'s.
+    pub fn accumulate(&mut self, later: &SenderStats) {
+        // Destructured, so a new field cannot be forgotten here.
+        let SenderStats {
+            source_sent,
+            repair_sent,
+            bytes_sent,
+            blocks,
+            fwnd_sum,
+            short_blocks,
+            reports,
+            stale_reports,
+            malformed,
+            refused,
+            last_rtt,
+            tfrc_rate,
+            peer_delivered,
+            peer_recovered,
+            peer_unrecovered,
+            peer_sent,
+            echoes,
+            last_report_at,
+        } = *later;
+        for (a, b) in [
+            (&mut self.source_sent, source_sent),
+            (&mut self.repair_sent, repair_sent),
+            (&mut self.bytes_sent, bytes_sent),
+            (&mut self.blocks, blocks),
+            (&mut self.fwnd_sum, fwnd_sum),
+            (&mut self.short_blocks, short_blocks),
+            (&mut self.reports, reports),
+            (&mut self.stale_reports, stale_reports),
+            (&mut self.malformed, malformed),
+            (&mut self.refused, refused),
+            (&mut self.echoes, echoes),
+        ] {
+            *a = a.saturating_add(b);
+        }
+        self.last_rtt = last_rtt;
+        self.tfrc_rate = tfrc_rate;
+        self.peer_delivered = peer_delivered;
+        self.peer_recovered = peer_recovered;
+        self.peer_unrecovered = peer_unrecovered;
+        self.peer_sent = peer_sent;
+        self.last_report_at = last_report_at;
+    }
+}
+
 #[derive(Debug)]
 struct Queued {
     /// The whole datagram except `seq` and the RTT hint, patched when sent.

@@ -268,68 +268,16 @@ pub struct TunnelStats {
     pub seal_exhausted: u64,
 }
 
-/// Counters summed over every FEC state the tunnel has had: the sending
-/// half's ([`SenderStats`]) and the receiving half's ([`ReceiverStats`]),
-/// under the same names.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counters over every FEC state the tunnel has had (a new peer, or a
+/// restarted one, gets fresh machines): the sending half's and the
+/// receiving half's own stats, accumulated with
+/// [`SenderStats::accumulate`] and `+=` on [`ReceiverStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Totals {
-    /// Source packets sent.
-    pub source_sent: u64,
-    /// Repair packets sent.
-    pub repair_sent: u64,
-    /// Bytes of data packets sent.
-    pub bytes_sent: u64,
-    /// Blocks closed.
-    pub blocks: u64,
-    /// Blocks closed with fewer than `k` sources (the block wait ran out).
-    pub short_blocks: u64,
-    /// Sum of `Fwnd` over the blocks (mean: divide by `blocks`).
-    pub fwnd_sum: u64,
-    /// Reports received from the peer.
-    pub reports_received: u64,
-    /// The peer's delivered total from its latest report (current state
-    /// only).
-    pub peer_delivered: u64,
-    /// The peer's recovered total, likewise.
-    pub peer_recovered: u64,
-    /// The peer's unrecovered (given up) total, likewise.
-    pub peer_unrecovered: u64,
-    /// Source packets sent up to the one the peer's latest report echoed.
-    pub peer_sent: u64,
-    /// When the latest report came (current state only).
-    pub last_report_at: Option<Instant>,
-    /// Data packets received.
-    pub packets: u64,
-    /// Data packets missing from the sequence (before FEC).
-    pub lost_packets: u64,
-    /// Datagrams handed to the application.
-    pub delivered: u64,
-    /// Of those, rebuilt by the code.
-    pub recovered: u64,
-    /// Source packets given up as lost (after FEC).
-    pub unrecovered: u64,
-    /// Reports sent to the peer.
-    pub reports_sent: u64,
-    /// Dropped by the machines as not a valid packet (data or report).
-    pub malformed: u64,
-    /// Dropped: another session's packets.
-    pub other_session: u64,
-    /// Dropped: a symbol already held.
-    pub duplicates: u64,
-    /// Dropped: a block already evicted or finished long ago (a replay).
-    pub stale: u64,
-    /// Dropped: arrived after its data sequence number was given up.
-    pub late: u64,
-    /// Dropped: disagrees with its block (shape, base, symbol length).
-    pub inconsistent: u64,
-    /// Dropped: a symbol larger than the receiver takes.
-    pub oversized: u64,
-    /// Blocks evicted unfinished to stay within the receiver's cap.
-    pub evicted: u64,
-    /// Dropped: checksum mismatch (corrupted in transit).
-    pub corrupt: u64,
-    /// Rebuilt datagrams whose own checksum failed (never handed out).
-    pub corrupt_rebuilt: u64,
+    /// The block senders'.
+    pub sender: SenderStats,
+    /// The block receivers'.
+    pub receiver: ReceiverStats,
 }
 
 impl Totals {
@@ -339,56 +287,33 @@ impl Totals {
     /// reached someone else, or nobody, count too). `None` until a report
     /// came: the far side is not up, or not reachable.
     pub fn sent_residual(&self) -> Option<f64> {
-        self.last_report_at?;
+        self.sender.last_report_at?;
         let reported = ratio(
-            self.peer_unrecovered,
-            self.peer_delivered.saturating_add(self.peer_unrecovered),
+            self.sender.peer_unrecovered,
+            self.sender
+                .peer_delivered
+                .saturating_add(self.sender.peer_unrecovered),
         );
         let unseen = ratio(
-            self.peer_sent.saturating_sub(self.peer_delivered),
-            self.peer_sent,
+            self.sender
+                .peer_sent
+                .saturating_sub(self.sender.peer_delivered),
+            self.sender.peer_sent,
         );
         Some(reported.max(unseen))
     }
 
+    /// Datagrams the machines dropped as not a valid packet (data or
+    /// report).
+    pub fn malformed(&self) -> u64 {
+        self.sender
+            .malformed
+            .saturating_add(self.receiver.malformed)
+    }
+
     fn add(&mut self, s: &SenderStats, r: &ReceiverStats) {
-        self.add_sender(s);
-        self.add_receiver(r);
-    }
-
-    fn add_sender(&mut self, s: &SenderStats) {
-        self.source_sent += s.source_sent;
-        self.repair_sent += s.repair_sent;
-        self.bytes_sent += s.bytes_sent;
-        self.blocks += s.blocks;
-        self.short_blocks += s.short_blocks;
-        self.fwnd_sum += s.fwnd_sum;
-        self.reports_received += s.reports;
-        self.peer_delivered = s.peer_delivered;
-        self.peer_recovered = s.peer_recovered;
-        self.peer_unrecovered = s.peer_unrecovered;
-        self.peer_sent = s.peer_sent;
-        self.last_report_at = s.last_report_at;
-        self.malformed += s.malformed;
-    }
-
-    fn add_receiver(&mut self, r: &ReceiverStats) {
-        self.malformed += r.malformed;
-        self.packets += r.packets;
-        self.lost_packets += r.lost_packets;
-        self.delivered += r.delivered;
-        self.recovered += r.recovered;
-        self.unrecovered += r.unrecovered;
-        self.reports_sent += r.reports_sent;
-        self.other_session += r.other_session;
-        self.duplicates += r.duplicates;
-        self.stale += r.stale;
-        self.late += r.late;
-        self.inconsistent += r.inconsistent;
-        self.oversized += r.oversized;
-        self.evicted += r.evicted;
-        self.corrupt += r.corrupt;
-        self.corrupt_rebuilt += r.corrupt_rebuilt;
+        self.sender.accumulate(s);
+        self.receiver += *r;
     }
 }
 
@@ -533,7 +458,7 @@ impl TunnelEndpoint {
                 BlockReceiver::new(self.cfg.receiver.clone()),
             );
             // The sender's counters stay with the sender.
-            self.retired.add_receiver(&old.stats());
+            self.retired.receiver += old.stats();
         }
         self.arrivals.fill((u64::MAX, Instant::ZERO));
     }
@@ -833,7 +758,7 @@ mod tests {
         // ... and after the idle time.
         b.handle_datagram(t0 + Duration::from_secs(6), C, &p[0]);
         assert_eq!((b.peer(), b.stats().restarts), (Some(C), 1));
-        assert_eq!(b.totals().delivered, 2);
+        assert_eq!(b.totals().receiver.delivered, 2);
     }
 
     #[test]
@@ -883,7 +808,8 @@ mod tests {
             while b.poll_transmit(now).is_some() {}
         }
         let t = b.totals();
-        let dropped = t.malformed + t.other_session + t.inconsistent + t.oversized + t.stale;
+        let r = &t.receiver;
+        let dropped = t.malformed() + r.other_session + r.inconsistent + r.oversized + r.stale;
         assert!(dropped > 0, "{t:?}");
         assert!(b.blocks_held() <= ReceiverConfig::default().max_blocks);
     }
@@ -917,7 +843,7 @@ mod tests {
         }
         assert_eq!(b.peer(), Some(A));
         assert_eq!((b.stats().foreign, b.stats().restarts), (replays, 0));
-        assert_eq!(b.totals().delivered, 13);
+        assert_eq!(b.totals().receiver.delivered, 13);
     }
 
     /// Runs both machines' timers to `now` and carries B's reports to A.
@@ -948,7 +874,11 @@ mod tests {
         reports_to_a(&mut a, &mut b, t0 + Duration::from_millis(20));
         let t = a.totals();
         assert_eq!(
-            (t.peer_sent, t.peer_delivered, t.peer_unrecovered),
+            (
+                t.sender.peer_sent,
+                t.sender.peer_delivered,
+                t.sender.peer_unrecovered
+            ),
             (8, 5, 0)
         );
         assert_eq!(t.sent_residual(), Some(3.0 / 8.0));
@@ -1078,7 +1008,7 @@ mod tests {
         assert_eq!(b.peer(), None);
         assert!(delivered(&mut b).is_empty());
         assert_eq!(
-            b.totals().packets,
+            b.totals().receiver.packets,
             0,
             "no FEC work on unauthenticated input"
         );

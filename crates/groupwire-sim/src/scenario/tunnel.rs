@@ -298,15 +298,19 @@ impl TunnelScenario {
         }
         let hdr = IP_UDP_OVERHEAD as f64;
         let bare = n as f64 * (self.size as f64 + hdr);
-        let wire = tx.bytes_sent as f64 + (tx.source_sent + tx.repair_sent) as f64 * hdr;
+        let wire = tx.sender.bytes_sent as f64
+            + (tx.sender.source_sent + tx.sender.repair_sent) as f64 * hdr;
         Ok(Run {
-            link_loss: ratio(rx.lost_packets, rx.packets + rx.lost_packets),
+            link_loss: ratio(
+                rx.receiver.lost_packets,
+                rx.receiver.packets + rx.receiver.lost_packets,
+            ),
             residual: 1.0 - unique as f64 / n.max(1) as f64,
             overhead: if bare > 0.0 { wire / bare - 1.0 } else { 0.0 },
-            mean_fwnd: ratio(tx.fwnd_sum, tx.blocks),
-            short_blocks: tx.short_blocks,
-            blocks: tx.blocks,
-            rebuilt: rx.recovered,
+            mean_fwnd: ratio(tx.sender.fwnd_sum, tx.sender.blocks),
+            short_blocks: tx.sender.short_blocks,
+            blocks: tx.sender.blocks,
+            rebuilt: rx.receiver.recovered,
             added,
             one_way,
             fwnd,
