@@ -172,7 +172,7 @@ def figure(tmp, name, fields, rows, **kw):
 
 
 def plot(csvfile, png, **kw):
-    args = [GW, "relay", "plot", "--csv", csvfile, "--out", png]
+    args = [GW, "plot", "--csv", csvfile, "--out", png]
     for k, v in kw.items():
         if v is True:
             args.append("--" + k.replace("_", "-"))

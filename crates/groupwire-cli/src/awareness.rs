@@ -9,13 +9,13 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
+use groupwire_metrics::LatencyStats;
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, TypeQos};
 use groupwire_proto::units::IP_UDP_OVERHEAD;
 use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Message, Telepointer, TelepointerParams, TraceSource, schedule};
 use groupwire_tokio::{BatchedUdpSocket, Clock, Driver, DriverHandle, DriverStats};
-use hdrhistogram::Histogram;
 
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
@@ -447,8 +447,8 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "  latency p50 / p99    {} / {} (one way, same-host clocks)",
-            ms(rx.latency.value_at_quantile(0.5), rx.latency.len()),
-            ms(rx.latency.value_at_quantile(0.99), rx.latency.len())
+            ms(rx.latency.quantile_micros(0.5)),
+            ms(rx.latency.quantile_micros(0.99))
         )?;
         writeln!(out, "  duplicates           {}", s.duplicates)?;
         Ok(())
@@ -462,7 +462,7 @@ struct RecvState {
     naks: u64,
     incs: u64,
     cannot_meet: Option<f64>,
-    latency: Histogram<u64>,
+    latency: LatencyStats,
 }
 
 impl RecvState {
@@ -473,7 +473,7 @@ impl RecvState {
             naks: 0,
             incs: 0,
             cannot_meet: None,
-            latency: latency_histogram(),
+            latency: LatencyStats::new(),
         }
     }
 
@@ -485,8 +485,8 @@ impl RecvState {
                 if let Some(ts) = d.payload.get(..TIMESTAMP_LEN) {
                     let sent = u64::from_be_bytes(ts.try_into().expect("slice of 8 bytes"));
                     let lat = clock.wall_now_micros().saturating_sub(sent);
-                    self.latency.saturating_record(lat);
-                    window.latency.saturating_record(lat);
+                    self.latency.record_micros(lat);
+                    window.latency.record_micros(lat);
                 }
             }
             AfecEvent::Requested { size, nak, .. } => {
@@ -516,35 +516,29 @@ impl RecvState {
 /// One second of receiving.
 struct Window {
     delivered: u64,
-    latency: Histogram<u64>,
+    latency: LatencyStats,
 }
 
 impl Window {
     fn new() -> Self {
         Self {
             delivered: 0,
-            latency: latency_histogram(),
+            latency: LatencyStats::new(),
         }
     }
 
     /// `wire`: bytes on the wire during the second.
     fn line(&self, mer: Option<f64>, code_set: f64, wire: u64) -> String {
-        let n = self.latency.len();
         format!(
             "recv {:>4} msg/s  MER {:>6}  code set {:>5.2}  overhead {:>5.0} B/msg  latency p50 {:>8} p99 {:>8}",
             self.delivered,
             mer.map_or("-".to_owned(), |m| format!("{:.1}%", 100.0 * m)),
             code_set,
             per_message(wire, self.delivered),
-            ms(self.latency.value_at_quantile(0.5), n),
-            ms(self.latency.value_at_quantile(0.99), n)
+            ms(self.latency.quantile_micros(0.5)),
+            ms(self.latency.quantile_micros(0.99))
         )
     }
-}
-
-fn latency_histogram() -> Histogram<u64> {
-    // 1 us to 60 s, 3 significant digits.
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("static histogram bounds are valid")
 }
 
 /// Bytes on the wire: UDP payload plus IPv4 and UDP headers, both directions.
@@ -570,12 +564,8 @@ fn ratio(part: u64, whole: u64) -> f64 {
 }
 
 /// Microseconds as milliseconds, or `-` for an empty histogram.
-fn ms(micros: u64, count: u64) -> String {
-    if count == 0 {
-        "-".to_owned()
-    } else {
-        format!("{:.1} ms", micros as f64 / 1e3)
-    }
+fn ms(micros: Option<u64>) -> String {
+    micros.map_or("-".to_owned(), |us| format!("{:.1} ms", us as f64 / 1e3))
 }
 
 /// The unspecified address of `peer`'s family, any port.

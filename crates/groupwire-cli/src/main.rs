@@ -48,6 +48,7 @@ enum Command {
     Relay(Box<relay::RelayArgs>),
     Group(relay::GroupArgs),
     Tunnel(tunnel::TunnelArgs),
+    Plot(plot::PlotArgs),
 }
 
 /// An error that is the user's to fix (exit code 2), as opposed to a failure while running.
@@ -78,6 +79,7 @@ fn main() -> ExitCode {
         Command::Relay(args) => relay::run_relay(*args),
         Command::Group(args) => relay::run_group(args),
         Command::Tunnel(args) => tunnel::run(args),
+        Command::Plot(args) => plot::run_plot(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

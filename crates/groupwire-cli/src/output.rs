@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use groupwire_sim::scenario::{Report, Scenario, Table};
+use groupwire_metrics::{Report, Table};
+use groupwire_sim::scenario::Scenario;
 use serde_json::Value;
 
 use crate::plot;

@@ -1,10 +1,15 @@
 //! PNG line charts with plotters, using an embedded font so they render
-//! on machines without system fonts.
+//! on machines without system fonts; and `groupwire plot`, which draws one
+//! from any CSV file's columns (the relay bench's series, a sim run's
+//! tables).
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use groupwire_sim::scenario::{Plot, PlotStyle};
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+use groupwire_metrics::{Plot, PlotStyle, TimeSeries};
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
@@ -121,4 +126,108 @@ pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
     }
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+/// Draw a PNG line or point chart from a CSV file's columns.
+///
+/// Example: groupwire plot --csv fig6.csv --x size --y small,large --out fig6.png
+#[derive(Debug, Args)]
+pub(crate) struct PlotArgs {
+    /// CSV file with a header row.
+    #[arg(long)]
+    csv: PathBuf,
+    /// Column for the x axis.
+    #[arg(long)]
+    x: String,
+    /// Columns to draw, one series each.
+    #[arg(long, value_delimiter = ',', required = true)]
+    y: Vec<String>,
+    /// Only rows whose column --filter-col equals --filter-value.
+    #[arg(long, requires = "filter_value")]
+    filter_col: Option<String>,
+    /// See --filter-col.
+    #[arg(long)]
+    filter_value: Option<String>,
+    /// Split series by this column's values (one line per value and y column).
+    #[arg(long)]
+    split: Option<String>,
+    /// Chart title.
+    #[arg(long, default_value = "")]
+    title: String,
+    /// X axis label (default: the column name).
+    #[arg(long)]
+    x_label: Option<String>,
+    /// Y axis label.
+    #[arg(long, default_value = "")]
+    y_label: String,
+    /// Markers instead of lines.
+    #[arg(long)]
+    points: bool,
+    /// PNG to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub(crate) fn run_plot(a: PlotArgs) -> Result<()> {
+    let mut rd =
+        csv::Reader::from_path(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
+    let headers = rd.headers()?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| anyhow!("{} has no column {name:?}", a.csv.display()))
+    };
+    let xi = col(&a.x)?;
+    let yis = a.y.iter().map(|y| col(y)).collect::<Result<Vec<_>>>()?;
+    let fi = a.filter_col.as_deref().map(col).transpose()?;
+    let si = a.split.as_deref().map(col).transpose()?;
+    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for rec in rd.records() {
+        let rec = rec?;
+        if let (Some(fi), Some(v)) = (fi, a.filter_value.as_deref())
+            && rec.get(fi) != Some(v)
+        {
+            continue;
+        }
+        let Some(x) = rec.get(xi).and_then(|s| s.parse::<f64>().ok()) else {
+            continue;
+        };
+        for (yname, &yi) in a.y.iter().zip(&yis) {
+            let Some(y) = rec.get(yi).and_then(|s| s.parse::<f64>().ok()) else {
+                continue;
+            };
+            let name = match si {
+                Some(si) if a.y.len() > 1 => format!("{} {yname}", rec.get(si).unwrap_or("")),
+                Some(si) => rec.get(si).unwrap_or("").to_owned(),
+                None => yname.clone(),
+            };
+            if !series.contains_key(&name) {
+                order.push(name.clone());
+            }
+            series.entry(name).or_default().push((x, y));
+        }
+    }
+    let plot = Plot {
+        file: String::new(),
+        title: a.title,
+        x_label: a.x_label.unwrap_or(a.x),
+        y_label: a.y_label,
+        series: order
+            .into_iter()
+            .map(|name| {
+                let points = series.remove(&name).unwrap_or_default();
+                TimeSeries { name, points }
+            })
+            .collect(),
+        style: if a.points {
+            PlotStyle::Points
+        } else {
+            PlotStyle::Lines
+        },
+        x_categories: Vec::new(),
+        markers: Vec::new(),
+    };
+    line_chart(&a.out, &plot)
 }

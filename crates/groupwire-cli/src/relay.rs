@@ -42,8 +42,9 @@ enum RelayCommand {
     Token(TokenArgs),
     /// Load a running relay with many clients; measure latency and throughput.
     Bench(Box<crate::relay_bench::BenchArgs>),
-    /// Draw a PNG chart from the bench's CSV output.
-    Plot(crate::relay_bench::PlotArgs),
+    /// Draw a PNG chart from a CSV file (now `groupwire plot`).
+    #[command(hide = true)]
+    Plot(crate::plot::PlotArgs),
 }
 
 /// Run the relay: groups with shared state, roles, totally ordered
@@ -199,7 +200,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
         Some(RelayCommand::Serve(s)) => serve(s),
         Some(RelayCommand::Token(t)) => token(t),
         Some(RelayCommand::Bench(b)) => crate::relay_bench::run_bench(*b),
-        Some(RelayCommand::Plot(p)) => crate::relay_bench::run_plot(p),
+        Some(RelayCommand::Plot(p)) => crate::plot::run_plot(p),
     }
 }
 

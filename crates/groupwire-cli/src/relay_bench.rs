@@ -25,14 +25,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::{Buf, Bytes, BytesMut};
 use clap::{Args, ValueEnum};
+use groupwire_metrics::{LatencyStats, TimeSeries};
 use groupwire_relay::client::{
     ClientCore, ClientError, ClientEvent, ClientOptions, CoreEvent, wall_micros,
 };
 use groupwire_relay::frame::{ActivityMode, Frame, Role};
-use groupwire_sim::metrics::TimeSeries;
-use groupwire_sim::scenario::{Plot, PlotStyle};
 use groupwire_tokio::{Clock, sleep_until};
-use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -183,110 +181,6 @@ enum Target {
     Nats,
 }
 
-/// Draw a PNG line or point chart from a CSV file's columns.
-///
-/// Example: groupwire relay plot --csv fig6.csv --x size --y small,large --out fig6.png
-#[derive(Debug, Args)]
-pub(crate) struct PlotArgs {
-    /// CSV file with a header row.
-    #[arg(long)]
-    csv: PathBuf,
-    /// Column for the x axis.
-    #[arg(long)]
-    x: String,
-    /// Columns to draw, one series each.
-    #[arg(long, value_delimiter = ',', required = true)]
-    y: Vec<String>,
-    /// Only rows whose column --filter-col equals --filter-value.
-    #[arg(long, requires = "filter_value")]
-    filter_col: Option<String>,
-    /// See --filter-col.
-    #[arg(long)]
-    filter_value: Option<String>,
-    /// Split series by this column's values (one line per value and y column).
-    #[arg(long)]
-    split: Option<String>,
-    /// Chart title.
-    #[arg(long, default_value = "")]
-    title: String,
-    /// X axis label (default: the column name).
-    #[arg(long)]
-    x_label: Option<String>,
-    /// Y axis label.
-    #[arg(long, default_value = "")]
-    y_label: String,
-    /// Markers instead of lines.
-    #[arg(long)]
-    points: bool,
-    /// PNG to write.
-    #[arg(long)]
-    out: PathBuf,
-}
-
-pub(crate) fn run_plot(a: PlotArgs) -> Result<()> {
-    let mut rd =
-        csv::Reader::from_path(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
-    let headers = rd.headers()?.clone();
-    let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| anyhow!("{} has no column {name:?}", a.csv.display()))
-    };
-    let xi = col(&a.x)?;
-    let yis = a.y.iter().map(|y| col(y)).collect::<Result<Vec<_>>>()?;
-    let fi = a.filter_col.as_deref().map(col).transpose()?;
-    let si = a.split.as_deref().map(col).transpose()?;
-    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for rec in rd.records() {
-        let rec = rec?;
-        if let (Some(fi), Some(v)) = (fi, a.filter_value.as_deref())
-            && rec.get(fi) != Some(v)
-        {
-            continue;
-        }
-        let Some(x) = rec.get(xi).and_then(|s| s.parse::<f64>().ok()) else {
-            continue;
-        };
-        for (yname, &yi) in a.y.iter().zip(&yis) {
-            let Some(y) = rec.get(yi).and_then(|s| s.parse::<f64>().ok()) else {
-                continue;
-            };
-            let name = match si {
-                Some(si) if a.y.len() > 1 => format!("{} {yname}", rec.get(si).unwrap_or("")),
-                Some(si) => rec.get(si).unwrap_or("").to_owned(),
-                None => yname.clone(),
-            };
-            if !series.contains_key(&name) {
-                order.push(name.clone());
-            }
-            series.entry(name).or_default().push((x, y));
-        }
-    }
-    let plot = Plot {
-        file: String::new(),
-        title: a.title,
-        x_label: a.x_label.unwrap_or(a.x),
-        y_label: a.y_label,
-        series: order
-            .into_iter()
-            .map(|name| {
-                let points = series.remove(&name).unwrap_or_default();
-                TimeSeries { name, points }
-            })
-            .collect(),
-        style: if a.points {
-            PlotStyle::Points
-        } else {
-            PlotStyle::Lines
-        },
-        x_categories: Vec::new(),
-        markers: Vec::new(),
-    };
-    crate::plot::line_chart(&a.out, &plot)
-}
-
 pub(crate) fn run_bench(a: BenchArgs) -> Result<()> {
     if a.duration.as_secs_f64() <= 0.0 {
         return Err(crate::UsageError(anyhow!("--duration must be positive")).into());
@@ -374,7 +268,7 @@ struct Shared {
 
 #[derive(Default)]
 struct Recorder {
-    hists: BTreeMap<(usize, usize), Histogram<u64>>,
+    hists: BTreeMap<(usize, usize), LatencyStats>,
     series: BTreeMap<String, Vec<(f64, f64)>>,
     errors: u64,
     resyncs: u64,
@@ -384,10 +278,10 @@ struct Recorder {
 
 impl Recorder {
     fn record(&mut self, phase: usize, class: usize, micros: u64) {
-        let h = self.hists.entry((phase, class)).or_insert_with(|| {
-            Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
-        });
-        h.saturating_record(micros.max(1));
+        self.hists
+            .entry((phase, class))
+            .or_default()
+            .record_micros(micros);
     }
 }
 
@@ -412,7 +306,7 @@ struct PhaseReport {
     seconds: f64,
     deliveries: u64,
     deliveries_per_sec: f64,
-    classes: BTreeMap<String, LatencyStats>,
+    classes: BTreeMap<String, ClassLatency>,
     relay_cpu_sec: Option<f64>,
     relay_cpu_util: Option<f64>,
     deliveries_per_relay_cpu_sec: Option<f64>,
@@ -424,8 +318,9 @@ struct PhaseReport {
     disconnects: u64,
 }
 
+/// One class's latency in a phase (the bench's JSON: p90 and p99.9 too).
 #[derive(Debug, Serialize, Default, Clone)]
-struct LatencyStats {
+struct ClassLatency {
     count: u64,
     mean_ms: f64,
     p50_ms: f64,
@@ -435,17 +330,17 @@ struct LatencyStats {
     max_ms: f64,
 }
 
-impl LatencyStats {
-    fn of(h: &Histogram<u64>) -> Self {
-        let ms = |v: u64| v as f64 / 1000.0;
+impl ClassLatency {
+    fn of(h: &LatencyStats) -> Self {
+        let ms = |q: f64| h.quantile_micros(q).map_or(0.0, |us| us as f64 / 1000.0);
         Self {
-            count: h.len(),
-            mean_ms: h.mean() / 1000.0,
-            p50_ms: ms(h.value_at_quantile(0.50)),
-            p90_ms: ms(h.value_at_quantile(0.90)),
-            p99_ms: ms(h.value_at_quantile(0.99)),
-            p999_ms: ms(h.value_at_quantile(0.999)),
-            max_ms: ms(h.max()),
+            count: h.count(),
+            mean_ms: h.summary().mean_ms,
+            p50_ms: ms(0.50),
+            p90_ms: ms(0.90),
+            p99_ms: ms(0.99),
+            p999_ms: ms(0.999),
+            max_ms: ms(1.0),
         }
     }
 }
@@ -831,7 +726,7 @@ async fn bench(a: &BenchArgs) -> Result<Report> {
             let r = shared.rec.lock().expect("recorder lock");
             for (ci, cname) in classes.iter().enumerate() {
                 if let Some(h) = r.hists.get(&(phase, ci)) {
-                    rep.classes.insert(cname.clone(), LatencyStats::of(h));
+                    rep.classes.insert(cname.clone(), ClassLatency::of(h));
                 }
             }
             counted = rep.classes.values().map(|l| l.count).sum();

@@ -1,4 +1,4 @@
-//! `groupwire relay bench` and `groupwire relay plot` in tiny
+//! `groupwire relay bench` and `groupwire plot` in tiny
 //! configurations, so the measurement tools cannot rot between runs of
 //! `scripts/results.sh relay`.
 
@@ -103,7 +103,6 @@ fn bench_reproduces_fig7_roles_and_writes_probe_series() {
     let png = dir.path().join("roles.png");
     let status = Command::new(env!("CARGO_BIN_EXE_groupwire"))
         .args([
-            "relay",
             "plot",
             "--x",
             "msg",

@@ -60,6 +60,11 @@ impl LatencyStats {
         self.max_us = self.max_us.max(us);
     }
 
+    /// Adds one sample given in microseconds (clamped as [`record`](Self::record)).
+    pub fn record_micros(&mut self, us: u64) {
+        self.record(std::time::Duration::from_micros(us));
+    }
+
     /// Adds every sample of `other` (pooling runs).
     pub fn merge(&mut self, other: &Self) {
         self.hist.add(&other.hist).expect("histograms share bounds");
