@@ -1,9 +1,11 @@
 //! `groupwire`: simulate, emulate and measure adaptive, loss-resilient transports.
 //!
-//! Exit codes: [`EXIT_OK`], [`EXIT_FAILED`], [`EXIT_USAGE`].
+//! Exit codes: see the `error` module (0 done, 1 failed while running, 2
+//! a usage error).
 
 mod awareness;
 mod emulate;
+mod error;
 mod net;
 mod output;
 mod plot;
@@ -12,17 +14,11 @@ mod relay_bench;
 mod sim;
 mod tunnel;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The command did what was asked.
-const EXIT_OK: u8 = 0;
-/// The command was understood but failed while running.
-const EXIT_FAILED: u8 = 1;
-/// Bad arguments, a bad scenario file or an impossible parameter.
-const EXIT_USAGE: u8 = 2;
+pub(crate) use error::UsageError;
 
 /// groupwire: an adaptive, loss-resilient networking toolkit for real-time
 /// collaboration and streaming.
@@ -51,18 +47,6 @@ enum Command {
     Plot(plot::PlotArgs),
 }
 
-/// An error that is the user's to fix (exit code 2), as opposed to a failure while running.
-#[derive(Debug)]
-struct UsageError(anyhow::Error);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#}", self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -81,25 +65,5 @@ fn main() -> ExitCode {
         Command::Tunnel(args) => tunnel::run(args),
         Command::Plot(args) => plot::run_plot(args),
     };
-    match result {
-        Ok(()) => ExitCode::from(EXIT_OK),
-        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
-        Err(e) => {
-            let code = if e.downcast_ref::<UsageError>().is_some() {
-                EXIT_USAGE
-            } else {
-                EXIT_FAILED
-            };
-            let _ = writeln!(std::io::stderr(), "error: {e:#}");
-            ExitCode::from(code)
-        }
-    }
-}
-
-/// `groupwire sim list | head` must not fail when `head` closes the pipe.
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    error::exit_code(result)
 }

@@ -132,7 +132,7 @@ fn run_scenario(args: &RunArgs) -> anyhow::Result<()> {
     };
     let report = scenario
         .run(args.seed, &mut on_progress)
-        .map_err(|e| UsageError(e.into()))?;
+        .map_err(UsageError::new)?;
     let wall = clock.elapsed();
     bar.finish_and_clear();
     let files = output::write_all(&out_dir, &scenario, &report, wall, !args.no_plots)?;

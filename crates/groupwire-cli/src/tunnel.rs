@@ -271,9 +271,7 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         .as_ref()
         .map(|k| format!(" seal={}", k.cipher))
         .unwrap_or_default();
-    let tunnel = Tunnel::bind(setup, cfg)
-        .await
-        .map_err(|e| UsageError(e.into()))?;
+    let tunnel = Tunnel::bind(setup, cfg).await.map_err(UsageError::new)?;
     // One machine-readable line, always: tests and scripts read the ports.
     eprintln!(
         "tunnel app={} link={} {} fec={} k={}{seal} (Ctrl-C to stop)",
