@@ -7,6 +7,7 @@
 #   scripts/perf.sh codec    # only the Reed-Solomon section (a few minutes)
 #   scripts/perf.sh geneva   # only the GENEVA simulator-speed section
 #   scripts/perf.sh tunnel   # only the tunnel section
+#   scripts/perf.sh compare [REV]  # before/after: REV's build against this tree's
 #
 # What it runs:
 #   1. the AFEC sender+receiver benchmark (criterion), code set size 3
@@ -162,6 +163,31 @@ tunnel_section() {
 }
 if [ "${1:-}" = tunnel ]; then
   tunnel_section
+  exit 0
+fi
+# Before/after a refactoring: BASE's release build (in a temporary
+# worktree, kept under /tmp so a second run reuses it) against this tree's,
+# alternating in one run (scripts/perf_compare.py). Not part of the full run.
+compare_section() {
+  local base=${1:-3fbaf1a}
+  local rev dir
+  rev=$(git rev-parse --short "$base")
+  dir=/tmp/groupwire-perf-base-$rev
+  cargo build --release -q -p groupwire-cli --bin groupwire --example udp_load
+  if [ ! -x "$dir/groupwire" ]; then
+    local wt
+    wt=$(mktemp -d)
+    git worktree add -q --detach "$wt" "$rev"
+    (cd "$wt" && CARGO_TARGET_DIR="$dir/target" cargo build --release -q -p groupwire-cli --bin groupwire)
+    git worktree remove --force "$wt"
+    mkdir -p "$dir"
+    cp "$dir/target/release/groupwire" "$dir/groupwire"
+    rm -rf "$dir/target"
+  fi
+  python3 scripts/perf_compare.py "$out" "$dir" "$rev"
+}
+if [ "${1:-}" = compare ]; then
+  compare_section "${2:-}"
   exit 0
 fi
 

@@ -30,7 +30,7 @@ use groupwire_relay::client::{
     ClientCore, ClientError, ClientEvent, ClientOptions, CoreEvent, wall_micros,
 };
 use groupwire_relay::frame::{ActivityMode, Frame, Role};
-use groupwire_tokio::{Clock, sleep_until};
+use groupwire_tokio::{Clock, Deadline};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -1030,11 +1030,12 @@ async fn relay_client(
         .collect();
     let mut pubs = Publishers::new(shared, index, &plan.publishers);
     let mut tmp = vec![0u8; 1024];
+    let mut keepalive = Deadline::new();
     loop {
         let slow = plan
             .slow_read
             .filter(|_| shared.slow.load(Ordering::Relaxed));
-        let deadline = c.core.poll_timeout().map(|t| c.clock.to_tokio(t));
+        keepalive.set(c.core.poll_timeout().map(|t| c.clock.to_tokio(t)));
         tokio::select! {
             r = async {
                 if slow.is_some() {
@@ -1122,7 +1123,7 @@ async fn relay_client(
                 }
                 c.flush().await?;
             }
-            () = sleep_until(deadline) => {
+            () = keepalive.wait() => {
                 c.core.handle_timeout(c.clock.now());
                 c.flush().await?;
             }

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use groupwire_tokio::{Clock, sleep_until};
+use groupwire_tokio::{Clock, Deadline};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
@@ -744,6 +744,7 @@ async fn connection(
     });
     let mut pending: BTreeMap<RequestId, oneshot::Sender<Result<Frame, ClientError>>> =
         BTreeMap::new();
+    let mut keepalive = Deadline::new();
     let fatal = 'run: loop {
         loop {
             while let Some(b) = core.poll_transmit() {
@@ -767,9 +768,9 @@ async fn connection(
                 CoreEvent::Connected { .. } => {}
             }
         }
-        let deadline = core.poll_timeout().map(|t| clock.to_tokio(t));
+        keepalive.set(core.poll_timeout().map(|t| clock.to_tokio(t)));
         tokio::select! {
-            () = sleep_until(deadline) => core.handle_timeout(clock.now()),
+            () = keepalive.wait() => core.handle_timeout(clock.now()),
             f = reader.next_frame() => match f {
                 Ok(f) => core.handle_frame(clock.now(), f),
                 Err(e) => break e.into_fatal(),

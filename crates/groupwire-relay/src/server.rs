@@ -863,15 +863,8 @@ async fn serve_tcp<S>(
     let shared = inputs.shared.clone();
     let end = 'read: loop {
         let paused = shared.paused.load(Ordering::Acquire);
-        // Whole frames are split off the buffer, which leaves it without
-        // spare room; `read_buf` would then read 64 bytes at a time (a
-        // syscall per three Pings).
-        let buf = decoder.buffer_mut();
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
         tokio::select! {
-            r = rd.read_buf(decoder.buffer_mut()), if !paused => match r {
+            r = rd.read_buf(decoder.read_buffer()), if !paused => match r {
                 Ok(0) | Err(_) => break 'read End::Gone,
                 Ok(_) => {
                     let mut any = false;
@@ -930,9 +923,6 @@ async fn write_flushed(wr: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std:
     wr.write_all(bytes).await?;
     wr.flush().await
 }
-
-/// Room made in a TCP reader's buffer before each read.
-const READ_CHUNK: usize = 16 << 10;
 
 /// Most bytes a TCP writer copies into one write (a few frames of the
 /// default 1 MiB cap would otherwise make one huge buffer).

@@ -58,5 +58,5 @@ pub use emulator::{
     BufferSizes, CorruptPolicy, DEFAULT_SOCKET_BUFFER, DirectionStats, Emulator, EmulatorConfig,
     EmulatorError, EmulatorStats,
 };
-pub use send::sleep_until;
+pub use send::{Deadline, sleep_until};
 pub use socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};

@@ -110,3 +110,79 @@ pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+/// A timer for a select loop that keeps its registration: [`set`](Self::set)
+/// it to the machine's deadline each turn and await [`wait`](Self::wait);
+/// it touches tokio's timer only when the deadline changes. For loops that
+/// turn far more often than their deadline moves (a client's keepalive),
+/// where a fresh [`sleep_until`] per turn would register and cancel a timer
+/// every time.
+#[derive(Debug)]
+pub struct Deadline {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    at: Option<tokio::time::Instant>,
+}
+
+impl Deadline {
+    /// A timer that is not armed.
+    pub fn new() -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep(std::time::Duration::from_secs(
+                365 * 24 * 3600,
+            ))),
+            at: None,
+        }
+    }
+
+    /// Arms the timer for `at`, or disarms it with `None`.
+    pub fn set(&mut self, at: Option<tokio::time::Instant>) {
+        if at != self.at {
+            if let Some(t) = at {
+                self.sleep.as_mut().reset(t);
+            }
+            self.at = at;
+        }
+    }
+
+    /// Completes at the deadline (at once if it has passed); never while
+    /// disarmed.
+    pub async fn wait(&mut self) {
+        match self.at {
+            Some(_) => self.sleep.as_mut().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Default for Deadline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Deadline;
+    use crate::Clock;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_fires_when_set_moves_with_set_and_sleeps_when_disarmed() {
+        let clock = Clock::start();
+        let mut d = Deadline::new();
+        let never = tokio::time::timeout(Duration::from_secs(3600), d.wait()).await;
+        assert!(never.is_err(), "a disarmed deadline never fires");
+        let start = clock.now();
+        d.set(Some(clock.to_tokio(start + Duration::from_millis(50))));
+        d.set(Some(clock.to_tokio(start + Duration::from_millis(20))));
+        d.wait().await;
+        assert_eq!(clock.now(), start + Duration::from_millis(20));
+        d.set(None);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), d.wait())
+                .await
+                .is_err()
+        );
+    }
+}

@@ -135,9 +135,10 @@ impl ClientCore {
     }
 
     /// The buffer to read a byte stream into directly (`read_buf`), instead
-    /// of [`handle_bytes`](Self::handle_bytes).
+    /// of [`handle_bytes`](Self::handle_bytes); it always has room for a
+    /// few KiB, so a read is not cut to 64 bytes.
     pub fn recv_buffer(&mut self) -> &mut BytesMut {
-        self.decoder.buffer_mut()
+        self.decoder.read_buffer()
     }
 
     /// One whole frame from a framing transport (a WebSocket message, or a

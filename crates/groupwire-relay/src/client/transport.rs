@@ -123,7 +123,7 @@ impl FrameReader {
                 if let Some(f) = next {
                     return Ok(f);
                 }
-                match rd.read_buf(decoder.buffer_mut()).await {
+                match rd.read_buf(decoder.read_buffer()).await {
                     Ok(0) => return Err(ReadError::Closed),
                     Ok(_) => {}
                     Err(e) => return Err(ReadError::Io(e.to_string())),

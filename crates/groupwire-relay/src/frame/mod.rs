@@ -993,6 +993,10 @@ pub fn frame_len(buf: &[u8], max_frame: usize) -> Result<Option<usize>, FrameErr
     Ok(Some(len))
 }
 
+/// Bytes a reader asks the socket for at once (see
+/// [`FrameDecoder::read_buffer`]).
+pub const READ_CHUNK: usize = 16 << 10;
+
 /// Cuts a byte stream into frames (sans-IO): feed bytes with
 /// [`extend`](Self::extend), take frames with [`next_frame`](Self::next_frame).
 /// Memory is bounded by the cap: an oversized prefix is an error before its
@@ -1017,8 +1021,19 @@ impl FrameDecoder {
         self.buf.extend_from_slice(data);
     }
 
-    /// The buffer to read into directly (for `read_buf`).
+    /// The buffer as it is (to inspect what arrived).
     pub fn buffer_mut(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// The buffer to read into directly (`read_buf`), with room for at
+    /// least a quarter of [`READ_CHUNK`]. Whole frames are split off the
+    /// buffer, which leaves it without spare room; `read_buf` would then
+    /// read 64 bytes per system call.
+    pub fn read_buffer(&mut self) -> &mut BytesMut {
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 4 {
+            self.buf.reserve(READ_CHUNK);
+        }
         &mut self.buf
     }
 
