@@ -11,7 +11,7 @@ use bytes::Bytes;
 use clap::{Args, Subcommand};
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::core::MAX_PRIORITY;
-use groupwire_relay::frame::{ActivityMode, Role};
+use groupwire_relay::frame::{ActivityMode, MembershipNotice, Role};
 use groupwire_relay::storage::SyncMode;
 use groupwire_relay::tls::{ClientTls, ServerTls};
 use groupwire_relay::{
@@ -592,7 +592,7 @@ async fn group(a: GroupArgs) -> Result<()> {
                                 break;
                             }
                         }
-                        Some(ClientEvent::Membership { client, name, change, role, .. }) => {
+                        Some(ClientEvent::Membership(MembershipNotice { client, name, change, role, .. })) => {
                             writeln!(out, "member {name} (#{client}) {change:?} as {}", role.as_str())?;
                         }
                         Some(ClientEvent::GroupDeleted(g)) => {

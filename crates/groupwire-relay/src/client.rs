@@ -54,9 +54,8 @@ use groupwire_tokio::{Clock, Deadline};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::frame::{
-    self, ActivityMode, ErrorCode, Frame, MemberInfo, MembershipChange, Role, Update,
-};
+use crate::frame::{self, ActivityMode, ErrorCode, Frame, Role, Update};
+pub use crate::frame::{JoinInfo, MembershipNotice};
 use crate::tls::ClientTls;
 use transport::{Connection, FrameReader, FrameWriter, ReadError};
 
@@ -231,23 +230,6 @@ impl ClientError {
     }
 }
 
-/// The state transfer a join (or a resync) returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JoinInfo {
-    /// Group name.
-    pub group: String,
-    /// Group type.
-    pub group_type: String,
-    /// Sequence the checkpoint includes; deliveries follow from the next.
-    pub checkpoint_seq: u64,
-    /// Last sequence assigned when the join took effect.
-    pub head_seq: u64,
-    /// The checkpoint state.
-    pub state: Bytes,
-    /// Members at join time.
-    pub members: Vec<MemberInfo>,
-}
-
 /// What arrives without being asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -255,20 +237,7 @@ pub enum ClientEvent {
     /// A sequenced update.
     Deliver(Update),
     /// A membership change.
-    Membership {
-        /// Group name.
-        group: String,
-        /// The member.
-        client: u64,
-        /// Its name.
-        name: String,
-        /// What happened.
-        change: MembershipChange,
-        /// Role after the change.
-        role: Role,
-        /// Mode after the change.
-        mode: ActivityMode,
-    },
+    Membership(MembershipNotice),
     /// The group was deleted.
     GroupDeleted(String),
     /// The relay dropped a backlog (slow consumer); a fresh state follows.
@@ -501,21 +470,7 @@ impl RelayClient {
             })
             .await?
         {
-            Frame::Joined {
-                group,
-                group_type,
-                checkpoint_seq,
-                head_seq,
-                state,
-                members,
-            } => Ok(JoinInfo {
-                group,
-                group_type,
-                checkpoint_seq,
-                head_seq,
-                state,
-                members,
-            }),
+            Frame::Joined(j) => Ok(j),
             other => Err(ClientError::Unexpected(format!("{:?}", other.kind()))),
         }
     }

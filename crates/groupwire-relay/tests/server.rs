@@ -6,7 +6,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use groupwire_relay::auth::{self, Claims};
-use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, Role, Update};
+use groupwire_relay::frame::{
+    self, ActivityMode, ErrorCode, Frame, JoinInfo, MembershipNotice, Role, Update,
+};
 use groupwire_relay::{
     ClientEvent, ClientOptions, RelayClient, SchedulerConfig, SlowConsumerPolicy, StorageConfig,
 };
@@ -127,14 +129,14 @@ async fn a_websocket_client_speaks_the_same_frames() {
         while got.len() < 3 {
             let Some(Ok(Message::Binary(b))) = ws.next().await else { panic!("ws closed") };
             let env = frame::decode(&b, frame::DEFAULT_MAX_FRAME).expect("decodes");
-            if matches!(env.frame, Frame::Joined { .. }) && !sent {
+            if matches!(env.frame, Frame::Joined(JoinInfo { .. })) && !sent {
                 sent = true;
                 a.send("chat", 1, Bytes::from_static(b"hi browser")).await.expect("send");
             }
             got.push(env.frame);
         }
         assert!(matches!(got[0], Frame::Welcome { .. }));
-        assert!(matches!(got[1], Frame::Joined { .. }));
+        assert!(matches!(got[1], Frame::Joined(JoinInfo { .. })));
         assert!(matches!(&got[2], Frame::Deliver(Update { seq: 1, payload, .. }) if &payload[..] == b"hi browser"));
         // A text message is a protocol error: an error frame, then close.
         ws.send(Message::Text("hello".into())).await.expect("send");
@@ -225,10 +227,10 @@ async fn a_lock_held_by_a_client_that_disconnects_goes_to_the_next_waiter() {
             .expect("granted after a's disconnect");
         let mut saw_disconnect = false;
         while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(200), eb.recv()).await {
-            if let ClientEvent::Membership {
+            if let ClientEvent::Membership(MembershipNotice {
                 change: frame::MembershipChange::Disconnected,
                 ..
-            } = ev
+            }) = ev
             {
                 saw_disconnect = true;
             }

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, MembershipChange, Role};
+use groupwire_relay::frame::{
+    self, ActivityMode, ErrorCode, Frame, MembershipChange, MembershipNotice, Role,
+};
 use groupwire_relay::{
     ClientError, ClientEvent, ClientOptions, RelayClient, RelayHandle, ServerConfig, StorageConfig,
 };
@@ -180,7 +182,9 @@ async fn a_websocket_client_that_disconnects_is_a_leave() {
         let mut changes = Vec::new();
         while changes.last() != Some(&MembershipChange::Disconnected) {
             match et.recv().await.expect("event") {
-                ClientEvent::Membership { client, change, .. } if client == ws_id => {
+                ClientEvent::Membership(MembershipNotice { client, change, .. })
+                    if client == ws_id =>
+                {
                     changes.push(change);
                 }
                 ClientEvent::Closed(e) => panic!("closed: {e:?}"),

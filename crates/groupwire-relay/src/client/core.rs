@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use groupwire_proto::Instant;
 
-use super::{ClientError, ClientEvent, ClientOptions, JoinInfo};
+use super::{ClientError, ClientEvent, ClientOptions};
 use crate::frame::{self, DeliverView, Frame, FrameDecoder, FrameView, Kind};
 
 /// A request's id on its connection (the `Hello` is 1; replies carry it).
@@ -286,38 +286,10 @@ impl ClientCore {
         };
         let event = |e| Some(CoreEvent::Event(e));
         match env.frame {
-            Frame::Membership {
-                group,
-                client,
-                name,
-                change,
-                role,
-                mode,
-            } => event(ClientEvent::Membership {
-                group,
-                client,
-                name,
-                change,
-                role,
-                mode,
-            }),
+            Frame::Membership(n) => event(ClientEvent::Membership(n)),
             Frame::GroupDeleted { group } => event(ClientEvent::GroupDeleted(group)),
             Frame::Resync { group, dropped } => event(ClientEvent::Resync { group, dropped }),
-            Frame::Joined {
-                group,
-                group_type,
-                checkpoint_seq,
-                head_seq,
-                state,
-                members,
-            } if request == 0 => event(ClientEvent::State(JoinInfo {
-                group,
-                group_type,
-                checkpoint_seq,
-                head_seq,
-                state,
-                members,
-            })),
+            Frame::Joined(j) if request == 0 => event(ClientEvent::State(j)),
             Frame::Error { code, message }
                 if request == 0 || !self.pending.contains_key(&request) =>
             {

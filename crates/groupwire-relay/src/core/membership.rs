@@ -452,7 +452,7 @@ impl RelayCore {
         role: Role,
         mode: ActivityMode,
     ) -> Frame {
-        Frame::Membership {
+        Frame::Membership(MembershipNotice {
             group: group.into(),
             client: about.client_id(),
             name: self
@@ -463,7 +463,7 @@ impl RelayCore {
             change,
             role,
             mode,
-        }
+        })
     }
 
     /// Tells watchers of `group` (members that joined with

@@ -46,7 +46,8 @@ use groupwire_proto::Instant;
 
 use crate::auth::{self, Claims};
 use crate::frame::{
-    self, ActivityMode, ErrorCode, Frame, FrameError, MemberInfo, MembershipChange, Role,
+    self, ActivityMode, ErrorCode, Frame, FrameError, JoinInfo, MemberInfo, MembershipChange,
+    MembershipNotice, Role,
 };
 use crate::sched::{
     ConnId, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,

@@ -300,12 +300,12 @@ fn joiner_gets_checkpoint_and_log_with_no_gap_or_duplicate() {
     let joined = fb
         .iter()
         .find_map(|f| match f {
-            Frame::Joined {
+            Frame::Joined(JoinInfo {
                 checkpoint_seq,
                 head_seq,
                 state,
                 ..
-            } => Some((*checkpoint_seq, *head_seq, state.clone())),
+            }) => Some((*checkpoint_seq, *head_seq, state.clone())),
             _ => None,
         })
         .expect("joined");
@@ -333,7 +333,7 @@ fn state_persists_when_everyone_leaves() {
     h.core.handle_disconnect(h.now, a);
     let b = h.client("b");
     let fb = h.join(b, "g", Role::Observer);
-    assert!(matches!(&fb[0], Frame::Joined { state, .. } if &state[..] == b"init"));
+    assert!(matches!(&fb[0], Frame::Joined(JoinInfo { state, .. }) if &state[..] == b"init"));
     assert_eq!(delivered(&fb), vec![(1, "x".into())]);
 }
 
@@ -372,7 +372,7 @@ fn roles_are_enforced() {
     let fmo = h.frames(mo);
     assert!(
         fmo.iter()
-            .any(|f| matches!(f, Frame::Membership { change: MembershipChange::Joined, name, .. } if name == "late"))
+            .any(|f| matches!(f, Frame::Membership(MembershipNotice { change: MembershipChange::Joined, name, .. }) if name == "late"))
     );
     assert!(h.core.stats().forbidden >= 2);
 }
@@ -391,10 +391,10 @@ fn a_crash_is_a_leave_announced_to_watchers_and_others_carry_on() {
     let fa = h.frames(a);
     assert!(fa.iter().any(|f| matches!(
         f,
-        Frame::Membership {
+        Frame::Membership(MembershipNotice {
             change: MembershipChange::Disconnected,
             ..
-        }
+        })
     )));
     h.send(a, "g", "still here");
     h.pump();
@@ -419,7 +419,7 @@ fn a_disconnect_is_announced_with_the_members_name() {
         .frames(a)
         .into_iter()
         .filter_map(|f| match f {
-            Frame::Membership { name, change, .. } => Some((name, change)),
+            Frame::Membership(MembershipNotice { name, change, .. }) => Some((name, change)),
             _ => None,
         })
         .collect();
@@ -473,7 +473,7 @@ fn membership_observers_get_membership_events_only_when_they_watch() {
     h.req(late, 4, Frame::Leave { group: "g".into() });
     let membership = |fs: Vec<Frame>| {
         fs.into_iter()
-            .filter(|f| matches!(f, Frame::Membership { .. }))
+            .filter(|f| matches!(f, Frame::Membership(MembershipNotice { .. })))
             .count()
     };
     assert_eq!(membership(h.frames(quiet)), 0);
@@ -842,11 +842,11 @@ fn a_client_that_never_reads_is_resynchronized_then_catches_up() {
     );
     assert!(matches!(
         &fs[1],
-        Frame::Joined {
+        Frame::Joined(JoinInfo {
             checkpoint_seq: 200,
             head_seq: 200,
             ..
-        }
+        })
     ));
     assert!(delivered(&fs).is_empty());
     h.send(a, "g", "fresh");
@@ -1038,8 +1038,9 @@ fn a_long_log_is_transferred_in_pages_and_memory_stays_at_one_page() {
     h.pump();
     let fs = catch_up(&mut h, b);
     assert!(matches!(
-        fs.iter().find(|f| matches!(f, Frame::Joined { .. })),
-        Some(Frame::Joined { head_seq: 300, .. })
+        fs.iter()
+            .find(|f| matches!(f, Frame::Joined(JoinInfo { .. }))),
+        Some(Frame::Joined(JoinInfo { head_seq: 300, .. }))
     ));
     let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
     assert_eq!(seqs, (1..=301).collect::<Vec<_>>(), "no gap, no duplicate");
@@ -1067,11 +1068,11 @@ fn a_checkpoint_between_pages_restarts_the_transfer_from_it() {
         .expect("the transfer restarts with Resync");
     assert!(matches!(
         fs[resync + 1],
-        Frame::Joined {
+        Frame::Joined(JoinInfo {
             checkpoint_seq: 40,
             head_seq: 50,
             ..
-        }
+        })
     ));
     let after: Vec<u64> = delivered(&fs[resync..]).iter().map(|(s, _)| *s).collect();
     assert_eq!(after, (41..=50).collect::<Vec<_>>());
@@ -1162,7 +1163,7 @@ fn an_overloaded_relay_sheds_observers_from_an_oversized_group() {
     assert_eq!(h.core.stats().observers_shed, 2);
     let evicted = |h: &mut Harness, c: ConnId| {
         h.frames(c).iter().any(|f| {
-            matches!(f, Frame::Membership { change: MembershipChange::Evicted, client, .. } if *client == c.client_id())
+            matches!(f, Frame::Membership(MembershipNotice { change: MembershipChange::Evicted, client, .. }) if *client == c.client_id())
         })
     };
     for c in [passive, late, active, p2] {

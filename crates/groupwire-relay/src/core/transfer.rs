@@ -81,14 +81,14 @@ impl RelayCore {
                 .collect();
             frames.push(frame::encode(
                 request,
-                &Frame::Joined {
+                &Frame::Joined(JoinInfo {
                     group: group.into(),
                     group_type: g.group_type.clone(),
                     checkpoint_seq: ckpt.seq,
                     head_seq: upto,
                     state: ckpt.state,
                     members,
-                },
+                }),
             ));
         }
         if m.role != Role::MembershipObserver {

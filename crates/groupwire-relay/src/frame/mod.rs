@@ -466,37 +466,11 @@ pub enum Frame {
     },
     /// Relay: joined (or resynchronized). The latest checkpoint follows
     /// inline; deliveries `checkpoint_seq + 1 ..` follow as `Deliver` frames.
-    Joined {
-        /// Group name.
-        group: String,
-        /// Application-defined type.
-        group_type: String,
-        /// Sequence the checkpoint includes.
-        checkpoint_seq: u64,
-        /// Last sequence assigned when the join took effect.
-        head_seq: u64,
-        /// The checkpoint.
-        state: Bytes,
-        /// Members at join time.
-        members: Vec<MemberInfo>,
-    },
+    Joined(JoinInfo),
     /// Relay: a sequenced update.
     Deliver(Update),
     /// Relay: a membership change.
-    Membership {
-        /// Group name.
-        group: String,
-        /// The member.
-        client: u64,
-        /// Its name.
-        name: String,
-        /// What happened.
-        change: MembershipChange,
-        /// Its role after the change.
-        role: Role,
-        /// Its mode after the change.
-        mode: ActivityMode,
-    },
+    Membership(MembershipNotice),
     /// Relay: the lock is yours (reply to a waiting `LockAcquire`).
     LockGranted {
         /// Group name.
@@ -551,6 +525,43 @@ pub struct Update {
     pub payload: Bytes,
 }
 
+/// A state transfer: what a join (or a resync) returns (`Joined`), and
+/// what a client hands its application
+/// ([`ClientEvent::State`](crate::client::ClientEvent::State)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinInfo {
+    /// Group name.
+    pub group: String,
+    /// Application-defined type.
+    pub group_type: String,
+    /// Sequence the checkpoint includes; deliveries follow from the next.
+    pub checkpoint_seq: u64,
+    /// Last sequence assigned when the join took effect.
+    pub head_seq: u64,
+    /// The checkpoint state.
+    pub state: Bytes,
+    /// Members at join time.
+    pub members: Vec<MemberInfo>,
+}
+
+/// A membership change (`Membership`, and
+/// [`ClientEvent::Membership`](crate::client::ClientEvent::Membership)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MembershipNotice {
+    /// Group name.
+    pub group: String,
+    /// The member.
+    pub client: u64,
+    /// Its name.
+    pub name: String,
+    /// What happened.
+    pub change: MembershipChange,
+    /// Its role after the change.
+    pub role: Role,
+    /// Its mode after the change.
+    pub mode: ActivityMode,
+}
+
 /// A frame and its request id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Envelope {
@@ -581,9 +592,9 @@ impl Frame {
             Frame::Welcome { .. } => Kind::Welcome,
             Frame::Ok => Kind::Ok,
             Frame::Sent { .. } => Kind::Sent,
-            Frame::Joined { .. } => Kind::Joined,
+            Frame::Joined(_) => Kind::Joined,
             Frame::Deliver(_) => Kind::Deliver,
-            Frame::Membership { .. } => Kind::Membership,
+            Frame::Membership(_) => Kind::Membership,
             Frame::LockGranted { .. } => Kind::LockGranted,
             Frame::GroupDeleted { .. } => Kind::GroupDeleted,
             Frame::Resync { .. } => Kind::Resync,
@@ -607,9 +618,9 @@ impl Frame {
             | Frame::LockAcquire { group, .. }
             | Frame::LockRelease { group, .. }
             | Frame::Sent { group, .. }
-            | Frame::Joined { group, .. }
+            | Frame::Joined(JoinInfo { group, .. })
             | Frame::Deliver(Update { group, .. })
-            | Frame::Membership { group, .. }
+            | Frame::Membership(MembershipNotice { group, .. })
             | Frame::LockGranted { group, .. }
             | Frame::GroupDeleted { group }
             | Frame::Resync { group, .. } => Some(group),
@@ -715,14 +726,14 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
             put_str(&mut w, group);
             w.put_u64(*seq);
         }
-        Frame::Joined {
+        Frame::Joined(JoinInfo {
             group,
             group_type,
             checkpoint_seq,
             head_seq,
             state,
             members,
-        } => {
+        }) => {
             put_str(&mut w, group);
             put_str(&mut w, group_type);
             w.put_u64(*checkpoint_seq);
@@ -737,14 +748,14 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
             }
         }
         Frame::Deliver(u) => put_update(&mut w, u),
-        Frame::Membership {
+        Frame::Membership(MembershipNotice {
             group,
             client,
             name,
             change,
             role,
             mode,
-        } => {
+        }) => {
             put_str(&mut w, group);
             w.put_u64(*client);
             put_str(&mut w, name);
@@ -926,14 +937,14 @@ fn decode_with(
                     mode: ActivityMode::try_from(r.u8()?)?,
                 });
             }
-            Frame::Joined {
+            Frame::Joined(JoinInfo {
                 group,
                 group_type,
                 checkpoint_seq,
                 head_seq,
                 state,
                 members,
-            }
+            })
         }
         Kind::Deliver => Frame::Deliver(Update {
             group: r.name()?,
@@ -943,14 +954,14 @@ fn decode_with(
             sent_at_micros: r.u64()?,
             payload: r.blob()?,
         }),
-        Kind::Membership => Frame::Membership {
+        Kind::Membership => Frame::Membership(MembershipNotice {
             group: r.name()?,
             client: r.u64()?,
             name: r.name()?,
             change: MembershipChange::try_from(r.u8()?)?,
             role: Role::try_from(r.u8()?)?,
             mode: ActivityMode::try_from(r.u8()?)?,
-        },
+        }),
         Kind::LockGranted => Frame::LockGranted {
             group: r.name()?,
             lock: r.name()?,
@@ -1243,14 +1254,16 @@ pub(crate) mod strategies {
                 blob(),
                 proptest::collection::vec(member(), 0..5)
             )
-                .prop_map(|(group, group_type, c, h, state, members)| Frame::Joined {
-                    group,
-                    group_type,
-                    checkpoint_seq: c,
-                    head_seq: h,
-                    state,
-                    members
-                }),
+                .prop_map(|(group, group_type, c, h, state, members)| Frame::Joined(
+                    JoinInfo {
+                        group,
+                        group_type,
+                        checkpoint_seq: c,
+                        head_seq: h,
+                        state,
+                        members
+                    }
+                )),
             (
                 name(),
                 any::<u64>(),
@@ -1270,14 +1283,14 @@ pub(crate) mod strategies {
                     }
                 )),
             (name(), any::<u64>(), name(), change(), role(), mode()).prop_map(
-                |(group, client, name, change, role, mode)| Frame::Membership {
+                |(group, client, name, change, role, mode)| Frame::Membership(MembershipNotice {
                     group,
                     client,
                     name,
                     change,
                     role,
                     mode
-                }
+                })
             ),
             (name(), name()).prop_map(|(group, lock)| Frame::LockGranted { group, lock }),
             name().prop_map(|group| Frame::GroupDeleted { group }),
@@ -1387,14 +1400,14 @@ mod tests {
     fn a_bogus_member_count_does_not_allocate() {
         let mut b = encode(
             0,
-            &Frame::Joined {
+            &Frame::Joined(JoinInfo {
                 group: "g".into(),
                 group_type: "t".into(),
                 checkpoint_seq: 0,
                 head_seq: 0,
                 state: Bytes::new(),
                 members: vec![],
-            },
+            }),
         )
         .to_vec();
         let n = b.len();
