@@ -16,6 +16,7 @@ use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Message, Telepointer, TelepointerParams, TraceSource, schedule};
 use groupwire_tokio::{BatchedUdpSocket, Clock, Driver, DriverHandle, DriverStats};
+use groupwire_units::duration;
 
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
@@ -62,7 +63,7 @@ pub(crate) struct SendArgs {
     #[arg(long, default_value = "afec-frac")]
     protocol: Protocol,
     /// How long to stream.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "30s")]
     duration: Duration,
     /// Telepointer updates per second while the pointer moves (paper: 30).
     #[arg(long, value_name = "HZ", default_value_t = 30.0)]
@@ -104,7 +105,7 @@ pub(crate) struct RecvArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     mer_window: usize,
     /// Stop after this long (default: run until Ctrl-C).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<Duration>,
     /// Session id; both ends must agree.
     #[arg(long, default_value_t = 0)]

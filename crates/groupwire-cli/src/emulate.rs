@@ -11,6 +11,7 @@ use groupwire_proto::Bitrate;
 use groupwire_tokio::{
     Clock, CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorStats,
 };
+use groupwire_units::duration;
 
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
@@ -58,10 +59,10 @@ pub(crate) struct EmulateArgs {
     #[arg(long, value_name = "RATE")]
     rate: Option<Bitrate>,
     /// One-way delay of each direction, e.g. 20ms.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0ms")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "0ms")]
     delay: Duration,
     /// Extra delay per datagram, uniform up to this, without reordering.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0ms")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "0ms")]
     jitter: Duration,
     /// Drop-tail queue limit in datagrams (needs --rate; default: unlimited).
     #[arg(long, value_name = "N", requires = "rate")]
@@ -73,7 +74,7 @@ pub(crate) struct EmulateArgs {
     #[arg(long, value_enum, default_value_t = Corrupt::Drop)]
     corrupt: Corrupt,
     /// Stop after this long (default: run until Ctrl-C).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<Duration>,
     /// No per-second progress lines.
     #[arg(long, short)]

@@ -3,6 +3,7 @@
 //! Exit codes: see the `error` module (0 done, 1 failed while running, 2
 //! a usage error).
 
+mod args;
 mod awareness;
 mod emulate;
 mod error;

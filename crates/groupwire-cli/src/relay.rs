@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use groupwire_relay::auth::{self, Claims};
-use groupwire_relay::core::MAX_PRIORITY;
+use groupwire_relay::core::{DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY};
 use groupwire_relay::frame::{ActivityMode, MembershipNotice, Role};
 use groupwire_relay::storage::SyncMode;
 use groupwire_relay::tls::{ClientTls, ServerTls};
@@ -18,8 +18,10 @@ use groupwire_relay::{
     ClientError, ClientEvent, ClientOptions, PlaintextToken, RelayClient, SchedulerConfig,
     ServerConfig, SlowConsumerPolicy, StorageConfig,
 };
+use groupwire_units::duration;
 
 use crate::UsageError;
+use crate::args::one_of;
 
 /// Run the Corona group communication relay, or mint tokens for it.
 ///
@@ -87,20 +89,22 @@ struct ServeArgs {
     auth_secret_file: Vec<String>,
     /// Commit durability: `full` survives power loss, `normal` survives a
     /// relay crash only (faster on slow disks).
-    #[arg(long, default_value = "full")]
-    sync: String,
+    #[arg(long, default_value = "full", value_parser = one_of(SyncMode::ALL, SyncMode::as_str))]
+    sync: SyncMode,
     /// Largest frame accepted, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_frame: usize,
     /// Give every queue the same priority (the paper's non-QoS baseline).
     #[arg(long)]
     equal_priorities: bool,
-    /// What to do with clients that do not keep up: demote, resync or disconnect.
-    #[arg(long, default_value = "demote")]
-    slow_consumer: String,
+    /// What to do with clients that do not keep up: demote (serve them
+    /// last), resync (drop their backlog, send a fresh state) or disconnect.
+    #[arg(long, default_value = "demote",
+          value_parser = one_of(SlowConsumerPolicy::ALL, SlowConsumerPolicy::as_str))]
+    slow_consumer: SlowConsumerPolicy,
     /// A queue not served for this long is aged (raised above all others).
-    #[arg(long, default_value = "2s")]
-    aging_timeout: humantime::Duration,
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    aging_timeout: Duration,
     /// A group sending more than this (bytes/s, fan-out included) is demoted.
     #[arg(long, default_value_t = 1 << 20)]
     burst_high: u64,
@@ -122,8 +126,8 @@ struct ServeArgs {
     /// Close a connection that has not sent its Hello this long after
     /// connecting (for WebSocket, the HTTP upgrade counts). Frees the
     /// connection slots of clients that connect and say nothing.
-    #[arg(long, default_value = "10s")]
-    handshake_timeout: humantime::Duration,
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s")]
+    handshake_timeout: Duration,
     /// Close a connection from which nothing (not even a Ping) arrived for
     /// this long; "off" never does. The Rust client pings every minute on
     /// its own; other clients that may stay quiet longer must send Pings.
@@ -156,8 +160,8 @@ fn parse_idle(s: &str) -> Result<IdleTimeout, String> {
     if s == "off" {
         return Ok(IdleTimeout(None));
     }
-    let d: humantime::Duration = s.parse().map_err(|e| format!("{e} (or \"off\")"))?;
-    Ok(IdleTimeout(Some(d.into())))
+    let d = duration::parse(s).map_err(|e| format!("{e} (or \"off\")"))?;
+    Ok(IdleTimeout(Some(d)))
 }
 
 /// Mint a token (a JWT signed with HS256): which groups a client may use,
@@ -183,15 +187,16 @@ struct TokenArgs {
     #[arg(long = "group", value_name = "PATTERN", default_value = "*")]
     groups: Vec<String>,
     /// Highest role: principal, observer or membership-observer.
-    #[arg(long, default_value = "principal")]
-    role: String,
+    #[arg(long, default_value = "principal", value_parser = one_of(Role::ALL, Role::as_str))]
+    role: Role,
     /// Highest group or queue priority the client may ask for (0-10).
-    #[arg(long, default_value_t = MAX_PRIORITY)]
+    #[arg(long, default_value_t = MAX_PRIORITY,
+          value_parser = clap::value_parser!(u8).range(..=i64::from(MAX_PRIORITY)))]
     max_priority: u8,
     /// Lifetime: the token expires this long after minting (every token
     /// expires).
-    #[arg(long, default_value = "24h")]
-    expires: humantime::Duration,
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "24h")]
+    expires: Duration,
 }
 
 pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
@@ -261,8 +266,7 @@ fn read_secret(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
-    let sync: SyncMode = a.sync.parse().map_err(usage)?;
-    let policy: SlowConsumerPolicy = a.slow_consumer.parse().map_err(usage)?;
+    let (sync, policy) = (a.sync, a.slow_consumer);
     if a.max_frame < 1024 {
         return Err(usage(format!(
             "--max-frame {} is below 1024 bytes",
@@ -300,7 +304,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.core.sched = SchedulerConfig {
         equal_priorities: a.equal_priorities,
         slow_policy: policy,
-        aging_timeout: a.aging_timeout.into(),
+        aging_timeout: a.aging_timeout,
         burst_high_bytes_per_sec: a.burst_high,
         burst_low_bytes_per_sec: a.burst_low,
         ..SchedulerConfig::default()
@@ -308,7 +312,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.fanout_budget = a.fanout_budget;
     cfg.core.shed_observers_above = a.shed_observers_above;
     cfg.core.overload_queued_bytes = a.overload_bytes;
-    cfg.handshake_timeout = a.handshake_timeout.into();
+    cfg.handshake_timeout = a.handshake_timeout;
     cfg.idle_timeout = a.idle_timeout.0;
     cfg.max_conns_per_ip = a.max_conns_per_ip;
     cfg.input_pause_bytes = a.input_pause_bytes;
@@ -348,14 +352,8 @@ fn token(t: TokenArgs) -> Result<()> {
         Some(k) => k,
         None => default_kid(&t.secret_file)?,
     };
-    let role: Role = t.role.parse().map_err(usage)?;
-    if t.max_priority > MAX_PRIORITY {
-        return Err(usage(format!(
-            "--max-priority {} is above {MAX_PRIORITY}",
-            t.max_priority
-        )));
-    }
-    let lifetime = Duration::from(t.expires).as_secs();
+    let role = t.role;
+    let lifetime = t.expires.as_secs();
     if lifetime == 0 {
         return Err(usage("--expires must be at least 1s".into()));
     }
@@ -413,7 +411,8 @@ enum GroupCommand {
         #[arg(long = "type", default_value = "chat")]
         group_type: String,
         /// Default priority, 0 (lowest) to 7.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = DEFAULT_GROUP_PRIORITY,
+              value_parser = clap::value_parser!(u8).range(..=i64::from(MAX_GROUP_PRIORITY)))]
         priority: u8,
         /// Initial shared state.
         #[arg(long, default_value = "")]
@@ -429,8 +428,8 @@ enum GroupCommand {
         /// Group name.
         group: String,
         /// principal, observer or membership-observer.
-        #[arg(long, default_value = "observer")]
-        role: String,
+        #[arg(long, default_value = "observer", value_parser = one_of(Role::ALL, Role::as_str))]
+        role: Role,
     },
     /// Send updates as a principal and print their sequence numbers.
     Send {
@@ -449,8 +448,8 @@ enum GroupCommand {
         /// Group name.
         group: String,
         /// principal, observer or membership-observer.
-        #[arg(long, default_value = "observer")]
-        role: String,
+        #[arg(long, default_value = "observer", value_parser = one_of(Role::ALL, Role::as_str))]
+        role: Role,
         /// Join in passive mode (lower priority).
         #[arg(long)]
         passive: bool,
@@ -465,8 +464,8 @@ enum GroupCommand {
         /// Lock name.
         lock: String,
         /// How long to hold it.
-        #[arg(long, default_value = "5s")]
-        hold: humantime::Duration,
+        #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "5s")]
+        hold: Duration,
         /// Fail at once if someone holds it instead of waiting.
         #[arg(long = "try")]
         try_only: bool,
@@ -521,9 +520,6 @@ async fn group(a: GroupArgs) -> Result<()> {
             priority,
             state,
         } => {
-            if priority > 7 {
-                return Err(usage(format!("--priority {priority} is above 7")));
-            }
             let c = connect_unread().await?;
             c.create_group(&group, &group_type, priority, Bytes::from(state))
                 .await?;
@@ -535,7 +531,6 @@ async fn group(a: GroupArgs) -> Result<()> {
             writeln!(out, "deleted {group}")?;
         }
         GroupCommand::Join { group, role } => {
-            let role: Role = role.parse().map_err(usage)?;
             let (c, mut ev) = connect().await?;
             let j = c.join(&group, role, ActivityMode::Active, false).await?;
             print_state(&mut out, &j)?;
@@ -572,7 +567,6 @@ async fn group(a: GroupArgs) -> Result<()> {
             passive,
             count,
         } => {
-            let role: Role = role.parse().map_err(usage)?;
             let mode = if passive {
                 ActivityMode::Passive
             } else {
@@ -628,9 +622,9 @@ async fn group(a: GroupArgs) -> Result<()> {
                 writeln!(out, "waiting for {lock}")?;
                 c.lock(&group, &lock).await?;
             }
-            writeln!(out, "holding {lock} for {hold}")?;
+            writeln!(out, "holding {lock} for {}", duration::format(hold))?;
             out.flush()?;
-            tokio::time::sleep(hold.into()).await;
+            tokio::time::sleep(hold).await;
             c.unlock(&group, &lock).await?;
             writeln!(out, "released {lock}")?;
         }

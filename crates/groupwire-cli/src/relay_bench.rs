@@ -31,6 +31,7 @@ use groupwire_relay::client::{
 };
 use groupwire_relay::frame::{ActivityMode, Frame, Role};
 use groupwire_tokio::{Clock, Deadline};
+use groupwire_units::duration;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -85,11 +86,11 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_enum, default_value = "relay")]
     target: Target,
     /// Measurement time of each phase.
-    #[arg(long, default_value = "10s")]
-    duration: humantime::Duration,
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s")]
+    duration: Duration,
     /// Load before each phase's measurement starts (queues settle).
-    #[arg(long, default_value = "2s")]
-    warmup: humantime::Duration,
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    warmup: Duration,
     /// Members per group (default: 6 burst, 20 roles, 50 isolation, 1000
     /// slow-member, 10 fanout).
     #[arg(long)]
@@ -119,8 +120,8 @@ pub(crate) struct BenchArgs {
     )]
     sizes: Vec<usize>,
     /// burst: time between bursts.
-    #[arg(long, default_value = "2s")]
-    burst_every: humantime::Duration,
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    burst_every: Duration,
     /// burst: messages per burst.
     #[arg(long, default_value_t = 5)]
     burst_count: u32,
@@ -417,8 +418,8 @@ async fn bench(a: &BenchArgs) -> Result<Report> {
         probe: probe.map(str::to_owned),
     };
     let name = |g: &str| format!("b{stamp}-{g}");
-    let dur = Duration::from(a.duration);
-    let warm = Duration::from(a.warmup);
+    let dur = a.duration;
+    let warm = a.warmup;
 
     // Each arm: groups (name, priority), classes, clients, then phases.
     let (groups, classes, plans, steps): Setup = match a.scenario {
@@ -441,7 +442,7 @@ async fn bench(a: &BenchArgs) -> Result<Report> {
                     p.memberships.push(principal(1, 1, None));
                     p.publishers.push(Publisher {
                         group: 1,
-                        period: a.burst_every.into(),
+                        period: a.burst_every,
                         burst: a.burst_count,
                         size: a.burst_size,
                         switch: 0,

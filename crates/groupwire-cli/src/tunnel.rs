@@ -63,13 +63,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use clap::builder::TypedValueParser as _;
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelKey, seal};
 use groupwire_tokio::Clock;
 use groupwire_tokio::tunnel::{
     FarSide, Tunnel, TunnelNotice, TunnelReport, TunnelRole, TunnelSecond, TunnelSetup,
 };
+use groupwire_units::duration;
 
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
@@ -155,11 +155,11 @@ pub(crate) struct TunnelArgs {
     fwnd_max: Option<usize>,
     /// Close a block with fewer than k datagrams once its first is this
     /// old, so a slow stream never stalls (its Fwnd is scaled down with it).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "2ms")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2ms")]
     block_wait: Duration,
     /// How long a missing datagram may still be rebuilt after a later one
     /// arrived; then it counts as lost.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "200ms")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "200ms")]
     max_wait: Duration,
     /// Largest datagram on the link (path MTU less IP and UDP headers);
     /// application datagrams may be up to this less 38 bytes.
@@ -176,14 +176,13 @@ pub(crate) struct TunnelArgs {
     /// so the two sides need not agree. Default: AES-256-GCM if this CPU
     /// has AES instructions, else ChaCha20-Poly1305.
     #[arg(long, value_name = "CIPHER", requires = "key_file",
-          value_parser = clap::builder::PossibleValuesParser::new(seal::Cipher::ALL.map(seal::Cipher::name))
-              .try_map(|s| s.parse::<seal::Cipher>()))]
+          value_parser = crate::args::one_of(seal::Cipher::ALL, seal::Cipher::name))]
     cipher: Option<seal::Cipher>,
     /// Session id; both sides must agree.
     #[arg(long, default_value_t = 0)]
     session: u32,
     /// Stop after this long (default: run until Ctrl-C).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<Duration>,
     /// Write the final summary as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -202,17 +201,17 @@ pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
 fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
     let mut cfg = TunnelConfig::new(args.peer, args.k);
     cfg.sender.session = args.session;
-    cfg.sender.controller = args.fec;
+    cfg.sender.controller = args.fec.into();
     cfg.sender.max_block_wait = Some(args.block_wait);
     cfg.receiver.session = args.session;
     cfg.receiver.max_wait = args.max_wait;
     cfg.max_datagram = args.max_datagram;
     if args.fwnd_min.is_some() || args.fwnd_max.is_some() {
-        if args.fec != ControllerKind::Gmiad {
+        let Some(g) = cfg.sender.controller.gmiad_mut() else {
             anyhow::bail!("--fwnd-min and --fwnd-max apply to --fec gmiad only");
-        }
-        cfg.gmiad.fwnd_min = args.fwnd_min.unwrap_or(cfg.gmiad.fwnd_min);
-        cfg.gmiad.fwnd_max = args.fwnd_max.unwrap_or(cfg.gmiad.fwnd_max);
+        };
+        g.fwnd_min = args.fwnd_min.unwrap_or(g.fwnd_min);
+        g.fwnd_max = args.fwnd_max.unwrap_or(g.fwnd_max);
     }
     let cipher = args.cipher.unwrap_or_else(seal::Cipher::auto);
     cfg.key = args

@@ -186,9 +186,10 @@ fn relay_and_group_commands_work_by_hand() {
         "king",
     ]);
     assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: principal, observer"));
     let o = groupwire(&["relay", "serve", "--sync", "sometimes"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown sync mode"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: full, normal"));
 }
 
 #[test]

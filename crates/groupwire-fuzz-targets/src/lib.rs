@@ -17,7 +17,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use groupwire_link::LossModel;
+use groupwire_link::{LossModel, LossTrace};
 use groupwire_proto::{Instant, Machine};
 use rand::SeedableRng;
 
@@ -223,11 +223,31 @@ pub fn relay_frame(data: &[u8]) {
 
 /// The loss models' one-line text form (`--loss`, scenario files): what
 /// parses prints back to text that parses to the same model, and every
-/// valid model but a trace (which reads a file) builds and runs.
+/// valid model builds and runs. Input starting with `trace` is not parsed
+/// as a model (its text form names a file to read) but as a trace's
+/// contents, which must build and replay.
 pub fn loss_model(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    let trimmed = text.trim_start();
+    if trimmed
+        .get(..5)
+        .is_some_and(|k| k.eq_ignore_ascii_case("trace"))
+    {
+        let contents = &trimmed[5..];
+        if let Ok(trace) = LossTrace::parse("fuzz", contents) {
+            let n = trace.pattern().len();
+            let mut process = LossModel::Trace(trace)
+                .build()
+                .expect("a parsed trace builds");
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+            for _ in 0..n.min(64) + 1 {
+                let _ = process.on_packet(40, &mut rng);
+            }
+        }
+        return;
+    }
     let Ok(model) = text.parse::<LossModel>() else {
         return;
     };
@@ -236,9 +256,6 @@ pub fn loss_model(data: &[u8]) {
         .parse()
         .unwrap_or_else(|e| panic!("{text:?} printed as {printed:?}, which fails: {e}"));
     assert_eq!(again, model, "{text:?} printed as {printed:?}");
-    if matches!(model, LossModel::Trace { .. }) {
-        return;
-    }
     if let Ok(mut process) = model.build() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         for len in [1, 40, 1500] {

@@ -29,7 +29,7 @@
 //! ```
 //! use std::time::Duration;
 //! use groupwire_link::{Fate, LinkConfig, LossModel, QueueLimit};
-//! use groupwire_proto::{Bitrate, Instant};
+//! use groupwire_units::{Bitrate, Instant};
 //!
 //! let mut link = LinkConfig::dialup_56k()
 //!     .loss(LossModel::dyck_burst(0.04, 5))
@@ -48,5 +48,5 @@ pub mod loss;
 pub mod stats;
 
 pub use link::{Fate, Jitter, Link, LinkConfig, LinkStats, QueueLimit};
-pub use loss::{BitErrors, LossError, LossModel, LossProcess, PacketFate};
+pub use loss::{BitErrors, LossError, LossModel, LossProcess, LossTrace, PacketFate};
 pub use stats::LossStats;

@@ -9,8 +9,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use groupwire_proto::time::duration_nanos;
-use groupwire_proto::{Bitrate, Instant};
+use groupwire_units::time::duration_nanos;
+use groupwire_units::{Bitrate, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -50,7 +50,7 @@ pub struct Jitter {
 /// ```
 /// use std::time::Duration;
 /// use groupwire_link::{LinkConfig, LossModel};
-/// use groupwire_proto::Bitrate;
+/// use groupwire_units::Bitrate;
 ///
 /// let config = LinkConfig::new()
 ///     .rate(Bitrate::mbps(2))

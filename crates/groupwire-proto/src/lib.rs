@@ -34,11 +34,12 @@ pub mod afec;
 pub mod block;
 pub mod control;
 pub mod machine;
-pub mod time;
 pub mod tunnel;
-pub mod units;
 pub mod wire;
 
+pub use groupwire_units::{Bitrate, DataSize, Instant, Probability, UnitError};
+/// The ground floor, re-exported: [`groupwire_units`] holds the clock's
+/// instant and the unit newtypes so the link models need not depend on
+/// this crate.
+pub use groupwire_units::{time, units};
 pub use machine::{Machine, Transmit, Transport};
-pub use time::Instant;
-pub use units::{Bitrate, DataSize, Probability, UnitError};

@@ -68,17 +68,29 @@ pub enum SlowConsumerPolicy {
     Disconnect,
 }
 
+impl SlowConsumerPolicy {
+    /// Every policy.
+    pub const ALL: [Self; 3] = [Self::Demote, Self::Resync, Self::Disconnect];
+
+    /// The policy's name as the CLI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Demote => "demote",
+            Self::Resync => "resync",
+            Self::Disconnect => "disconnect",
+        }
+    }
+}
+
 impl std::str::FromStr for SlowConsumerPolicy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "demote" => Ok(Self::Demote),
-            "resync" => Ok(Self::Resync),
-            "disconnect" => Ok(Self::Disconnect),
-            other => Err(format!(
-                "unknown slow-consumer policy {other:?} (demote, resync, disconnect)"
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown slow-consumer policy {s:?} (demote, resync, disconnect)")
+            })
     }
 }
 

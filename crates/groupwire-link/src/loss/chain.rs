@@ -2,7 +2,7 @@
 //! Gilbert-Elliott and bit-error models: the biased coin and the chain a
 //! running process steps, and the chain's analytic figures.
 
-use groupwire_proto::Probability;
+use groupwire_units::Probability;
 use rand::Rng;
 
 /// A biased coin. Certain outcomes draw no random number, so a Gilbert

@@ -31,8 +31,9 @@ mod parse;
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use groupwire_proto::Probability;
+use groupwire_units::Probability;
 use rand::Rng;
 
 pub use self::bits::BitErrors;
@@ -114,15 +115,79 @@ pub enum LossModel {
         bad: f64,
     },
     /// Replay of a recorded loss pattern, one entry per packet, looping at
-    /// the end.
-    ///
-    /// The file holds one character per packet: `0` delivered, `1` lost
-    /// (one per line or several per line). Whitespace is ignored, and `#`
-    /// starts a comment that runs to the end of the line.
-    Trace {
-        /// The trace file, read by [`LossModel::build`].
-        path: PathBuf,
-    },
+    /// the end. The pattern is data ([`LossTrace`]): reading the file is the
+    /// loader's job ([`LossTrace::read`], or parsing the text form
+    /// `trace:FILE`), so [`LossModel::build`] does no I/O.
+    Trace(LossTrace),
+}
+
+/// A recorded loss pattern: one decision per packet, `true` = lost.
+///
+/// The text form, in a file or a string, holds one character per packet:
+/// `0` delivered, `1` lost (one per line or several per line). Whitespace is
+/// ignored, and `#` starts a comment that runs to the end of the line.
+///
+/// The pattern is shared (`Arc`), so cloning a model or building many
+/// processes from it copies nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossTrace {
+    /// Where the pattern came from: shown by `Display` (`trace:FILE`) and
+    /// in errors.
+    source: PathBuf,
+    /// Non-empty.
+    pattern: Arc<[bool]>,
+}
+
+/// The largest trace file [`LossTrace::read`] accepts: 64 MiB, 64 million
+/// packets at one character each. A bound, so that a mistyped path (a
+/// device, a huge log) gives an error instead of exhausting memory.
+pub const MAX_TRACE_FILE_BYTES: u64 = 64 << 20;
+
+impl LossTrace {
+    /// Reads a trace file: the only I/O in this crate, called by whoever
+    /// loads configuration (the text form `trace:FILE` calls it when
+    /// parsed). Only a regular file of at most [`MAX_TRACE_FILE_BYTES`] is
+    /// read.
+    pub fn read(path: impl AsRef<Path>) -> Result<Self, LossError> {
+        let path = path.as_ref();
+        let read_err = |source| LossError::TraceRead {
+            path: path.to_owned(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(read_err)?;
+        if !meta.is_file() || meta.len() > MAX_TRACE_FILE_BYTES {
+            return Err(read_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "not a regular file of at most {MAX_TRACE_FILE_BYTES} bytes \
+                     (one 0 or 1 per packet)"
+                ),
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses a trace from its text; `source` names it in `Display` and in
+    /// errors. No I/O.
+    pub fn parse(source: impl Into<PathBuf>, text: &str) -> Result<Self, LossError> {
+        let source = source.into();
+        let pattern = parse_trace(&source, text)?;
+        Ok(Self {
+            source,
+            pattern: pattern.into(),
+        })
+    }
+
+    /// Where the pattern came from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The decisions, one per packet, `true` = lost; never empty.
+    pub fn pattern(&self) -> &[bool] {
+        &self.pattern
+    }
 }
 
 impl LossModel {
@@ -272,8 +337,8 @@ impl LossModel {
                 good: BitChannel::new(good),
                 bad: BitChannel::new(bad),
             },
-            Self::Trace { ref path } => State::Trace {
-                pattern: load_trace(path)?,
+            Self::Trace(ref trace) => State::Trace {
+                pattern: Arc::clone(&trace.pattern),
                 next: 0,
             },
         };
@@ -307,7 +372,7 @@ impl LossModel {
                 let total = lost + (1.0 - q);
                 Some(if total > 0.0 { lost / total } else { 0.0 })
             }
-            Self::Trace { .. } => None,
+            Self::Trace(_) => None,
             _ => self.markov(packet_len).map(|m| m.loss_rate()),
         }
     }
@@ -326,7 +391,7 @@ impl LossModel {
     pub fn mean_burst_len(&self, packet_len: usize) -> Option<f64> {
         self.validate().ok()?;
         match *self {
-            Self::None | Self::Trace { .. } => None,
+            Self::None | Self::Trace(_) => None,
             Self::Burst {
                 start,
                 min_len,
@@ -419,7 +484,7 @@ impl LossModel {
                 h_good: ber_loss(good),
                 h_bad: ber_loss(bad),
             }),
-            Self::None | Self::Burst { .. } | Self::Trace { .. } => None,
+            Self::None | Self::Burst { .. } | Self::Trace(_) => None,
         }
     }
 
@@ -465,7 +530,7 @@ impl LossModel {
                     }
                 }
             }
-            Self::None | Self::Bernoulli { .. } | Self::Trace { .. } => {}
+            Self::None | Self::Bernoulli { .. } | Self::Trace(_) => {}
         }
         Ok(())
     }
@@ -660,7 +725,7 @@ enum State {
     },
     Trace {
         /// Non-empty; `true` = lost.
-        pattern: Vec<bool>,
+        pattern: Arc<[bool]>,
         next: usize,
     },
 }
@@ -673,15 +738,7 @@ fn prob(p: f64, what: &str) -> Probability {
     }
 }
 
-/// Reads a trace: `0`/`1` per packet, whitespace ignored, `#` comments.
-fn load_trace(path: &Path) -> Result<Vec<bool>, LossError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LossError::TraceRead {
-        path: path.to_owned(),
-        source,
-    })?;
-    parse_trace(path, &text)
-}
-
+/// Parses a trace: `0`/`1` per packet, whitespace ignored, `#` comments.
 fn parse_trace(path: &Path, text: &str) -> Result<Vec<bool>, LossError> {
     let mut pattern = Vec::new();
     for (i, line) in text.lines().enumerate() {

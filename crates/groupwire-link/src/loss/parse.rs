@@ -3,11 +3,10 @@
 
 use core::fmt;
 use core::str::FromStr;
-use std::path::PathBuf;
 
-use groupwire_proto::Probability;
+use groupwire_units::Probability;
 
-use super::{LossError, LossModel};
+use super::{LossError, LossModel, LossTrace};
 
 impl fmt::Display for LossModel {
     /// The one-line text form accepted by `FromStr`.
@@ -31,7 +30,7 @@ impl fmt::Display for LossModel {
                     write!(f, "ber:p={p},r={r},good={good},bad={bad}")
                 }
             }
-            Self::Trace { path } => write!(f, "trace:{}", path.display()),
+            Self::Trace(trace) => write!(f, "trace:{}", trace.source().display()),
         }
     }
 }
@@ -121,9 +120,8 @@ impl FromStr for LossModel {
                         "trace needs a file name, e.g. trace:losses.txt".to_owned(),
                     ));
                 }
-                Self::Trace {
-                    path: PathBuf::from(path),
-                }
+                // The loader's one file read (a bounded regular file).
+                Self::Trace(LossTrace::read(path)?)
             }
             _ => {
                 return Err(syntax(format!(

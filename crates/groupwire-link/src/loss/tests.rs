@@ -461,12 +461,12 @@ fn same_seed_gives_the_same_fates() {
 
 #[test]
 fn trace_replays_and_loops() {
-    let path = Path::new("t.txt");
-    let pattern = parse_trace(path, "# header\n0\n1 # lost\n\n 1 0 \n00 1\n").expect("valid");
-    assert_eq!(pattern, [false, true, true, false, false, false, true]);
-    let mut process = LossProcess {
-        state: State::Trace { pattern, next: 0 },
-    };
+    let trace = LossTrace::parse("t.txt", "# header\n0\n1 # lost\n\n 1 0 \n00 1\n").expect("valid");
+    assert_eq!(
+        trace.pattern(),
+        [false, true, true, false, false, false, true]
+    );
+    let mut process = LossModel::Trace(trace).build().expect("no I/O, no error");
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let lost: Vec<bool> = (0..14)
         .map(|_| process.on_packet(10, &mut rng).is_loss())
@@ -485,21 +485,29 @@ fn trace_errors_name_the_file_and_line() {
     );
     let err = parse_trace(Path::new("e.txt"), "# nothing\n\n").expect_err("empty");
     assert!(matches!(err, LossError::TraceEmpty { .. }), "{err}");
-    let missing = LossModel::Trace {
-        path: PathBuf::from("/nonexistent/groupwire/trace.txt"),
-    };
-    let msg = missing.build().expect_err("missing file").to_string();
+    let msg = "trace:/nonexistent/groupwire/trace.txt"
+        .parse::<LossModel>()
+        .expect_err("missing file")
+        .to_string();
     assert!(msg.contains("/nonexistent/groupwire/trace.txt"), "{msg}");
+    // A device or a directory is refused before anything is read.
+    for path in ["/dev/zero", "/"] {
+        let err = LossTrace::read(path).expect_err("not a regular file");
+        assert!(err.to_string().contains("regular file"), "{err}");
+    }
 }
 
 #[test]
-fn trace_file_loads_through_build() {
+fn trace_file_loads_when_parsed() {
     let dir = std::env::temp_dir().join(format!("groupwire-link-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("trace.txt");
     std::fs::write(&path, "0010\n").expect("write trace");
-    let model: LossModel = format!("trace:{}", path.display()).parse().expect("valid");
-    let mut process = model.build().expect("trace loads");
+    let text = format!("trace:{}", path.display());
+    let model: LossModel = text.parse().expect("valid");
+    assert_eq!(model.to_string(), text, "prints back to its text form");
+    assert_eq!(text.parse::<LossModel>().expect("again"), model);
+    let mut process = model.build().expect("no I/O in build");
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let lost: Vec<bool> = (0..8)
         .map(|_| process.on_packet(10, &mut rng).is_loss())
@@ -530,12 +538,6 @@ fn parses_the_documented_forms() {
         (
             "ber:p=0.006,r=0.05,good=1e-6,bad=1e-3",
             ber(0.006, 0.05, 1e-6, 1e-3),
-        ),
-        (
-            "trace:losses.txt",
-            LossModel::Trace {
-                path: PathBuf::from("losses.txt"),
-            },
         ),
     ];
     for (text, model) in cases {
@@ -637,7 +639,6 @@ fn arb_model() -> impl Strategy<Value = LossModel> {
             }
         }),
         arb_prob().prop_map(|b| ber(0.0, 0.0, b.get(), b.get())),
-        "[a-zA-Z0-9_./-]{1,24}".prop_map(|p| LossModel::Trace { path: p.into() }),
     ]
 }
 
@@ -647,7 +648,7 @@ proptest! {
         let text = model.to_string();
         let parsed: LossModel = text.parse().map_err(|e| TestCaseError::fail(format!("{e}")))?;
         prop_assert_eq!(&parsed, &model, "{}", text);
-        if !matches!(model, LossModel::Trace { .. }) {
+        if !matches!(model, LossModel::Trace(_)) {
             let mut process = model.build().map_err(|e| TestCaseError::fail(format!("{e}")))?;
             let mut rng = ChaCha8Rng::seed_from_u64(0);
             for _ in 0..64 {
@@ -670,7 +671,7 @@ proptest! {
         if let Ok(model) = text.parse::<LossModel>() {
             // Whatever parses also prints back to itself and builds (traces aside).
             prop_assert_eq!(model.to_string().parse::<LossModel>().ok(), Some(model.clone()));
-            if !matches!(model, LossModel::Trace { .. }) {
+            if !matches!(model, LossModel::Trace(_)) {
                 let mut process = model.build().map_err(|e| TestCaseError::fail(format!("{e}")))?;
                 let mut rng = ChaCha8Rng::seed_from_u64(0);
                 process.on_packet(64, &mut rng);

@@ -9,7 +9,7 @@ use groupwire_codec::ReedSolomon;
 
 use super::{DEFAULT_SYN, pad_symbol, unwrap32};
 use crate::control::tfrc::{TfrcConfig, TfrcFeedback, TfrcSender};
-use crate::control::{ControllerKind, FecController, ReportSample, StreamShape};
+use crate::control::{FecConfig, FecController, FecControllerFactory, ReportSample, StreamShape};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
 use crate::wire::block::{DATA_HEADER_LEN, DataRepr, ReportRepr, SYMBOL_PREFIX, Symbol, seal_data};
@@ -25,8 +25,10 @@ pub struct SenderConfig {
     pub k: usize,
     /// Report interval the controller assumes (SYN, GENEVA §3.2.1: 10 ms).
     pub syn: Duration,
-    /// Which controller picks `Fwnd`.
-    pub controller: ControllerKind,
+    /// Which controller picks `Fwnd`, with its configuration (a
+    /// [`ControllerKind`](crate::control::ControllerKind) converts with
+    /// `.into()`).
+    pub controller: FecConfig,
     /// Space packets evenly, `IPG = SYN / (Fwnd + k)` (GENEVA §3.2.2), or
     /// send each at once (`false`, the tunnel's low-latency mode).
     pub pacing: bool,
@@ -64,7 +66,7 @@ impl SenderConfig {
             peer,
             k,
             syn: DEFAULT_SYN,
-            controller: ControllerKind::Gmiad,
+            controller: FecConfig::default(),
             pacing: true,
             max_block_wait: None,
             max_datagram: 1472,

@@ -117,7 +117,7 @@ fn run(
 
 fn geneva(k: usize, ctrl: ControllerKind) -> SenderConfig {
     let mut c = SenderConfig::new(B, k);
-    c.controller = ctrl;
+    c.controller = ctrl.into();
     c
 }
 
@@ -584,7 +584,7 @@ fn packets_without_checksums_only_where_the_receiver_allows_them() {
     let lossy = |seq: u32| seq % 7 == 3;
     let cfg = || {
         let mut c = SenderConfig::new(B, 8);
-        c.controller = ControllerKind::Static(2);
+        c.controller = ControllerKind::Static(2).into();
         c
     };
     let checked = run(

@@ -113,26 +113,128 @@ impl ControllerKind {
         Self::Tfrc,
     ];
 
-    /// Builds the controller with the paper's defaults (`fwnd_min` for the
-    /// static sizes comes from [`gmiad::GmiadConfig::default`]).
-    pub fn build(self) -> Box<dyn FecController> {
+    /// The named controller's configuration with the paper's defaults
+    /// (`fwnd_min` for the static sizes comes from
+    /// [`gmiad::GmiadConfig::default`]).
+    pub fn config(self) -> FecConfig {
         let fmin = gmiad::GmiadConfig::default().fwnd_min;
         match self {
-            Self::Static(n) => Box::new(StaticFec { fwnd: n }),
-            Self::StaticSmall => Box::new(StaticFec { fwnd: fmin }),
+            Self::Static(n) => FecConfig::Static(StaticFec { fwnd: n }),
+            Self::StaticSmall => FecConfig::Static(StaticFec { fwnd: fmin }),
             // 1.5 × 8 = 12, as in Table 1.
-            Self::StaticLarge => Box::new(StaticFec {
+            Self::StaticLarge => FecConfig::Static(StaticFec {
                 fwnd: fmin + fmin / 2,
             }),
-            Self::Gmiad => Box::new(gmiad::Gmiad::new(gmiad::GmiadConfig::default())),
-            Self::DpFec => Box::new(dpfec::DpFec::new(dpfec::DpFecConfig::default())),
-            Self::Tfrc => Box::new(StaticFec { fwnd: 0 }),
+            Self::Gmiad => FecConfig::Gmiad(gmiad::GmiadConfig::default()),
+            Self::DpFec => FecConfig::DpFec(dpfec::DpFecConfig::default()),
+            Self::Tfrc => FecConfig::Tfrc,
         }
+    }
+
+    /// Builds the controller with the paper's defaults.
+    pub fn build(self) -> Box<dyn FecController> {
+        self.config().build()
     }
 
     /// Whether the sender must run TFRC to cap its rate.
     pub fn is_rate_controlled(self) -> bool {
         matches!(self, Self::Tfrc)
+    }
+}
+
+/// Makes a fresh [`FecController`] for each stream: a controller's
+/// configuration is its own factory, as quinn's `CubicConfig` is a
+/// `ControllerFactory`, so a sender (or the tunnel, which builds one per
+/// peer) never needs to know which controller it runs.
+pub trait FecControllerFactory: fmt::Debug + Send + Sync {
+    /// A controller in its initial state.
+    fn build(&self) -> Box<dyn FecController>;
+}
+
+impl FecControllerFactory for StaticFec {
+    fn build(&self) -> Box<dyn FecController> {
+        Box::new(*self)
+    }
+}
+
+impl FecControllerFactory for gmiad::GmiadConfig {
+    fn build(&self) -> Box<dyn FecController> {
+        Box::new(gmiad::Gmiad::new(*self))
+    }
+}
+
+impl FecControllerFactory for dpfec::DpFecConfig {
+    fn build(&self) -> Box<dyn FecController> {
+        Box::new(dpfec::DpFec::new(*self))
+    }
+}
+
+/// A sender's controller with its configuration: one of the controllers
+/// groupwire ships. [`ControllerKind`] parses the names on the command line
+/// into one of these with the paper's defaults; a caller tunes a field (say
+/// GMIAD's window bounds) on the value, not beside it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FecConfig {
+    /// A fixed `Fwnd` (Static-FEC).
+    Static(StaticFec),
+    /// GENEVA's GMIAD (§3.2).
+    Gmiad(gmiad::GmiadConfig),
+    /// Dynamic probing FEC (GENEVA's ref. \[29\]).
+    DpFec(dpfec::DpFecConfig),
+    /// No repair; the source rate capped by TFRC (RFC 5348), which the
+    /// sender runs itself.
+    Tfrc,
+}
+
+impl FecConfig {
+    /// Whether the sender must run TFRC to cap its rate.
+    pub fn is_rate_controlled(&self) -> bool {
+        matches!(self, Self::Tfrc)
+    }
+
+    /// GMIAD's constants, to tune, if this is GMIAD.
+    pub fn gmiad_mut(&mut self) -> Option<&mut gmiad::GmiadConfig> {
+        match self {
+            Self::Gmiad(g) => Some(g),
+            _ => None,
+        }
+    }
+}
+
+impl Default for FecConfig {
+    /// GMIAD with the paper's constants.
+    fn default() -> Self {
+        Self::Gmiad(gmiad::GmiadConfig::default())
+    }
+}
+
+impl From<ControllerKind> for FecConfig {
+    fn from(kind: ControllerKind) -> Self {
+        kind.config()
+    }
+}
+
+impl FecControllerFactory for FecConfig {
+    fn build(&self) -> Box<dyn FecController> {
+        match self {
+            Self::Static(c) => c.build(),
+            Self::Gmiad(c) => c.build(),
+            Self::DpFec(c) => c.build(),
+            Self::Tfrc => StaticFec { fwnd: 0 }.build(),
+        }
+    }
+}
+
+impl fmt::Display for FecConfig {
+    /// The controller's name as [`ControllerKind`] prints it (`static:N`
+    /// for a fixed window, whatever name chose it).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Static(c) => write!(f, "static:{}", c.fwnd),
+            Self::Gmiad(_) => f.write_str("gmiad"),
+            Self::DpFec(_) => f.write_str("dp-fec"),
+            Self::Tfrc => f.write_str("tfrc"),
+        }
     }
 }
 

@@ -59,8 +59,7 @@ use crate::block::{
     BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, ReceiverStats, SendError,
     SenderConfig, SenderStats,
 };
-use crate::control::gmiad::{Gmiad, GmiadConfig};
-use crate::control::{ControllerKind, FecController};
+use crate::control::FecConfig;
 use crate::units::MAX_UDP_PAYLOAD;
 use crate::wire::block::{DATA_HEADER_LEN, DataRepr, SYMBOL_PREFIX};
 use crate::{Instant, Machine, Transmit};
@@ -102,8 +101,6 @@ pub struct TunnelConfig {
     pub sender: SenderConfig,
     /// Receiver configuration (unordered for a tunnel).
     pub receiver: ReceiverConfig,
-    /// GMIAD's window bounds when `sender.controller` is GMIAD.
-    pub gmiad: GmiadConfig,
     /// Silence after which another address may take the peer's place.
     pub peer_idle: Duration,
     /// Seal and open every packet with this key (`--key-file`).
@@ -127,7 +124,7 @@ impl TunnelConfig {
     pub fn new(peer: Option<SocketAddr>, k: usize) -> Self {
         let placeholder = SocketAddr::from(([0, 0, 0, 0], 0));
         let mut sender = SenderConfig::new(peer.unwrap_or(placeholder), k);
-        sender.controller = ControllerKind::Gmiad;
+        sender.controller = FecConfig::default();
         sender.pacing = false;
         sender.max_block_wait = Some(Duration::from_millis(2));
         let receiver = ReceiverConfig {
@@ -140,7 +137,6 @@ impl TunnelConfig {
             peer,
             sender,
             receiver,
-            gmiad: GmiadConfig::default(),
             peer_idle: PEER_IDLE,
             key: None,
             max_datagram: DEFAULT_MAX_DATAGRAM,
@@ -180,7 +176,7 @@ impl TunnelConfig {
         if !(1..=254).contains(&k) {
             return bad("k", format!("{k}: must be from 1 to 254"));
         }
-        if self.sender.controller == ControllerKind::Tfrc {
+        if self.sender.controller.is_rate_controlled() {
             return bad(
                 "controller",
                 format!(
@@ -190,8 +186,11 @@ impl TunnelConfig {
                 ),
             );
         }
-        let g = &self.gmiad;
-        if g.fwnd_min > g.fwnd_max || k + g.fwnd_min > 255 {
+        let gmiad = match &self.sender.controller {
+            FecConfig::Gmiad(g) => Some(g),
+            _ => None,
+        };
+        if let Some(g) = gmiad.filter(|g| g.fwnd_min > g.fwnd_max || k + g.fwnd_min > 255) {
             return bad(
                 "fwnd_min",
                 format!(
@@ -423,12 +422,8 @@ impl TunnelEndpoint {
     fn fresh(&self, peer: SocketAddr) -> BlockEndpoint {
         let mut s = self.cfg.sender.clone();
         s.peer = peer;
-        let controller: Box<dyn FecController> = match s.controller {
-            ControllerKind::Gmiad => Box::new(Gmiad::new(self.cfg.gmiad)),
-            other => other.build(),
-        };
         BlockEndpoint::new(
-            BlockSender::with_controller(s, controller),
+            BlockSender::new(s),
             BlockReceiver::new(self.cfg.receiver.clone()),
         )
     }
@@ -618,6 +613,7 @@ const LATER_SCAN: u64 = 255;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::ControllerKind;
 
     const A: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1);
     const B: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2);
@@ -625,7 +621,7 @@ mod tests {
 
     fn config(peer: Option<SocketAddr>, fec: ControllerKind) -> TunnelConfig {
         let mut cfg = TunnelConfig::new(peer, 4);
-        cfg.sender.controller = fec;
+        cfg.sender.controller = fec.into();
         cfg
     }
 
@@ -642,10 +638,12 @@ mod tests {
         assert_eq!(field(&|c| c.sender.k = 0), Err("k"));
         assert_eq!(field(&|c| c.sender.k = 255), Err("k"));
         assert_eq!(
-            field(&|c| c.sender.controller = ControllerKind::Tfrc),
+            field(&|c| c.sender.controller = FecConfig::Tfrc),
             Err("controller")
         );
-        assert_eq!(field(&|c| c.gmiad.fwnd_min = 61), Err("fwnd_min"));
+        let gmiad =
+            |c: &mut TunnelConfig| c.sender.controller.gmiad_mut().expect("GMIAD").fwnd_min = 61;
+        assert_eq!(field(&gmiad), Err("fwnd_min"));
         assert_eq!(field(&|c| c.sender.k = 250), Err("fwnd_min"));
         // The sender caps Fwnd at 255 - k: a large k with the default
         // fwnd_max is fine.
@@ -679,7 +677,7 @@ mod tests {
     fn the_largest_payload_fills_the_link_datagram() {
         for keyed in [false, true] {
             let mut cfg = TunnelConfig::new(Some(B), 1);
-            cfg.sender.controller = ControllerKind::Static(1);
+            cfg.sender.controller = ControllerKind::Static(1).into();
             cfg.max_datagram = 600;
             if keyed {
                 cfg.key = Some(TunnelKey {

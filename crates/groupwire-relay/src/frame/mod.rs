@@ -159,6 +159,9 @@ groupwire_proto::wire_enum! {
 }
 
 impl Role {
+    /// Every role, in decreasing privilege.
+    pub const ALL: [Role; 3] = [Role::Principal, Role::Observer, Role::MembershipObserver];
+
     /// Whether this role is at least as privileged as `other`.
     pub fn at_least(self, other: Role) -> bool {
         (self as u8) <= (other as u8)
@@ -176,14 +179,10 @@ impl Role {
 impl std::str::FromStr for Role {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "principal" => Ok(Role::Principal),
-            "observer" => Ok(Role::Observer),
-            "membership-observer" => Ok(Role::MembershipObserver),
-            other => Err(format!(
-                "unknown role {other:?} (principal, observer, membership-observer)"
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown role {s:?} (principal, observer, membership-observer)"))
     }
 }
 

@@ -36,14 +36,26 @@ pub enum SyncMode {
     Normal,
 }
 
+impl SyncMode {
+    /// Every mode.
+    pub const ALL: [Self; 2] = [Self::Full, Self::Normal];
+
+    /// The mode's name as the CLI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Normal => "normal",
+        }
+    }
+}
+
 impl std::str::FromStr for SyncMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "full" => Ok(SyncMode::Full),
-            "normal" => Ok(SyncMode::Normal),
-            other => Err(format!("unknown sync mode {other:?} (full, normal)")),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown sync mode {s:?} (full, normal)"))
     }
 }
 

@@ -293,7 +293,7 @@ impl Geneva {
             let k = block::k_for_rate(rate, packet, self.syn);
             let mut cfg = stream_sender_config(right[i], k);
             cfg.syn = self.syn;
-            cfg.controller = ctrl;
+            cfg.controller = ctrl.into();
             cfg.wire_size = Some(self.packet_size);
             let start = Instant::ZERO + self.start_spread.mul_f64(starts.random::<f64>());
             sim.add_node(Box::new(BlockSource::new(

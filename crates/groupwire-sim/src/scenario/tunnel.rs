@@ -69,10 +69,12 @@ impl TunnelSetting {
     /// The machine's configuration, as `groupwire tunnel` builds it.
     fn config(&self, peer: Option<std::net::SocketAddr>) -> TunnelConfig {
         let mut cfg = TunnelConfig::new(peer, self.k);
-        cfg.sender.controller = self.fec;
+        cfg.sender.controller = self.fec.into();
         cfg.sender.max_block_wait = Some(self.block_wait);
-        cfg.gmiad.fwnd_min = self.fwnd_min.unwrap_or(cfg.gmiad.fwnd_min);
-        cfg.gmiad.fwnd_max = self.fwnd_max.unwrap_or(cfg.gmiad.fwnd_max);
+        if let Some(g) = cfg.sender.controller.gmiad_mut() {
+            g.fwnd_min = self.fwnd_min.unwrap_or(g.fwnd_min);
+            g.fwnd_max = self.fwnd_max.unwrap_or(g.fwnd_max);
+        }
         cfg
     }
 }

@@ -209,12 +209,13 @@ async fn forgets_the_least_recently_seen_client() {
 }
 
 #[tokio::test]
-async fn rejects_an_unreadable_trace() {
+async fn rejects_an_invalid_link_model() {
     let target = loopback().await;
-    let loss: LossModel = "trace:/nonexistent/losses.txt".parse().expect("model");
+    // Built directly, not parsed: the parser would refuse it first.
+    let loss = LossModel::dyck_burst(0.1, 0);
     let err = Emulator::bind(cfg(&target).forward_link(LinkConfig::new().loss(loss)))
         .await
-        .expect_err("trace file missing");
+        .expect_err("a burst of at most 0 packets");
     assert!(matches!(err, EmulatorError::Link(_)), "{err}");
 }
 

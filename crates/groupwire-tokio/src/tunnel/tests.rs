@@ -55,7 +55,7 @@ async fn datagrams_cross_both_sides_and_the_reports_count_them() {
     const N: usize = 200;
     let (server, echo) = echo_server().await;
     let mut cfg = TunnelConfig::new(None, 4);
-    cfg.sender.controller = ControllerKind::Static(2);
+    cfg.sender.controller = ControllerKind::Static(2).into();
     let max = cfg.max_payload();
     let b = Tunnel::bind(
         TunnelSetup::new(LO, TunnelRole::Forward { target: server }),
