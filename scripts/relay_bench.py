@@ -40,13 +40,15 @@ def dur(s):
 
 
 def start_relay(extra):
-    args = ["taskset", "-c", "0", GW, "relay", "serve", "--memory", "--listen", "127.0.0.1:0"] + extra
+    args = ["taskset", "-c", "0", GW, "relay", "serve", "--memory", "--listen", "127.0.0.1:0",
+            "--ready-json"] + extra
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = p.stdout.readline().strip()
-    if not line.startswith("relay listening on "):
+    line = p.stdout.readline()
+    try:
+        return p, json.loads(line)["tcp"]
+    except (json.JSONDecodeError, KeyError):
         p.kill()
         raise SystemExit(f"relay did not start: {line!r}")
-    return p, line.rsplit(" ", 1)[1]
 
 
 def start_nats():

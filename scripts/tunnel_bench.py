@@ -19,16 +19,23 @@ PAIRS = 3
 
 
 def start(args):
+    """Starts a process; returns it and its first line (udp_load prints its
+    address on stderr)."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stderr.readline()
     return p, line
 
 
-def field(line, key):
-    for w in line.split():
-        if w.startswith(key):
-            return "127.0.0.1:" + w[len(key):].rsplit(":", 1)[1]
-    raise SystemExit(f"no {key} in {line!r}")
+def start_ready(args):
+    """Starts a groupwire command with --ready-json; returns it and the
+    parsed ready line (its bound addresses)."""
+    p = subprocess.Popen(args + ["--ready-json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    try:
+        return p, json.loads(line)
+    except json.JSONDecodeError:
+        p.kill()
+        raise SystemExit(f"{args[:2]} did not start: {line!r} {p.stderr.read()}")
 
 
 def finish(p):
@@ -40,7 +47,7 @@ def finish(p):
 
 def chain(tmp, tunnel_args, rate, size, seconds, batch=1, loss=None, relay=False, a_prefix=()):
     """app sender -> A -> [emulator] -> B -> sink; returns the JSON of each part."""
-    sink_json, a_json, b_json = (os.path.join(tmp, n) for n in ("sink.json", "a.json", "b.json"))
+    sink_json, a_json, b_json, emu_json = (os.path.join(tmp, n) for n in ("sink.json", "a.json", "b.json", "emu.json"))
     life = f"{seconds + 3}s"
     sink, line = start([LOAD, "recv", "--duration", str(seconds + 2.5), "--json", sink_json])
     sink_addr = line.split()[1]
@@ -52,18 +59,18 @@ def chain(tmp, tunnel_args, rate, size, seconds, batch=1, loss=None, relay=False
         a_app = line.split()[1]
         procs += [b, a]
     else:
-        b, line = start([GW, "tunnel", "--listen", "127.0.0.1:0", "--forward", sink_addr, "--duration", life,
-                         "--quiet", "--stats-json", b_json] + tunnel_args)
-        peer = field(line, "link=")
+        b, ready = start_ready([GW, "tunnel", "--listen", "127.0.0.1:0", "--forward", sink_addr, "--duration", life,
+                                "--quiet", "--stats-json", b_json] + tunnel_args)
+        peer = ready["link"]
         procs.append(b)
         if loss:
-            emu, line = start([GW, "emulate", "--listen", "127.0.0.1:0", "--forward", peer, "--loss", loss,
-                               "--seed", "1", "--duration", life])
-            peer = line.split()[1]
+            emu, ready = start_ready([GW, "emulate", "--listen", "127.0.0.1:0", "--forward", peer, "--loss", loss,
+                                      "--seed", "1", "--duration", life, "--quiet", "--stats-json", emu_json])
+            peer = ready["listen"]
             procs.append(emu)
-        a, line = start(list(a_prefix) + [GW, "tunnel", "--listen", "127.0.0.1:0", "--peer", peer, "--duration", life,
-                         "--quiet", "--stats-json", a_json] + tunnel_args)
-        a_app = field(line, "app=")
+        a, ready = start_ready(list(a_prefix) + [GW, "tunnel", "--listen", "127.0.0.1:0", "--peer", peer,
+                                                 "--duration", life, "--quiet", "--stats-json", a_json] + tunnel_args)
+        a_app = ready["app"]
         procs.append(a)
     time.sleep(0.2)
     sent = json.loads(subprocess.run([LOAD, "send", "--to", a_app, "--rate", str(rate), "--size", str(size),
@@ -74,8 +81,8 @@ def chain(tmp, tunnel_args, rate, size, seconds, batch=1, loss=None, relay=False
     if not relay:
         res["a"], res["b"] = json.load(open(a_json)), json.load(open(b_json))
     if loss:
-        m = re.search(r"client → target: (\d+) in, (\d+) out, (\d+) lost", outs[2])
-        res["link_loss"] = int(m.group(3)) / max(1, int(m.group(1)))
+        fwd = json.load(open(emu_json))["forward"]
+        res["link_loss"] = fwd["lost"] / max(1, fwd["received"])
     return res
 
 

@@ -79,6 +79,21 @@ pub(crate) struct EmulateArgs {
     /// No per-second progress lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Once bound, print one JSON line on stdout for scripts:
+    /// `{"ready":"emulate","listen":ADDR,"forward":ADDR}`.
+    #[arg(long)]
+    ready_json: bool,
+    /// Write the final counters as JSON to FILE (per direction: received,
+    /// delivered, lost, queue_drops, corrupted, socket_drops, ...).
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<std::path::PathBuf>,
+}
+
+/// `--ready-json`: where the emulator listens and where it forwards.
+#[derive(serde::Serialize)]
+struct Ready {
+    listen: SocketAddr,
+    forward: SocketAddr,
 }
 
 /// `--corrupt`.
@@ -128,6 +143,15 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
                 b.recv, b.send, b.asked, b.asked, b.asked
             );
         }
+        if args.ready_json {
+            crate::ready::announce(
+                "emulate",
+                &Ready {
+                    listen: addr,
+                    forward: args.forward,
+                },
+            )?;
+        }
         if !args.quiet {
             eprintln!("emulating {addr} → {} (Ctrl-C to stop)", args.forward);
         }
@@ -157,6 +181,10 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
             .await
             .context("emulator failed")?;
         progress.abort();
+        if let Some(path) = &args.stats_json {
+            std::fs::write(path, serde_json::to_string_pretty(&final_stats)? + "\n")
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
         let mut out = std::io::stdout().lock();
         writeln!(out, "emulator summary ({addr} → {}):", args.forward)?;
         for (name, d) in [

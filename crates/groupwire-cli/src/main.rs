@@ -10,9 +10,11 @@ mod error;
 mod net;
 mod output;
 mod plot;
+mod ready;
 mod relay;
 mod relay_bench;
 mod sim;
+mod sweep;
 mod tunnel;
 
 use std::process::ExitCode;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use groupwire_metrics::{Report, Table};
+use groupwire_metrics::{Report, Table, format_cell, format_quantity};
 use groupwire_sim::scenario::Scenario;
 use serde_json::Value;
 
@@ -44,7 +44,7 @@ pub(crate) fn write_all(
         "scenario.toml",
         format!("# seed = {}\n{}", report.seed, scenario.to_toml()).as_bytes(),
     )?;
-    write("report.md", markdown(report, plots).as_bytes())?;
+    write("report.md", report.to_markdown(plots).as_bytes())?;
     n += 3;
     for t in &report.tables {
         let mut w = csv::Writer::from_writer(Vec::new());
@@ -75,38 +75,6 @@ pub(crate) fn write_all(
     Ok(n)
 }
 
-/// The run as Markdown: the summary, every table, and the plots as images.
-/// Wall-clock figures are left out so the file depends only on the scenario
-/// and the seed.
-fn markdown(report: &Report, plots: bool) -> String {
-    let mut md = format!(
-        "## {} (seed {})\n\n| quantity | value |\n|---|---|\n",
-        report.scenario, report.seed
-    );
-    for (k, v) in &report.summary {
-        md.push_str(&format!("| {k} | {} |\n", human(k, v)));
-    }
-    for t in &report.tables {
-        md.push_str(&format!(
-            "\n### {}\n\n| {} |\n|{}\n",
-            t.file,
-            t.columns.join(" | "),
-            "---|".repeat(t.columns.len())
-        ));
-        for row in &t.rows {
-            let cells: Vec<String> = row.iter().map(short).collect();
-            md.push_str(&format!("| {} |\n", cells.join(" | ")));
-        }
-    }
-    if plots {
-        md.push('\n');
-        for p in &report.plots {
-            md.push_str(&format!("![{}]({}.png)\n", p.title, p.file));
-        }
-    }
-    md
-}
-
 fn cell(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -129,7 +97,7 @@ pub(crate) fn print_summary(
         .unwrap_or(0)
         .max(14);
     for (k, v) in &report.summary {
-        writeln!(out, "  {k:<width$}  {}", human(k, v))?;
+        writeln!(out, "  {k:<width$}  {}", format_quantity(k, v))?;
     }
     match report.summary.get("events").and_then(Value::as_f64) {
         Some(events) => writeln!(
@@ -164,7 +132,7 @@ fn print_table(out: &mut impl Write, t: &Table) -> anyhow::Result<()> {
     let cells: Vec<Vec<String>> = t
         .rows
         .iter()
-        .map(|r| r.iter().map(short).collect())
+        .map(|r| r.iter().map(format_cell).collect())
         .collect();
     let widths: Vec<usize> = t
         .columns
@@ -191,68 +159,4 @@ fn print_table(out: &mut impl Write, t: &Table) -> anyhow::Result<()> {
         line(out, r)?;
     }
     Ok(())
-}
-
-/// A table cell for the terminal: floats to four significant places.
-fn short(v: &Value) -> String {
-    match v {
-        Value::Number(n) if n.is_f64() => {
-            let x = n.as_f64().unwrap_or(f64::NAN);
-            if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) {
-                format!("{x:.3e}")
-            } else {
-                format!("{x:.4}")
-            }
-        }
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
-}
-
-/// A value as a person reads it: rates in Mbit/s, fractions in percent.
-fn human(key: &str, v: &Value) -> String {
-    match v {
-        Value::Array(xs) => {
-            let nums: Vec<f64> = xs.iter().filter_map(Value::as_f64).collect();
-            if nums.is_empty() {
-                return v.to_string();
-            }
-            let min = nums.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = nums.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mean = nums.iter().sum::<f64>() / nums.len() as f64;
-            if key.ends_with("_bps") {
-                format!(
-                    "{} values: min {} mean {} max {}",
-                    nums.len(),
-                    mbps(min),
-                    mbps(mean),
-                    mbps(max)
-                )
-            } else {
-                format!(
-                    "{} values: min {min:.4} mean {mean:.4} max {max:.4}",
-                    nums.len()
-                )
-            }
-        }
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(f64::NAN);
-            if key.ends_with("_bps") {
-                mbps(x)
-            } else if key.ends_with("_rate") || key == "utilization" {
-                format!("{:.4}%", x * 100.0)
-            } else if n.is_f64() {
-                format!("{x:.4}")
-            } else {
-                n.to_string()
-            }
-        }
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn mbps(bps: f64) -> String {
-    format!("{:.3} Mbit/s", bps / 1e6)
 }

@@ -62,6 +62,11 @@ struct ServeArgs {
     /// TCP address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:7600")]
     listen: SocketAddr,
+    /// Once listening, print one JSON line on stdout for scripts instead of
+    /// the banner: `{"ready":"relay","tcp":ADDR,"tls":BOOL,
+    /// "websocket":URL|null,"state":"memory"|DIR}`.
+    #[arg(long)]
+    ready_json: bool,
     /// Also serve WebSocket clients (browsers) on this address.
     #[arg(long)]
     ws: Option<SocketAddr>,
@@ -265,6 +270,15 @@ fn read_secret(path: &Path) -> Result<Vec<u8>> {
     Ok(trimmed)
 }
 
+/// `relay serve --ready-json`.
+#[derive(serde::Serialize)]
+struct RelayReady {
+    tcp: SocketAddr,
+    tls: bool,
+    websocket: Option<String>,
+    state: String,
+}
+
 fn serve(a: ServeArgs) -> Result<()> {
     let (sync, policy) = (a.sync, a.slow_consumer);
     if a.max_frame < 1024 {
@@ -322,28 +336,54 @@ fn serve(a: ServeArgs) -> Result<()> {
         let handle = groupwire_relay::server::start(cfg)
             .await
             .context("starting the relay")?;
-        // One write, so a reader that takes the first line and closes the
-        // pipe cannot make a later line fail.
-        let (tcp_scheme, ws_scheme) = if tls { ("tls://", "wss") } else { ("", "ws") };
-        let mut banner = format!("relay listening on {tcp_scheme}{}\n", handle.local_addr());
-        if let Some(ws) = handle.ws_addr() {
-            banner += &format!("websocket on {ws_scheme}://{ws}/\n");
-        }
-        if a.memory {
-            banner += "state in memory (lost on exit)\n";
+        if a.ready_json {
+            let ws_scheme = if tls { "wss" } else { "ws" };
+            crate::ready::announce(
+                "relay",
+                &RelayReady {
+                    tcp: handle.local_addr(),
+                    tls,
+                    websocket: handle.ws_addr().map(|ws| format!("{ws_scheme}://{ws}/")),
+                    state: if a.memory {
+                        "memory".into()
+                    } else {
+                        a.data_dir.display().to_string()
+                    },
+                },
+            )?;
         } else {
-            banner += &format!("state in {}\n", a.data_dir.display());
+            print_banner(&a, &handle, tls)?;
         }
-        let mut out = std::io::stdout().lock();
-        out.write_all(banner.as_bytes())?;
-        out.flush()?;
-        drop(out);
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
         handle.shutdown().await;
         Ok(())
     })
+}
+
+/// The human banner: addresses and where state lives, in one write, so a
+/// reader that takes the first line and closes the pipe cannot make a
+/// later line fail.
+fn print_banner(
+    a: &ServeArgs,
+    handle: &groupwire_relay::server::RelayHandle,
+    tls: bool,
+) -> Result<()> {
+    let (tcp_scheme, ws_scheme) = if tls { ("tls://", "wss") } else { ("", "ws") };
+    let mut banner = format!("relay listening on {tcp_scheme}{}\n", handle.local_addr());
+    if let Some(ws) = handle.ws_addr() {
+        banner += &format!("websocket on {ws_scheme}://{ws}/\n");
+    }
+    if a.memory {
+        banner += "state in memory (lost on exit)\n";
+    } else {
+        banner += &format!("state in {}\n", a.data_dir.display());
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(banner.as_bytes())?;
+    out.flush()?;
+    Ok(())
 }
 
 fn token(t: TokenArgs) -> Result<()> {

@@ -33,6 +33,17 @@ pub(crate) enum SimCommand {
     ///   groupwire sim show tcp-dumbbell > my.toml && groupwire sim run my.toml
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
+    /// Run an experiment plan: named run sets of one scenario, in parallel,
+    /// composed into one Markdown page with the paper's numbers beside ours.
+    ///
+    /// Each run set is written to OUT/NAME/ as `sim run` writes a run; the
+    /// page is OUT/report.md and the comparisons and tallies OUT/sweep.json.
+    ///
+    /// Examples:
+    ///   groupwire sim sweep crates/groupwire-sim/plans/geneva.toml --jobs 2
+    ///   groupwire sim sweep crates/groupwire-sim/plans/geneva.toml --only table2 --set duration=20s
+    #[command(verbatim_doc_comment)]
+    Sweep(crate::sweep::SweepArgs),
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +79,7 @@ pub(crate) fn run(cmd: SimCommand) -> anyhow::Result<()> {
             Ok(())
         }
         SimCommand::Run(args) => run_scenario(&args),
+        SimCommand::Sweep(args) => crate::sweep::run(&args),
     }
 }
 
@@ -101,18 +113,25 @@ fn load(name: &str, set: &[String]) -> Result<Scenario, UsageError> {
     } else {
         Scenario::builtin(name).map_err(|e| usage(e.into()))?
     };
-    for kv in set {
-        let (k, v) = kv.split_once('=').ok_or_else(|| {
-            usage(anyhow::anyhow!(
-                "--set {kv:?}: expected KEY=VALUE, e.g. --set flows=100"
-            ))
-        })?;
-        scenario
-            .set(k.trim(), v.trim())
-            .map_err(|e| usage(e.into()))?;
+    for (k, v) in split_sets(set)? {
+        scenario.set(&k, &v).map_err(|e| usage(e.into()))?;
     }
     scenario.validate().map_err(|e| usage(e.into()))?;
     Ok(scenario)
+}
+
+/// `--set KEY=VALUE` arguments as (key, value) pairs, trimmed.
+pub(crate) fn split_sets(set: &[String]) -> Result<Vec<(String, String)>, UsageError> {
+    set.iter()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                UsageError(anyhow::anyhow!(
+                    "--set {kv:?}: expected KEY=VALUE, e.g. --set flows=100"
+                ))
+            })?;
+            Ok((k.trim().to_owned(), v.trim().to_owned()))
+        })
+        .collect()
 }
 
 fn run_scenario(args: &RunArgs) -> anyhow::Result<()> {
@@ -145,7 +164,7 @@ fn run_scenario(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// Progress in the bar's units: milliseconds of simulated time, or a count.
-fn progress_units(d: Duration, unit: ProgressUnit) -> u64 {
+pub(crate) fn progress_units(d: Duration, unit: ProgressUnit) -> u64 {
     let v = match unit {
         ProgressUnit::Count => d.as_nanos(),
         _ => d.as_millis(),
@@ -176,17 +195,17 @@ fn progress_bar(total: Duration, unit: ProgressUnit, quiet: bool) -> ProgressBar
 }
 
 /// Wall-clock time for progress bars and speed reports; never enters the simulation.
-struct WallClock(std::time::Instant);
+pub(crate) struct WallClock(std::time::Instant);
 
 impl WallClock {
     #[expect(
         clippy::disallowed_methods,
         reason = "driver clock: the CLI times the run for the user"
     )]
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self(std::time::Instant::now())
     }
-    fn elapsed(&self) -> Duration {
+    pub(crate) fn elapsed(&self) -> Duration {
         self.0.elapsed()
     }
 }

@@ -190,6 +190,20 @@ pub(crate) struct TunnelArgs {
     /// No per-second progress lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Once bound, print one JSON line on stdout for scripts:
+    /// `{"ready":"tunnel","app":ADDR,"link":ADDR,"fec":..,"k":..,"seal":..}`.
+    #[arg(long)]
+    ready_json: bool,
+}
+
+/// `--ready-json`: where the tunnel listens and what it runs.
+#[derive(serde::Serialize)]
+struct Ready {
+    app: std::net::SocketAddr,
+    link: std::net::SocketAddr,
+    fec: String,
+    k: usize,
+    seal: Option<String>,
 }
 
 pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
@@ -265,10 +279,10 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         bind: args.bind,
         ..TunnelSetup::new(args.listen, role)
     };
-    let seal = cfg
-        .key
+    let cipher = cfg.key.as_ref().map(|k| k.cipher.to_string());
+    let seal = cipher
         .as_ref()
-        .map(|k| format!(" seal={}", k.cipher))
+        .map(|c| format!(" seal={c}"))
         .unwrap_or_default();
     let tunnel = Tunnel::bind(setup, cfg).await.map_err(UsageError::new)?;
     // One machine-readable line, always: tests and scripts read the ports.
@@ -283,6 +297,18 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         args.fec,
         args.k,
     );
+    if args.ready_json {
+        crate::ready::announce(
+            "tunnel",
+            &Ready {
+                app: tunnel.app_addr(),
+                link: tunnel.link_addr(),
+                fec: args.fec.to_string(),
+                k: args.k,
+                seal: cipher,
+            },
+        )?;
+    }
     let max_datagram = args.max_datagram;
     let quiet = args.quiet;
     let report = tunnel

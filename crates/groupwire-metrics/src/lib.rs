@@ -9,12 +9,15 @@
 //! - [`TimeSeries`]: named `(seconds, value)` points, and
 //!   [`jain_fairness`];
 //! - [`Report`], [`Table`], [`Plot`]: what a run produced, written by the
-//!   CLI as a text table, JSON, CSV and PNG.
+//!   CLI as a text table, JSON, CSV and PNG, and as Markdown by
+//!   [`Report::to_markdown`].
 
+mod format;
 mod latency;
 mod report;
 mod series;
 
+pub use format::{format_cell, format_quantity};
 pub use latency::{LatencyStats, LatencySummary};
 pub use report::{Plot, PlotStyle, Report, Table};
 pub use series::{TimeSeries, jain_fairness};

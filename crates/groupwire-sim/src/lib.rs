@@ -29,6 +29,7 @@ pub mod machine_node;
 pub mod metrics;
 pub mod rng;
 pub mod scenario;
+pub mod sweep;
 pub mod tcp;
 pub mod tcpnode;
 pub mod topology;

@@ -138,7 +138,7 @@ impl EmulatorConfig {
 pub const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
 
 /// Counters of one direction.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct DirectionStats {
     /// Datagrams that entered the direction.
@@ -171,7 +171,7 @@ pub struct DirectionStats {
 }
 
 /// Counters of an [`Emulator`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct EmulatorStats {
     /// Client → target.
@@ -189,7 +189,7 @@ pub struct EmulatorStats {
 /// Socket buffer sizes asked for and granted (as the kernel reports them:
 /// Linux doubles the request for its bookkeeping and caps it at
 /// `net.core.rmem_max` / `wmem_max`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct BufferSizes {
     /// Bytes asked for, each of `SO_RCVBUF` and `SO_SNDBUF`.

@@ -163,11 +163,14 @@ impl Scenario {
     /// given as a TOML value or a bare string (`rtt=100ms`, `flows=100`,
     /// `sack=false`).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ScenarioError> {
+        self.set_value(key, parse_set_value(value))
+    }
+
+    /// Sets `key` (dotted for nested tables) to a TOML value, as
+    /// [`set`](Self::set) does with text. A table value replaces the whole
+    /// table; experiment plans flatten theirs into one key per leaf.
+    pub fn set_value(&mut self, key: &str, parsed: toml::Value) -> Result<(), ScenarioError> {
         let mut doc = toml::Value::try_from(&*self).expect("scenarios serialize to TOML values");
-        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
         let mut table = doc.as_table_mut().expect("a scenario is a table");
         let mut parts = key.split('.').peekable();
         while let Some(part) = parts.next() {
@@ -188,7 +191,11 @@ impl Scenario {
             })?;
         }
         *self = doc.try_into().map_err(|e: toml::de::Error| {
-            ScenarioError::Parse(format!("--set {key}={value}: {}", one_line(&e.to_string())))
+            ScenarioError::Parse(format!(
+                "--set {key}={}: {}",
+                set_value_text(&parsed),
+                one_line(&e.to_string())
+            ))
         })?;
         Ok(())
     }
@@ -262,6 +269,25 @@ pub use groupwire_metrics::{Plot, PlotStyle, Report, Table};
 /// duration grammar, shared with every command-line flag, lives in
 /// [`groupwire_units::duration`].
 pub use groupwire_units::duration as serde_duration;
+
+/// A `--set` value: TOML if it parses as TOML (`100`, `false`, `[1, 2]`,
+/// `"text"`), else the text itself as a string (`100ms`).
+pub fn parse_set_value(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_owned()))
+}
+
+/// The `--set` text that [`parse_set_value`] reads back as `value`:
+/// strings bare unless that would read as another type, everything else as
+/// TOML.
+pub fn set_value_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) if parse_set_value(s) == *value => s.clone(),
+        other => other.to_string(),
+    }
+}
 
 /// Folds a multi-line parser message into one line, dropping the source
 /// excerpt (`2 | flows = [oops` and the `^` marker under it).
