@@ -6,6 +6,7 @@
 //! - [`LatencyStats`]: a latency distribution (HDR histogram, microsecond
 //!   resolution, up to an hour) with exact mean and maximum, summarized as
 //!   a serializable [`LatencySummary`];
+//! - [`BucketMeter`] and [`ArrivalWindow`]: rates over sliding windows;
 //! - [`TimeSeries`]: named `(seconds, value)` points, and
 //!   [`jain_fairness`];
 //! - [`Report`], [`Table`], [`Plot`]: what a run produced, written by the
@@ -14,11 +15,13 @@
 
 mod format;
 mod latency;
+mod rate;
 mod report;
 mod series;
 
 pub use format::{format_cell, format_quantity};
 pub use latency::{LatencyStats, LatencySummary};
+pub use rate::{ArrivalWindow, BucketMeter};
 pub use report::{Plot, PlotStyle, Report, Table};
 pub use series::{TimeSeries, jain_fairness};
 

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_metrics::BucketMeter;
 use groupwire_proto::Instant;
 
 /// A connection: the relay's handle for one client connection, and the
@@ -310,7 +311,7 @@ struct GroupState {
     name: String,
     default_priority: u8,
     demoted: bool,
-    meter: Meter,
+    meter: BucketMeter,
 }
 
 /// What a frame at a client's writer costs beyond its bytes: its handle,
@@ -419,7 +420,7 @@ impl Scheduler {
                 name: group.to_owned(),
                 default_priority,
                 demoted: false,
-                meter: Meter::new(self.cfg.burst_window),
+                meter: BucketMeter::new(self.cfg.burst_window),
             },
         );
     }
@@ -911,7 +912,7 @@ impl Scheduler {
             )]
             for g in self.groups.values() {
                 if g.demoted {
-                    earliest(g.meter.last + self.cfg.burst_window / 8);
+                    earliest(g.meter.last() + self.cfg.burst_window / 8);
                 }
             }
         }
@@ -1174,61 +1175,6 @@ fn priority_of(cfg: &SchedulerConfig, c: &ConnState, q: &Queue, g: &GroupState) 
     u16::from((group + q.member_priority).min(c.priority_cap))
 }
 
-/// Bytes over a sliding window of eight buckets.
-#[derive(Debug)]
-struct Meter {
-    bucket: Duration,
-    buckets: [u64; BUCKETS],
-    /// Index (time / bucket) of the newest bucket.
-    head: u64,
-    last: Instant,
-    /// Sum of `buckets`, kept so `rate` (run on every push) does not add
-    /// up the buckets and divide in floating point each time.
-    total: u64,
-}
-
-const BUCKETS: usize = 8;
-
-impl Meter {
-    fn new(window: Duration) -> Self {
-        Self {
-            bucket: (window / BUCKETS as u32).max(Duration::from_millis(1)),
-            buckets: [0; BUCKETS],
-            head: 0,
-            last: Instant::ZERO,
-            total: 0,
-        }
-    }
-
-    fn advance(&mut self, now: Instant) {
-        let idx = now.as_nanos() / self.bucket.as_nanos().max(1) as u64;
-        if idx > self.head {
-            let steps = (idx - self.head).min(BUCKETS as u64);
-            for i in 1..=steps {
-                let b = &mut self.buckets[((self.head + i) % BUCKETS as u64) as usize];
-                self.total -= *b;
-                *b = 0;
-            }
-            self.head = idx;
-        }
-        self.last = self.last.max(now);
-    }
-
-    fn record(&mut self, now: Instant, bytes: u64) {
-        self.advance(now);
-        self.buckets[(self.head % BUCKETS as u64) as usize] += bytes;
-        self.total += bytes;
-    }
-
-    /// Bytes per second over the window.
-    fn rate(&mut self, now: Instant) -> u64 {
-        self.advance(now);
-        let window_nanos = (self.bucket.as_nanos() as u64).max(1) * BUCKETS as u64;
-        u64::try_from(u128::from(self.total) * 1_000_000_000 / u128::from(window_nanos))
-            .unwrap_or(u64::MAX)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -1354,17 +1300,6 @@ mod tests {
             out.push((t.conn.0, t.frame[0]));
         }
         out
-    }
-
-    #[test]
-    fn the_meter_forgets_bytes_older_than_its_window() {
-        let mut m = Meter::new(Duration::from_secs(1));
-        m.record(Instant::from_millis(10), 1000);
-        m.record(Instant::from_millis(500), 3000);
-        assert_eq!(m.rate(Instant::from_millis(900)), 4000);
-        // The first bucket (0-125 ms) leaves the window at 1125 ms.
-        assert_eq!(m.rate(Instant::from_millis(1130)), 3000);
-        assert_eq!(m.rate(Instant::from_secs(5)), 0);
     }
 
     #[test]

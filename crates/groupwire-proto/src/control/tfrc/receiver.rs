@@ -1,10 +1,11 @@
 //! The TFRC receiver (RFC 5348 §6): receive rate and feedback schedule
 //! around a [`LossHistory`].
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::history::{Arrival, LossHistory};
+use groupwire_metrics::ArrivalWindow;
+
 use super::{RATE_SAMPLES, TfrcConfig, loss_rate_for_throughput};
 use crate::time::Instant;
 
@@ -66,7 +67,8 @@ pub struct TfrcReceiver {
     history: LossHistory,
     /// R_m, the most recent RTT carried by a data packet.
     rtt: Option<Duration>,
-    rate: RateMeter,
+    /// Bytes per arrival over the last RTT (§6.2's X_recv).
+    rate: ArrivalWindow,
     /// (send timestamp, arrival) of the packet with the latest send timestamp.
     last: Option<(Instant, Instant)>,
     /// Whether a report was produced yet.
@@ -87,7 +89,7 @@ impl TfrcReceiver {
             history: LossHistory::new(config.history_discounting),
             config,
             rtt: None,
-            rate: RateMeter::default(),
+            rate: ArrivalWindow::new(RATE_SAMPLES),
             last: None,
             reported: false,
             timer_base: None,
@@ -119,8 +121,8 @@ impl TfrcReceiver {
         let rate = &self.rate;
         let size = pkt.size;
         let arrival = self.history.on_packet(now, pkt.seq, rtt, || {
-            let x_recv = rate.bytes_since(now, rtt).saturating_add(u64::from(size)) as f64
-                / rtt.as_secs_f64();
+            let x_recv =
+                rate.sum_since(now, rtt).saturating_add(u64::from(size)) as f64 / rtt.as_secs_f64();
             1.0 / loss_rate_for_throughput(s, rtt, x_recv)
         });
         match arrival {
@@ -131,7 +133,7 @@ impl TfrcReceiver {
             Arrival::Old => self.stats.old += 1,
             Arrival::Accepted => {}
         }
-        self.rate.push(now, pkt.size, rtt);
+        self.rate.push(now, u64::from(pkt.size), rtt);
         if self.last.is_none_or(|(ts, _)| pkt.timestamp >= ts) {
             self.last = Some((pkt.timestamp, now));
         }
@@ -167,7 +169,7 @@ impl TfrcReceiver {
             //= https://www.rfc-editor.org/rfc/rfc5348#section-6.2
             //# Calculate the measured receive rate, X_recv, based on the
             //# packets received within the previous R_m seconds.
-            self.rate.bytes_since(now, rtt) as f64 / rtt.as_secs_f64()
+            self.rate.sum_since(now, rtt) as f64 / rtt.as_secs_f64()
         } else {
             0.0
         };
@@ -216,38 +218,5 @@ impl TfrcReceiver {
 
     fn rtt_m(&self) -> Duration {
         self.rtt.unwrap_or_else(|| self.config.fallback_rtt_value())
-    }
-}
-
-/// Bytes received per arrival time, pruned to the last RTT and capped at
-/// `RATE_SAMPLES` records (beyond that, arrivals merge into the newest).
-#[derive(Clone, Debug, Default)]
-struct RateMeter {
-    samples: VecDeque<(Instant, u64)>,
-}
-
-impl RateMeter {
-    fn push(&mut self, now: Instant, size: u32, window: Duration) {
-        let horizon = now - window;
-        while self.samples.front().is_some_and(|&(t, _)| t <= horizon) {
-            self.samples.pop_front();
-        }
-        if self.samples.len() >= RATE_SAMPLES {
-            if let Some(back) = self.samples.back_mut() {
-                back.1 = back.1.saturating_add(u64::from(size));
-            }
-        } else {
-            self.samples.push_back((now, u64::from(size)));
-        }
-    }
-
-    /// Bytes that arrived in `(now - window, now]`.
-    fn bytes_since(&self, now: Instant, window: Duration) -> u64 {
-        let horizon = now - window;
-        self.samples
-            .iter()
-            .rev()
-            .take_while(|&&(t, _)| t > horizon)
-            .fold(0u64, |acc, &(_, b)| acc.saturating_add(b))
     }
 }
