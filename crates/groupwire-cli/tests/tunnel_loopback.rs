@@ -124,7 +124,7 @@ fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
         "--listen",
         "127.0.0.1:0",
         "--forward",
-        &b.addr("link=").to_string(),
+        &b.addr("link").to_string(),
         "--loss",
         GILBERT_10_4,
         "--seed",
@@ -132,13 +132,7 @@ fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
         "--duration",
         "10s",
     ]);
-    let emu_addr: SocketAddr = emu
-        .line
-        .split_whitespace()
-        .nth(1)
-        .expect("address")
-        .parse()
-        .expect("addr");
+    let emu_addr = emu.addr("listen");
     let a = spawn(&[
         "tunnel",
         "--listen",
@@ -158,7 +152,7 @@ fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
         a_json.to_str().expect("utf-8"),
     ]);
     let (sent, got) = exchange(
-        a.addr("app="),
+        a.addr("app"),
         &app_rx,
         10_000,
         2000.0,
@@ -219,13 +213,13 @@ fn low_rate_datagrams_arrive_without_waiting_for_a_block() {
         "--listen",
         "127.0.0.1:0",
         "--peer",
-        &b.addr("link=").to_string(),
+        &b.addr("link").to_string(),
         "--duration",
         "4s",
         "--quiet",
     ]);
     let count = 40;
-    let (sent, got) = exchange(a.addr("app="), &app_rx, count, 20.0, Duration::from_secs(3));
+    let (sent, got) = exchange(a.addr("app"), &app_rx, count, 20.0, Duration::from_secs(3));
     a.finish();
     b.finish();
     assert_eq!(got.corrupt, 0);
@@ -270,7 +264,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
         "--stats-json",
         b_json.to_str().expect("utf-8"),
     ]);
-    let b_link = b.addr("link=");
+    let b_link = b.addr("link");
     let junk = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let garbage: Vec<Vec<u8>> = vec![
         vec![],
@@ -294,7 +288,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
         "4s",
         "--quiet",
     ]);
-    let (to, count) = (a.addr("app="), 200);
+    let (to, count) = (a.addr("app"), 200);
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     // Learn the peer with one datagram, then garbage from a stranger and
     // at the listen side's link socket too, then traffic.
@@ -302,7 +296,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
     std::thread::sleep(Duration::from_millis(100));
     for g in &garbage {
         junk.send_to(g, b_link).expect("send");
-        junk.send_to(g, a.addr("link=")).expect("send");
+        junk.send_to(g, a.addr("link")).expect("send");
     }
     let (sent, got) = exchange(to, &app_rx, count, 400.0, Duration::from_secs(3));
     let a_out = a.finish().0;

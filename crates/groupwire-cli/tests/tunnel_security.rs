@@ -29,7 +29,7 @@ fn a_datagram_too_large_is_said_once_and_counted_and_a_missing_far_side_is_shown
         "--stats-json",
         json.to_str().expect("utf-8"),
     ]);
-    let to = a.addr("app=");
+    let to = a.addr("app");
     let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let (small, big) = (20u64, 3u64);
     for i in 0..small {
@@ -89,7 +89,7 @@ fn corrupted_first_packets_from_a_stranger_claim_nothing_and_get_no_bytes() {
         "--stats-json",
         b_json.to_str().expect("utf-8"),
     ]);
-    let b_link = b.addr("link=");
+    let b_link = b.addr("link");
     // Every single-bit flip past the common header of a valid packet, sent
     // from a stranger before the real peer's first packet.
     let stranger = UdpSocket::bind("127.0.0.1:0").expect("bind");
@@ -117,7 +117,7 @@ fn corrupted_first_packets_from_a_stranger_claim_nothing_and_get_no_bytes() {
         "3s",
         "--quiet",
     ]);
-    let (to, a_link) = (a.addr("app="), a.addr("link="));
+    let (to, a_link) = (a.addr("app"), a.addr("link"));
     let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let count = 50u64;
     let mut got = 0;
@@ -186,7 +186,7 @@ fn keyed_tunnels_carry_data_and_replays_get_nothing_through() {
         "--stats-json",
         b_json.to_str().expect("utf-8"),
     ]);
-    let b_link = b.addr("link=");
+    let b_link = b.addr("link");
     let relay = UdpSocket::bind("127.0.0.1:0").expect("bind relay");
     let relay_addr = relay.local_addr().expect("bound");
     let a = spawn(&[
@@ -201,7 +201,7 @@ fn keyed_tunnels_carry_data_and_replays_get_nothing_through() {
         "4s",
         "--quiet",
     ]);
-    let (to, a_link) = (a.addr("app="), a.addr("link="));
+    let (to, a_link) = (a.addr("app"), a.addr("link"));
     let captured = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
     let relay_tx = relay.try_clone().expect("clone");
     relay

@@ -76,42 +76,48 @@ impl Drop for Relay {
     }
 }
 
-/// A running `groupwire` and the first line it wrote on stderr.
+/// A running `groupwire tunnel` or `emulate` and its ready line.
 pub(crate) struct Proc {
     /// The process.
     pub(crate) child: Child,
-    /// Its first line on stderr.
-    pub(crate) line: String,
+    /// Its `--ready-json` line.
+    pub(crate) ready: Value,
+    stdout: BufReader<ChildStdout>,
 }
 
-/// Starts `groupwire ARGS...` and reads its first line on stderr.
+/// Starts `groupwire ARGS... --ready-json` and reads its ready line.
 pub(crate) fn spawn(args: &[&str]) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_groupwire"))
         .args(args)
+        .arg("--ready-json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("groupwire starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
     let mut line = String::new();
-    BufReader::new(child.stderr.as_mut().expect("piped"))
-        .read_line(&mut line)
-        .expect("first line");
-    Proc { child, line }
+    stdout.read_line(&mut line).expect("a ready line");
+    let ready = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{args:?}: {line:?}: {e}"));
+    Proc {
+        child,
+        ready,
+        stdout,
+    }
 }
 
 impl Proc {
-    /// The address after `key=` (`app=`, `link=`), on loopback.
+    /// The address under `key` of the ready line (`app`, `link`, `listen`),
+    /// on loopback.
     pub(crate) fn addr(&self, key: &str) -> SocketAddr {
-        let w = self
-            .line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .unwrap_or_else(|| panic!("no {key} in {:?}", self.line));
-        let a: SocketAddr = w.parse().expect("an address");
+        let a: SocketAddr = self.ready[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key} in {}", self.ready))
+            .parse()
+            .expect("an address");
         SocketAddr::from(([127, 0, 0, 1], a.port()))
     }
 
-    /// Waits for it to exit; returns its stdout and the rest of its stderr.
+    /// Waits for it to exit; returns the rest of its stdout and its stderr.
     pub(crate) fn finish(mut self) -> (String, String) {
         let mut err = String::new();
         self.child
@@ -120,10 +126,12 @@ impl Proc {
             .expect("piped")
             .read_to_string(&mut err)
             .expect("stderr");
-        let o = self.child.wait_with_output().expect("exits");
-        assert!(o.status.success(), "{}: {err}", self.line);
+        let mut out = String::new();
+        self.stdout.read_to_string(&mut out).expect("stdout");
+        let status = self.child.wait().expect("exits");
+        assert!(status.success(), "{}: {err}", self.ready);
         assert!(!err.contains("panicked"), "{err}");
-        (String::from_utf8_lossy(&o.stdout).into_owned(), err)
+        (out, err)
     }
 }
 
