@@ -28,14 +28,25 @@ def start(args):
 
 def start_ready(args):
     """Starts a groupwire command with --ready-json; returns it and the
-    parsed ready line (its bound addresses)."""
+    parsed ready line (its bound addresses). A tunnel binary older than
+    --ready-json (the base of `scripts/perf.sh compare`) is started again
+    and read from its banner, `tunnel app=ADDR link=ADDR ...` on stderr."""
     p = subprocess.Popen(args + ["--ready-json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     try:
         return p, json.loads(line)
     except json.JSONDecodeError:
-        p.kill()
-        raise SystemExit(f"{args[:2]} did not start: {line!r} {p.stderr.read()}")
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        err = p.stderr.read()
+    if "--ready-json" in err and "tunnel" in args:
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        banner = p.stderr.readline().split()
+        fields = dict(w.split("=", 1) for w in banner if "=" in w)
+        return p, {"app": fields["app"], "link": fields["link"]}
+    raise SystemExit(f"{args[:2]} did not start: {line!r} {err}")
 
 
 def finish(p):

@@ -186,7 +186,7 @@ pub(crate) enum SlowAction {
         /// The client.
         conn: ConnId,
         /// The group.
-        group: String,
+        group: GroupId,
         /// The oldest frame not yet sent, if any.
         oldest: Option<Bytes>,
     },
@@ -195,7 +195,7 @@ pub(crate) enum SlowAction {
         /// The client.
         conn: ConnId,
         /// The group.
-        group: String,
+        group: GroupId,
     },
     /// Close `conn`.
     Disconnect {
@@ -261,28 +261,35 @@ const AGED_PRIORITY: u16 = 100;
 /// Nothing iterates it where order shows.
 pub(crate) type GroupMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
-/// The scheduler's own name for a group, assigned by
-/// [`Scheduler::add_group`] and never reused, so a group deleted and
-/// created again under the same name starts afresh. Everything inside is
-/// keyed by it: names are looked up once, at the crate-internal API, and
-/// comparing or hashing long names with shared prefixes on every push and
-/// pick was a visible share of the relay's CPU.
+/// A group's number inside the relay, assigned by the core when the group
+/// is created and never reused while the process runs, so a group deleted
+/// and created again under the same name starts afresh. The scheduler
+/// knows groups only by it: the core looks a name up once per request,
+/// and comparing or hashing long names with shared prefixes on every push
+/// and pick was a visible share of the relay's CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct GroupId(u32);
+pub(crate) struct GroupId(pub(crate) u32);
 
 /// Groups by id. Nothing iterates it where order shows.
-type GroupIdMap<V> = HashMap<GroupId, V, foldhash::fast::RandomState>;
+pub(crate) type GroupIdMap<V> = HashMap<GroupId, V, foldhash::fast::RandomState>;
+
+/// One (member, group) queue, as the scheduler sees it; the core names the
+/// group for the public [`QueueDepth`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Depth {
+    pub(crate) conn: ConnId,
+    pub(crate) group: GroupId,
+    pub(crate) frames: usize,
+    pub(crate) bytes: usize,
+    pub(crate) priority: u16,
+}
 
 /// The scheduler. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     cfg: SchedulerConfig,
-    /// Name to id of every group that exists.
-    ids: GroupMap<GroupId>,
     /// State of every group that exists, by id.
     groups: GroupIdMap<GroupState>,
-    /// The id the next [`add_group`](Self::add_group) assigns.
-    next_group: u32,
     conns: BTreeMap<ConnId, ConnState>,
     /// Clients that can be served now, by the priority of what they would
     /// be served next. Kept up to date on every change to a client, so a
@@ -307,8 +314,6 @@ pub(crate) struct Scheduler {
 
 #[derive(Debug)]
 struct GroupState {
-    /// For outputs ([`QueueDepth`], [`SlowAction`], refills).
-    name: String,
     default_priority: u8,
     demoted: bool,
     meter: BucketMeter,
@@ -386,9 +391,7 @@ impl Scheduler {
     pub(crate) fn new(cfg: SchedulerConfig) -> Self {
         Self {
             cfg,
-            ids: GroupMap::default(),
             groups: GroupIdMap::default(),
-            next_group: 0,
             conns: BTreeMap::new(),
             levels: BTreeMap::new(),
             cursor: ConnId(0),
@@ -403,21 +406,12 @@ impl Scheduler {
         self.stats.clone()
     }
 
-    /// Adds a group under a fresh id. For a name that exists, only resets
-    /// its priority and meter (its queues stay).
-    pub(crate) fn add_group(&mut self, group: &str, default_priority: u8) {
-        let id = match self.ids.get(group) {
-            Some(&id) => id,
-            None => {
-                let id = self.fresh_group_id();
-                self.ids.insert(group.to_owned(), id);
-                id
-            }
-        };
+    /// Adds a group. For an id that exists, only resets its priority and
+    /// meter (its queues stay).
+    pub(crate) fn add_group(&mut self, id: GroupId, default_priority: u8) {
         self.groups.insert(
             id,
             GroupState {
-                name: group.to_owned(),
                 default_priority,
                 demoted: false,
                 meter: BucketMeter::new(self.cfg.burst_window),
@@ -425,8 +419,8 @@ impl Scheduler {
         );
     }
 
-    pub(crate) fn set_group_priority(&mut self, group: &str, priority: u8) {
-        if let Some(g) = self.id(group).and_then(|id| self.groups.get_mut(&id)) {
+    pub(crate) fn set_group_priority(&mut self, id: GroupId, priority: u8) {
+        if let Some(g) = self.groups.get_mut(&id) {
             g.default_priority = priority;
         }
         self.epoch += 1;
@@ -435,9 +429,8 @@ impl Scheduler {
 
     /// Forgets a group, with any queues and refills left for it (the core
     /// removes its members' queues first; whatever remains is dropped).
-    pub(crate) fn remove_group(&mut self, group: &str) {
-        if let Some(id) = self.ids.remove(group) {
-            self.groups.remove(&id);
+    pub(crate) fn remove_group(&mut self, id: GroupId) {
+        if self.groups.remove(&id).is_some() {
             self.refills.retain(|&(_, g)| g != id);
             let (mut frames, mut bytes) = (0, 0);
             for c in self.conns.values_mut() {
@@ -464,8 +457,7 @@ impl Scheduler {
     }
 
     /// The group's instant priority (§4.4), or `None` for an unknown group.
-    pub(crate) fn instant_priority(&self, group: &str) -> Option<u8> {
-        let id = self.id(group)?;
+    pub(crate) fn instant_priority(&self, id: GroupId) -> Option<u8> {
         self.groups.get(&id).map(|g| self.group_priority(g))
     }
 
@@ -532,14 +524,14 @@ impl Scheduler {
     pub(crate) fn add_queue(
         &mut self,
         conn: ConnId,
-        group: &str,
+        id: GroupId,
         member_priority: u8,
         now: Instant,
     ) {
         // A queue of an unknown group would never be served.
-        let Some(id) = self.id(group) else {
+        if !self.groups.contains_key(&id) {
             return;
-        };
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queues.insert(
                 id,
@@ -556,21 +548,19 @@ impl Scheduler {
         }
     }
 
-    pub(crate) fn set_member_priority(&mut self, conn: ConnId, group: &str, member_priority: u8) {
-        if let Some(id) = self.id(group)
-            && let Some(q) = self
-                .conns
-                .get_mut(&conn)
-                .and_then(|c| c.queues.get_mut(&id))
+    pub(crate) fn set_member_priority(&mut self, conn: ConnId, id: GroupId, member_priority: u8) {
+        if let Some(q) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.queues.get_mut(&id))
         {
             q.member_priority = member_priority;
         }
         self.refresh(conn);
     }
 
-    pub(crate) fn remove_queue(&mut self, conn: ConnId, group: &str) {
-        if let Some(id) = self.id(group)
-            && let Some(c) = self.conns.get_mut(&conn)
+    pub(crate) fn remove_queue(&mut self, conn: ConnId, id: GroupId) {
+        if let Some(c) = self.conns.get_mut(&conn)
             && let Some(q) = c.queues.remove(&id)
         {
             c.queued_bytes -= q.bytes;
@@ -581,10 +571,7 @@ impl Scheduler {
 
     /// Drops the backlog of `group` for `conn` and blocks the queue until
     /// the last page of a [`transfer`](Self::transfer). Returns the frames dropped.
-    pub(crate) fn reset_queue(&mut self, conn: ConnId, group: &str) -> usize {
-        let Some(id) = self.id(group) else {
-            return 0;
-        };
+    pub(crate) fn reset_queue(&mut self, conn: ConnId, id: GroupId) -> usize {
         let Some(c) = self.conns.get_mut(&conn) else {
             return 0;
         };
@@ -611,13 +598,10 @@ impl Scheduler {
         &mut self,
         now: Instant,
         conn: ConnId,
-        group: &str,
+        id: GroupId,
         page: Vec<Bytes>,
         last: bool,
     ) {
-        let Some(id) = self.id(group) else {
-            return;
-        };
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -647,11 +631,10 @@ impl Scheduler {
         &mut self,
         now: Instant,
         conn: ConnId,
-        group: &str,
+        id: GroupId,
         frame: Bytes,
     ) -> Option<SlowAction> {
         let len = frame.len();
-        let id = self.id(group)?;
         let c = self.conns.get_mut(&conn)?;
         let q = c.queues.get_mut(&id)?;
         if q.frames.is_empty() {
@@ -678,7 +661,7 @@ impl Scheduler {
             self.refresh(conn);
         }
         if over {
-            return Some(self.overflow(conn, group));
+            return Some(self.overflow(conn, id));
         }
         None
     }
@@ -728,12 +711,8 @@ impl Scheduler {
     }
 
     /// Queues that sent their state-transfer page and wait for the next.
-    pub(crate) fn take_refills(&mut self) -> Vec<(ConnId, String)> {
-        let refills = std::mem::take(&mut self.refills);
-        refills
-            .into_iter()
-            .map(|(conn, id)| (conn, Self::name_of(&self.groups, id)))
-            .collect()
+    pub(crate) fn take_refills(&mut self) -> Vec<(ConnId, GroupId)> {
+        std::mem::take(&mut self.refills)
     }
 
     /// The driver wrote `bytes` of `conn`'s frames to its socket.
@@ -869,7 +848,6 @@ impl Scheduler {
                         }
                         SlowConsumerPolicy::Resync => {
                             self.stats.slow_resyncs += 1;
-                            let group = Self::name_of(&self.groups, group);
                             actions.push(SlowAction::Resync { conn: id, group });
                         }
                         SlowConsumerPolicy::Disconnect => {
@@ -919,23 +897,21 @@ impl Scheduler {
         next
     }
 
-    /// Every queue, by client and group name.
-    pub(crate) fn depths(&self) -> Vec<QueueDepth> {
+    /// Every queue, by client and group id.
+    pub(crate) fn depths(&self) -> Vec<Depth> {
         let mut out = Vec::new();
         for (&conn, c) in &self.conns {
-            for (id, q) in &c.queues {
-                let g = self.groups.get(id).expect("queues go with their group");
-                out.push(QueueDepth {
+            for (&id, q) in &c.queues {
+                let g = self.groups.get(&id).expect("queues go with their group");
+                out.push(Depth {
                     conn,
-                    group: g.name.clone(),
+                    group: id,
                     frames: q.len(),
                     bytes: q.bytes,
                     priority: self.queue_priority(c, q, g),
                 });
             }
         }
-        // Queues are ordered by id; callers saw them by name.
-        out.sort_unstable_by(|a, b| (a.conn, &a.group).cmp(&(b.conn, &b.group)));
         out
     }
 
@@ -946,33 +922,6 @@ impl Scheduler {
     }
 
     // ---- helpers ----
-
-    /// The id of the group called `group`, if it exists.
-    fn id(&self, group: &str) -> Option<GroupId> {
-        self.ids.get(group).copied()
-    }
-
-    /// The name of a group that has a queue (so it exists).
-    fn name_of(groups: &GroupIdMap<GroupState>, id: GroupId) -> String {
-        groups
-            .get(&id)
-            .expect("queues and refills go with their group")
-            .name
-            .clone()
-    }
-
-    fn fresh_group_id(&mut self) -> GroupId {
-        loop {
-            let id = GroupId(self.next_group);
-            // Wrapping after 2^32 groups is harmless: a removed group's id
-            // is nowhere (queues and refills go with it), and live ids are
-            // skipped.
-            self.next_group = self.next_group.wrapping_add(1);
-            if !self.groups.contains_key(&id) {
-                return id;
-            }
-        }
-    }
 
     fn group_priority(&self, g: &GroupState) -> u8 {
         if g.demoted {
@@ -1108,7 +1057,7 @@ impl Scheduler {
         }
     }
 
-    fn overflow(&mut self, conn: ConnId, group: &str) -> SlowAction {
+    fn overflow(&mut self, conn: ConnId, group: GroupId) -> SlowAction {
         match self.cfg.slow_policy {
             SlowConsumerPolicy::Disconnect => {
                 self.stats.slow_disconnects += 1;
@@ -1116,22 +1065,20 @@ impl Scheduler {
             }
             SlowConsumerPolicy::Demote => {
                 self.stats.slow_spills += 1;
-                let oldest = self.id(group).and_then(|id| {
-                    let q = self.conns.get(&conn)?.queues.get(&id)?;
-                    q.front.front().or(q.frames.front()).cloned()
-                });
+                let oldest = self
+                    .conns
+                    .get(&conn)
+                    .and_then(|c| c.queues.get(&group))
+                    .and_then(|q| q.front.front().or(q.frames.front()).cloned());
                 SlowAction::Spill {
                     conn,
-                    group: group.to_owned(),
+                    group,
                     oldest,
                 }
             }
             SlowConsumerPolicy::Resync => {
                 self.stats.slow_resyncs += 1;
-                SlowAction::Resync {
-                    conn,
-                    group: group.to_owned(),
-                }
+                SlowAction::Resync { conn, group }
             }
         }
     }
@@ -1181,6 +1128,18 @@ mod tests {
 
     use super::*;
 
+    /// The tests name groups; the core would number them.
+    fn id(name: &str) -> GroupId {
+        const NAMES: [&str; 10] = [
+            "g", "a", "b", "c", "chat", "bulk", "hi", "lo", "img", "nope",
+        ];
+        let i = NAMES
+            .iter()
+            .position(|n| *n == name)
+            .expect("a test group name");
+        GroupId(i as u32)
+    }
+
     /// The selection before the priority index: scan every client in
     /// round-robin order, keep the first of the highest priority.
     fn naive_pick(s: &Scheduler) -> Option<ConnId> {
@@ -1213,15 +1172,15 @@ mod tests {
             };
             let groups = ["a", "b", "c"];
             let mut s = Scheduler::new(cfg);
-            s.add_group("a", 6);
-            s.add_group("b", 4);
-            s.add_group("c", 2);
+            s.add_group(id("a"), 6);
+            s.add_group(id("b"), 4);
+            s.add_group(id("c"), 2);
             for c in 1..=5u64 {
                 s.add_conn(ConnId(c), 600, u8::MAX);
                 for (i, g) in groups.iter().enumerate() {
                     if (c as usize + i) % 3 != 0 {
-                        s.add_queue(ConnId(c), g, (c % 4) as u8, Instant::ZERO);
-                        s.transfer(Instant::ZERO, ConnId(c), g, Vec::new(), true);
+                        s.add_queue(ConnId(c), id(g), (c % 4) as u8, Instant::ZERO);
+                        s.transfer(Instant::ZERO, ConnId(c), id(g), Vec::new(), true);
                     }
                 }
             }
@@ -1229,7 +1188,7 @@ mod tests {
             for (op, conn, g, n) in ops {
                 let group = groups[g];
                 match op {
-                    0 | 1 => { let _ = s.push(now, ConnId(conn), group, f(1, n)); }
+                    0 | 1 => { let _ = s.push(now, ConnId(conn), id(group), f(1, n)); }
                     2 => { let _ = s.push_control(ConnId(conn), f(2, 10)); }
                     3 => {
                         let sent = s.conns.get(&ConnId(conn)).map_or(0, |c| c.sent);
@@ -1240,7 +1199,7 @@ mod tests {
                         now += Duration::from_millis(n as u64 * 5);
                         let _ = s.handle_timeout(now);
                     }
-                    6 => s.set_member_priority(ConnId(conn), group, (n % 4) as u8),
+                    6 => s.set_member_priority(ConnId(conn), id(group), (n % 4) as u8),
                     _ => {
                         let want = naive_pick(&s);
                         let got = s.poll_transmit(now).map(|t| t.conn);
@@ -1280,14 +1239,14 @@ mod tests {
     ) -> Scheduler {
         let mut s = Scheduler::new(cfg);
         for (g, p) in groups {
-            s.add_group(g, *p);
+            s.add_group(id(g), *p);
         }
         for (c, g, p) in members {
             if !s.conns.contains_key(c) {
                 s.add_conn(*c, u64::MAX / 2, u8::MAX);
             }
-            s.add_queue(*c, g, *p, Instant::ZERO);
-            s.transfer(Instant::ZERO, *c, g, Vec::new(), true);
+            s.add_queue(*c, id(g), *p, Instant::ZERO);
+            s.transfer(Instant::ZERO, *c, id(g), Vec::new(), true);
         }
         s
     }
@@ -1315,11 +1274,11 @@ mod tests {
         );
         let t = Instant::ZERO;
         for i in 0..3 {
-            let _ = s.push(t, ConnId(1), "bulk", f(10 + i, 10));
-            let _ = s.push(t, ConnId(2), "bulk", f(20 + i, 10));
+            let _ = s.push(t, ConnId(1), id("bulk"), f(10 + i, 10));
+            let _ = s.push(t, ConnId(2), id("bulk"), f(20 + i, 10));
         }
-        let _ = s.push(t, ConnId(2), "chat", f(1, 10));
-        let _ = s.push(t, ConnId(2), "chat", f(2, 10));
+        let _ = s.push(t, ConnId(2), id("chat"), f(1, 10));
+        let _ = s.push(t, ConnId(2), id("chat"), f(2, 10));
         let out = drain(&mut s, t);
         // chat (6 + 1 = 7) beats bulk (2 + 3 = 5): both chat frames first, in order.
         assert_eq!(&out[..2], &[(2, 1), (2, 2)]);
@@ -1342,8 +1301,8 @@ mod tests {
             &[(ConnId(1), "a", 2), (ConnId(1), "b", 2)],
         );
         for i in 0..3 {
-            let _ = s.push(Instant::ZERO, ConnId(1), "a", f(i, 5));
-            let _ = s.push(Instant::ZERO, ConnId(1), "b", f(100 + i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(1), id("a"), f(i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(1), id("b"), f(100 + i, 5));
         }
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
@@ -1360,8 +1319,8 @@ mod tests {
             &[(ConnId(1), "lo", 0), (ConnId(2), "hi", 3)],
         );
         for i in 0..2 {
-            let _ = s.push(Instant::ZERO, ConnId(1), "lo", f(i, 5));
-            let _ = s.push(Instant::ZERO, ConnId(2), "hi", f(100 + i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(1), id("lo"), f(i, 5));
+            let _ = s.push(Instant::ZERO, ConnId(2), id("hi"), f(100 + i, 5));
         }
         let conns: Vec<u64> = drain(&mut s, Instant::ZERO)
             .into_iter()
@@ -1375,10 +1334,10 @@ mod tests {
     fn the_send_window_holds_frames_until_credit() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
         s.add_conn(ConnId(1), 100, u8::MAX);
-        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
-        s.transfer(Instant::ZERO, ConnId(1), "g", Vec::new(), true);
+        s.add_queue(ConnId(1), id("g"), 3, Instant::ZERO);
+        s.transfer(Instant::ZERO, ConnId(1), id("g"), Vec::new(), true);
         for i in 0..4 {
-            let _ = s.push(Instant::ZERO, ConnId(1), "g", f(i, 60));
+            let _ = s.push(Instant::ZERO, ConnId(1), id("g"), f(i, 60));
         }
         assert_eq!(
             drain(&mut s, Instant::ZERO).len(),
@@ -1425,10 +1384,16 @@ mod tests {
     fn a_blocked_queue_waits_for_its_state_transfer() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
         s.add_conn(ConnId(1), 1000, u8::MAX);
-        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
-        let _ = s.push(Instant::ZERO, ConnId(1), "g", f(5, 5));
+        s.add_queue(ConnId(1), id("g"), 3, Instant::ZERO);
+        let _ = s.push(Instant::ZERO, ConnId(1), id("g"), f(5, 5));
         assert!(s.poll_transmit(Instant::ZERO).is_none());
-        s.transfer(Instant::ZERO, ConnId(1), "g", vec![f(1, 5), f(2, 5)], true);
+        s.transfer(
+            Instant::ZERO,
+            ConnId(1),
+            id("g"),
+            vec![f(1, 5), f(2, 5)],
+            true,
+        );
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
@@ -1440,18 +1405,24 @@ mod tests {
     fn a_paged_transfer_asks_for_each_page_once_the_last_is_sent() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
         s.add_conn(ConnId(1), 1000, u8::MAX);
-        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
-        let _ = s.push(Instant::ZERO, ConnId(1), "g", f(9, 5));
-        s.transfer(Instant::ZERO, ConnId(1), "g", vec![f(1, 5), f(2, 5)], false);
+        s.add_queue(ConnId(1), id("g"), 3, Instant::ZERO);
+        let _ = s.push(Instant::ZERO, ConnId(1), id("g"), f(9, 5));
+        s.transfer(
+            Instant::ZERO,
+            ConnId(1),
+            id("g"),
+            vec![f(1, 5), f(2, 5)],
+            false,
+        );
         assert!(s.take_refills().is_empty(), "the page is not sent yet");
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
             .collect();
         assert_eq!(tags, vec![1, 2], "live frames wait for the last page");
-        assert_eq!(s.take_refills(), vec![(ConnId(1), "g".to_owned())]);
+        assert_eq!(s.take_refills(), vec![(ConnId(1), id("g"))]);
         assert!(s.take_refills().is_empty(), "asked once");
-        s.transfer(Instant::ZERO, ConnId(1), "g", vec![f(3, 5)], true);
+        s.transfer(Instant::ZERO, ConnId(1), id("g"), vec![f(3, 5)], true);
         let tags: Vec<u8> = drain(&mut s, Instant::ZERO)
             .into_iter()
             .map(|(_, t)| t)
@@ -1470,18 +1441,18 @@ mod tests {
         );
         let t = Instant::from_millis(10);
         for i in 0..30 {
-            let _ = s.push(t, ConnId(1), "img", f(i, 40_000));
+            let _ = s.push(t, ConnId(1), id("img"), f(i, 40_000));
         }
-        assert_eq!(s.instant_priority("img"), Some(2));
-        assert_eq!(s.instant_priority("chat"), Some(4));
+        assert_eq!(s.instant_priority(id("img")), Some(2));
+        assert_eq!(s.instant_priority(id("chat")), Some(4));
         // The low-bandwidth group now goes first.
-        let _ = s.push(t, ConnId(1), "chat", f(200, 100));
+        let _ = s.push(t, ConnId(1), id("chat"), f(200, 100));
         assert_eq!(s.poll_transmit(t).map(|t| t.frame[0]), Some(200));
         let _ = drain(&mut s, t);
         let later = Instant::from_millis(1500);
         assert!(s.poll_timeout().is_some_and(|d| d < later));
         let _ = s.handle_timeout(later);
-        assert_eq!(s.instant_priority("img"), Some(4));
+        assert_eq!(s.instant_priority(id("img")), Some(4));
         assert_eq!(
             (s.stats().burst_demotions, s.stats().burst_restores),
             (1, 1)
@@ -1499,16 +1470,16 @@ mod tests {
             &[("hi", 7), ("lo", 0)],
             &[(ConnId(1), "hi", 3), (ConnId(2), "lo", 0)],
         );
-        let _ = s.push(Instant::ZERO, ConnId(2), "lo", f(1, 10));
-        let _ = s.push(Instant::ZERO, ConnId(2), "lo", f(2, 10));
+        let _ = s.push(Instant::ZERO, ConnId(2), id("lo"), f(1, 10));
+        let _ = s.push(Instant::ZERO, ConnId(2), id("lo"), f(2, 10));
         // A steady stream of high-priority frames starves "lo" ...
         let mut now = Instant::ZERO;
         let mut served_lo = Vec::new();
         for step in 0..20u64 {
             now = Instant::from_millis(step * 100);
             let _ = s.handle_timeout(now);
-            let _ = s.push(now, ConnId(1), "hi", f(50, 10));
-            let _ = s.push(now, ConnId(1), "hi", f(50, 10));
+            let _ = s.push(now, ConnId(1), id("hi"), f(50, 10));
+            let _ = s.push(now, ConnId(1), id("hi"), f(50, 10));
             // ... the relay can only send one frame per step.
             if let Some(t) = s.poll_transmit(now) {
                 s.written(t.conn, t.frame.len() as u64);
@@ -1531,7 +1502,7 @@ mod tests {
                 SlowConsumerPolicy::Resync,
                 Some(SlowAction::Resync {
                     conn: ConnId(1),
-                    group: "g".into(),
+                    group: id("g"),
                 }),
             ),
             (
@@ -1547,12 +1518,12 @@ mod tests {
             };
             let mut s = sched(cfg, &[("g", 4)], &[]);
             s.add_conn(ConnId(1), 10, u8::MAX); // a tiny window nobody credits
-            s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
-            s.transfer(Instant::ZERO, ConnId(1), "g", Vec::new(), true);
+            s.add_queue(ConnId(1), id("g"), 3, Instant::ZERO);
+            s.transfer(Instant::ZERO, ConnId(1), id("g"), Vec::new(), true);
             let mut actions = Vec::new();
             for sec in 0..6 {
                 let now = Instant::from_secs(sec);
-                let _ = s.push(now, ConnId(1), "g", f(1, 20));
+                let _ = s.push(now, ConnId(1), id("g"), f(1, 20));
                 let _ = s.poll_transmit(now);
                 actions.extend(s.handle_timeout(now));
             }
@@ -1572,67 +1543,71 @@ mod tests {
         };
         let mut s = sched(cfg, &[("g", 4)], &[]);
         s.add_conn(ConnId(1), 0, u8::MAX);
-        s.add_queue(ConnId(1), "g", 3, Instant::ZERO);
-        s.transfer(Instant::ZERO, ConnId(1), "g", Vec::new(), true);
+        s.add_queue(ConnId(1), id("g"), 3, Instant::ZERO);
+        s.transfer(Instant::ZERO, ConnId(1), id("g"), Vec::new(), true);
         let mut action = None;
         for _ in 0..20 {
-            action = action.or(s.push(Instant::ZERO, ConnId(1), "g", f(1, 100)));
+            action = action.or(s.push(Instant::ZERO, ConnId(1), id("g"), f(1, 100)));
         }
         // Demote (the default) spills from the oldest frame not yet sent.
         assert_eq!(
             action,
             Some(SlowAction::Spill {
                 conn: ConnId(1),
-                group: "g".into(),
+                group: id("g"),
                 oldest: Some(f(1, 100)),
             })
         );
-        assert_eq!(s.reset_queue(ConnId(1), "g"), 20);
+        assert_eq!(s.reset_queue(ConnId(1), id("g")), 20);
         assert_eq!(s.stats().queued_bytes, 0);
     }
 
     #[test]
-    fn a_group_created_again_under_its_name_starts_afresh() {
+    fn a_group_removed_and_added_again_starts_afresh() {
         let mut s = sched(
             SchedulerConfig::default(),
             &[("g", 4)],
             &[(ConnId(1), "g", 3)],
         );
         s.add_conn(ConnId(2), u64::MAX / 2, u8::MAX);
-        s.add_queue(ConnId(2), "g", 3, Instant::ZERO);
+        s.add_queue(ConnId(2), id("g"), 3, Instant::ZERO);
         // Conn 2 holds a transfer page and awaits a refill once it is sent.
-        s.transfer(Instant::ZERO, ConnId(2), "g", vec![f(7, 10)], false);
+        s.transfer(Instant::ZERO, ConnId(2), id("g"), vec![f(7, 10)], false);
         let t = Instant::from_millis(10);
         // A burst: "g" is demoted and conn 1 has a backlog.
         for i in 0..30 {
-            let _ = s.push(t, ConnId(1), "g", f(i, 40_000));
+            let _ = s.push(t, ConnId(1), id("g"), f(i, 40_000));
         }
-        assert_eq!(s.instant_priority("g"), Some(2));
+        assert_eq!(s.instant_priority(id("g")), Some(2));
         assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(ConnId(1)));
         assert_eq!(s.poll_transmit(t).map(|t| t.conn), Some(ConnId(2)));
         // Deleted with its backlog and pending refill still there.
-        s.remove_group("g");
+        s.remove_group(id("g"));
         assert!(s.take_refills().is_empty(), "a refill of a deleted group");
-        assert_eq!(s.instant_priority("g"), None);
-        assert_eq!(s.push(t, ConnId(1), "g", f(99, 10)), None);
+        assert_eq!(s.instant_priority(id("g")), None);
+        assert_eq!(s.push(t, ConnId(1), id("g"), f(99, 10)), None);
         assert_eq!(s.stats().queued_bytes, 0);
         assert!(s.depths().is_empty());
 
-        s.add_group("g", 5);
-        assert_eq!(s.instant_priority("g"), Some(5), "not demoted, new default");
+        s.add_group(id("g"), 5);
+        assert_eq!(
+            s.instant_priority(id("g")),
+            Some(5),
+            "not demoted, new default"
+        );
         assert!(s.poll_transmit(t).is_none(), "no old queue is served");
-        s.add_queue(ConnId(1), "g", 1, t);
-        let _ = s.push(t, ConnId(1), "g", f(100, 10));
+        s.add_queue(ConnId(1), id("g"), 1, t);
+        let _ = s.push(t, ConnId(1), id("g"), f(100, 10));
         assert!(
             s.poll_transmit(t).is_none(),
             "a new queue waits for its transfer"
         );
-        s.transfer(t, ConnId(1), "g", vec![f(101, 10)], true);
+        s.transfer(t, ConnId(1), id("g"), vec![f(101, 10)], true);
         assert_eq!(
             s.depths(),
-            vec![QueueDepth {
+            vec![Depth {
                 conn: ConnId(1),
-                group: "g".into(),
+                group: id("g"),
                 frames: 2,
                 bytes: 20,
                 priority: 6,
@@ -1647,9 +1622,9 @@ mod tests {
     fn a_queue_of_an_unknown_group_is_not_created() {
         let mut s = sched(SchedulerConfig::default(), &[("g", 4)], &[]);
         s.add_conn(ConnId(1), 1000, u8::MAX);
-        s.add_queue(ConnId(1), "nope", 3, Instant::ZERO);
+        s.add_queue(ConnId(1), id("nope"), 3, Instant::ZERO);
         assert!(s.depths().is_empty());
-        assert_eq!(s.push(Instant::ZERO, ConnId(1), "nope", f(1, 10)), None);
+        assert_eq!(s.push(Instant::ZERO, ConnId(1), id("nope"), f(1, 10)), None);
         assert_eq!(s.stats().queued_frames, 0);
     }
 }

@@ -91,10 +91,10 @@ impl RelayCore {
                 &format!("group {group:?} exists"),
             );
         }
-        self.sched.add_group(&group, priority);
-        self.groups.insert(
+        self.insert_group(
             group.clone(),
             Group {
+                id: GroupId(0),
                 group_type: group_type.clone(),
                 default_priority: priority,
                 next_seq: 1,
@@ -136,9 +136,8 @@ impl RelayCore {
                 "token does not allow deleting this group",
             );
         }
-        let g = self.groups.remove(group).expect("checked above");
+        let g = self.remove_group_entry(group).expect("checked above");
         for &m in g.members.keys() {
-            self.sched.remove_queue(m, group);
             if let Some(c) = self.conns.get_mut(&m) {
                 c.groups.remove(group);
             }
@@ -153,7 +152,6 @@ impl RelayCore {
                 },
             );
         }
-        self.sched.remove_group(group);
         self.storage_ops.push_back(StorageOp::DeleteGroup {
             group: group.into(),
         });
@@ -216,8 +214,10 @@ impl RelayCore {
                 },
             );
         self.roles_epoch += 1;
-        self.sched
-            .add_queue(conn, group, member_priority(role, mode), now);
+        if let Some(id) = self.group_id(group) {
+            self.sched
+                .add_queue(conn, id, member_priority(role, mode), now);
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.groups.insert(group.into());
         }
@@ -249,8 +249,10 @@ impl RelayCore {
         }
         self.member_mut(conn, group).expect("checked above").role = role;
         self.roles_epoch += 1;
-        self.sched
-            .set_member_priority(conn, group, member_priority(role, mode));
+        if let Some(id) = self.group_id(group) {
+            self.sched
+                .set_member_priority(conn, id, member_priority(role, mode));
+        }
         self.reply(conn, req, Frame::Ok);
         self.notify(now, group, conn, MembershipChange::RoleChanged, role, mode);
         // A membership observer received no updates: becoming an observer
@@ -278,8 +280,10 @@ impl RelayCore {
         //# indicates that its activity mode is changing from active to
         //# passive within a group, and restored when the client changes
         //# back to active mode.
-        self.sched
-            .set_member_priority(conn, group, member_priority(role, mode));
+        if let Some(id) = self.group_id(group) {
+            self.sched
+                .set_member_priority(conn, id, member_priority(role, mode));
+        }
         self.reply(conn, req, Frame::Ok);
         self.notify(now, group, conn, MembershipChange::ModeChanged, role, mode);
     }
@@ -342,7 +346,8 @@ impl RelayCore {
             );
         };
         g.default_priority = priority;
-        self.sched.set_group_priority(group, priority);
+        let id = g.id;
+        self.sched.set_group_priority(id, priority);
         self.storage_ops.push_back(StorageOp::SetPriority {
             group: group.into(),
             priority,
@@ -364,7 +369,8 @@ impl RelayCore {
             return;
         };
         self.roles_epoch += 1;
-        self.sched.remove_queue(conn, group);
+        let id = g.id;
+        self.sched.remove_queue(conn, id);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.groups.remove(group);
         }
@@ -480,6 +486,7 @@ impl RelayCore {
         let Some(g) = self.groups.get(group) else {
             return;
         };
+        let id = g.id;
         let watchers: Vec<ConnId> = g
             .members
             .iter()
@@ -491,7 +498,7 @@ impl RelayCore {
         }
         let frame = frame::encode(0, &self.membership(group, about, change, role, mode));
         for w in watchers {
-            self.push(now, w, group, frame.clone());
+            self.push(now, w, id, frame.clone());
         }
     }
 }

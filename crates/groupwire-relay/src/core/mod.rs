@@ -50,7 +50,8 @@ use crate::frame::{
     MembershipNotice, Role,
 };
 use crate::sched::{
-    ConnId, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats, SlowAction, Transmit,
+    ConnId, GroupId, GroupIdMap, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats,
+    SlowAction, Transmit,
 };
 use crate::storage::{
     GroupRecord, Origin, StatePage, StorageDone, StorageError, StorageOp, Update,
@@ -195,6 +196,8 @@ struct Member {
 
 #[derive(Debug)]
 struct Group {
+    /// Its number for the scheduler, never reused while the process runs.
+    id: GroupId,
     group_type: String,
     default_priority: u8,
     /// Next sequence number to assign.
@@ -227,7 +230,12 @@ struct Conn {
 #[derive(Debug)]
 pub struct RelayCore {
     cfg: CoreConfig,
+    /// Groups by name: the one map from a name to its [`GroupId`].
     groups: GroupMap<Group>,
+    /// Names by id, for what the scheduler reports by id.
+    names: GroupIdMap<String>,
+    /// The id [`insert_group`](Self::insert_group) tries next.
+    next_group: u32,
     conns: BTreeMap<ConnId, Conn>,
     sched: Scheduler,
     storage_ops: VecDeque<StorageOp>,
@@ -248,6 +256,8 @@ impl RelayCore {
             sched: Scheduler::new(cfg.sched.clone()),
             cfg,
             groups: GroupMap::default(),
+            names: GroupIdMap::default(),
+            next_group: 0,
             conns: BTreeMap::new(),
             storage_ops: VecDeque::new(),
             slow: Vec::new(),
@@ -261,10 +271,10 @@ impl RelayCore {
     /// Loads groups found in storage at startup (with their heads).
     pub fn restore_groups(&mut self, records: Vec<GroupRecord>) {
         for r in records {
-            self.sched.add_group(&r.name, r.priority);
-            self.groups.insert(
+            self.insert_group(
                 r.name,
                 Group {
+                    id: GroupId(0),
                     group_type: r.group_type,
                     default_priority: r.priority,
                     next_seq: r.head_seq + 1,
@@ -287,7 +297,22 @@ impl RelayCore {
 
     /// Every (member, group) queue with its depth and priority.
     pub fn queue_depths(&self) -> Vec<QueueDepth> {
-        self.sched.depths()
+        let mut out: Vec<QueueDepth> = self
+            .sched
+            .depths()
+            .into_iter()
+            .filter_map(|d| {
+                Some(QueueDepth {
+                    conn: d.conn,
+                    group: self.names.get(&d.group)?.clone(),
+                    frames: d.frames,
+                    bytes: d.bytes,
+                    priority: d.priority,
+                })
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| (a.conn, &a.group).cmp(&(b.conn, &b.group)));
+        out
     }
 
     /// Bytes of replies (`Ok`, `Sent`, `Pong`, errors, ...) queued for
@@ -308,7 +333,7 @@ impl RelayCore {
 
     /// A group's instant priority (its default, lowered during a burst).
     pub fn instant_priority(&self, group: &str) -> Option<u8> {
-        self.sched.instant_priority(group)
+        self.sched.instant_priority(self.groups.get(group)?.id)
     }
 
     //= Litiu & Prakash §4.5
@@ -329,13 +354,13 @@ impl RelayCore {
         }
         c.groups
             .iter()
+            .filter_map(|g| self.groups.get(g))
             .filter(|g| {
-                self.groups
-                    .get(*g)
-                    .and_then(|g| g.members.get(&conn))
+                g.members
+                    .get(&conn)
                     .is_some_and(|m| m.role == Role::Principal)
             })
-            .filter_map(|g| self.sched.instant_priority(g))
+            .filter_map(|g| self.sched.instant_priority(g.id))
             .max()
             .unwrap_or(DEFAULT_GROUP_PRIORITY)
     }
@@ -448,8 +473,7 @@ impl RelayCore {
                         .get(&group)
                         .is_some_and(|g| g.members.is_empty())
                     {
-                        self.groups.remove(&group);
-                        self.sched.remove_group(&group);
+                        self.remove_group_entry(&group);
                     }
                     let code = match e {
                         StorageError::GroupExists(_) => ErrorCode::GROUP_EXISTS,
@@ -680,11 +704,46 @@ impl RelayCore {
         Some(m)
     }
 
+    /// Adds `group` under `name` with a fresh [`GroupId`] (or, for a name
+    /// that exists, under its id, replacing it) and tells the scheduler.
+    fn insert_group(&mut self, name: String, mut group: Group) {
+        group.id = match self.groups.get(&name) {
+            Some(old) => old.id,
+            None => loop {
+                let id = GroupId(self.next_group);
+                // Wrapping after 2^32 groups is harmless: a removed group's
+                // id is nowhere (its queues and refills go with it), and
+                // live ids are skipped.
+                self.next_group = self.next_group.wrapping_add(1);
+                if !self.names.contains_key(&id) {
+                    break id;
+                }
+            },
+        };
+        self.sched.add_group(group.id, group.default_priority);
+        self.names.insert(group.id, name.clone());
+        self.groups.insert(name, group);
+    }
+
+    /// Removes the group called `name`, if it exists, from the core and the
+    /// scheduler (its members' queues too); returns it.
+    fn remove_group_entry(&mut self, name: &str) -> Option<Group> {
+        let g = self.groups.remove(name)?;
+        self.names.remove(&g.id);
+        self.sched.remove_group(g.id);
+        Some(g)
+    }
+
+    /// The scheduler's id of the group called `name`.
+    fn group_id(&self, name: &str) -> Option<GroupId> {
+        self.groups.get(name).map(|g| g.id)
+    }
+
     fn member_mut(&mut self, conn: ConnId, group: &str) -> Option<&mut Member> {
         self.groups.get_mut(group)?.members.get_mut(&conn)
     }
 
-    fn push(&mut self, now: Instant, conn: ConnId, group: &str, frame: Bytes) {
+    fn push(&mut self, now: Instant, conn: ConnId, group: GroupId, frame: Bytes) {
         if let Some(a) = self.sched.push(now, conn, group, frame) {
             self.slow.push(a);
         }
@@ -759,12 +818,20 @@ impl RelayCore {
     fn drain_slow(&mut self, now: Instant) {
         while let Some(a) = self.slow.pop() {
             match a {
-                SlowAction::Resync { conn, group } => self.start_resync(now, conn, &group, true),
+                SlowAction::Resync { conn, group } => {
+                    if let Some(name) = self.names.get(&group).cloned() {
+                        self.start_resync(now, conn, &name, true);
+                    }
+                }
                 SlowAction::Spill {
                     conn,
                     group,
                     oldest,
-                } => self.start_spill(now, conn, &group, oldest),
+                } => {
+                    if let Some(name) = self.names.get(&group).cloned() {
+                        self.start_spill(now, conn, &name, oldest);
+                    }
+                }
                 SlowAction::Disconnect { conn } => self.fail(
                     conn,
                     0,

@@ -97,6 +97,7 @@ impl RelayCore {
         }
         if let Some(g) = self.groups.get_mut(&entry.group) {
             g.committed = entry.seq;
+            let id = g.id;
             let frame = frame::encode_update(0, &entry);
             let recipients: Vec<ConnId> = g
                 .members
@@ -105,7 +106,7 @@ impl RelayCore {
                 .map(|(&c, _)| c)
                 .collect();
             for c in recipients {
-                self.push(now, c, &entry.group, frame.clone());
+                self.push(now, c, id, frame.clone());
             }
         }
         self.shed_observers(now, &entry.group);

@@ -607,6 +607,39 @@ fn delete_notifies_members_and_forgets_the_group() {
     assert!(h.store.load_groups().expect("groups").is_empty());
 }
 
+/// The core numbers groups: a group deleted and created again under its
+/// name is a new group to the scheduler (no demotion, no queue carried
+/// over from the old one).
+#[test]
+fn a_group_created_again_under_its_name_starts_afresh() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    let b = h.client("b");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.join(b, "g", Role::Observer);
+    h.flood(a, "g", 40, 50_000);
+    assert_eq!(
+        h.core.instant_priority("g"),
+        Some(DEFAULT_GROUP_PRIORITY - 2)
+    );
+    h.req(a, 2, Frame::DeleteGroup { group: "g".into() });
+    assert_eq!(h.core.instant_priority("g"), None);
+    assert!(h.core.queue_depths().is_empty(), "queues go with the group");
+    // Clients that have not used up their windows in the old group's flood.
+    let (c, d) = (h.client("c"), h.client("d"));
+    h.create(d, "g", b"");
+    assert_eq!(h.core.instant_priority("g"), Some(DEFAULT_GROUP_PRIORITY));
+    h.join(c, "g", Role::Observer);
+    let depths = h.core.queue_depths();
+    assert_eq!(depths.len(), 1, "{depths:?}");
+    assert_eq!((depths[0].conn, depths[0].group.as_str()), (c, "g"));
+    h.join(d, "g", Role::Principal);
+    h.send(d, "g", "hello");
+    h.pump();
+    assert_eq!(delivered(&h.frames(c)), vec![(1, "hello".to_owned())]);
+}
+
 #[test]
 fn bad_input_is_answered_counted_and_closed() {
     let mut h = Harness::default();

@@ -100,7 +100,9 @@ impl RelayCore {
             m.loading = None;
             m.resync_dropped = None;
         }
-        self.sched.transfer(now, conn, group, frames, last);
+        if let Some(id) = self.group_id(group) {
+            self.sched.transfer(now, conn, id, frames, last);
+        }
         self.load_next_pages();
     }
 
@@ -129,7 +131,7 @@ impl RelayCore {
             return;
         }
         let head = g.next_seq - 1;
-        let dropped = self.sched.reset_queue(conn, group) as u64;
+        let dropped = self.sched.reset_queue(conn, g.id) as u64;
         let m = self.member_mut(conn, group).expect("checked above");
         m.live_from = head + 1;
         m.resync_dropped = announce.then_some(dropped);
@@ -212,7 +214,10 @@ impl RelayCore {
 
     /// Loads the next page of every transfer whose last page went out.
     pub(super) fn load_next_pages(&mut self) {
-        for (conn, group) in self.sched.take_refills() {
+        for (conn, id) in self.sched.take_refills() {
+            let Some(group) = self.names.get(&id).cloned() else {
+                continue;
+            };
             let Some(m) = self.groups.get(&group).and_then(|g| g.members.get(&conn)) else {
                 continue;
             };
