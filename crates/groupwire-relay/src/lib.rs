@@ -14,6 +14,7 @@
 //! - [`server`]: the tokio driver, [`client`]: the client library (both
 //!   over TCP and WebSocket, each plain or inside TLS: [`tls`]).
 pub mod auth;
+pub mod bench;
 pub mod client;
 pub mod core;
 pub mod frame;
