@@ -40,15 +40,17 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use groupwire_link::{Fate, Link, LinkConfig, LossError};
-use groupwire_proto::Instant;
 use groupwire_proto::units::{IP_UDP_OVERHEAD, MAX_UDP_PAYLOAD};
+use groupwire_proto::{Instant, Transmit, Transport};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, trace};
 
 use crate::clock::Clock;
+use crate::send::send_transmits;
 use crate::socket::is_transient;
 
 /// What the emulator does with a datagram the link corrupted (bit-error
@@ -334,6 +336,7 @@ impl Emulator {
             stats_tx: self.stats_tx,
             clients: BTreeMap::new(),
             held: BinaryHeap::new(),
+            scratch: Vec::new(),
             next_seq: 0,
             last_seen: 0,
             stats: EmulatorStats {
@@ -404,6 +407,8 @@ struct State {
     stats_tx: watch::Sender<EmulatorStats>,
     clients: BTreeMap<SocketAddr, Client>,
     held: BinaryHeap<Reverse<Held>>,
+    /// Glues a GSO run together ([`send_transmits`]); kept to allocate once.
+    scratch: Vec<u8>,
     next_seq: u64,
     last_seen: u64,
     stats: EmulatorStats,
@@ -530,26 +535,42 @@ impl State {
         }));
     }
 
-    /// Sends every held datagram whose time has come.
+    /// Sends every held datagram whose time has come, in delivery order:
+    /// each run on one socket through the drivers' one send routine
+    /// ([`send_transmits`]: one GSO call per same-size run where the socket
+    /// offers it). A send the OS refuses is a lost datagram.
     async fn deliver_due(&mut self) {
         let now = self.clock.now();
+        let mut due: Vec<Held> = Vec::new();
         while self.held.peek().is_some_and(|Reverse(h)| h.at <= now) {
-            let Reverse(h) = self.held.pop().expect("peeked just above");
-            let stats = match h.dir {
+            due.push(self.held.pop().expect("peeked just above").0);
+        }
+        let mut rest = due.as_mut_slice();
+        while let Some(first) = rest.first() {
+            let (socket, dir) = (Arc::clone(&first.socket), first.dir);
+            let n = rest
+                .iter()
+                .take_while(|h| Arc::ptr_eq(&h.socket, &socket))
+                .count();
+            let (run, tail) = rest.split_at_mut(n);
+            rest = tail;
+            let ts: Vec<Transmit> = run
+                .iter_mut()
+                .map(|h| Transmit {
+                    dst: h.dst,
+                    transport: Transport::Udp,
+                    payload: Bytes::from(std::mem::take(&mut h.data)),
+                })
+                .collect();
+            let tally = send_transmits(&*socket, &ts, &mut self.scratch).await;
+            let stats = match dir {
                 Dir::Forward => &mut self.stats.forward,
                 Dir::Reverse => &mut self.stats.reverse,
             };
-            stats.held -= 1;
-            match h.socket.send_to(&h.data, h.dst).await {
-                Ok(_) => {
-                    stats.delivered += 1;
-                    stats.delivered_bytes += h.data.len() as u64;
-                }
-                Err(e) => {
-                    stats.send_errors += 1;
-                    trace!(dst = %h.dst, error = %e, "send failed: counted as lost");
-                }
-            }
+            stats.held -= n as u64;
+            stats.delivered += tally.datagrams;
+            stats.delivered_bytes += tally.bytes;
+            stats.send_errors += tally.errors;
         }
     }
 
