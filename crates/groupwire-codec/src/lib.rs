@@ -1,4 +1,4 @@
-//! groupwire's erasure codes: pure functions on equal-length symbols.
+//! groupwire's codes: pure functions on symbols and codewords.
 //!
 //! [`ReedSolomon`] is a systematic MDS erasure code over GF(2^8): `k` source
 //! symbols and `m` repair symbols, `k + m <= 255`, and any `k` of the
@@ -33,6 +33,10 @@
 //! # Ok::<(), groupwire_codec::CodecError>(())
 //! ```
 //!
+//! [`Bch`] is the other kind: binary BCH(127, k) codes that *correct* bit
+//! errors inside a frame (Miyoshi et al.'s link-layer FEC), with a
+//! Berlekamp-Massey decoder.
+//!
 //! Nothing here reads a clock, does I/O or takes a lock. The multiply-add
 //! loop runs on the fastest [`Backend`] the CPU has, chosen at run time:
 //! AVX-512 with GFNI, AVX2 or SSSE3 (split-nibble `pshufb` tables, as in
@@ -40,6 +44,7 @@
 //! product tables.
 
 mod backend;
+mod bch;
 mod codec;
 mod gf;
 mod kernel;
@@ -50,6 +55,7 @@ mod scalar;
 mod simd;
 
 pub use backend::Backend;
+pub use bch::{BCH_MAX_T, BCH_N, Bch, BchError, Decoded, Uncorrectable};
 pub use codec::{CacheStats, Decoder, ReedSolomon};
 pub use pad::{LENGTH_PREFIX, pad, unpad};
 

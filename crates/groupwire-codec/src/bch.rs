@@ -1,0 +1,482 @@
+//! Binary BCH codes of length 127: the link-layer FEC of Miyoshi et al.
+//! ("Adaptive FEC with ELN for TCP over bursty wireless links").
+//!
+//! A [`Bch`] code is a primitive narrow-sense binary BCH code over
+//! GF(2^7): `n = 127` bits per codeword, `k` message bits, and it corrects
+//! any `t` bit errors in a codeword. The paper switches between three of
+//! them, (127, 92) with t = 5, (127, 64) with t = 10 and (127, 36) with
+//! t = 15 ([`Bch::paper_codes`]); [`Bch::new`] builds any designed `t`
+//! from 1 to 31. The generator polynomial is the least common multiple of
+//! the minimal polynomials of α, α², …, α^(2t), so `k` follows from `t`
+//! as in the standard tables (t = 8 and t = 9 share one code, k = 71).
+//!
+//! - **Encoding** is systematic: the message occupies the codeword's high
+//!   `k` bits, the remainder of `message · x^(n-k)` modulo the generator
+//!   its low `n - k` bits.
+//! - **Decoding** computes the syndromes S₁ … S₂ₜ (from the remainder
+//!   modulo the generator, which is zero exactly for codewords), finds the
+//!   error-locator polynomial by Berlekamp-Massey and its roots by a Chien
+//!   search. A received word farther than `t` from every codeword is
+//!   reported [`Uncorrectable`] whenever the decoder can tell: a locator
+//!   of degree above `t`, fewer roots than its degree, or a corrected word
+//!   that is not a codeword. (A word that lands within `t` of another
+//!   codeword is miscorrected, silently: no decoder can tell that case
+//!   from a correctable one. Its rate is measured in `tests/bch.rs`.)
+//!
+//! Codewords are `u128`: bit `i` is the coefficient of `x^i`.
+//!
+//! **Packets.** A packet of `L` bits travels in `ceil(L / k)` codewords
+//! ([`Bch::encode_packet`]): bits in order, most significant bit of each
+//! byte first, `k` to a codeword. The last codeword is *shortened*: its
+//! `r = L - (q - 1)·k` bits are its message's low bits and the `k - r`
+//! message bits above them are zero, known to both ends and not sent, so
+//! a packet costs `L + q·(n - k)` bits on the wire
+//! ([`Bch::wire_bits`]). A decoder that "corrects" a padding bit has
+//! miscorrected, and says so.
+
+use std::fmt;
+
+/// Codeword length: 2^7 - 1.
+pub const BCH_N: usize = 127;
+
+/// The field's polynomial, x^7 + x^3 + 1 (primitive: α = x generates all
+/// 127 non-zero elements; a unit test checks it).
+const PRIMITIVE: u16 = 0x89;
+
+/// log/antilog tables of GF(2^7): `EXP[i] = α^i` for `i` in `0..254`
+/// (twice round, so a sum of two logs needs no reduction), `LOG[x]` for
+/// `x` in `1..128`.
+const fn tables() -> ([u8; 2 * BCH_N], [u8; BCH_N + 1]) {
+    let mut exp = [0u8; 2 * BCH_N];
+    let mut log = [0u8; BCH_N + 1];
+    let mut x: u16 = 1;
+    let mut i = 0;
+    while i < BCH_N {
+        exp[i] = x as u8;
+        exp[i + BCH_N] = x as u8;
+        log[x as usize] = i as u8;
+        x <<= 1;
+        if x & 0x80 != 0 {
+            x ^= PRIMITIVE;
+        }
+        i += 1;
+    }
+    (exp, log)
+}
+
+const TABLES: ([u8; 2 * BCH_N], [u8; BCH_N + 1]) = tables();
+const EXP: [u8; 2 * BCH_N] = TABLES.0;
+const LOG: [u8; BCH_N + 1] = TABLES.1;
+
+fn mul(a: u8, b: u8) -> u8 {
+    if a == 0 || b == 0 {
+        0
+    } else {
+        EXP[usize::from(LOG[usize::from(a)]) + usize::from(LOG[usize::from(b)])]
+    }
+}
+
+fn div(a: u8, b: u8) -> u8 {
+    debug_assert!(b != 0, "division by zero in GF(2^7)");
+    if a == 0 {
+        0
+    } else {
+        EXP[usize::from(LOG[usize::from(a)]) + BCH_N - usize::from(LOG[usize::from(b)])]
+    }
+}
+
+/// α^e for any exponent.
+fn alpha_pow(e: usize) -> u8 {
+    EXP[e % BCH_N]
+}
+
+/// The largest designed `t` with a non-trivial code (k = 8).
+pub const BCH_MAX_T: usize = 31;
+
+/// Why a code cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BchError {
+    /// `t` is 0 or leaves no message bits.
+    #[error("a BCH(127, k) code corrects 1 to {BCH_MAX_T} bit errors, not {0}")]
+    BadT(usize),
+}
+
+/// The received word is farther than `t` bit errors from every codeword
+/// (as far as the decoder can tell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("uncorrectable: more bit errors than the code corrects")]
+pub struct Uncorrectable;
+
+/// A decoded codeword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decoded {
+    /// The message bits (the codeword's high `k` bits).
+    pub message: u128,
+    /// Bits the decoder flipped.
+    pub corrected: u32,
+}
+
+/// A binary BCH(127, k) code correcting `t` bit errors per codeword.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bch {
+    t: usize,
+    k: usize,
+    /// The generator polynomial, degree `n - k`.
+    generator: u128,
+}
+
+impl fmt::Debug for Bch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BCH(127, {}) t={}", self.k, self.t)
+    }
+}
+
+impl Bch {
+    /// The code with designed error-correcting capability `t` (1 to
+    /// [`BCH_MAX_T`]).
+    pub fn new(t: usize) -> Result<Self, BchError> {
+        if !(1..=BCH_MAX_T).contains(&t) {
+            return Err(BchError::BadT(t));
+        }
+        // Cyclotomic cosets of 1..=2t under doubling mod 127: each gives
+        // one minimal polynomial; the generator is their product.
+        let mut covered = [false; BCH_N];
+        let mut generator: u128 = 1;
+        for i in 1..=2 * t {
+            if covered[i] {
+                continue;
+            }
+            let mut coset = Vec::new();
+            let mut c = i;
+            while !covered[c] {
+                covered[c] = true;
+                coset.push(c);
+                c = (2 * c) % BCH_N;
+            }
+            generator = clmul(generator, minimal_polynomial(&coset));
+        }
+        let degree = 127 - generator.leading_zeros() as usize;
+        Ok(Self {
+            t,
+            k: BCH_N - degree,
+            generator,
+        })
+    }
+
+    /// The paper's three codes (Miyoshi et al. §3): (127, 92) t = 5,
+    /// (127, 64) t = 10 and (127, 36) t = 15, weakest first.
+    pub fn paper_codes() -> [Self; 3] {
+        [5, 10, 15].map(|t| Self::new(t).expect("t in range"))
+    }
+
+    /// Bits per codeword: 127.
+    pub fn n(&self) -> usize {
+        BCH_N
+    }
+
+    /// Message bits per codeword.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Bit errors per codeword it corrects.
+    pub fn t(&self) -> usize {
+        self.t
+    }
+
+    /// Parity bits per codeword, `n - k`.
+    pub fn parity_bits(&self) -> usize {
+        BCH_N - self.k
+    }
+
+    /// The generator polynomial (bit `i` = coefficient of `x^i`).
+    pub fn generator(&self) -> u128 {
+        self.generator
+    }
+
+    /// The codeword of `message` (its low `k` bits; higher bits are
+    /// ignored).
+    pub fn encode(&self, message: u128) -> u128 {
+        let shifted = (message & mask(self.k)) << self.parity_bits();
+        shifted | self.remainder(shifted)
+    }
+
+    /// Decodes a received 127-bit word (bit 127 is ignored).
+    pub fn decode(&self, received: u128) -> Result<Decoded, Uncorrectable> {
+        let received = received & mask(BCH_N);
+        let rem = self.remainder(received);
+        if rem == 0 {
+            return Ok(Decoded {
+                message: received >> self.parity_bits(),
+                corrected: 0,
+            });
+        }
+        // r = q·g + rem and g(α^j) = 0 for j in 1..=2t: the syndromes of r
+        // are those of the remainder, a polynomial of lower degree.
+        let two_t = 2 * self.t;
+        let mut s = vec![0u8; two_t];
+        let mut bits = rem;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            for (j, sj) in s.iter_mut().enumerate() {
+                *sj ^= alpha_pow(i * (j + 1));
+            }
+        }
+        let locator = berlekamp_massey(&s);
+        let degree = locator.len() - 1;
+        if degree > self.t {
+            return Err(Uncorrectable);
+        }
+        // Chien search: an error at bit p makes α^(-p) a root.
+        let mut flips: u128 = 0;
+        let mut found = 0;
+        for p in 0..BCH_N {
+            let inv = (BCH_N - p) % BCH_N;
+            let mut v = 0u8;
+            for (i, &c) in locator.iter().enumerate() {
+                v ^= mul(c, alpha_pow(inv * i));
+            }
+            if v == 0 {
+                flips |= 1 << p;
+                found += 1;
+            }
+        }
+        if found != degree {
+            return Err(Uncorrectable);
+        }
+        let corrected = received ^ flips;
+        if self.remainder(corrected) != 0 {
+            return Err(Uncorrectable);
+        }
+        Ok(Decoded {
+            message: corrected >> self.parity_bits(),
+            corrected: found as u32,
+        })
+    }
+
+    /// `word mod g(x)`, by long division from bit 126 down.
+    fn remainder(&self, word: u128) -> u128 {
+        let p = self.parity_bits();
+        let mut r = word;
+        for i in (p..BCH_N).rev() {
+            if r >> i & 1 == 1 {
+                r ^= self.generator << (i - p);
+            }
+        }
+        r
+    }
+
+    /// Codewords for a packet of `bits` bits: `ceil(bits / k)`.
+    pub fn codewords(&self, bits: usize) -> usize {
+        bits.div_ceil(self.k)
+    }
+
+    /// Bits a packet of `bits` bits costs on the wire: its own bits plus
+    /// `n - k` parity bits per codeword (the last codeword is shortened).
+    pub fn wire_bits(&self, bits: usize) -> usize {
+        bits + self.codewords(bits) * self.parity_bits()
+    }
+
+    /// The codewords of `data` (see the module docs for the bit order and
+    /// the shortened last codeword).
+    pub fn encode_packet(&self, data: &[u8]) -> Vec<u128> {
+        let bits = data.len() * 8;
+        (0..self.codewords(bits))
+            .map(|c| {
+                let (from, to) = (c * self.k, ((c + 1) * self.k).min(bits));
+                self.encode(read_bits(data, from, to))
+            })
+            .collect()
+    }
+
+    /// Decodes the codewords of a packet of `len` bytes into `out`
+    /// (cleared first); returns the bits corrected. Fails if any codeword
+    /// is uncorrectable, if a shortened codeword's padding decodes to
+    /// anything but zeros, or if `words` is not the packet's count.
+    pub fn decode_packet(
+        &self,
+        words: &[u128],
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<u32, Uncorrectable> {
+        let bits = len * 8;
+        if words.len() != self.codewords(bits) {
+            return Err(Uncorrectable);
+        }
+        out.clear();
+        out.resize(len, 0);
+        let mut corrected = 0;
+        for (c, &w) in words.iter().enumerate() {
+            let d = self.decode(w)?;
+            let (from, to) = (c * self.k, ((c + 1) * self.k).min(bits));
+            if d.message >> (to - from) != 0 {
+                return Err(Uncorrectable);
+            }
+            write_bits(out, from, to, d.message);
+            corrected += d.corrected;
+        }
+        Ok(corrected)
+    }
+}
+
+/// The low `bits` bits set.
+fn mask(bits: usize) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+/// Bits `from..to` of `data` (most significant bit of each byte first) as
+/// an integer, the first bit most significant.
+fn read_bits(data: &[u8], from: usize, to: usize) -> u128 {
+    (from..to).fold(0u128, |acc, b| {
+        (acc << 1) | u128::from(data[b / 8] >> (7 - b % 8) & 1)
+    })
+}
+
+/// The inverse of [`read_bits`]: writes `value`'s low `to - from` bits.
+fn write_bits(data: &mut [u8], from: usize, to: usize, value: u128) {
+    for (j, b) in (from..to).enumerate() {
+        let bit = (value >> (to - from - 1 - j)) & 1;
+        data[b / 8] |= (bit as u8) << (7 - b % 8);
+    }
+}
+
+/// Carry-less product of two binary polynomials (the result fits: the
+/// generator has degree at most 119).
+fn clmul(a: u128, b: u128) -> u128 {
+    let mut r = 0;
+    let mut bits = b;
+    while bits != 0 {
+        let i = bits.trailing_zeros();
+        bits &= bits - 1;
+        r ^= a << i;
+    }
+    r
+}
+
+/// ∏ (x - α^c) over a cyclotomic coset: a polynomial with binary
+/// coefficients.
+fn minimal_polynomial(coset: &[usize]) -> u128 {
+    // Coefficients in GF(2^7), lowest degree first.
+    let mut p = vec![1u8];
+    for &c in coset {
+        let root = alpha_pow(c);
+        let mut next = vec![0u8; p.len() + 1];
+        for (i, &a) in p.iter().enumerate() {
+            next[i + 1] ^= a;
+            next[i] ^= mul(a, root);
+        }
+        p = next;
+    }
+    p.iter().enumerate().fold(0u128, |acc, (i, &a)| {
+        debug_assert!(a <= 1, "minimal polynomials are binary");
+        acc | (u128::from(a & 1) << i)
+    })
+}
+
+/// The error-locator polynomial of syndromes `s` (S₁ first), lowest
+/// degree first, trimmed to its degree (Berlekamp-Massey).
+fn berlekamp_massey(s: &[u8]) -> Vec<u8> {
+    let mut c = vec![0u8; s.len() + 1];
+    let mut b = vec![0u8; s.len() + 1];
+    c[0] = 1;
+    b[0] = 1;
+    let (mut l, mut m, mut last) = (0usize, 1usize, 1u8);
+    for n in 0..s.len() {
+        let mut d = s[n];
+        for i in 1..=l {
+            d ^= mul(c[i], s[n - i]);
+        }
+        if d == 0 {
+            m += 1;
+            continue;
+        }
+        let coef = div(d, last);
+        let before = c.clone();
+        for i in 0..c.len() - m {
+            c[i + m] ^= mul(coef, b[i]);
+        }
+        if 2 * l <= n {
+            l = n + 1 - l;
+            b = before;
+            last = d;
+            m = 1;
+        } else {
+            m += 1;
+        }
+    }
+    c.truncate(l + 1);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_field_polynomial_is_primitive() {
+        let mut seen = [false; BCH_N + 1];
+        for &x in &EXP[..BCH_N] {
+            assert!(x != 0 && !seen[usize::from(x)], "α repeats before 127");
+            seen[usize::from(x)] = true;
+        }
+        assert_eq!(mul(div(77, 13), 13), 77);
+    }
+
+    #[test]
+    fn dimensions_match_the_standard_table() {
+        // n = 127 primitive BCH codes (Lin & Costello, Table 6.1 / Appendix C).
+        let table = [
+            (1, 120),
+            (2, 113),
+            (3, 106),
+            (4, 99),
+            (5, 92),
+            (6, 85),
+            (7, 78),
+            (8, 71),
+            (9, 71),
+            (10, 64),
+            (11, 57),
+            (13, 50),
+            (14, 43),
+            (15, 36),
+            (21, 29),
+            (23, 22),
+            (27, 15),
+            (31, 8),
+        ];
+        for (t, k) in table {
+            assert_eq!(Bch::new(t).unwrap().k(), k, "t = {t}");
+        }
+        let [a, b, c] = Bch::paper_codes();
+        assert_eq!((a.k(), b.k(), c.k()), (92, 64, 36));
+        assert!(Bch::new(0).is_err() && Bch::new(32).is_err());
+    }
+
+    #[test]
+    fn the_generator_divides_x_to_the_n_minus_one() {
+        for t in [1, 5, 10, 15, 31] {
+            let code = Bch::new(t).unwrap();
+            // x^127 + 1 mod g: reduce x^127 by hand, one step past 126.
+            let p = code.parity_bits();
+            let mut r: u128 = 1 << 126;
+            for i in (p..BCH_N).rev() {
+                if r >> i & 1 == 1 {
+                    r ^= code.generator << (i - p);
+                }
+            }
+            // x^127 = x · x^126 ≡ x · r.
+            let mut x127 = r << 1;
+            if x127 >> p & 1 == 1 {
+                x127 ^= code.generator;
+            }
+            assert_eq!(x127, 1, "t = {t}: x^127 ≡ 1 mod g");
+        }
+    }
+}
