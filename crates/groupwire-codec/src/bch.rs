@@ -124,6 +124,9 @@ pub struct Bch {
     k: usize,
     /// The generator polynomial, degree `n - k`.
     generator: u128,
+    /// `REDUCE[b] = (b · x^(n-k)) mod g` for every byte `b`: the remainder
+    /// goes eight bits a step, as a table-driven CRC does.
+    reduce: Box<[u128; 256]>,
 }
 
 impl fmt::Debug for Bch {
@@ -157,11 +160,16 @@ impl Bch {
             generator = clmul(generator, minimal_polynomial(&coset));
         }
         let degree = 127 - generator.leading_zeros() as usize;
-        Ok(Self {
+        let mut code = Self {
             t,
             k: BCH_N - degree,
             generator,
-        })
+            reduce: Box::new([0; 256]),
+        };
+        for b in 0..256u128 {
+            code.reduce[b as usize] = code.remainder_bitwise(b << degree);
+        }
+        Ok(code)
     }
 
     /// The paper's three codes (Miyoshi et al. §3): (127, 92) t = 5,
@@ -213,34 +221,60 @@ impl Bch {
             });
         }
         // r = q·g + rem and g(α^j) = 0 for j in 1..=2t: the syndromes of r
-        // are those of the remainder, a polynomial of lower degree.
+        // are those of the remainder, a polynomial of lower degree. For a
+        // binary word S₂ⱼ = Sⱼ², so only the odd ones are summed.
         let two_t = 2 * self.t;
-        let mut s = vec![0u8; two_t];
+        let mut s = [0u8; 2 * BCH_MAX_T];
         let mut bits = rem;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            for (j, sj) in s.iter_mut().enumerate() {
-                *sj ^= alpha_pow(i * (j + 1));
+            let step = 2 * i % BCH_N;
+            let mut e = i;
+            for j in (0..two_t).step_by(2) {
+                s[j] ^= EXP[e];
+                e += step;
+                if e >= BCH_N {
+                    e -= BCH_N;
+                }
             }
         }
-        let locator = berlekamp_massey(&s);
-        let degree = locator.len() - 1;
+        for j in (1..two_t).step_by(2) {
+            s[j] = mul(s[j / 2], s[j / 2]);
+        }
+        let (locator, degree) = berlekamp_massey(&s[..two_t]);
         if degree > self.t {
             return Err(Uncorrectable);
         }
-        // Chien search: an error at bit p makes α^(-p) a root.
+        // Chien search: an error at bit p makes α^(-p) a root. Term i of
+        // Λ(α^(-p)) is Λᵢ·α^(-p·i); kept as a logarithm, each step from p to
+        // p + 1 adds 127 - i to it.
+        let mut logs = [0usize; BCH_MAX_T + 1];
+        let mut live = [false; BCH_MAX_T + 1];
+        for i in 0..=degree {
+            live[i] = locator[i] != 0;
+            logs[i] = usize::from(LOG[usize::from(locator[i])]);
+        }
         let mut flips: u128 = 0;
         let mut found = 0;
         for p in 0..BCH_N {
-            let inv = (BCH_N - p) % BCH_N;
             let mut v = 0u8;
-            for (i, &c) in locator.iter().enumerate() {
-                v ^= mul(c, alpha_pow(inv * i));
+            for i in 0..=degree {
+                if live[i] {
+                    v ^= EXP[logs[i]];
+                    logs[i] += BCH_N - i;
+                    if logs[i] >= BCH_N {
+                        logs[i] -= BCH_N;
+                    }
+                }
             }
             if v == 0 {
                 flips |= 1 << p;
                 found += 1;
+                // A polynomial of degree L has at most L roots.
+                if found == degree {
+                    break;
+                }
             }
         }
         if found != degree {
@@ -256,8 +290,30 @@ impl Bch {
         })
     }
 
-    /// `word mod g(x)`, by long division from bit 126 down.
+    /// `word mod g(x)`: eight bits a step through the table while at least
+    /// eight bits lie above the parity, then bit by bit.
     fn remainder(&self, word: u128) -> u128 {
+        let p = self.parity_bits();
+        let mut r = word;
+        let mut top = BCH_N; // bits at and above `top` are clear
+        while top >= p + 8 {
+            let j = top - 8;
+            let b = (r >> j) & 0xff;
+            r &= !(0xff << j);
+            r ^= self.reduce[b as usize] << (j - p);
+            top = j;
+        }
+        for i in (p..top).rev() {
+            if r >> i & 1 == 1 {
+                r ^= self.generator << (i - p);
+            }
+        }
+        r
+    }
+
+    /// `word mod g(x)`, by long division from bit 126 down (builds the
+    /// table; the reference the table-driven one is tested against).
+    fn remainder_bitwise(&self, word: u128) -> u128 {
         let p = self.parity_bits();
         let mut r = word;
         for i in (p..BCH_N).rev() {
@@ -379,11 +435,13 @@ fn minimal_polynomial(coset: &[usize]) -> u128 {
     })
 }
 
-/// The error-locator polynomial of syndromes `s` (S₁ first), lowest
-/// degree first, trimmed to its degree (Berlekamp-Massey).
-fn berlekamp_massey(s: &[u8]) -> Vec<u8> {
-    let mut c = vec![0u8; s.len() + 1];
-    let mut b = vec![0u8; s.len() + 1];
+/// The error-locator polynomial of syndromes `s` (S₁ first, at most
+/// 2·[`BCH_MAX_T`] of them), lowest degree first, and its degree
+/// (Berlekamp-Massey).
+fn berlekamp_massey(s: &[u8]) -> ([u8; 2 * BCH_MAX_T + 1], usize) {
+    let mut c = [0u8; 2 * BCH_MAX_T + 1];
+    let mut b = [0u8; 2 * BCH_MAX_T + 1];
+    let len = s.len() + 1;
     c[0] = 1;
     b[0] = 1;
     let (mut l, mut m, mut last) = (0usize, 1usize, 1u8);
@@ -397,8 +455,8 @@ fn berlekamp_massey(s: &[u8]) -> Vec<u8> {
             continue;
         }
         let coef = div(d, last);
-        let before = c.clone();
-        for i in 0..c.len() - m {
+        let before = c;
+        for i in 0..len - m {
             c[i + m] ^= mul(coef, b[i]);
         }
         if 2 * l <= n {
@@ -410,8 +468,7 @@ fn berlekamp_massey(s: &[u8]) -> Vec<u8> {
             m += 1;
         }
     }
-    c.truncate(l + 1);
-    c
+    (c, l)
 }
 
 #[cfg(test)]
@@ -457,6 +514,21 @@ mod tests {
         let [a, b, c] = Bch::paper_codes();
         assert_eq!((a.k(), b.k(), c.k()), (92, 64, 36));
         assert!(Bch::new(0).is_err() && Bch::new(32).is_err());
+    }
+
+    #[test]
+    fn the_table_driven_remainder_is_the_long_division() {
+        let mut x = 0x1234_5678_9abc_def0_u128 * 0x9e37_79b9_7f4a_7c15;
+        for t in [1, 5, 10, 15, 31] {
+            let code = Bch::new(t).unwrap();
+            for _ in 0..1000 {
+                x = x
+                    .wrapping_mul(0x2545_f491_4f6c_dd1d)
+                    .wrapping_add(1442695040888963407);
+                let w = x & mask(BCH_N);
+                assert_eq!(code.remainder(w), code.remainder_bitwise(w), "t = {t}");
+            }
+        }
     }
 
     #[test]
