@@ -193,9 +193,9 @@ for t, k in ((5, 92), (10, 64), (15, 36)):
     L.append(f"| (127, {k}), t = {t} | {f(e)} | {f(d0)} | {f(dh)} | {f(dt)} | {v0} | {vt} |")
 L.append("")
 L.append("Decoding without errors is one table-driven remainder (8 bits a step, as a CRC). With errors, each codeword "
-         "also gets its syndromes, Berlekamp-Massey and a Chien search over up to 127 positions; the Linux kernel's "
-         "`lib/bch.c` finds the roots directly for small degrees and by Berlekamp's trace algorithm instead of a "
-         "Chien search: not done here yet.")
+         "also gets its syndromes and Berlekamp-Massey, then its error positions: in closed form for one or two errors, "
+         "else by a Chien search over up to 127 positions. The Linux kernel's `lib/bch.c` also solves degrees 3 and 4 "
+         "directly and factors larger locators by Berlekamp's trace algorithm: not done here yet.")
 L.append("<!-- bch:end -->")
 section = "\n".join(L) + "\n"
 text = open(out).read() if os.path.exists(out) else "# Performance\n"

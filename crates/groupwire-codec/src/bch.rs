@@ -246,27 +246,47 @@ impl Bch {
         if degree > self.t {
             return Err(Uncorrectable);
         }
+        // One or two errors (most codewords at a low bit error rate): the
+        // roots in closed form. More: a Chien search.
+        if let Some(flips) = small_degree_roots(&locator, degree) {
+            let flips = flips?;
+            let corrected = received ^ flips;
+            if self.remainder(corrected) != 0 {
+                return Err(Uncorrectable);
+            }
+            return Ok(Decoded {
+                message: corrected >> self.parity_bits(),
+                corrected: degree as u32,
+            });
+        }
         // Chien search: an error at bit p makes α^(-p) a root. Term i of
         // Λ(α^(-p)) is Λᵢ·α^(-p·i); kept as a logarithm, each step from p to
         // p + 1 adds 127 - i to it.
-        let mut logs = [0usize; BCH_MAX_T + 1];
-        let mut live = [false; BCH_MAX_T + 1];
-        for i in 0..=degree {
-            live[i] = locator[i] != 0;
-            logs[i] = usize::from(LOG[usize::from(locator[i])]);
+        // Only the non-zero terms, Λ₀ = 1 included as the constant 1.
+        let mut logs = [0u8; BCH_MAX_T];
+        let mut steps = [0u8; BCH_MAX_T];
+        let mut terms = 0;
+        for i in 1..=degree {
+            if locator[i] != 0 {
+                logs[terms] = LOG[usize::from(locator[i])];
+                steps[terms] = (BCH_N - i) as u8;
+                terms += 1;
+            }
         }
+        let (logs, steps) = (&mut logs[..terms], &steps[..terms]);
         let mut flips: u128 = 0;
         let mut found = 0;
         for p in 0..BCH_N {
-            let mut v = 0u8;
-            for i in 0..=degree {
-                if live[i] {
-                    v ^= EXP[logs[i]];
-                    logs[i] += BCH_N - i;
-                    if logs[i] >= BCH_N {
-                        logs[i] -= BCH_N;
-                    }
-                }
+            let mut v = 1u8;
+            for (lg, &step) in logs.iter_mut().zip(steps) {
+                v ^= EXP[usize::from(*lg)];
+                // < 254, so one conditional subtraction reduces it.
+                let next = *lg + step;
+                *lg = if next >= BCH_N as u8 {
+                    next - BCH_N as u8
+                } else {
+                    next
+                };
             }
             if v == 0 {
                 flips |= 1 << p;
@@ -402,6 +422,51 @@ fn write_bits(data: &mut [u8], from: usize, to: usize, value: u128) {
     }
 }
 
+/// `QUADRATIC[c]`: a `y` with `y² + y = c` in GF(2^7), or 0 when there is
+/// none (then `y = 0` solves only `c = 0`, which callers rule out).
+const QUADRATIC: [u8; BCH_N + 1] = {
+    let mut table = [0u8; BCH_N + 1];
+    let mut y = 1;
+    while y <= BCH_N {
+        // y² + y, by the tables (const: no closures).
+        let sq = EXP[2 * LOG[y] as usize];
+        let c = (sq ^ y as u8) as usize;
+        if c != 0 && table[c] == 0 {
+            table[c] = y as u8;
+        }
+        y += 1;
+    }
+    table
+};
+
+/// The error positions of a locator of degree 1 or 2, as bits, found in
+/// closed form; `None` for other degrees (use a Chien search), `Some(Err)`
+/// when the locator has no such roots. Degree 1: Λ(x) = 1 + Λ₁x has its
+/// root at α^(-p) for Λ₁ = α^p. Degree 2: with x = (Λ₁/Λ₂)·y the equation
+/// becomes y² + y = Λ₂/Λ₁², solved by table; the roots are y and y + 1.
+fn small_degree_roots(locator: &[u8], degree: usize) -> Option<Result<u128, Uncorrectable>> {
+    let position = |x: u8| (BCH_N - usize::from(LOG[usize::from(x)])) % BCH_N;
+    match degree {
+        1 => Some(Ok(1u128 << LOG[usize::from(locator[1])])),
+        2 => {
+            let (l1, l2) = (locator[1], locator[2]);
+            if l1 == 0 {
+                // A double root: not two distinct error positions.
+                return Some(Err(Uncorrectable));
+            }
+            let c = div(l2, mul(l1, l1));
+            let y = QUADRATIC[usize::from(c)];
+            if y == 0 {
+                return Some(Err(Uncorrectable));
+            }
+            let scale = div(l1, l2);
+            let (x1, x2) = (mul(scale, y), mul(scale, y ^ 1));
+            Some(Ok(1u128 << position(x1) | 1u128 << position(x2)))
+        }
+        _ => None,
+    }
+}
+
 /// Carry-less product of two binary polynomials (the result fits: the
 /// generator has degree at most 119).
 fn clmul(a: u128, b: u128) -> u128 {
@@ -445,6 +510,8 @@ fn berlekamp_massey(s: &[u8]) -> ([u8; 2 * BCH_MAX_T + 1], usize) {
     c[0] = 1;
     b[0] = 1;
     let (mut l, mut m, mut last) = (0usize, 1usize, 1u8);
+    // The degree of `b`: the update touches only its terms.
+    let mut b_degree = 0usize;
     for n in 0..s.len() {
         let mut d = s[n];
         for i in 1..=l {
@@ -456,10 +523,11 @@ fn berlekamp_massey(s: &[u8]) -> ([u8; 2 * BCH_MAX_T + 1], usize) {
         }
         let coef = div(d, last);
         let before = c;
-        for i in 0..len - m {
+        for i in 0..=b_degree.min(len - 1 - m) {
             c[i + m] ^= mul(coef, b[i]);
         }
         if 2 * l <= n {
+            b_degree = l;
             l = n + 1 - l;
             b = before;
             last = d;
