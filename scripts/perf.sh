@@ -69,11 +69,9 @@ L.append("")
 L.append(f"The GENEVA run costs **{g['wall_seconds']/t['wall_seconds']:.2f}x** the TCP-only baseline's wall time and runs "
          f"**{sim/g['wall_seconds']:.1f}x faster than real time** (goal: faster than real time on one core).")
 L.append("<!-- geneva:end -->")
-section = "\n".join(L) + "\n"
-text = open(out).read() if os.path.exists(out) else "# Performance\n"
-pat = re.compile(r"<!-- geneva:begin.*?<!-- geneva:end -->\n?", re.S)
-text = pat.sub(lambda _: section, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + section
-open(out, "w").write(text)
+sys.path.insert(0, "scripts")
+from perf_sections import replace_section
+replace_section(out, "geneva", L)
 print("wrote the GENEVA section of", out)
 PY
   rm -rf "$tmp"
@@ -141,11 +139,9 @@ if scalar:
     L.append("")
     L.append(f"The portable scalar backend encodes (20, 8) in {us(scalar)} µs.")
 L.append("<!-- codec:end -->")
-section = "\n".join(L) + "\n"
-text = open(out).read() if os.path.exists(out) else "# Performance\n"
-pat = re.compile(r"<!-- codec:begin.*?<!-- codec:end -->\n?", re.S)
-text = pat.sub(lambda _: section, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + section
-open(out, "w").write(text)
+sys.path.insert(0, "scripts")
+from perf_sections import replace_section
+replace_section(out, "codec", L)
 print("wrote the codec section of", out)
 PY
 }
@@ -197,11 +193,9 @@ L.append("Decoding without errors is one table-driven remainder (8 bits a step, 
          "else by a Chien search over up to 127 positions. The Linux kernel's `lib/bch.c` also solves degrees 3 and 4 "
          "directly and factors larger locators by Berlekamp's trace algorithm: not done here yet.")
 L.append("<!-- bch:end -->")
-section = "\n".join(L) + "\n"
-text = open(out).read() if os.path.exists(out) else "# Performance\n"
-pat = re.compile(r"<!-- bch:begin.*?<!-- bch:end -->\n?", re.S)
-text = pat.sub(lambda _: section, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + section
-open(out, "w").write(text)
+sys.path.insert(0, "scripts")
+from perf_sections import replace_section
+replace_section(out, "bch", L)
 print("wrote the bch section of", out)
 PY
 }

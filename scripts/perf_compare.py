@@ -27,6 +27,7 @@ import datetime, json, os, re, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tunnel_bench as tb  # noqa: E402
+from perf_sections import replace_section  # noqa: E402
 
 PAIRS = 3
 CUR = "target/release"
@@ -130,11 +131,7 @@ def main():
                       "client: the goal (at least as much load per core) is missed by that much."
         L += ["", f"Median ratio **{rm:.2f}**: {verdict}"]
     L.append("<!-- compare:end -->")
-    section = "\n".join(L) + "\n"
-    text = open(out).read() if os.path.exists(out) else "# Performance\n"
-    pat = re.compile(r"<!-- compare:begin.*?<!-- compare:end -->\n?", re.S)
-    text = pat.sub(lambda _: section, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + section
-    open(out, "w").write(text)
+    replace_section(out, "compare", L)
     print("wrote the compare section of", out, file=sys.stderr)
 
 
