@@ -83,7 +83,53 @@ pub const TARGETS: &[Target] = &[
         name: "scenario",
         check: scenario,
     },
+    Target {
+        name: "bch_decode",
+        check: bch_decode,
+    },
 ];
+
+/// The BCH(127, k) decoder on any word: the first byte picks `t` (1 to
+/// 31), the next 16 the received word (zero-filled when short). It
+/// decodes to a codeword within `t` bits of the word, or reports
+/// uncorrectable; never panics. A packet of the remaining bytes, after
+/// encoding and the same word's bits flipped into its first codeword,
+/// decodes to itself or an error.
+pub fn bch_decode(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let t = usize::from(first) % groupwire_codec::BCH_MAX_T + 1;
+    let code = groupwire_codec::Bch::new(t).expect("t in 1..=31");
+    let mut word = [0u8; 16];
+    let n = rest.len().min(16);
+    word[..n].copy_from_slice(&rest[..n]);
+    let word = u128::from_le_bytes(word);
+    if let Ok(d) = code.decode(word) {
+        let distance = (code.encode(d.message) ^ (word & (u128::MAX >> 1))).count_ones();
+        assert_eq!(distance, d.corrected, "the correction is the distance");
+        assert!(distance as usize <= t, "corrected beyond t");
+    }
+    let packet = &rest[n..];
+    let mut words = code.encode_packet(packet);
+    if let Some(w) = words.first_mut() {
+        *w ^= word & (u128::MAX >> 1);
+    }
+    let mut out = Vec::new();
+    if code.decode_packet(&words, packet.len(), &mut out).is_ok() {
+        // Within t of the sent codeword decodes back; farther may
+        // miscorrect, but only to a packet of the same length.
+        assert_eq!(out.len(), packet.len());
+        if (word & (u128::MAX >> 1)).count_ones() as usize <= t {
+            assert_eq!(out, packet, "errors within t are corrected");
+        }
+    }
+    // The wrong number of codewords is an error, not a panic.
+    assert!(
+        code.decode_packet(&words, packet.len() + 64, &mut out)
+            .is_err()
+    );
+}
 
 /// The common datagram header: `parse(emit(parse(x))) == parse(x)`.
 pub fn header(data: &[u8]) {
