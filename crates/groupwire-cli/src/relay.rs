@@ -337,13 +337,12 @@ fn serve(a: ServeArgs) -> Result<()> {
             .await
             .context("starting the relay")?;
         if a.ready_json {
-            let ws_scheme = if tls { "wss" } else { "ws" };
             crate::ready::announce(
                 "relay",
                 &RelayReady {
                     tcp: handle.local_addr(),
                     tls,
-                    websocket: handle.ws_addr().map(|ws| format!("{ws_scheme}://{ws}/")),
+                    websocket: ws_url(&handle, tls),
                     state: if a.memory {
                         "memory".into()
                     } else {
@@ -362,6 +361,12 @@ fn serve(a: ServeArgs) -> Result<()> {
     })
 }
 
+/// The WebSocket listener's URL, if it has one.
+fn ws_url(handle: &groupwire_relay::server::RelayHandle, tls: bool) -> Option<String> {
+    let scheme = if tls { "wss" } else { "ws" };
+    handle.ws_addr().map(|ws| format!("{scheme}://{ws}/"))
+}
+
 /// The human banner: addresses and where state lives, in one write, so a
 /// reader that takes the first line and closes the pipe cannot make a
 /// later line fail.
@@ -370,10 +375,10 @@ fn print_banner(
     handle: &groupwire_relay::server::RelayHandle,
     tls: bool,
 ) -> Result<()> {
-    let (tcp_scheme, ws_scheme) = if tls { ("tls://", "wss") } else { ("", "ws") };
+    let tcp_scheme = if tls { "tls://" } else { "" };
     let mut banner = format!("relay listening on {tcp_scheme}{}\n", handle.local_addr());
-    if let Some(ws) = handle.ws_addr() {
-        banner += &format!("websocket on {ws_scheme}://{ws}/\n");
+    if let Some(url) = ws_url(handle, tls) {
+        banner += &format!("websocket on {url}\n");
     }
     if a.memory {
         banner += "state in memory (lost on exit)\n";

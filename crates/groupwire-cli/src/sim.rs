@@ -179,19 +179,21 @@ fn progress_bar(total: Duration, unit: ProgressUnit, quiet: bool) -> ProgressBar
         ProgressDrawTarget::hidden(),
     );
     if !quiet {
-        let template = match unit {
-            ProgressUnit::Count => {
-                "{spinner} {human_pos}/{human_len} [{bar:30}] {percent}% eta {eta}"
-            }
-            _ => "{spinner} simulated {pos}/{len} ms [{bar:30}] {percent}% eta {eta}",
-        };
-        bar.set_style(
-            ProgressStyle::with_template(template)
-                .expect("static progress template is valid")
-                .progress_chars("=> "),
-        );
+        bar.set_style(progress_style(unit, "{spinner}"));
     }
     bar
+}
+
+/// A run's bar style: `lead` (a spinner, or a run set's name), then
+/// simulated milliseconds or a count.
+pub(crate) fn progress_style(unit: ProgressUnit, lead: &str) -> ProgressStyle {
+    let rest = match unit {
+        ProgressUnit::Count => "{human_pos}/{human_len} [{bar:30}] {percent}% eta {eta}",
+        _ => "simulated {pos}/{len} ms [{bar:30}] {percent}% eta {eta}",
+    };
+    ProgressStyle::with_template(&format!("{lead} {rest}"))
+        .expect("static progress template is valid")
+        .progress_chars("=> ")
 }
 
 /// Wall-clock time for progress bars and speed reports; never enters the simulation.

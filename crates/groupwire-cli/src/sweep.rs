@@ -12,13 +12,13 @@ use anyhow::Context;
 use clap::Args;
 use groupwire_metrics::Report;
 use groupwire_proto::Instant;
-use groupwire_sim::scenario::{ProgressUnit, Scenario};
+use groupwire_sim::scenario::Scenario;
 use groupwire_sim::sweep::{self, Finished, Plan, PlannedRun};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::UsageError;
 use crate::output;
-use crate::sim::{WallClock, progress_units, split_sets};
+use crate::sim::{WallClock, progress_style, progress_units, split_sets};
 
 #[derive(Debug, Args)]
 pub(crate) struct SweepArgs {
@@ -177,15 +177,7 @@ fn run_one(
         run.scenario.duration(),
         unit,
     )));
-    let template = match unit {
-        ProgressUnit::Count => "  {prefix:<20} {human_pos}/{human_len} [{bar:30}] eta {eta}",
-        _ => "  {prefix:<20} simulated {pos}/{len} ms [{bar:30}] eta {eta}",
-    };
-    bar.set_style(
-        ProgressStyle::with_template(template)
-            .expect("static progress template is valid")
-            .progress_chars("=> "),
-    );
+    bar.set_style(progress_style(unit, "  {prefix:<20}"));
     bar.set_prefix(run.name.clone());
     let clock = WallClock::start();
     let report = run

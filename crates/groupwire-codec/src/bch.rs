@@ -248,65 +248,17 @@ impl Bch {
         }
         // One or two errors (most codewords at a low bit error rate): the
         // roots in closed form. More: a Chien search.
-        if let Some(flips) = small_degree_roots(&locator, degree) {
-            let flips = flips?;
-            let corrected = received ^ flips;
-            if self.remainder(corrected) != 0 {
-                return Err(Uncorrectable);
-            }
-            return Ok(Decoded {
-                message: corrected >> self.parity_bits(),
-                corrected: degree as u32,
-            });
-        }
-        // Chien search: an error at bit p makes α^(-p) a root. Term i of
-        // Λ(α^(-p)) is Λᵢ·α^(-p·i); kept as a logarithm, each step from p to
-        // p + 1 adds 127 - i to it.
-        // Only the non-zero terms, Λ₀ = 1 included as the constant 1.
-        let mut logs = [0u8; BCH_MAX_T];
-        let mut steps = [0u8; BCH_MAX_T];
-        let mut terms = 0;
-        for i in 1..=degree {
-            if locator[i] != 0 {
-                logs[terms] = LOG[usize::from(locator[i])];
-                steps[terms] = (BCH_N - i) as u8;
-                terms += 1;
-            }
-        }
-        let (logs, steps) = (&mut logs[..terms], &steps[..terms]);
-        let mut flips: u128 = 0;
-        let mut found = 0;
-        for p in 0..BCH_N {
-            let mut v = 1u8;
-            for (lg, &step) in logs.iter_mut().zip(steps) {
-                v ^= EXP[usize::from(*lg)];
-                // < 254, so one conditional subtraction reduces it.
-                let next = *lg + step;
-                *lg = if next >= BCH_N as u8 {
-                    next - BCH_N as u8
-                } else {
-                    next
-                };
-            }
-            if v == 0 {
-                flips |= 1 << p;
-                found += 1;
-                // A polynomial of degree L has at most L roots.
-                if found == degree {
-                    break;
-                }
-            }
-        }
-        if found != degree {
-            return Err(Uncorrectable);
-        }
+        let flips = match small_degree_roots(&locator, degree) {
+            Some(flips) => flips?,
+            None => chien_search(&locator, degree)?,
+        };
         let corrected = received ^ flips;
         if self.remainder(corrected) != 0 {
             return Err(Uncorrectable);
         }
         Ok(Decoded {
             message: corrected >> self.parity_bits(),
-            corrected: found as u32,
+            corrected: degree as u32,
         })
     }
 
@@ -465,6 +417,52 @@ fn small_degree_roots(locator: &[u8], degree: usize) -> Option<Result<u128, Unco
         }
         _ => None,
     }
+}
+
+/// The error positions of a locator of degree `degree`, as bits, by a
+/// Chien search: an error at bit p makes α^(-p) a root. Term i of
+/// Λ(α^(-p)) is Λᵢ·α^(-p·i); kept as a logarithm, each step from p to
+/// p + 1 adds 127 - i to it. Fails unless exactly `degree` roots exist.
+fn chien_search(locator: &[u8], degree: usize) -> Result<u128, Uncorrectable> {
+    // Only the non-zero terms, Λ₀ = 1 included as the constant 1.
+    let mut logs = [0u8; BCH_MAX_T];
+    let mut steps = [0u8; BCH_MAX_T];
+    let mut terms = 0;
+    for i in 1..=degree {
+        if locator[i] != 0 {
+            logs[terms] = LOG[usize::from(locator[i])];
+            steps[terms] = (BCH_N - i) as u8;
+            terms += 1;
+        }
+    }
+    let (logs, steps) = (&mut logs[..terms], &steps[..terms]);
+    let mut flips: u128 = 0;
+    let mut found = 0;
+    for p in 0..BCH_N {
+        let mut v = 1u8;
+        for (lg, &step) in logs.iter_mut().zip(steps) {
+            v ^= EXP[usize::from(*lg)];
+            // < 254, so one conditional subtraction reduces it.
+            let next = *lg + step;
+            *lg = if next >= BCH_N as u8 {
+                next - BCH_N as u8
+            } else {
+                next
+            };
+        }
+        if v == 0 {
+            flips |= 1 << p;
+            found += 1;
+            // A polynomial of degree L has at most L roots.
+            if found == degree {
+                break;
+            }
+        }
+    }
+    if found != degree {
+        return Err(Uncorrectable);
+    }
+    Ok(flips)
 }
 
 /// Carry-less product of two binary polynomials (the result fits: the
