@@ -319,6 +319,51 @@ impl Bch {
             .collect()
     }
 
+    /// Whether a packet of `bits` data bits survives the channel that
+    /// flipped the wire bits at `errors` (offsets from the start of the
+    /// packet on the wire, in any order; offsets past [`Bch::wire_bits`]
+    /// are ignored). Returns the bits the decoder corrected, or
+    /// [`Uncorrectable`] when any codeword fails to decode *or decodes to
+    /// the wrong codeword* (a miscorrection, which a frame check would
+    /// catch).
+    ///
+    /// **Wire order.** The codewords go out one after the other, each
+    /// from its highest sent bit down: a full codeword's bit 126 first,
+    /// the shortened last codeword's bit `r + n - k - 1` first (its zero
+    /// padding is not sent).
+    ///
+    /// **Why the data is not needed.** The code is linear: decoding
+    /// `c + e` flips the same bits as decoding `e`, for every codeword
+    /// `c`. So this decodes the error pattern alone, as the received
+    /// word of the all-zero packet, with the real decoder: a simulator can
+    /// carry packets as sizes and still run every codeword through
+    /// [`Bch::decode`].
+    pub fn decode_errors(&self, bits: usize, errors: &[u32]) -> Result<u32, Uncorrectable> {
+        let q = self.codewords(bits);
+        if q == 0 {
+            return Ok(0);
+        }
+        let last_len = bits - (q - 1) * self.k + self.parity_bits();
+        let len_of = |c: usize| if c + 1 == q { last_len } else { BCH_N };
+        let mut words = vec![0u128; q];
+        for &w in errors {
+            let w = w as usize;
+            let (c, offset) = (w / BCH_N, w % BCH_N);
+            if c < q && offset < len_of(c) {
+                words[c] ^= 1u128 << (len_of(c) - 1 - offset);
+            }
+        }
+        let mut corrected = 0;
+        for word in words.into_iter().filter(|&w| w != 0) {
+            let d = self.decode(word)?;
+            if d.message != 0 {
+                return Err(Uncorrectable);
+            }
+            corrected += d.corrected;
+        }
+        Ok(corrected)
+    }
+
     /// Decodes the codewords of a packet of `len` bytes into `out`
     /// (cleared first); returns the bits corrected. Fails if any codeword
     /// is uncorrectable, if a shortened codeword's padding decodes to

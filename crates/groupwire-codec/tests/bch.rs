@@ -78,6 +78,71 @@ proptest! {
     }
 }
 
+/// Puts a packet's codewords on the wire in `decode_errors`' order
+/// (codeword after codeword, highest sent bit first), as bits.
+fn to_wire(code: &Bch, words: &[u128], bits: usize) -> Vec<bool> {
+    let mut wire = Vec::new();
+    for (c, &w) in words.iter().enumerate() {
+        let carried = (bits - c * code.k()).min(code.k());
+        let len = code.parity_bits() + carried;
+        wire.extend((0..len).rev().map(|b| w >> b & 1 == 1));
+    }
+    wire
+}
+
+fn from_wire(code: &Bch, wire: &[bool], bits: usize) -> Vec<u128> {
+    let mut at = 0;
+    (0..code.codewords(bits))
+        .map(|c| {
+            let carried = (bits - c * code.k()).min(code.k());
+            let len = code.parity_bits() + carried;
+            let w = wire[at..at + len]
+                .iter()
+                .fold(0u128, |acc, &b| acc << 1 | u128::from(b));
+            at += len;
+            w
+        })
+        .collect()
+}
+
+proptest! {
+    /// Decoding the error pattern alone (what a simulator carrying sizes
+    /// does) gives the same verdict as encoding real data, flipping the
+    /// same wire bits and decoding it, at any error count.
+    #[test]
+    fn decode_errors_agrees_with_decoding_real_packets(
+        code in code(),
+        data in proptest::collection::vec(any::<u8>(), 1..60),
+        seed: u64,
+        density in 0.0f64..0.12,
+    ) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let bits = data.len() * 8;
+        let words = code.encode_packet(&data);
+        let mut wire = to_wire(&code, &words, bits);
+        prop_assert_eq!(wire.len(), code.wire_bits(bits));
+        let errors: Vec<u32> = (0..wire.len() as u32)
+            .filter(|_| rng.random_bool(density))
+            .collect();
+        for &e in &errors {
+            wire[e as usize] ^= true;
+        }
+        let mut out = Vec::new();
+        let real = code
+            .decode_packet(&from_wire(&code, &wire, bits), data.len(), &mut out)
+            .ok()
+            .filter(|_| out == data);
+        // Offsets past the wire are ignored.
+        let mut with_junk = errors.clone();
+        with_junk.push(u32::MAX);
+        let verdict = code.decode_errors(bits, &with_junk);
+        prop_assert_eq!(verdict.ok(), real);
+        if errors.is_empty() {
+            prop_assert_eq!(verdict, Ok(0));
+        }
+    }
+}
+
 /// The probability that a word at distance t + 1 from its codeword lies
 /// within t of another: about the share of the space the decoding
 /// spheres cover, V(n, t) / 2^(n-k), for a code whose weight distribution

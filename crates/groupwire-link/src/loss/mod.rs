@@ -20,6 +20,7 @@
 //! | `ge:p=0.01,r=0.3,good=0.001,bad=0.5` | [`LossModel::GilbertElliott`] |
 //! | `ber:1e-5` | [`LossModel::BitError`] with one state |
 //! | `ber:p=0.006,r=0.05,good=1e-6,bad=1e-3` | [`LossModel::BitError`] with two states |
+//! | `ber:miyoshi-lower`, `ber:miyoshi-higher` | [`LossModel::miyoshi_lower`], [`LossModel::miyoshi_higher`] |
 //! | `trace:losses.txt` | [`LossModel::Trace`] |
 //!
 //! Keys may come in any order; probabilities accept `0.1`, `1e-5` or `10%`.
@@ -137,6 +138,13 @@ pub struct LossTrace {
     /// Non-empty.
     pattern: Arc<[bool]>,
 }
+
+/// The long-run bit error rate Miyoshi et al. state for their "lower BER
+/// case" (§5, Table 3).
+pub const MIYOSHI_LOWER_P_B: f64 = 0.00015;
+/// The long-run bit error rate Miyoshi et al. state for their "higher BER
+/// case" (§5, Table 4).
+pub const MIYOSHI_HIGHER_P_B: f64 = 0.00075;
 
 /// The largest trace file [`LossTrace::read`] accepts: 64 MiB, 64 million
 /// packets at one character each. A bound, so that a mistyped path (a
@@ -280,6 +288,54 @@ impl LossModel {
     /// packets on average.
     pub fn miyoshi_high_ber() -> Self {
         Self::gilbert(0.006, 0.007)
+    }
+
+    /// Miyoshi et al.'s Table 2 channel as bit errors (§5): the Gilbert
+    /// chain (p_GE = `p`, p_EG = `r`, one step per packet), no errors in
+    /// Error-free and independent bit errors in Error at the rate that makes
+    /// the long-run bit error rate `p_b`: `bad = p_b (p + r) / p`, since the
+    /// chain spends `p / (p + r)` of the packets in Error (eqs. 2-3 give the
+    /// mean state durations `1/p` and `1/r`).
+    ///
+    /// **Unit of a step.** The paper draws state durations by eq. 4 and
+    /// then decides "for each sending packet" with bit errors "random in
+    /// each packet" (§5, Figure 6): we read this as one chain step per
+    /// packet, which is what [`LossModel::BitError`] does.
+    ///
+    /// # Panics
+    ///
+    /// If `p` or `r` is not in `(0, 1]` or `p_b` is not in `[0, 1]`, or the
+    /// implied Error-state rate exceeds 1.
+    pub fn miyoshi_bit_errors(p: f64, r: f64, p_b: f64) -> Self {
+        assert!(
+            p > 0.0 && r > 0.0,
+            "miyoshi_bit_errors: p and r must be positive"
+        );
+        let bad = p_b * (p + r) / p;
+        assert!(
+            (0.0..=1.0).contains(&bad),
+            "miyoshi_bit_errors: Error-state BER {bad} > 1"
+        );
+        Self::BitError {
+            p: prob(p, "miyoshi_bit_errors: p"),
+            r: prob(r, "miyoshi_bit_errors: r"),
+            good: 0.0,
+            bad,
+        }
+    }
+
+    /// Miyoshi et al.'s "lower BER case" (Table 2, p_GE = 0.006, p_EG =
+    /// 0.05, stated p_b = 0.00015): Error-state bit error rate 0.0014.
+    /// Text form `ber:miyoshi-lower`.
+    pub fn miyoshi_lower() -> Self {
+        Self::miyoshi_bit_errors(0.006, 0.05, MIYOSHI_LOWER_P_B)
+    }
+
+    /// Miyoshi et al.'s "higher BER case" (Table 2, p_GE = 0.006, p_EG =
+    /// 0.007, stated p_b = 0.00075): Error-state bit error rate 0.001625.
+    /// Text form `ber:miyoshi-higher`.
+    pub fn miyoshi_higher() -> Self {
+        Self::miyoshi_bit_errors(0.006, 0.007, MIYOSHI_HIGHER_P_B)
     }
 
     /// A cellular radio link as a Gilbert-Elliott channel.

@@ -94,7 +94,11 @@ impl FromStr for LossModel {
             }
             "ber" => {
                 let args = need_args()?;
-                if args.contains('=') {
+                if args.eq_ignore_ascii_case("miyoshi-lower") {
+                    Self::miyoshi_lower()
+                } else if args.eq_ignore_ascii_case("miyoshi-higher") {
+                    Self::miyoshi_higher()
+                } else if args.contains('=') {
                     let [p, r, good, bad] =
                         key_values(args, ["p", "r", "good", "bad"]).map_err(syntax)?;
                     Self::BitError {
@@ -153,7 +157,7 @@ impl From<LossModel> for String {
 /// One-line summary of the text forms, for error messages.
 const FORMS_HINT: &str = "expected one of none, bernoulli:0.1, burst:start=0.04,len=1..5, \
                           gilbert:p=0.006,r=0.05, ge:p=..,r=..,good=..,bad=.., ber:1e-5, \
-                          ber:p=..,r=..,good=..,bad=.., trace:FILE";
+                          ber:p=..,r=..,good=..,bad=.., ber:miyoshi-lower, ber:miyoshi-higher, trace:FILE";
 
 fn parse_prob(what: &str, text: &str) -> Result<Probability, String> {
     text.parse::<Probability>()

@@ -539,6 +539,12 @@ fn parses_the_documented_forms() {
             "ber:p=0.006,r=0.05,good=1e-6,bad=1e-3",
             ber(0.006, 0.05, 1e-6, 1e-3),
         ),
+        ("ber:miyoshi-lower", LossModel::miyoshi_lower()),
+        ("ber:Miyoshi-Higher", LossModel::miyoshi_higher()),
+        (
+            &LossModel::miyoshi_higher().to_string(),
+            LossModel::miyoshi_higher(),
+        ),
     ];
     for (text, model) in cases {
         assert_eq!(text.parse::<LossModel>().expect(text), model, "{text}");
@@ -678,5 +684,46 @@ proptest! {
                 let _ = model.burst_len_pmf(64, 16);
             }
         }
+    }
+}
+
+/// Miyoshi et al.'s Table 2 presets: the Error-state rate follows from the
+/// stated long-run bit error rate, and a seeded run of the process shows
+/// that long-run rate and the analytic packet error rate for 800-bit
+/// packets (100 bytes).
+#[test]
+fn miyoshi_presets_give_the_stated_long_run_bit_error_rate() {
+    use super::{MIYOSHI_HIGHER_P_B, MIYOSHI_LOWER_P_B};
+    for (model, p_b, bad) in [
+        (LossModel::miyoshi_lower(), MIYOSHI_LOWER_P_B, 0.0014),
+        (LossModel::miyoshi_higher(), MIYOSHI_HIGHER_P_B, 0.001625),
+    ] {
+        let LossModel::BitError { p, r, good, bad: b } = model else {
+            panic!("a bit error model");
+        };
+        assert_eq!(good, 0.0);
+        assert!((b - bad).abs() < 1e-12, "{b} vs {bad}");
+        let pi_e = p.get() / (p.get() + r.get());
+        let analytic = model.mean_loss_rate(100).expect("analytic");
+        assert!((analytic - pi_e * (1.0 - (1.0 - b).powi(800))).abs() < 1e-12);
+        let mut process = model.build().expect("valid");
+        let mut rng = ChaCha8Rng::seed_from_u64(20);
+        let (packets, mut flipped, mut corrupted) = (400_000u64, 0u64, 0u64);
+        for _ in 0..packets {
+            if let PacketFate::Corrupted(e) = process.on_packet(100, &mut rng) {
+                flipped += e.count() as u64;
+                corrupted += 1;
+            }
+        }
+        let measured = flipped as f64 / (packets * 800) as f64;
+        assert!(
+            (measured / p_b - 1.0).abs() < 0.05,
+            "p_b {measured} vs {p_b}"
+        );
+        let per = corrupted as f64 / packets as f64;
+        assert!(
+            (per / analytic - 1.0).abs() < 0.05,
+            "p_err {per} vs {analytic}"
+        );
     }
 }
