@@ -27,6 +27,7 @@ pub mod blockfec;
 pub mod core;
 pub mod machine_node;
 pub mod metrics;
+pub mod miyoshi;
 pub mod rng;
 pub mod scenario;
 pub mod sweep;

@@ -311,7 +311,9 @@ impl LossModel {
             p > 0.0 && r > 0.0,
             "miyoshi_bit_errors: p and r must be positive"
         );
-        let bad = p_b * (p + r) / p;
+        // Rounded to 12 decimals so the text form reads 0.0014, not
+        // 0.0013999999999999998.
+        let bad = (p_b * (p + r) / p * 1e12).round() / 1e12;
         assert!(
             (0.0..=1.0).contains(&bad),
             "miyoshi_bit_errors: Error-state BER {bad} > 1"

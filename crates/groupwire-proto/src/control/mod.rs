@@ -26,6 +26,7 @@ use crate::units::Bitrate;
 
 pub mod dpfec;
 pub mod gmiad;
+pub mod ladder;
 pub mod tfrc;
 
 /// What the sender learned from one receiver report (one SYN interval).

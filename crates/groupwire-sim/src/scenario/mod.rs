@@ -10,6 +10,7 @@ mod awareness_path;
 mod dyck;
 mod geneva;
 mod link_models;
+mod miyoshi;
 mod tcp_dumbbell;
 mod tunnel;
 
@@ -22,6 +23,7 @@ pub use self::awareness_path::AwarenessPath;
 pub use self::dyck::{Dyck, Protocol};
 pub use self::geneva::Geneva;
 pub use self::link_models::LinkModels;
+pub use self::miyoshi::Miyoshi;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
 
@@ -44,6 +46,9 @@ pub enum Scenario {
     /// `groupwire tunnel`'s machine over a simulated bursty link: residual
     /// loss, overhead and latency per FEC setting.
     Tunnel(Box<TunnelScenario>),
+    /// Miyoshi et al.'s adaptive BCH FEC on a bursty wireless link:
+    /// Tables 3 and 4.
+    Miyoshi(Box<Miyoshi>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -89,6 +94,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "tunnel",
             about: "groupwire tunnel's machine over a Gilbert link (10% loss, bursts of 4): residual loss, overhead and latency per FEC setting",
             make: || Scenario::Tunnel(Box::default()),
+        },
+        Builtin {
+            name: "miyoshi",
+            about: "Miyoshi et al.'s adaptive BCH FEC: 50,000 800-bit frames through Table 2's Gilbert channels (Tables 3-4)",
+            make: || Scenario::Miyoshi(Box::default()),
         },
     ]
 }
@@ -156,6 +166,7 @@ impl Scenario {
             Self::Dyck(_) => "dyck",
             Self::Geneva(_) => "geneva",
             Self::Tunnel(_) => "tunnel",
+            Self::Miyoshi(_) => "miyoshi",
         }
     }
 
@@ -209,6 +220,7 @@ impl Scenario {
             Self::Dyck(s) => s.validate(),
             Self::Geneva(s) => s.validate(),
             Self::Tunnel(s) => s.validate(),
+            Self::Miyoshi(s) => s.validate(),
         }
     }
 
@@ -222,6 +234,7 @@ impl Scenario {
             Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
             Self::Geneva(s) => Duration::from_nanos(s.total_runs()),
             Self::Tunnel(s) => Duration::from_nanos(s.total_runs()),
+            Self::Miyoshi(s) => Duration::from_nanos(s.total_frames()),
         }
     }
 
@@ -231,7 +244,9 @@ impl Scenario {
             Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
             Self::LinkModels(_) => ProgressUnit::Count,
             Self::AwarenessPath(_) => ProgressUnit::SimulatedTime,
-            Self::Dyck(_) | Self::Geneva(_) | Self::Tunnel(_) => ProgressUnit::Count,
+            Self::Dyck(_) | Self::Geneva(_) | Self::Tunnel(_) | Self::Miyoshi(_) => {
+                ProgressUnit::Count
+            }
         }
     }
 
@@ -249,6 +264,7 @@ impl Scenario {
             Self::Dyck(s) => s.run(seed, progress),
             Self::Geneva(s) => s.run(seed, progress),
             Self::Tunnel(s) => s.run(seed, progress),
+            Self::Miyoshi(s) => s.run(seed, progress),
         }
     }
 }
