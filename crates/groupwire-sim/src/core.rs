@@ -17,7 +17,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use groupwire_codec::Bch;
 use groupwire_link::link::{Fate, Link, LinkConfig};
 use groupwire_link::loss::{BitErrors, LossError};
 use groupwire_proto::Instant;
@@ -105,6 +108,16 @@ pub trait Node: Any {
     fn accepts_corrupted(&self) -> bool {
         false
     }
+    /// A packet for another node finished crossing link `from`, which this node sits
+    /// at the far end of, and the link was registered with
+    /// [`Simulator::set_transit`] (a base station's agent, Miyoshi et al.'s
+    /// Snoop or ELN). The node passes it on with [`Ctx::forward`] (the
+    /// default), changes it first, keeps it, or drops it. Corrupted packets
+    /// are dropped before this unless [`accepts_corrupted`](Node::accepts_corrupted).
+    fn handle_transit(&mut self, ctx: &mut Ctx<'_>, from: LinkId, pkt: Packet) {
+        let _ = from;
+        ctx.forward(pkt);
+    }
 }
 
 /// What a node may do while handling an input.
@@ -129,6 +142,17 @@ impl Ctx<'_> {
     /// Sends `pkt` along its route now. A packet with no route is counted and dropped.
     pub fn send(&mut self, pkt: Packet) {
         self.net.send(pkt);
+    }
+    /// Passes a packet handed to [`Node::handle_transit`] on to the next
+    /// link of its route (a copy of it may be forwarded again later: a
+    /// local retransmission).
+    pub fn forward(&mut self, pkt: Packet) {
+        self.net.forward(pkt);
+    }
+    /// Sets the link-layer FEC of link `id` for the frames offered from now
+    /// on (see [`Simulator::set_link_fec`]).
+    pub fn set_link_fec(&mut self, id: LinkId, code: Option<Arc<Bch>>) {
+        self.net.links[id.0 as usize].fec = code;
     }
 }
 
@@ -165,6 +189,10 @@ pub struct NetStats {
     pub corrupt_dropped: u64,
     /// Packets sent to a destination with no route.
     pub no_route: u64,
+    /// Frames a link-layer FEC stage could not decode (also in `dropped`).
+    pub fec_lost: u64,
+    /// Bits link-layer FEC stages corrected.
+    pub fec_corrected_bits: u64,
 }
 
 /// A link of the topology and its name for reports.
@@ -174,6 +202,11 @@ pub struct LinkSlot {
     pub link: Link,
     /// A name for reports, such as `bottleneck`.
     pub name: String,
+    /// Link-layer FEC: each packet crosses as a frame of BCH codewords
+    /// (longer on the wire by the parity), bit errors hit the frame, and
+    /// the real decoder decides whether it arrives (intact) or is lost.
+    /// `None`: no FEC.
+    pub fec: Option<Arc<Bch>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -192,6 +225,8 @@ struct Network {
     seq: u64,
     heap: BinaryHeap<Entry>,
     links: Vec<LinkSlot>,
+    /// Per link: the node that sees packets in transit after it.
+    transit: Vec<Option<NodeId>>,
     routes: Vec<Vec<LinkId>>,
     route_of: HashMap<(NodeId, NodeId), u32>,
     in_flight: Vec<Option<Packet>>,
@@ -221,11 +256,27 @@ impl Network {
     /// Offers `pkt` to the link at its current hop.
     fn forward(&mut self, mut pkt: Packet) {
         let link = self.routes[pkt.route as usize][pkt.hop as usize];
-        match self.links[link.0 as usize]
-            .link
-            .offer(self.now, pkt.size as usize)
-        {
+        let slot = &mut self.links[link.0 as usize];
+        let bits = pkt.size as usize * 8;
+        let on_air = match &slot.fec {
+            Some(code) => code.wire_bits(bits).div_ceil(8),
+            None => pkt.size as usize,
+        };
+        match slot.link.offer(self.now, on_air) {
             Fate::Deliver { at } => self.schedule_arrival(at, link, pkt),
+            Fate::Corrupt { at, errors } if slot.fec.is_some() => {
+                let code = slot.fec.as_ref().expect("checked");
+                match code.decode_errors(bits, errors.positions()) {
+                    Ok(corrected) => {
+                        self.stats.fec_corrected_bits += u64::from(corrected);
+                        self.schedule_arrival(at, link, pkt);
+                    }
+                    Err(_) => {
+                        self.stats.fec_lost += 1;
+                        self.stats.dropped += 1;
+                    }
+                }
+            }
             Fate::Corrupt { at, errors } => {
                 // Bits flipped on two hops are flipped back: keep the symmetric difference.
                 pkt.corrupt = match pkt.corrupt.take() {
@@ -319,6 +370,7 @@ impl Simulator {
                 seq: 0,
                 heap: BinaryHeap::new(),
                 links: Vec::new(),
+                transit: Vec::new(),
                 routes: Vec::new(),
                 route_of: HashMap::new(),
                 in_flight: Vec::new(),
@@ -371,7 +423,9 @@ impl Simulator {
         self.net.links.push(LinkSlot {
             link,
             name: name.into(),
+            fec: None,
         });
+        self.net.transit.push(None);
         Ok(id)
     }
 
@@ -387,6 +441,20 @@ impl Simulator {
         let idx = u32::try_from(self.net.routes.len()).expect("fewer than 2^32 routes");
         self.net.routes.push(links);
         self.net.route_of.insert((src, dst), idx);
+    }
+
+    /// Packets that finish crossing `link` with more of their route to go
+    /// are handed to `node`'s [`Node::handle_transit`] instead of moving
+    /// on by themselves: the node sits at the link's far end, as a base
+    /// station between a wired and a wireless link.
+    pub fn set_transit(&mut self, link: LinkId, node: NodeId) {
+        self.net.transit[link.0 as usize] = Some(node);
+    }
+
+    /// Sets link `id`'s link-layer FEC (see [`LinkSlot::fec`]); a node can
+    /// change it per frame with [`Ctx::set_link_fec`].
+    pub fn set_link_fec(&mut self, id: LinkId, code: Option<Arc<Bch>>) {
+        self.net.links[id.0 as usize].fec = code;
     }
 
     /// Calls `sampler` every `interval` from time zero (the first call at zero).
@@ -458,7 +526,7 @@ impl Simulator {
 
     fn dispatch(&mut self, what: What) {
         match what {
-            What::Arrive { link: _, slot } => {
+            What::Arrive { link, slot } => {
                 let pkt = self.net.in_flight[slot as usize]
                     .take()
                     .expect("an arrival's packet is in flight");
@@ -467,7 +535,10 @@ impl Simulator {
                 if next < self.net.routes[pkt.route as usize].len() {
                     let mut pkt = pkt;
                     pkt.hop += 1;
-                    self.net.forward(pkt);
+                    match self.net.transit[link as usize] {
+                        Some(node) => self.transit(node, LinkId(link), pkt),
+                        None => self.net.forward(pkt),
+                    }
                 } else {
                     self.deliver(pkt);
                 }
@@ -529,6 +600,24 @@ impl Simulator {
             me: pkt.dst,
         };
         self.nodes[i].handle_packet(&mut ctx, pkt);
+        self.rearm(i);
+    }
+
+    fn transit(&mut self, node: NodeId, from: LinkId, pkt: Packet) {
+        let i = node.0 as usize;
+        if i >= self.nodes.len() {
+            self.net.forward(pkt);
+            return;
+        }
+        if pkt.corrupt.is_some() && !self.nodes[i].accepts_corrupted() {
+            self.net.stats.corrupt_dropped += 1;
+            return;
+        }
+        let mut ctx = Ctx {
+            net: &mut self.net,
+            me: node,
+        };
+        self.nodes[i].handle_transit(&mut ctx, from, pkt);
         self.rearm(i);
     }
 

@@ -263,6 +263,25 @@ pub fn analytic_loss(channel: &LossModel, code: Option<&Bch>, air_bits: usize) -
     Some((1.0 - pi_bad) * (1.0 - survive(good)) + pi_bad * (1.0 - survive(bad)))
 }
 
+/// The probability that a packet of `data_bits` bits, sent as link-layer
+/// FEC frames do ([`Bch::encode_packet`]: `ceil(bits / k)` codewords, the
+/// last shortened) or uncoded, is lost at independent bit error rate
+/// `ber`: what the station sees as the packet error rate under that code.
+pub fn packet_loss(code: Option<&Bch>, data_bits: usize, ber: f64) -> f64 {
+    match code {
+        None => 1.0 - (1.0 - ber).powi(data_bits as i32),
+        Some(c) => {
+            let q = c.codewords(data_bits);
+            if q == 0 {
+                return 0.0;
+            }
+            let last = data_bits - (q - 1) * c.k() + c.parity_bits();
+            let full = binomial_cdf(BCH_N, ber, c.t()).powi(q as i32 - 1);
+            1.0 - full * binomial_cdf(last, ber, c.t())
+        }
+    }
+}
+
 /// `P(Binomial(n, b) <= t)`.
 pub fn binomial_cdf(n: usize, b: f64, t: usize) -> f64 {
     if b <= 0.0 {

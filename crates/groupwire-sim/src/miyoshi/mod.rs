@@ -12,3 +12,5 @@
 //! [`groupwire_proto::control::ladder`].
 
 pub mod frames;
+pub mod station;
+pub mod wireless;

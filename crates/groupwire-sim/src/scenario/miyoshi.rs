@@ -8,6 +8,20 @@
 //! the mean of each column beside the chain's analytic value and the
 //! paper's figure. See [`crate::miyoshi::frames`] for the frame layout
 //! and the overhead accounting.
+//!
+//! **Figures 2 and 3** (§3, §4): one bulk TCP Reno transfer over the
+//! network of Figure 1 ([`crate::miyoshi::wireless`]) at each bit error
+//! rate of `fig2_ber` / `fig3_ber`, for each scheme of `fig2_schemes` /
+//! `fig3_schemes`, `tcp_seeds` times. The crossings of consecutive
+//! Snoop+ELN curves of Figure 3 are the thresholds of the adaptive
+//! scheme, printed as a bit error rate and as the packet error rate of an
+//! 800-bit frame.
+//!
+//! **Observation window against speed** (§4, eq. 1): Snoop+ELN over the
+//! threshold switch on Table 2's channels, with the chain's state
+//! durations scaled by `reference_speed / speed` (the Doppler frequency
+//! f_d = v f_c / c grows with speed, 3 Hz per m/s at 900 MHz, and fades
+//! shorten with it), for each window length of `windows`.
 
 use groupwire_codec::Bch;
 use groupwire_link::loss::LossModel;
@@ -16,9 +30,29 @@ use groupwire_proto::control::ladder::ThresholdConfig;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Report, ScenarioError, Table};
+use std::sync::Arc;
+use std::time::Duration;
+
+use groupwire_metrics::TimeSeries;
+
+use super::{Plot, Report, ScenarioError, Table, serde_duration};
 use crate::miyoshi::frames::{self, FrameRow};
+use crate::miyoshi::wireless::{Scheme, SchemeFec, WirelessPath, WirelessResult};
 use crate::rng;
+
+/// The parts of the scenario, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    /// Tables 3 and 4.
+    Tables,
+    /// Figure 2.
+    Fig2,
+    /// Figure 3 and the thresholds.
+    Fig3,
+    /// Throughput against the observation window for several speeds.
+    Windows,
+}
 
 /// Parameters of the `miyoshi` scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +71,43 @@ pub struct Miyoshi {
     pub code_t: Vec<usize>,
     /// The threshold switch (§4: two errors in ten frames).
     pub threshold: ThresholdConfig,
+    /// Which parts to run.
+    pub parts: Vec<Part>,
+    /// Simulated time of each TCP transfer.
+    #[serde(with = "serde_duration")]
+    pub tcp_duration: Duration,
+    /// TCP transfers per point (different seeds); figures show the mean.
+    pub tcp_seeds: u32,
+    /// Figure 2's schemes (§3: Reno, ELN, Snoop+ELN, FEC BCH(127, 92)).
+    pub fig2_schemes: Vec<Scheme>,
+    /// Figure 2's bit error rates.
+    pub fig2_ber: Vec<f64>,
+    /// Figure 3's schemes (§4: Snoop+ELN over no FEC and each code), and
+    /// the adaptive switch beside them.
+    pub fig3_schemes: Vec<Scheme>,
+    /// Figure 3's bit error rates (wider than Figure 2's: the codes only
+    /// fail far above 1e-3).
+    pub fig3_ber: Vec<f64>,
+    /// Observation windows (frames) of the window sweep; the switch climbs
+    /// at `max(1, round(window × up / threshold.window))` errors, the
+    /// paper's 2 in 10 scaled.
+    pub windows: Vec<u32>,
+    /// Vehicle speeds (m/s) of the window sweep.
+    pub speeds: Vec<f64>,
+    /// The speed at which Table 2's chain holds as given (m/s): our
+    /// assumption, the paper does not say.
+    pub reference_speed: f64,
+    /// Worker threads for the TCP runs; 0 uses every core.
+    pub threads: usize,
+}
+
+/// Three points per decade from `from` to `to` (1, 2, 5 × 10^n).
+fn decades(from: i32, to: i32) -> Vec<f64> {
+    let mut v: Vec<f64> = (from..to)
+        .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+        .collect();
+    v.push(10f64.powi(to));
+    v
 }
 
 impl Default for Miyoshi {
@@ -48,6 +119,27 @@ impl Default for Miyoshi {
             channels: vec![LossModel::miyoshi_lower(), LossModel::miyoshi_higher()],
             code_t: vec![5, 10, 15],
             threshold: ThresholdConfig::default(),
+            parts: vec![Part::Tables, Part::Fig2, Part::Fig3, Part::Windows],
+            tcp_duration: Duration::from_secs(30),
+            tcp_seeds: 3,
+            fig2_schemes: ["reno", "eln", "snoop+eln", "fec:5"]
+                .map(|s| s.parse().expect("a valid scheme"))
+                .to_vec(),
+            fig2_ber: decades(-6, -3),
+            fig3_schemes: [
+                "snoop+eln",
+                "snoop+eln+fec:5",
+                "snoop+eln+fec:10",
+                "snoop+eln+fec:15",
+                "snoop+eln+adaptive",
+            ]
+            .map(|s| s.parse().expect("a valid scheme"))
+            .to_vec(),
+            fig3_ber: decades(-6, -1),
+            windows: vec![2, 5, 10, 20, 40, 64],
+            speeds: vec![1.0, 5.0, 20.0],
+            reference_speed: 5.0,
+            threads: 0,
         }
     }
 }
@@ -111,6 +203,63 @@ impl Miyoshi {
                 key: "threshold",
                 why,
             })?;
+        if self.parts.is_empty() {
+            return Err(ScenarioError::Invalid {
+                key: "parts",
+                why: "list at least one of tables, fig2, fig3, windows".into(),
+            });
+        }
+        if self.tcp_duration < Duration::from_secs(1)
+            || self.tcp_duration > Duration::from_secs(3600)
+        {
+            return Err(ScenarioError::Invalid {
+                key: "tcp_duration",
+                why: "must be between 1s and 1h".into(),
+            });
+        }
+        if !(1..=100).contains(&self.tcp_seeds) {
+            return Err(ScenarioError::Invalid {
+                key: "tcp_seeds",
+                why: "must be between 1 and 100".into(),
+            });
+        }
+        for (key, list) in [("fig2_ber", &self.fig2_ber), ("fig3_ber", &self.fig3_ber)] {
+            if list.is_empty() || list.iter().any(|b| !(*b > 0.0 && *b < 1.0)) {
+                return Err(ScenarioError::Invalid {
+                    key,
+                    why: "list bit error rates strictly between 0 and 1, e.g. [1e-6, 1e-5]".into(),
+                });
+            }
+        }
+        for (key, list) in [
+            ("fig2_schemes", &self.fig2_schemes),
+            ("fig3_schemes", &self.fig3_schemes),
+        ] {
+            if list.is_empty() {
+                return Err(ScenarioError::Invalid {
+                    key,
+                    why: "list at least one scheme, e.g. \"snoop+eln\"".into(),
+                });
+            }
+        }
+        if self.windows.is_empty() || self.windows.iter().any(|w| !(1..=64).contains(w)) {
+            return Err(ScenarioError::Invalid {
+                key: "windows",
+                why: "list observation windows of 1 to 64 frames".into(),
+            });
+        }
+        if self.speeds.is_empty() || self.speeds.iter().any(|v| !(*v > 0.0 && v.is_finite())) {
+            return Err(ScenarioError::Invalid {
+                key: "speeds",
+                why: "list positive speeds in m/s".into(),
+            });
+        }
+        if !(self.reference_speed > 0.0 && self.reference_speed.is_finite()) {
+            return Err(ScenarioError::Invalid {
+                key: "reference_speed",
+                why: "must be a positive speed in m/s".into(),
+            });
+        }
         Ok(())
     }
 
@@ -140,9 +289,34 @@ impl Miyoshi {
         Ok(codes)
     }
 
-    /// Frames drawn in all (for progress).
-    pub(super) fn total_frames(&self) -> u64 {
-        self.frames * u64::from(self.seeds) * self.channels.len() as u64
+    /// Work items in all, for progress: one per table run (channel and
+    /// seed) and one per TCP transfer.
+    pub(super) fn total_work(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Tables => u64::from(self.seeds) * self.channels.len() as u64,
+                Part::Fig2 => self.tcp_jobs(&self.fig2_schemes, &self.fig2_ber),
+                Part::Fig3 => self.tcp_jobs(&self.fig3_schemes, &self.fig3_ber),
+                Part::Windows => {
+                    u64::from(self.tcp_seeds)
+                        * (self.windows.len() * self.speeds.len() * self.window_channels().len())
+                            as u64
+                }
+            })
+            .sum()
+    }
+
+    fn tcp_jobs(&self, schemes: &[Scheme], bers: &[f64]) -> u64 {
+        u64::from(self.tcp_seeds) * (schemes.len() * bers.len()) as u64
+    }
+
+    /// The channels of the window sweep: Table 2's, whatever `channels` says.
+    fn window_channels(&self) -> [(&'static str, LossModel); 2] {
+        [
+            ("lower", LossModel::miyoshi_lower()),
+            ("higher", LossModel::miyoshi_higher()),
+        ]
     }
 
     pub(super) fn run(
@@ -150,10 +324,36 @@ impl Miyoshi {
         seed: u64,
         progress: &mut dyn FnMut(Instant),
     ) -> Result<Report, ScenarioError> {
-        let codes = self.codes()?;
-        let mut summary = serde_json::Map::new();
-        let mut tables = Vec::new();
+        let mut report = Report {
+            scenario: "miyoshi".into(),
+            seed,
+            summary: serde_json::Map::new(),
+            tables: Vec::new(),
+            plots: Vec::new(),
+        };
         let mut done = 0u64;
+        let mut tick = |n: u64| {
+            done += n;
+            progress(Instant::from_nanos(done));
+        };
+        for part in &self.parts {
+            match part {
+                Part::Tables => self.run_tables(seed, &mut report, &mut tick)?,
+                Part::Fig2 => self.run_figure(seed, 2, &mut report, &mut tick)?,
+                Part::Fig3 => self.run_figure(seed, 3, &mut report, &mut tick)?,
+                Part::Windows => self.run_windows(seed, &mut report, &mut tick)?,
+            }
+        }
+        Ok(report)
+    }
+
+    fn run_tables(
+        &self,
+        seed: u64,
+        report: &mut Report,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<(), ScenarioError> {
+        let codes = self.codes()?;
         for (ci, channel) in self.channels.iter().enumerate() {
             let mut runs: Vec<Vec<FrameRow>> = Vec::new();
             for s in 0..self.seeds {
@@ -165,24 +365,380 @@ impl Miyoshi {
                     &codes,
                     self.threshold,
                     &mut r,
-                    &mut |n| progress(Instant::from_nanos(done + n)),
+                    &mut |_| {},
                 )?;
-                done += self.frames;
+                tick(1);
                 runs.push(rows);
             }
             let paper = self.paper_table(ci, channel);
             let name = format!("frames-{}", ci + 1);
-            tables.push(self.table(&name, channel, &codes, &runs, paper));
-            tables.push(per_seed_table(&format!("{name}-per-seed"), &runs));
-            self.summarize(&mut summary, ci, channel, &runs, paper);
+            report
+                .tables
+                .push(self.table(&name, channel, &codes, &runs, paper));
+            report
+                .tables
+                .push(per_seed_table(&format!("{name}-per-seed"), &runs));
+            self.summarize(&mut report.summary, ci, channel, &runs, paper);
         }
-        Ok(Report {
-            scenario: "miyoshi".into(),
-            seed,
-            summary,
-            tables,
-            plots: Vec::new(),
-        })
+        Ok(())
+    }
+
+    /// The adaptive ladder above no FEC: the scenario's codes.
+    fn ladder(&self) -> Result<Vec<Arc<groupwire_codec::Bch>>, ScenarioError> {
+        Ok(self.codes()?.into_iter().map(Arc::new).collect())
+    }
+
+    /// Runs `jobs` TCP transfers on all worker threads; results in job order.
+    fn run_tcp(
+        &self,
+        jobs: Vec<(WirelessPath, u64)>,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<Vec<WirelessResult>, ScenarioError> {
+        let threads = match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        }
+        .min(jobs.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut results: Vec<Option<WirelessResult>> = vec![None; jobs.len()];
+        let mut first_error = None;
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (jobs, next) = (&jobs, &next);
+                scope.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((path, seed)) = jobs.get(i) else {
+                            break;
+                        };
+                        if tx.send((i, path.run(*seed))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for (i, r) in rx {
+                tick(1);
+                match r {
+                    Ok(r) => results[i] = Some(r),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        });
+        if let Some(e) = first_error {
+            return Err(e.into());
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every job ran"))
+            .collect())
+    }
+
+    fn base_path(&self) -> WirelessPath {
+        WirelessPath {
+            duration: self.tcp_duration,
+            ..WirelessPath::default()
+        }
+    }
+
+    fn run_figure(
+        &self,
+        seed: u64,
+        figure: u32,
+        report: &mut Report,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<(), ScenarioError> {
+        let (schemes, bers) = match figure {
+            2 => (&self.fig2_schemes, &self.fig2_ber),
+            _ => (&self.fig3_schemes, &self.fig3_ber),
+        };
+        let ladder = self.ladder()?;
+        let mut jobs = Vec::new();
+        for (bi, &ber) in bers.iter().enumerate() {
+            for scheme in schemes {
+                for s in 0..self.tcp_seeds {
+                    let mut path = self.base_path();
+                    path.channel = LossModel::BitError {
+                        p: groupwire_proto::Probability::ZERO,
+                        r: groupwire_proto::Probability::ZERO,
+                        good: ber,
+                        bad: ber,
+                    };
+                    scheme
+                        .apply(&mut path, &ladder, self.threshold)
+                        .map_err(|e| ScenarioError::Invalid {
+                            key: "fig_schemes",
+                            why: e.to_string(),
+                        })?;
+                    // Common random numbers: every scheme at one BER and
+                    // seed index sees the same channel draws.
+                    let job_seed = rng::derive_seed(
+                        seed,
+                        "miyoshi-tcp",
+                        (u64::from(figure) << 40) | (bi as u64) << 20 | u64::from(s),
+                    );
+                    jobs.push((path, job_seed));
+                }
+            }
+        }
+        let results = self.run_tcp(jobs, tick)?;
+        let per_point = self.tcp_seeds as usize;
+        let mut rows = Vec::new();
+        let mut curves: Vec<TimeSeries> = schemes
+            .iter()
+            .map(|s| TimeSeries::new(s.to_string()))
+            .collect();
+        let mut means = vec![vec![0.0; bers.len()]; schemes.len()];
+        let mut events = 0u64;
+        for (bi, &ber) in bers.iter().enumerate() {
+            for (si, scheme) in schemes.iter().enumerate() {
+                let at = (bi * schemes.len() + si) * per_point;
+                let runs = &results[at..at + per_point];
+                events += runs.iter().map(|r| r.events).sum::<u64>();
+                let (mean, sd) = stats(runs.iter().map(|r| r.goodput_bps / 1000.0));
+                let avg =
+                    |f: &dyn Fn(&WirelessResult) -> u64| stats(runs.iter().map(|r| f(r) as f64)).0;
+                means[si][bi] = mean;
+                curves[si].push(ber.log10(), mean);
+                rows.push(vec![
+                    json!(ber),
+                    json!(scheme.to_string()),
+                    json!(round1(mean)),
+                    json!(round1(sd)),
+                    json!(round1(avg(&|r| r.timeouts))),
+                    json!(round1(avg(&|r| r.fast_retransmits))),
+                    json!(round1(avg(&|r| r.station.local_retransmits))),
+                    json!(round1(avg(&|r| r.station.eln_marked))),
+                    json!(round1(avg(&|r| r.fec_lost))),
+                    json!(round1(avg(&|r| r.station.code_switches))),
+                ]);
+            }
+        }
+        let name = format!("fig{figure}");
+        report.tables.push(Table {
+            file: format!("{name}-points"),
+            columns: [
+                "ber",
+                "scheme",
+                "goodput_kbps",
+                "goodput_sd",
+                "timeouts",
+                "fast_retransmits",
+                "local_retransmits",
+                "eln_marked",
+                "fec_lost_frames",
+                "code_switches",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        });
+        report.plots.push(Plot {
+            file: name.clone(),
+            title: match figure {
+                2 => "Figure 2: TCP goodput against bit error rate".into(),
+                _ => "Figure 3: Snoop+ELN over each BCH code".into(),
+            },
+            x_label: "log10 bit error rate".into(),
+            y_label: "goodput (kbit/s)".into(),
+            series: curves,
+            ..Default::default()
+        });
+        report
+            .summary
+            .insert(format!("{name}_events"), json!(events));
+        match figure {
+            2 => {
+                // Where FEC overtakes Snoop+ELN (the paper: about 1e-4).
+                let fec = schemes
+                    .iter()
+                    .position(|s| !s.snoop && matches!(s.fec, SchemeFec::Fixed(_)));
+                let snoop = schemes
+                    .iter()
+                    .position(|s| s.snoop && s.eln && s.fec == SchemeFec::None);
+                if let (Some(f), Some(sn)) = (fec, snoop) {
+                    let cross = crossing(bers, &means[sn], &means[f]);
+                    report.summary.insert(
+                        "fig2_fec_beats_snoop_eln_above_ber".into(),
+                        cross.map_or(Value::Null, |b| json!(format!("{b:.2e}"))),
+                    );
+                }
+            }
+            _ => self.thresholds(bers, schemes, &means, report),
+        }
+        Ok(())
+    }
+
+    /// The crossings of consecutive Snoop+ELN curves (no FEC, then the
+    /// codes from weakest): the thresholds of the adaptive scheme.
+    fn thresholds(
+        &self,
+        bers: &[f64],
+        schemes: &[Scheme],
+        means: &[Vec<f64>],
+        report: &mut Report,
+    ) {
+        let ladder: Vec<usize> = std::iter::once(SchemeFec::None)
+            .chain(self.code_t.iter().map(|&t| SchemeFec::Fixed(t)))
+            .filter_map(|fec| {
+                schemes
+                    .iter()
+                    .position(|s| s.snoop && s.eln && s.fec == fec)
+            })
+            .collect();
+        let mut rows = Vec::new();
+        let segment_bits = self.base_path().segment_bytes as usize * 8;
+        let code_of = |i: usize| match schemes[i].fec {
+            SchemeFec::Fixed(t) => groupwire_codec::Bch::new(t).ok(),
+            _ => None,
+        };
+        for (n, pair) in ladder.windows(2).enumerate() {
+            let name = char::from(b'A' + n as u8).to_string();
+            let cross = crossing(bers, &means[pair[0]], &means[pair[1]]);
+            // What the station observes at the crossing: the segment error
+            // rate under the lighter code (climb when it is exceeded) and
+            // under the stronger one (fall back when it drops below).
+            let seen = |i: usize| {
+                cross.map_or(Value::Null, |b| {
+                    json!(round4(frames::packet_loss(
+                        code_of(i).as_ref(),
+                        segment_bits,
+                        b
+                    )))
+                })
+            };
+            rows.push(vec![
+                json!(name),
+                json!(schemes[pair[0]].to_string()),
+                json!(schemes[pair[1]].to_string()),
+                cross.map_or(Value::Null, |b| json!(format!("{b:.3e}"))),
+                seen(pair[0]),
+                seen(pair[1]),
+            ]);
+            report.summary.insert(
+                format!("threshold_{name}_ber"),
+                cross.map_or(Value::Null, |b| json!(format!("{b:.2e}"))),
+            );
+        }
+        report.tables.push(Table {
+            file: "thresholds".into(),
+            columns: [
+                "threshold",
+                "below",
+                "above",
+                "ber",
+                "p_err_under_below",
+                "p_err_under_above",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        });
+    }
+
+    fn run_windows(
+        &self,
+        seed: u64,
+        report: &mut Report,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<(), ScenarioError> {
+        let ladder = self.ladder()?;
+        let scheme: Scheme = "snoop+eln+adaptive".parse().expect("a valid scheme");
+        let mut jobs = Vec::new();
+        let mut keys = Vec::new();
+        for (ci, (cname, channel)) in self.window_channels().into_iter().enumerate() {
+            for (vi, &speed) in self.speeds.iter().enumerate() {
+                let scale = speed / self.reference_speed;
+                let LossModel::BitError { p, r, good, bad } = channel else {
+                    unreachable!("Table 2's channels are bit-error models");
+                };
+                let scaled = LossModel::BitError {
+                    p: groupwire_proto::Probability::new((p.get() * scale).min(1.0))
+                        .expect("in [0, 1]"),
+                    r: groupwire_proto::Probability::new((r.get() * scale).min(1.0))
+                        .expect("in [0, 1]"),
+                    good,
+                    bad,
+                };
+                for &w in &self.windows {
+                    let up = ((f64::from(w) * f64::from(self.threshold.up)
+                        / f64::from(self.threshold.window))
+                    .round() as u32)
+                        .max(1);
+                    let threshold = ThresholdConfig {
+                        window: w,
+                        up,
+                        down: self.threshold.down.min(up - 1),
+                    };
+                    keys.push((cname, speed, w));
+                    for s in 0..self.tcp_seeds {
+                        let mut path = self.base_path();
+                        path.channel = scaled.clone();
+                        scheme
+                            .apply(&mut path, &ladder, threshold)
+                            .expect("the ladder's codes exist");
+                        let job_seed = rng::derive_seed(
+                            seed,
+                            "miyoshi-windows",
+                            (ci as u64) << 40 | (vi as u64) << 20 | u64::from(s),
+                        );
+                        jobs.push((path, job_seed));
+                    }
+                }
+            }
+        }
+        let results = self.run_tcp(jobs, tick)?;
+        let per = self.tcp_seeds as usize;
+        let mut rows = Vec::new();
+        let mut series: Vec<TimeSeries> = Vec::new();
+        for (k, &(cname, speed, w)) in keys.iter().enumerate() {
+            let runs = &results[k * per..(k + 1) * per];
+            let (mean, sd) = stats(runs.iter().map(|r| r.goodput_bps / 1000.0));
+            let switches = stats(runs.iter().map(|r| r.station.code_switches as f64)).0;
+            let label = format!("{cname} BER, {speed} m/s");
+            if series.last().is_none_or(|s| s.name != label) {
+                series.push(TimeSeries::new(label));
+            }
+            series.last_mut().expect("pushed").push(f64::from(w), mean);
+            rows.push(vec![
+                json!(cname),
+                json!(speed),
+                json!(3.0 * speed),
+                json!(w),
+                json!(round1(mean)),
+                json!(round1(sd)),
+                json!(round1(switches)),
+            ]);
+        }
+        report.tables.push(Table {
+            file: "windows-points".into(),
+            columns: [
+                "channel",
+                "speed_mps",
+                "doppler_hz",
+                "window",
+                "goodput_kbps",
+                "goodput_sd",
+                "code_switches",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        });
+        report.plots.push(Plot {
+            file: "windows".into(),
+            title: "Snoop+ELN over adaptive FEC: observation window against speed".into(),
+            x_label: "observation window (frames)".into(),
+            y_label: "goodput (kbit/s)".into(),
+            series,
+            ..Default::default()
+        });
+        Ok(())
     }
 
     /// The paper's table for this channel, if it is one of Table 2's and
@@ -410,6 +966,21 @@ fn per_seed_table(name: &str, runs: &[Vec<FrameRow>]) -> Table {
     }
 }
 
+/// Where curve `b` first rises above curve `a` between two neighbouring
+/// points of `x` (interpolated linearly in log x), if it does.
+fn crossing(x: &[f64], a: &[f64], b: &[f64]) -> Option<f64> {
+    (1..x.len()).find_map(|i| {
+        let (d0, d1) = (b[i - 1] - a[i - 1], b[i] - a[i]);
+        if d0 < 0.0 && d1 >= 0.0 {
+            let f = d0 / (d0 - d1);
+            let (l0, l1) = (x[i - 1].log10(), x[i].log10());
+            Some(10f64.powf(l0 + f * (l1 - l0)))
+        } else {
+            None
+        }
+    })
+}
+
 /// Mean and sample standard deviation.
 fn stats(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let v: Vec<f64> = values.collect();
@@ -440,6 +1011,7 @@ mod tests {
         let s = Miyoshi {
             frames: 3000,
             seeds: 2,
+            parts: vec![Part::Tables],
             ..Default::default()
         };
         s.validate().expect("valid");
@@ -453,6 +1025,49 @@ mod tests {
         assert_eq!(a.tables[0].rows.len(), 6);
         // Not the paper's 50,000 frames: no paper column.
         assert!(a.tables[0].rows[0][11].is_null());
+    }
+
+    /// A small Figure 3: the curves cross (no FEC best at a low BER, a
+    /// code at a high one), the thresholds are found in order, and the
+    /// run is deterministic whatever the thread count.
+    #[test]
+    fn figure_three_has_ordered_thresholds_and_any_thread_count_gives_the_same_report() {
+        let s = Miyoshi {
+            parts: vec![Part::Fig3],
+            tcp_duration: Duration::from_secs(4),
+            tcp_seeds: 1,
+            fig3_ber: vec![1e-5, 1e-3, 1e-2, 3e-2, 6e-2],
+            threads: 2,
+            ..Default::default()
+        };
+        let a = s.run(5, &mut |_| {}).expect("runs");
+        let one = Miyoshi {
+            threads: 1,
+            ..s.clone()
+        }
+        .run(5, &mut |_| {})
+        .expect("runs");
+        assert_eq!(
+            serde_json::to_string(&a.tables).unwrap(),
+            serde_json::to_string(&one.tables).unwrap()
+        );
+        let t = a
+            .tables
+            .iter()
+            .find(|t| t.file == "thresholds")
+            .expect("thresholds");
+        let bers: Vec<f64> = t
+            .rows
+            .iter()
+            .map(|r| {
+                r[3].as_str()
+                    .expect("a crossing")
+                    .parse::<f64>()
+                    .expect("a number")
+            })
+            .collect();
+        assert_eq!(bers.len(), 3, "{:?}", t.rows);
+        assert!(bers.windows(2).all(|w| w[0] < w[1]), "{bers:?}");
     }
 
     #[test]
@@ -492,6 +1107,48 @@ mod tests {
                     ..Default::default()
                 },
                 "frame_bits",
+            ),
+            (
+                Miyoshi {
+                    fig2_ber: vec![0.0],
+                    ..Default::default()
+                },
+                "fig2_ber",
+            ),
+            (
+                Miyoshi {
+                    fig3_ber: vec![1.5],
+                    ..Default::default()
+                },
+                "fig3_ber",
+            ),
+            (
+                Miyoshi {
+                    windows: vec![0],
+                    ..Default::default()
+                },
+                "windows",
+            ),
+            (
+                Miyoshi {
+                    speeds: vec![-1.0],
+                    ..Default::default()
+                },
+                "speeds",
+            ),
+            (
+                Miyoshi {
+                    parts: vec![],
+                    ..Default::default()
+                },
+                "parts",
+            ),
+            (
+                Miyoshi {
+                    tcp_seeds: 0,
+                    ..Default::default()
+                },
+                "tcp_seeds",
             ),
         ] {
             let e = set.validate().unwrap_err().to_string();

@@ -234,7 +234,7 @@ impl Scenario {
             Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
             Self::Geneva(s) => Duration::from_nanos(s.total_runs()),
             Self::Tunnel(s) => Duration::from_nanos(s.total_runs()),
-            Self::Miyoshi(s) => Duration::from_nanos(s.total_frames()),
+            Self::Miyoshi(s) => Duration::from_nanos(s.total_work()),
         }
     }
 

@@ -122,6 +122,12 @@ pub struct Segment {
     pub fin: bool,
     /// This data segment is a retransmission (for tracing and metrics only).
     pub retransmit: bool,
+    /// On an ACK: Explicit Loss Notification (Balakrishnan & Katz; Miyoshi
+    /// et al. §2.2). A base station sets it on a duplicate ACK for a segment
+    /// it forwarded and the wireless hop lost, so a sender with
+    /// [`TcpConfig::eln`] retransmits without treating the loss as
+    /// congestion.
+    pub eln: bool,
 }
 
 impl Segment {
@@ -185,6 +191,13 @@ pub struct TcpConfig {
     pub rwnd: u64,
     /// Duplicate ACKs that trigger fast retransmit (DupThresh).
     pub dupack_threshold: u32,
+    /// Honour ELN marks on duplicate ACKs (Miyoshi et al. §2.2): a fast
+    /// retransmit triggered by ELN-marked duplicates keeps ssthresh and
+    /// returns cwnd to its value before the loss when recovery ends. A
+    /// retransmission timeout still collapses the window (neither paper
+    /// changes the timer's response). Off by default: a plain TCP ignores
+    /// the bit.
+    pub eln: bool,
 }
 
 impl Default for TcpConfig {
@@ -202,6 +215,7 @@ impl Default for TcpConfig {
             nagle: true,
             rwnd: 64 << 20,
             dupack_threshold: 3,
+            eln: false,
         }
     }
 }
@@ -281,6 +295,12 @@ impl TcpConfig {
     /// Sets [`TcpConfig::dupack_threshold`].
     pub fn dupack_threshold(mut self, n: u32) -> Self {
         self.dupack_threshold = n;
+        self
+    }
+
+    /// Sets [`eln`](Self::eln).
+    pub fn eln(mut self, on: bool) -> Self {
+        self.eln = on;
         self
     }
 }

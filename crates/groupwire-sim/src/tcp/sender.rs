@@ -22,6 +22,9 @@ pub struct SenderStats {
     pub fast_retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Fast retransmits triggered by ELN-marked duplicate ACKs, which left
+    /// the window as it was (a subset of `fast_retransmits`).
+    pub eln_recoveries: u64,
     /// Bytes cumulatively acknowledged.
     pub bytes_acked: u64,
 }
@@ -65,6 +68,10 @@ pub struct TcpSender {
     acked_remainder: u64,
     dupacks: u32,
     in_recovery: bool,
+    /// The duplicate ACK being handled carries an ELN mark (and ELN is on).
+    eln_mark: bool,
+    /// cwnd before an ELN recovery, restored when it ends.
+    eln_cwnd: Option<u64>,
     /// RFC 6582 `recover`, as an exclusive end (`snd_max` when recovery or an
     /// RTO began). `None` before the first loss (no SYN to stand for ISS).
     recover: Option<u64>,
@@ -139,6 +146,8 @@ impl TcpSender {
             acked_remainder: 0,
             dupacks: 0,
             in_recovery: false,
+            eln_mark: false,
+            eln_cwnd: None,
             recover: None,
             first_partial_ack: false,
             forced_rexmit: None,
@@ -225,6 +234,7 @@ impl TcpSender {
         // ns-3 (`ProcessAck`): the duplicate-ACK part first (it may enter
         // recovery), then the cumulative part.
         let in_disorder = !self.in_recovery && self.dupacks > 0;
+        self.eln_mark = self.cfg.eln && seg.eln;
         if is_dupack && outstanding_before {
             self.on_dupack(ack);
         }
@@ -590,6 +600,30 @@ impl TcpSender {
         self.in_recovery = true;
         self.first_partial_ack = true;
         self.stats.fast_retransmits += 1;
+        if self.eln_mark {
+            // Miyoshi et al. §2.2 (ELN step 3): the loss was on the wireless
+            // hop, not congestion: retransmit and keep the window. ssthresh
+            // stays; cwnd is inflated by the segments that left the network
+            // (as RFC 5681 step 3 does from ssthresh) and restored to its
+            // pre-loss value when recovery ends.
+            self.stats.eln_recoveries += 1;
+            self.eln_cwnd = Some(self.cwnd);
+            if self.cfg.sack {
+                self.high_rxt = self.snd_una;
+                self.retrans_out = 0;
+                self.marked_lost_below = self.marked_lost_below.max(self.rexmit_end(self.snd_una));
+                self.update_lost_boundary();
+            } else {
+                self.cwnd += u64::from(self.cfg.dupack_threshold) * self.mss;
+            }
+            self.forced_rexmit = Some(self.snd_una);
+            tracing::trace!(
+                snd_una = self.snd_una,
+                cwnd = self.cwnd,
+                "ELN: retransmit, window kept"
+            );
+            return;
+        }
         if self.cfg.sack {
             // ns-3 `EnterRecovery`: the head counts as lost even if fewer
             // than DupThresh segments above it were SACKed (`MarkHeadAsLost`).
@@ -634,7 +668,7 @@ impl TcpSender {
     fn exit_recovery(&mut self) {
         self.in_recovery = false;
         self.dupacks = 0;
-        self.cwnd = self.ssthresh;
+        self.cwnd = self.eln_cwnd.take().unwrap_or(self.ssthresh);
         self.retrans_out = 0;
         self.forced_rexmit = None;
     }
@@ -752,6 +786,7 @@ impl TcpSender {
         //# segment (regardless of the value of IW).
         self.cwnd = self.mss;
         self.in_recovery = false;
+        self.eln_cwnd = None;
         self.forced_rexmit = None;
         self.dupacks = 0;
         self.acked_remainder = 0;

@@ -785,3 +785,72 @@ proptest! {
         prop_assert_eq!(net.tx.snd_una(), bytes);
     }
 }
+
+// ---- Explicit Loss Notification (Miyoshi et al. §2.2) --------------------
+
+/// Ten segments out, segment 1 lost, three duplicate ACKs for it (marked
+/// ELN or not), then the ACK of everything. Returns (cwnd before the
+/// loss, ssthresh in recovery, cwnd after recovery, retransmitted).
+fn one_loss(cfg: TcpConfig, eln_marks: bool) -> (u64, u64, u64, Vec<Segment>) {
+    let sack_on = cfg.sack;
+    let mut tx = TcpSender::new(cfg.initial_ssthresh(Some(8 * MSS)));
+    tx.write(at(0), 40 * MSS);
+    let first = drain_tx(&mut tx, at(0));
+    assert_eq!(first.len(), 10);
+    tx.handle_ack(at(20), &ack(MSS));
+    drain_tx(&mut tx, at(20));
+    let before = tx.cwnd();
+    let mut rexmit = Vec::new();
+    for k in 0..3u64 {
+        let mut a = ack(MSS);
+        a.eln = eln_marks;
+        if sack_on {
+            a.sack[0] = (2 * MSS, (3 + k) * MSS);
+            a.sack_len = 1;
+        }
+        tx.handle_ack(at(21 + k), &a);
+        rexmit.extend(
+            drain_tx(&mut tx, at(21 + k))
+                .into_iter()
+                .filter(|s| s.retransmit),
+        );
+    }
+    assert!(tx.in_recovery());
+    let ssthresh = tx.ssthresh();
+    tx.handle_ack(at(40), &ack(tx.snd_nxt()));
+    assert!(!tx.in_recovery());
+    (before, ssthresh, tx.cwnd(), rexmit)
+}
+
+#[test]
+fn an_eln_marked_loss_is_retransmitted_and_leaves_the_window() {
+    for cfg in [reno(), newreno(), sack()] {
+        let name = format!("{:?} sack={}", cfg.variant, cfg.sack);
+        let (before, ssthresh, after, rexmit) = one_loss(cfg.clone().eln(true), true);
+        assert_eq!(rexmit.len(), 1, "{name}: one fast retransmit");
+        assert_eq!(rexmit[0].seq, MSS, "{name}");
+        assert_eq!(ssthresh, 8 * MSS, "{name}: ssthresh untouched");
+        assert!(
+            after >= before,
+            "{name}: cwnd {after} back to at least {before}"
+        );
+    }
+}
+
+#[test]
+fn a_congestion_loss_still_halves_the_window_under_eln() {
+    for cfg in [reno(), newreno(), sack()] {
+        let name = format!("{:?} sack={}", cfg.variant, cfg.sack);
+        // Unmarked duplicates: congestion, even with ELN on.
+        let (before, ssthresh, after, rexmit) = one_loss(cfg.clone().eln(true), false);
+        assert_eq!(rexmit.len(), 1, "{name}");
+        assert!(
+            ssthresh < before,
+            "{name}: ssthresh {ssthresh} cut below {before}"
+        );
+        assert!(after < before, "{name}: cwnd {after} < {before}");
+        // And a sender without ELN ignores the mark.
+        let (before, ssthresh, _, _) = one_loss(cfg.clone(), true);
+        assert!(ssthresh < before, "{name}: a plain sender halves");
+    }
+}

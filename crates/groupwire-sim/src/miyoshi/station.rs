@@ -1,0 +1,397 @@
+//! The base station between the wired and the wireless link: Snoop, ELN
+//! and the link-layer FEC choice (Miyoshi et al. §2, §4, Figure 4).
+//!
+//! The station sits at the far end of the wired downlink and of the
+//! wireless uplink ([`Simulator::set_transit`](crate::Simulator::set_transit)),
+//! so it sees every data segment on its way to the wireless terminal and
+//! every ACK on its way back, per flow:
+//!
+//! - **ELN** (Balakrishnan & Katz; the paper's §2.2 steps 1-3): the
+//!   station remembers the sequence numbers it forwarded; a duplicate ACK
+//!   asking for one of them means the wireless hop lost it, and the ACK goes
+//!   on marked [`Segment::eln`]. A hole the station never saw (lost before
+//!   it: congestion) is not marked.
+//! - **Snoop** (Balakrishnan et al. 1995; §2.1 steps 1-3): the station
+//!   caches the segments themselves, retransmits a lost one locally on the
+//!   first duplicate ACK for it (or when its local timer, twice the smoothed
+//!   station-to-terminal round trip, expires), and suppresses the duplicate
+//!   ACKs it handles, so the sender sees none. After
+//!   [`StationConfig::max_local_retransmits`] local tries for one segment
+//!   it gives up and lets the duplicates through. With ELN too (the paper's
+//!   Snoop+ELN), those duplicates carry the ELN mark.
+//! - **Link-layer FEC**: a fixed BCH code on both wireless directions, or
+//!   the threshold switch of §4 fed by what ELN sees: a segment is "in
+//!   error" when a duplicate ACK asks for it, and "clean" when an ACK
+//!   covers it first. The code is set per frame on the downlink and the
+//!   uplink alike (the terminal answers in the code it was sent).
+//!
+//! Memory per flow is bounded: at most [`MAX_CACHED`] segments are cached
+//! (the oldest is forgotten first), and at most [`MAX_FLOWS`] flows are
+//! tracked.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use groupwire_codec::Bch;
+use groupwire_proto::Instant;
+use groupwire_proto::control::ladder::{
+    FrameOutcome, LadderController, ThresholdConfig, ThresholdLadder,
+};
+
+use crate::core::{Ctx, LinkId, Node, NodeId, Packet, Payload};
+use crate::tcp::Segment;
+
+/// Segments cached per flow at most.
+pub const MAX_CACHED: usize = 4096;
+/// Flows tracked at most; segments of further flows pass untouched.
+pub const MAX_FLOWS: usize = 1024;
+
+/// What the station does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StationConfig {
+    /// Retransmit wireless losses locally and hide their duplicate ACKs.
+    pub snoop: bool,
+    /// Mark duplicate ACKs for segments lost on the wireless hop.
+    pub eln: bool,
+    /// Local retransmissions of one segment before Snoop gives up on it.
+    /// Not in either paper (Snoop's own description retransmits until the
+    /// sender's timer takes over); a bound keeps one deep fade from holding
+    /// the sender's ACK clock hostage.
+    pub max_local_retransmits: u32,
+    /// Floor of Snoop's local retransmission timer.
+    pub min_local_timeout: Duration,
+    /// The wireless link's FEC.
+    pub fec: LinkFec,
+}
+
+impl Default for StationConfig {
+    fn default() -> Self {
+        Self {
+            snoop: false,
+            eln: false,
+            max_local_retransmits: 4,
+            min_local_timeout: Duration::from_millis(20),
+            fec: LinkFec::None,
+        }
+    }
+}
+
+/// The wireless link's FEC policy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkFec {
+    /// No FEC: any bit error loses the frame.
+    None,
+    /// One code on every frame.
+    Fixed(Arc<Bch>),
+    /// Miyoshi et al.'s switch (§4): rung 0 is no FEC, then `codes`
+    /// weakest first.
+    Threshold {
+        /// The codes above "no FEC", weakest first.
+        codes: Vec<Arc<Bch>>,
+        /// The rule.
+        config: ThresholdConfig,
+    },
+}
+
+/// What the station did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StationStats {
+    /// Segments retransmitted by Snoop.
+    pub local_retransmits: u64,
+    /// Duplicate ACKs Snoop kept from the sender.
+    pub dupacks_suppressed: u64,
+    /// Duplicate ACKs sent on with the ELN mark.
+    pub eln_marked: u64,
+    /// Segments judged lost on the wireless hop (what ELN sees).
+    pub wireless_losses: u64,
+    /// Code changes of the adaptive FEC.
+    pub code_switches: u64,
+    /// Data frames sent on each rung (adaptive) or the one code (fixed).
+    pub frames_per_rung: Vec<u64>,
+}
+
+#[derive(Debug)]
+struct Cached {
+    pkt: Packet,
+    end: u64,
+    /// When the latest copy (the sender's or a local one) went out.
+    sent_at: Instant,
+    local: u32,
+    /// The latest copy's fate was already reported to the FEC switch.
+    reported: bool,
+}
+
+#[derive(Debug, Default)]
+struct Flow {
+    cache: BTreeMap<u64, Cached>,
+    last_ack: u64,
+    srtt: Option<Duration>,
+    timer: Option<Instant>,
+}
+
+/// The base station's agent; see the module docs.
+#[derive(Debug)]
+pub struct BaseStation {
+    cfg: StationConfig,
+    down: LinkId,
+    up: LinkId,
+    ladder: Option<(Vec<Arc<Bch>>, ThresholdLadder)>,
+    rung_set: Option<usize>,
+    flows: BTreeMap<(NodeId, NodeId, u32), Flow>,
+    stats: StationStats,
+}
+
+impl BaseStation {
+    /// A station whose wireless downlink is `down` and uplink `up`. Set
+    /// the code of a [`LinkFec::Fixed`] policy on both links before the
+    /// run; the station sets it per frame for [`LinkFec::Threshold`].
+    pub fn new(cfg: StationConfig, down: LinkId, up: LinkId) -> Self {
+        let (ladder, rungs) = match &cfg.fec {
+            LinkFec::Threshold { codes, config } => (
+                Some((
+                    codes.clone(),
+                    ThresholdLadder::new(codes.len() + 1, *config),
+                )),
+                codes.len() + 1,
+            ),
+            _ => (None, 1),
+        };
+        Self {
+            cfg,
+            down,
+            up,
+            ladder,
+            rung_set: None,
+            flows: BTreeMap::new(),
+            stats: StationStats {
+                frames_per_rung: vec![0; rungs],
+                ..StationStats::default()
+            },
+        }
+    }
+
+    /// What the station did so far.
+    pub fn stats(&self) -> &StationStats {
+        &self.stats
+    }
+
+    fn report(&mut self, lost: bool) {
+        if lost {
+            self.stats.wireless_losses += 1;
+        }
+        if let Some((_, ladder)) = &mut self.ladder {
+            let before = ladder.rung();
+            ladder.on_frame(if lost {
+                FrameOutcome::LOST
+            } else {
+                FrameOutcome::CLEAN
+            });
+            if ladder.rung() != before {
+                self.stats.code_switches += 1;
+            }
+        }
+    }
+
+    /// Sends a data frame on the wireless link in the current code.
+    fn send_data(&mut self, ctx: &mut Ctx<'_>, pkt: Packet) {
+        let rung = match &self.ladder {
+            Some((codes, ladder)) => {
+                let rung = ladder.rung();
+                if self.rung_set != Some(rung) {
+                    let code = rung.checked_sub(1).map(|i| Arc::clone(&codes[i]));
+                    ctx.set_link_fec(self.down, code.clone());
+                    ctx.set_link_fec(self.up, code);
+                    self.rung_set = Some(rung);
+                }
+                rung
+            }
+            None => 0,
+        };
+        self.stats.frames_per_rung[rung] += 1;
+        ctx.forward(pkt);
+    }
+
+    fn on_data(&mut self, ctx: &mut Ctx<'_>, pkt: Packet, seg: Segment) {
+        let key = (pkt.src, pkt.dst, pkt.flow);
+        if !self.flows.contains_key(&key) && self.flows.len() >= MAX_FLOWS {
+            ctx.forward(pkt);
+            return;
+        }
+        let now = ctx.now();
+        let flow = self.flows.entry(key).or_default();
+        let end = seg.seq + u64::from(seg.len);
+        if end > flow.last_ack {
+            if flow.cache.len() >= MAX_CACHED && !flow.cache.contains_key(&seg.seq) {
+                flow.cache.pop_first();
+            }
+            flow.cache.insert(
+                seg.seq,
+                Cached {
+                    pkt: pkt.clone(),
+                    end,
+                    sent_at: now,
+                    local: 0,
+                    reported: false,
+                },
+            );
+            if self.cfg.snoop && flow.timer.is_none() {
+                flow.timer = Some(now + local_timeout(self.cfg.min_local_timeout, flow.srtt));
+            }
+        }
+        self.send_data(ctx, pkt);
+    }
+
+    fn on_ack(&mut self, ctx: &mut Ctx<'_>, mut pkt: Packet, seg: Segment) {
+        let key = (pkt.dst, pkt.src, pkt.flow);
+        let now = ctx.now();
+        let Some(flow) = self.flows.get_mut(&key) else {
+            ctx.forward(pkt);
+            return;
+        };
+        if seg.ack > flow.last_ack {
+            // New data acknowledged: every cached segment it covers arrived.
+            flow.last_ack = seg.ack;
+            let mut clean = 0u32;
+            let mut removed = 0u32;
+            let mut repaired = false;
+            let mut first_sent = None;
+            while let Some(entry) = flow.cache.first_entry() {
+                if entry.get().end > seg.ack {
+                    break;
+                }
+                let c = entry.remove();
+                removed += 1;
+                repaired |= c.local > 0 || c.reported;
+                first_sent.get_or_insert(c.sent_at);
+                if !c.reported {
+                    clean += 1;
+                }
+            }
+            // A round-trip sample only from an ACK that repaired no hole
+            // (Karn's rule, and a cumulative ACK after a repair would count
+            // the repair's wait as path delay) and covers one or two
+            // segments (an ACK per segment, one possibly lost).
+            if let (false, 1..=2, Some(sent)) = (repaired, removed, first_sent) {
+                let r = now.saturating_duration_since(sent);
+                flow.srtt = Some(flow.srtt.map_or(r, |s| (s * 7 + r) / 8));
+            }
+            flow.timer = (!flow.cache.is_empty() && self.cfg.snoop)
+                .then(|| now + local_timeout(self.cfg.min_local_timeout, flow.srtt));
+            for _ in 0..clean {
+                self.report(false);
+            }
+            ctx.forward(pkt);
+            return;
+        }
+        let is_dup = seg.ack == flow.last_ack && seg.len == 0 && !flow.cache.is_empty();
+        let Some(c) = is_dup.then(|| flow.cache.get_mut(&seg.ack)).flatten() else {
+            // Not a duplicate for a segment the station forwarded: a hole
+            // before the station (congestion) or an old ACK. Unmarked.
+            ctx.forward(pkt);
+            return;
+        };
+        // The terminal lacks a segment the station forwarded: the wireless
+        // hop lost the latest copy, unless that copy is still on its way
+        // (duplicates from segments sent before it keep coming).
+        let timeout = local_timeout(self.cfg.min_local_timeout, flow.srtt);
+        let copy_in_flight = c.local > 0 && now < c.sent_at + timeout;
+        let newly_lost = !c.reported && !copy_in_flight;
+        if newly_lost {
+            c.reported = true;
+        }
+        let mut resend = None;
+        let mut suppress = false;
+        if self.cfg.snoop {
+            if copy_in_flight {
+                suppress = true;
+            } else if c.local < self.cfg.max_local_retransmits {
+                c.local += 1;
+                c.sent_at = now;
+                c.reported = false;
+                resend = Some(c.pkt.clone());
+                suppress = true;
+            }
+        }
+        if newly_lost {
+            self.report(true);
+        }
+        if let Some(p) = resend {
+            self.stats.local_retransmits += 1;
+            self.send_data(ctx, p);
+        }
+        if suppress {
+            self.stats.dupacks_suppressed += 1;
+            return;
+        }
+        if self.cfg.eln {
+            if let Payload::Tcp(s) = &mut pkt.payload {
+                s.eln = true;
+            }
+            self.stats.eln_marked += 1;
+        }
+        ctx.forward(pkt);
+    }
+}
+
+impl Node for BaseStation {
+    fn handle_packet(&mut self, _ctx: &mut Ctx<'_>, _pkt: Packet) {
+        // Nothing is addressed to the station itself.
+    }
+
+    fn handle_transit(&mut self, ctx: &mut Ctx<'_>, from: LinkId, pkt: Packet) {
+        let Payload::Tcp(seg) = pkt.payload else {
+            ctx.forward(pkt);
+            return;
+        };
+        // ACKs come up the wireless uplink; data from the wired side.
+        if from == self.up {
+            self.on_ack(ctx, pkt, seg);
+        } else {
+            self.on_data(ctx, pkt, seg);
+        }
+    }
+
+    fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let due: Vec<(NodeId, NodeId, u32)> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.timer.is_some_and(|t| t <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            let flow = self.flows.get_mut(&key).expect("listed");
+            flow.timer = None;
+            let Some((_, c)) = flow.cache.iter_mut().next() else {
+                continue;
+            };
+            // Snoop's local timer: no progress for two round trips; the
+            // oldest unacknowledged segment (or its last copy) was lost.
+            if c.local >= self.cfg.max_local_retransmits {
+                continue;
+            }
+            let newly_lost = !c.reported;
+            c.local += 1;
+            c.sent_at = now;
+            c.reported = false;
+            let p = c.pkt.clone();
+            flow.timer = Some(now + local_timeout(self.cfg.min_local_timeout, flow.srtt));
+            if newly_lost {
+                self.report(true);
+            }
+            self.stats.local_retransmits += 1;
+            self.send_data(ctx, p);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.flows.values().filter_map(|f| f.timer).min()
+    }
+}
+
+/// Snoop's local retransmission timer: twice the smoothed round trip from
+/// the station to the terminal and back, at least `min`.
+fn local_timeout(min: Duration, srtt: Option<Duration>) -> Duration {
+    srtt.map_or(min, |s| 2 * s).max(min)
+}
