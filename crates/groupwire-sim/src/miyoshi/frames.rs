@@ -33,7 +33,8 @@
 use groupwire_codec::{BCH_N, Bch};
 use groupwire_link::loss::{LossError, LossModel, PacketFate};
 use groupwire_proto::control::ladder::{
-    FrameOutcome, LadderController, ThresholdConfig, ThresholdLadder,
+    FrameOutcome, LadderController, PredictiveConfig, PredictiveLadder, RungModel, ThresholdConfig,
+    ThresholdLadder,
 };
 use rand::Rng;
 
@@ -92,14 +93,42 @@ impl AirLayout {
     }
 }
 
-/// Whether a frame with these bit errors (`None`: intact) is lost under
-/// `code`. Errors past the codewords (padding) are harmless.
-pub fn frame_lost(code: Option<&Bch>, layout: &AirLayout, errors: Option<&[u32]>) -> bool {
+/// What becomes of a frame with these bit errors (`None`: intact) under
+/// `code`: lost, or delivered with the decoder's count of corrected bits.
+/// Errors past the codewords (padding) are harmless. Without FEC any
+/// error loses the frame.
+pub fn frame_outcome(
+    code: Option<&Bch>,
+    layout: &AirLayout,
+    errors: Option<&[u32]>,
+) -> FrameOutcome {
+    let lost = FrameOutcome::LOST;
     match (errors, code) {
-        (None, _) => false,
-        (Some(e), None) => !e.is_empty(),
-        (Some(e), Some(code)) => code.decode_errors(layout.data_bits, e).is_err(),
+        (None, _) => FrameOutcome::CLEAN,
+        (Some(e), None) if e.is_empty() => FrameOutcome::CLEAN,
+        (Some(_), None) => lost,
+        (Some(e), Some(code)) => match code.decode_errors(layout.data_bits, e) {
+            Ok(corrected) => FrameOutcome {
+                lost: false,
+                corrected_bits: Some(corrected),
+            },
+            Err(_) => lost,
+        },
     }
+}
+
+/// The rung models of `[no FEC, codes...]` on frames of `air_bits` bits,
+/// for [`PredictiveLadder`]: efficiency the paper's way, `k / 127`.
+pub fn rung_models(codes: &[Bch], air_bits: usize) -> Vec<RungModel> {
+    std::iter::once(RungModel::uncoded(air_bits))
+        .chain(codes.iter().map(|c| {
+            let layout = AirLayout::new(Some(c), air_bits);
+            RungModel {
+                efficiency: 1.0 - AirLayout::paper_overhead(Some(c)),
+                codewords: layout.codeword_lengths().map(|n| (n, c.t())).collect(),
+            }
+        }))
+        .collect()
 }
 
 /// One row of Table 3 or 4.
@@ -156,18 +185,28 @@ pub fn scheme_name(code: Option<&Bch>) -> String {
     code.map_or_else(|| "no FEC".to_owned(), |c| format!("BCH(127,{})", c.k()))
 }
 
+/// The two code switches of [`simulate`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Switches {
+    /// The paper's threshold rule.
+    pub threshold: ThresholdConfig,
+    /// The predictive rule (beyond the paper).
+    pub predictive: PredictiveConfig,
+}
+
 /// The experiment of Figure 6: `frames` frames of `air_bits` bits through
-/// `channel`, decided for no FEC, each of `codes` and the threshold
-/// switch over the ladder `[no FEC, codes...]`, all on the same errors.
-/// Rows in that order, then `hindsight per frame`: the best rung for
-/// each frame chosen knowing its errors (an upper bound no causal rule
-/// reaches).
+/// `channel`, decided for no FEC, each of `codes`, the threshold switch
+/// and the predictive switch over the ladder `[no FEC, codes...]`, all on
+/// the same errors. Rows in that order, then `hindsight per frame`: the
+/// best rung for each frame chosen knowing its errors (an upper bound no
+/// causal rule reaches). Each switch learns only what its receiver would
+/// tell it: lost, or the bits its decoder corrected.
 pub fn simulate<R: Rng + ?Sized>(
     channel: &LossModel,
     frames: u64,
     air_bits: usize,
     codes: &[Bch],
-    threshold: ThresholdConfig,
+    switches: Switches,
     rng: &mut R,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<FrameRow>, LossError> {
@@ -185,8 +224,11 @@ pub fn simulate<R: Rng + ?Sized>(
         .map(|c| FrameRow::new(scheme_name(*c), frames))
         .collect();
     let mut adaptive = FrameRow::new("adaptive (threshold)".to_owned(), frames);
+    let mut predictive = FrameRow::new("adaptive (predictive)".to_owned(), frames);
     let mut bound = FrameRow::new("hindsight per frame".to_owned(), frames);
-    let mut controller = ThresholdLadder::new(ladder.len(), threshold);
+    let mut controller = ThresholdLadder::new(ladder.len(), switches.threshold);
+    let mut predictor = PredictiveLadder::new(rung_models(codes, air_bits), switches.predictive);
+    let mut outcome = vec![FrameOutcome::CLEAN; ladder.len()];
     let mut lost = vec![false; ladder.len()];
     for n in 0..frames {
         let fate = process.on_packet(air_bytes, rng);
@@ -204,20 +246,16 @@ pub fn simulate<R: Rng + ?Sized>(
             }
         };
         for (i, code) in ladder.iter().enumerate() {
-            lost[i] = frame_lost(*code, &layouts[i], errors.as_deref());
+            outcome[i] = frame_outcome(*code, &layouts[i], errors.as_deref());
+            lost[i] = outcome[i].lost;
             rows[i].record(lost[i], *code, &layouts[i]);
         }
         let r = controller.rung();
         adaptive.record(lost[r], ladder[r], &layouts[r]);
-        let corrected_bits = match (&errors, lost[r]) {
-            (_, true) => None,
-            (None, false) => Some(0),
-            (Some(e), false) => u32::try_from(e.len()).ok(),
-        };
-        controller.on_frame(FrameOutcome {
-            lost: lost[r],
-            corrected_bits,
-        });
+        controller.on_frame(outcome[r]);
+        let r = predictor.rung();
+        predictive.record(lost[r], ladder[r], &layouts[r]);
+        predictor.on_frame(outcome[r]);
         // The best rung for this frame alone: the lightest that survives.
         let best = (0..ladder.len()).filter(|&i| !lost[i]).min_by(|&a, &b| {
             AirLayout::paper_overhead(ladder[a]).total_cmp(&AirLayout::paper_overhead(ladder[b]))
@@ -232,7 +270,9 @@ pub fn simulate<R: Rng + ?Sized>(
     }
     progress(frames);
     adaptive.switches = controller.switches();
+    predictive.switches = predictor.switches();
     rows.push(adaptive);
+    rows.push(predictive);
     rows.push(bound);
     Ok(rows)
 }
@@ -347,7 +387,7 @@ mod tests {
                 20_000,
                 800,
                 &codes,
-                ThresholdConfig::default(),
+                Switches::default(),
                 &mut rng,
                 &mut |_| {},
             )
@@ -389,7 +429,7 @@ mod tests {
             20_000,
             800,
             &codes,
-            ThresholdConfig::default(),
+            Switches::default(),
             &mut rng,
             &mut |_| {},
         )
@@ -399,5 +439,15 @@ mod tests {
         assert!(adaptive.lost < rows[0].lost / 2, "{rows:?}");
         assert!(adaptive.available > rows[3].available, "{rows:?}");
         assert!(adaptive.switches > 0);
+        // The predictive switch carries more than the threshold rule and
+        // every fixed code, and no more than the per-frame bound.
+        let predictive = &rows[5];
+        assert_eq!(predictive.scheme, "adaptive (predictive)");
+        assert!(predictive.available > adaptive.available, "{rows:?}");
+        assert!(
+            rows[..4].iter().all(|r| predictive.available > r.available),
+            "{rows:?}"
+        );
+        assert!(predictive.available <= rows[6].available, "{rows:?}");
     }
 }

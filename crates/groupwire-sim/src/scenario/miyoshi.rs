@@ -26,7 +26,7 @@
 use groupwire_codec::Bch;
 use groupwire_link::loss::LossModel;
 use groupwire_proto::Instant;
-use groupwire_proto::control::ladder::ThresholdConfig;
+use groupwire_proto::control::ladder::{PredictiveConfig, ThresholdConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -71,6 +71,12 @@ pub struct Miyoshi {
     pub code_t: Vec<usize>,
     /// The threshold switch (§4: two errors in ten frames).
     pub threshold: ThresholdConfig,
+    /// The predictive switch (beyond the paper).
+    pub predictive: PredictiveConfig,
+    /// After each of Table 2's channels, also run the same chain with the
+    /// Error-state bit error rate fitted to the paper's BCH(127, 92) row
+    /// (rounded to four decimals): the channel the paper's tables imply.
+    pub fit_paper_fec92: bool,
     /// Which parts to run.
     pub parts: Vec<Part>,
     /// Simulated time of each TCP transfer.
@@ -119,6 +125,8 @@ impl Default for Miyoshi {
             channels: vec![LossModel::miyoshi_lower(), LossModel::miyoshi_higher()],
             code_t: vec![5, 10, 15],
             threshold: ThresholdConfig::default(),
+            predictive: PredictiveConfig::default(),
+            fit_paper_fec92: true,
             parts: vec![Part::Tables, Part::Fig2, Part::Fig3, Part::Windows],
             tcp_duration: Duration::from_secs(30),
             tcp_seeds: 3,
@@ -295,7 +303,17 @@ impl Miyoshi {
         self.parts
             .iter()
             .map(|p| match p {
-                Part::Tables => u64::from(self.seeds) * self.channels.len() as u64,
+                Part::Tables => {
+                    let fitted = if self.fit_paper_fec92 {
+                        self.channels
+                            .iter()
+                            .filter(|c| self.paper_table(c).is_some())
+                            .count()
+                    } else {
+                        0
+                    };
+                    u64::from(self.seeds) * (self.channels.len() + fitted) as u64
+                }
                 Part::Fig2 => self.tcp_jobs(&self.fig2_schemes, &self.fig2_ber),
                 Part::Fig3 => self.tcp_jobs(&self.fig3_schemes, &self.fig3_ber),
                 Part::Windows => {
@@ -354,7 +372,33 @@ impl Miyoshi {
         tick: &mut dyn FnMut(u64),
     ) -> Result<(), ScenarioError> {
         let codes = self.codes()?;
-        for (ci, channel) in self.channels.iter().enumerate() {
+        // The configured channels, each of Table 2's followed (with
+        // `fit_paper_fec92`) by the same chain with the Error-state bit
+        // error rate that reproduces the paper's own BCH(127, 92) row.
+        let mut channels: Vec<(LossModel, Option<usize>)> = Vec::new();
+        for c in &self.channels {
+            let paper = self.paper_table(c);
+            channels.push((c.clone(), paper));
+            if let (true, Some(t)) = (self.fit_paper_fec92, paper) {
+                if let (LossModel::BitError { p, r, good, .. }, Some((bad, _))) = (
+                    c,
+                    fit_bad_ber(c, PAPER_TABLES[t][1].0, self.frames, self.frame_bits),
+                ) {
+                    let bad = (bad * 1e4).round() / 1e4;
+                    channels.push((
+                        LossModel::BitError {
+                            p: *p,
+                            r: *r,
+                            good: *good,
+                            bad,
+                        },
+                        paper,
+                    ));
+                }
+            }
+        }
+        for (ci, (channel, paper)) in channels.iter().enumerate() {
+            let (channel, paper) = (channel, *paper);
             let mut runs: Vec<Vec<FrameRow>> = Vec::new();
             for s in 0..self.seeds {
                 let mut r = rng::stream(seed, "miyoshi-frames", (ci as u64) << 32 | u64::from(s));
@@ -363,14 +407,16 @@ impl Miyoshi {
                     self.frames,
                     self.frame_bits,
                     &codes,
-                    self.threshold,
+                    frames::Switches {
+                        threshold: self.threshold,
+                        predictive: self.predictive,
+                    },
                     &mut r,
                     &mut |_| {},
                 )?;
                 tick(1);
                 runs.push(rows);
             }
-            let paper = self.paper_table(ci, channel);
             let name = format!("frames-{}", ci + 1);
             report
                 .tables
@@ -743,7 +789,7 @@ impl Miyoshi {
 
     /// The paper's table for this channel, if it is one of Table 2's and
     /// the frames are the paper's.
-    fn paper_table(&self, _ci: usize, channel: &LossModel) -> Option<usize> {
+    fn paper_table(&self, channel: &LossModel) -> Option<usize> {
         let same_setup =
             self.frames == 50_000 && self.frame_bits == 800 && self.code_t == [5, 10, 15];
         if !same_setup {
@@ -872,23 +918,32 @@ impl Miyoshi {
         }
         let avail = |i: usize| stats(runs.iter().map(|r| r[i].available)).0;
         let rows = runs[0].len();
-        let (adaptive, bound) = (rows - 2, rows - 1);
+        // Rows: no FEC, the codes, threshold, predictive, hindsight.
+        let (adaptive, predictive, bound) = (rows - 3, rows - 2, rows - 1);
         let best_fixed = (0..adaptive)
             .max_by(|&a, &b| avail(a).total_cmp(&avail(b)))
             .expect("at least no FEC");
         summary.insert(key("best_fixed"), json!(runs[0][best_fixed].scheme));
+        for (name, row) in [
+            ("threshold", adaptive),
+            ("predictive", predictive),
+            ("hindsight", bound),
+        ] {
+            summary.insert(
+                key(&format!("{name}_vs_best_fixed")),
+                json!(round4(avail(row) / avail(best_fixed))),
+            );
+        }
         summary.insert(
-            key("adaptive_vs_best_fixed"),
-            json!(round4(avail(adaptive) / avail(best_fixed))),
-        );
-        summary.insert(
-            key("adaptive_vs_no_fec"),
+            key("threshold_vs_no_fec"),
             json!(round4(avail(adaptive) / avail(0))),
         );
-        summary.insert(
-            key("hindsight_vs_best_fixed"),
-            json!(round4(avail(bound) / avail(best_fixed))),
-        );
+        if let Some(t) = paper {
+            summary.insert(
+                key("predictive_vs_paper_adaptive"),
+                json!(round4(avail(predictive) / PAPER_TABLES[t][4].3 as f64)),
+            );
+        }
     }
 }
 
@@ -1021,8 +1076,8 @@ mod tests {
             serde_json::to_string(&a.tables[0].rows).unwrap(),
             serde_json::to_string(&b.tables[0].rows).unwrap()
         );
-        assert_eq!(a.tables.len(), 4);
-        assert_eq!(a.tables[0].rows.len(), 6);
+        assert_eq!(a.tables.len(), 4, "not the paper's frames: nothing fitted");
+        assert_eq!(a.tables[0].rows.len(), 7);
         // Not the paper's 50,000 frames: no paper column.
         assert!(a.tables[0].rows[0][11].is_null());
     }
