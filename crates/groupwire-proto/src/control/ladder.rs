@@ -480,9 +480,9 @@ impl LadderController for PredictiveLadder {
         }
         let lambda = self.config.forget;
         let f = &mut self.fit;
-        for from in 0..2 {
-            for to in 0..2 {
-                f.trans[from][to] = lambda * f.trans[from][to] + joint[from][to] / total;
+        for (counts, seen) in f.trans.iter_mut().zip(&joint) {
+            for (count, j) in counts.iter_mut().zip(seen) {
+                *count = lambda * *count + j / total;
             }
         }
         let post_bad = (joint[0][1] + joint[1][1]) / total;

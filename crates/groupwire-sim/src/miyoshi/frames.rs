@@ -105,7 +105,7 @@ pub fn frame_outcome(
     let lost = FrameOutcome::LOST;
     match (errors, code) {
         (None, _) => FrameOutcome::CLEAN,
-        (Some(e), None) if e.is_empty() => FrameOutcome::CLEAN,
+        (Some([]), None) => FrameOutcome::CLEAN,
         (Some(_), None) => lost,
         (Some(e), Some(code)) => match code.decode_errors(layout.data_bits, e) {
             Ok(corrected) => FrameOutcome {
@@ -210,8 +210,33 @@ pub fn simulate<R: Rng + ?Sized>(
     rng: &mut R,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<FrameRow>, LossError> {
+    let mut phases = simulate_phases(
+        &[(channel.clone(), frames)],
+        air_bits,
+        codes,
+        switches,
+        rng,
+        progress,
+    )?;
+    Ok(phases.pop().expect("one phase"))
+}
+
+/// [`simulate`] over a channel that changes: `phases` of (channel,
+/// frames) in turn, the switches keeping what they learned across a
+/// change (they are not told). One set of rows per phase.
+pub fn simulate_phases<R: Rng + ?Sized>(
+    phases: &[(LossModel, u64)],
+    air_bits: usize,
+    codes: &[Bch],
+    switches: Switches,
+    rng: &mut R,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<Vec<FrameRow>>, LossError> {
     let air_bytes = air_bits.div_ceil(8);
-    let mut process = channel.build()?;
+    let processes = phases
+        .iter()
+        .map(|(c, _)| c.build())
+        .collect::<Result<Vec<_>, _>>()?;
     let ladder: Vec<Option<&Bch>> = std::iter::once(None)
         .chain(codes.iter().map(Some))
         .collect();
@@ -219,62 +244,71 @@ pub fn simulate<R: Rng + ?Sized>(
         .iter()
         .map(|c| AirLayout::new(*c, air_bits))
         .collect();
-    let mut rows: Vec<FrameRow> = ladder
-        .iter()
-        .map(|c| FrameRow::new(scheme_name(*c), frames))
-        .collect();
-    let mut adaptive = FrameRow::new("adaptive (threshold)".to_owned(), frames);
-    let mut predictive = FrameRow::new("adaptive (predictive)".to_owned(), frames);
-    let mut bound = FrameRow::new("hindsight per frame".to_owned(), frames);
     let mut controller = ThresholdLadder::new(ladder.len(), switches.threshold);
     let mut predictor = PredictiveLadder::new(rung_models(codes, air_bits), switches.predictive);
     let mut outcome = vec![FrameOutcome::CLEAN; ladder.len()];
     let mut lost = vec![false; ladder.len()];
-    for n in 0..frames {
-        let fate = process.on_packet(air_bytes, rng);
-        let errors: Option<Vec<u32>> = match fate {
-            PacketFate::Delivered => None,
-            PacketFate::Lost => Some((0..air_bits as u32).collect()),
-            PacketFate::Corrupted(e) => {
-                let inside: Vec<u32> = e
-                    .positions()
-                    .iter()
-                    .copied()
-                    .filter(|&p| (p as usize) < air_bits)
-                    .collect();
-                (!inside.is_empty()).then_some(inside)
+    let mut out = Vec::with_capacity(phases.len());
+    let mut done = 0u64;
+    for ((_, frames), mut process) in phases.iter().zip(processes) {
+        let frames = *frames;
+        let mut rows: Vec<FrameRow> = ladder
+            .iter()
+            .map(|c| FrameRow::new(scheme_name(*c), frames))
+            .collect();
+        let mut adaptive = FrameRow::new("adaptive (threshold)".to_owned(), frames);
+        let mut predictive = FrameRow::new("adaptive (predictive)".to_owned(), frames);
+        let mut bound = FrameRow::new("hindsight per frame".to_owned(), frames);
+        let switches_before = (controller.switches(), predictor.switches());
+        for n in 0..frames {
+            let fate = process.on_packet(air_bytes, rng);
+            let errors: Option<Vec<u32>> = match fate {
+                PacketFate::Delivered => None,
+                PacketFate::Lost => Some((0..air_bits as u32).collect()),
+                PacketFate::Corrupted(e) => {
+                    let inside: Vec<u32> = e
+                        .positions()
+                        .iter()
+                        .copied()
+                        .filter(|&p| (p as usize) < air_bits)
+                        .collect();
+                    (!inside.is_empty()).then_some(inside)
+                }
+            };
+            for (i, code) in ladder.iter().enumerate() {
+                outcome[i] = frame_outcome(*code, &layouts[i], errors.as_deref());
+                lost[i] = outcome[i].lost;
+                rows[i].record(lost[i], *code, &layouts[i]);
             }
-        };
-        for (i, code) in ladder.iter().enumerate() {
-            outcome[i] = frame_outcome(*code, &layouts[i], errors.as_deref());
-            lost[i] = outcome[i].lost;
-            rows[i].record(lost[i], *code, &layouts[i]);
+            let r = controller.rung();
+            adaptive.record(lost[r], ladder[r], &layouts[r]);
+            controller.on_frame(outcome[r]);
+            let r = predictor.rung();
+            predictive.record(lost[r], ladder[r], &layouts[r]);
+            predictor.on_frame(outcome[r]);
+            // The best rung for this frame alone: the lightest that survives.
+            let best = (0..ladder.len()).filter(|&i| !lost[i]).min_by(|&a, &b| {
+                AirLayout::paper_overhead(ladder[a])
+                    .total_cmp(&AirLayout::paper_overhead(ladder[b]))
+            });
+            match best {
+                Some(i) => bound.record(false, ladder[i], &layouts[i]),
+                None => bound.record(true, None, &layouts[0]),
+            }
+            if n & 0x3ff == 0 {
+                progress(done + n);
+            }
         }
-        let r = controller.rung();
-        adaptive.record(lost[r], ladder[r], &layouts[r]);
-        controller.on_frame(outcome[r]);
-        let r = predictor.rung();
-        predictive.record(lost[r], ladder[r], &layouts[r]);
-        predictor.on_frame(outcome[r]);
-        // The best rung for this frame alone: the lightest that survives.
-        let best = (0..ladder.len()).filter(|&i| !lost[i]).min_by(|&a, &b| {
-            AirLayout::paper_overhead(ladder[a]).total_cmp(&AirLayout::paper_overhead(ladder[b]))
-        });
-        match best {
-            Some(i) => bound.record(false, ladder[i], &layouts[i]),
-            None => bound.record(true, None, &layouts[0]),
-        }
-        if n & 0x3ff == 0 {
-            progress(n);
-        }
+        done += frames;
+        progress(done);
+        adaptive.switches = controller.switches() - switches_before.0;
+        predictive.switches = predictor.switches() - switches_before.1;
+        rows.push(adaptive);
+        rows.push(predictive);
+        rows.push(bound);
+        out.push(rows);
     }
-    progress(frames);
-    adaptive.switches = controller.switches();
-    predictive.switches = predictor.switches();
-    rows.push(adaptive);
-    rows.push(predictive);
-    rows.push(bound);
-    Ok(rows)
+    Ok(out)
 }
 
 /// Analytic loss of one frame under `code` on `channel`, from the chain

@@ -52,6 +52,9 @@ pub enum Part {
     Fig3,
     /// Throughput against the observation window for several speeds.
     Windows,
+    /// Frames through a channel that changes every `phase_frames`: each
+    /// switch against the best fixed code of each phase.
+    Phases,
 }
 
 /// Parameters of the `miyoshi` scenario.
@@ -105,6 +108,10 @@ pub struct Miyoshi {
     pub reference_speed: f64,
     /// Worker threads for the TCP runs; 0 uses every core.
     pub threads: usize,
+    /// The channels of the changing-channel run, in order.
+    pub phases: Vec<LossModel>,
+    /// Frames per phase (14,400: 30 s of 800-bit frames at 384 kbit/s).
+    pub phase_frames: u64,
 }
 
 /// Three points per decade from `from` to `to` (1, 2, 5 × 10^n).
@@ -127,7 +134,13 @@ impl Default for Miyoshi {
             threshold: ThresholdConfig::default(),
             predictive: PredictiveConfig::default(),
             fit_paper_fec92: true,
-            parts: vec![Part::Tables, Part::Fig2, Part::Fig3, Part::Windows],
+            parts: vec![
+                Part::Tables,
+                Part::Phases,
+                Part::Fig2,
+                Part::Fig3,
+                Part::Windows,
+            ],
             tcp_duration: Duration::from_secs(30),
             tcp_seeds: 3,
             fig2_schemes: ["reno", "eln", "snoop+eln", "fec:5"]
@@ -148,6 +161,18 @@ impl Default for Miyoshi {
             speeds: vec![1.0, 5.0, 20.0],
             reference_speed: 5.0,
             threads: 0,
+            phases: [
+                "ber:miyoshi-lower",
+                "ber:p=0.006,r=0.007,good=0,bad=0.0297",
+                "ber:1e-6",
+                "ber:2e-3",
+                "ber:p=0.006,r=0.05,good=0,bad=0.009",
+                "ber:miyoshi-higher",
+                "ber:0.02",
+            ]
+            .map(|c| c.parse().expect("a valid channel"))
+            .to_vec(),
+            phase_frames: 14_400,
         }
     }
 }
@@ -211,10 +236,27 @@ impl Miyoshi {
                 key: "threshold",
                 why,
             })?;
+        if self.parts.contains(&Part::Phases) {
+            if self.phases.is_empty() {
+                return Err(ScenarioError::Invalid {
+                    key: "phases",
+                    why: "list at least one channel, e.g. [\"ber:miyoshi-lower\"]".into(),
+                });
+            }
+            for c in &self.phases {
+                c.build()?;
+            }
+            if !(1..=100_000_000).contains(&self.phase_frames) {
+                return Err(ScenarioError::Invalid {
+                    key: "phase_frames",
+                    why: "must be between 1 and 10^8".into(),
+                });
+            }
+        }
         if self.parts.is_empty() {
             return Err(ScenarioError::Invalid {
                 key: "parts",
-                why: "list at least one of tables, fig2, fig3, windows".into(),
+                why: "list at least one of tables, phases, fig2, fig3, windows".into(),
             });
         }
         if self.tcp_duration < Duration::from_secs(1)
@@ -314,6 +356,7 @@ impl Miyoshi {
                     };
                     u64::from(self.seeds) * (self.channels.len() + fitted) as u64
                 }
+                Part::Phases => u64::from(self.seeds),
                 Part::Fig2 => self.tcp_jobs(&self.fig2_schemes, &self.fig2_ber),
                 Part::Fig3 => self.tcp_jobs(&self.fig3_schemes, &self.fig3_ber),
                 Part::Windows => {
@@ -360,6 +403,7 @@ impl Miyoshi {
                 Part::Fig2 => self.run_figure(seed, 2, &mut report, &mut tick)?,
                 Part::Fig3 => self.run_figure(seed, 3, &mut report, &mut tick)?,
                 Part::Windows => self.run_windows(seed, &mut report, &mut tick)?,
+                Part::Phases => self.run_phases(seed, &mut report, &mut tick)?,
             }
         }
         Ok(report)
@@ -426,6 +470,85 @@ impl Miyoshi {
                 .push(per_seed_table(&format!("{name}-per-seed"), &runs));
             self.summarize(&mut report.summary, ci, channel, &runs, paper);
         }
+        Ok(())
+    }
+
+    fn run_phases(
+        &self,
+        seed: u64,
+        report: &mut Report,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<(), ScenarioError> {
+        let codes = self.codes()?;
+        let phases: Vec<(LossModel, u64)> = self
+            .phases
+            .iter()
+            .map(|c| (c.clone(), self.phase_frames))
+            .collect();
+        let mut runs = Vec::new();
+        for s in 0..self.seeds {
+            let mut r = rng::stream(seed, "miyoshi-phases", u64::from(s));
+            runs.push(frames::simulate_phases(
+                &phases,
+                self.frame_bits,
+                &codes,
+                frames::Switches {
+                    threshold: self.threshold,
+                    predictive: self.predictive,
+                },
+                &mut r,
+                &mut |_| {},
+            )?);
+            tick(1);
+        }
+        let fixed = codes.len() + 1;
+        let mut rows = Vec::new();
+        let (mut worst_pred, mut worst_thr) = (f64::INFINITY, f64::INFINITY);
+        for (pi, channel) in self.phases.iter().enumerate() {
+            let avail = |i: usize| stats(runs.iter().map(|r| r[pi][i].available)).0;
+            let best = (0..fixed)
+                .max_by(|&a, &b| avail(a).total_cmp(&avail(b)))
+                .expect("at least no FEC");
+            let (thr, pred) = (avail(fixed) / avail(best), avail(fixed + 1) / avail(best));
+            worst_thr = worst_thr.min(thr);
+            worst_pred = worst_pred.min(pred);
+            rows.push(vec![
+                json!(pi + 1),
+                json!(channel.to_string()),
+                json!(runs[0][pi][best].scheme),
+                json!(round1(avail(best))),
+                json!(round1(avail(fixed))),
+                json!(round1(avail(fixed + 1))),
+                json!(round1(avail(fixed + 2))),
+                json!(round4(thr)),
+                json!(round4(pred)),
+            ]);
+        }
+        report.tables.push(Table {
+            file: "phases".into(),
+            columns: [
+                "phase",
+                "channel",
+                "best_fixed",
+                "best_fixed_available",
+                "threshold_available",
+                "predictive_available",
+                "hindsight_available",
+                "threshold_vs_best",
+                "predictive_vs_best",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        });
+        report.summary.insert(
+            "phases_worst_threshold_vs_best_fixed".into(),
+            json!(round4(worst_thr)),
+        );
+        report.summary.insert(
+            "phases_worst_predictive_vs_best_fixed".into(),
+            json!(round4(worst_pred)),
+        );
         Ok(())
     }
 
