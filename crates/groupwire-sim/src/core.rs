@@ -14,7 +14,7 @@
 
 use std::any::Any;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use groupwire_codec::Bch;
 use groupwire_link::link::{Fate, Link, LinkConfig};
 use groupwire_link::loss::{BitErrors, LossError};
 use groupwire_proto::Instant;
+use groupwire_proto::control::ladder::FrameOutcome;
 
 use crate::rng::{self, SimRng};
 use crate::tcp::Segment;
@@ -149,6 +150,18 @@ impl Ctx<'_> {
     pub fn forward(&mut self, pkt: Packet) {
         self.net.forward(pkt);
     }
+    /// The link-layer reports of link `id` for frames that have arrived by
+    /// now, oldest first (empty unless [`Simulator::enable_link_feedback`]).
+    /// A station reads them when the far end's next frame comes back, as a
+    /// link-layer acknowledgement would carry them.
+    pub fn take_link_feedback(&mut self, id: LinkId) -> Vec<FrameOutcome> {
+        let now = self.net.now;
+        let Some(feedback) = &mut self.net.links[id.0 as usize].feedback else {
+            return Vec::new();
+        };
+        let ready = feedback.iter().take_while(|(at, _)| *at <= now).count();
+        feedback.drain(..ready).map(|(_, o)| o).collect()
+    }
     /// Sets the link-layer FEC of link `id` for the frames offered from now
     /// on (see [`Simulator::set_link_fec`]).
     pub fn set_link_fec(&mut self, id: LinkId, code: Option<Arc<Bch>>) {
@@ -207,7 +220,15 @@ pub struct LinkSlot {
     /// the real decoder decides whether it arrives (intact) or is lost.
     /// `None`: no FEC.
     pub fec: Option<Arc<Bch>>,
+    /// Link-layer feedback, when enabled ([`Simulator::enable_link_feedback`]):
+    /// what the receiving end's decoder made of each frame (lost, or the
+    /// bits it corrected), with the time the frame arrived, oldest first.
+    /// At most [`MAX_LINK_FEEDBACK`] are kept.
+    pub feedback: Option<VecDeque<(Instant, FrameOutcome)>>,
 }
+
+/// Link-layer reports kept per link before the oldest is dropped.
+pub const MAX_LINK_FEEDBACK: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum What {
@@ -262,22 +283,45 @@ impl Network {
             Some(code) => code.wire_bits(bits).div_ceil(8),
             None => pkt.size as usize,
         };
-        match slot.link.offer(self.now, on_air) {
-            Fate::Deliver { at } => self.schedule_arrival(at, link, pkt),
-            Fate::Corrupt { at, errors } if slot.fec.is_some() => {
-                let code = slot.fec.as_ref().expect("checked");
-                match code.decode_errors(bits, errors.positions()) {
-                    Ok(corrected) => {
-                        self.stats.fec_corrected_bits += u64::from(corrected);
-                        self.schedule_arrival(at, link, pkt);
-                    }
-                    Err(_) => {
-                        self.stats.fec_lost += 1;
-                        self.stats.dropped += 1;
-                    }
-                }
+        let fate = slot.link.offer(self.now, on_air);
+        // The link-layer decoder's verdict on a corrupted frame, once.
+        let decoded = match (&fate, &slot.fec) {
+            (Fate::Corrupt { errors, .. }, Some(code)) => {
+                Some(code.decode_errors(bits, errors.positions()))
             }
-            Fate::Corrupt { at, errors } => {
+            _ => None,
+        };
+        if let Some(feedback) = &mut slot.feedback {
+            let report = match (&fate, decoded) {
+                (Fate::Deliver { at }, _) => Some((*at, FrameOutcome::CLEAN)),
+                (Fate::Corrupt { at, .. }, Some(Ok(c))) => Some((
+                    *at,
+                    FrameOutcome {
+                        lost: false,
+                        corrected_bits: Some(c),
+                    },
+                )),
+                (Fate::Corrupt { at, .. }, _) => Some((*at, FrameOutcome::LOST)),
+                (Fate::Lost | Fate::QueueDrop, _) => None,
+            };
+            if let Some(r) = report {
+                if feedback.len() >= MAX_LINK_FEEDBACK {
+                    feedback.pop_front();
+                }
+                feedback.push_back(r);
+            }
+        }
+        match (fate, decoded) {
+            (Fate::Deliver { at }, _) => self.schedule_arrival(at, link, pkt),
+            (Fate::Corrupt { at, .. }, Some(Ok(corrected))) => {
+                self.stats.fec_corrected_bits += u64::from(corrected);
+                self.schedule_arrival(at, link, pkt);
+            }
+            (Fate::Corrupt { .. }, Some(Err(_))) => {
+                self.stats.fec_lost += 1;
+                self.stats.dropped += 1;
+            }
+            (Fate::Corrupt { at, errors }, None) => {
                 // Bits flipped on two hops are flipped back: keep the symmetric difference.
                 pkt.corrupt = match pkt.corrupt.take() {
                     Some(prev) => Some(prev.merged(&errors)).filter(|e| e.count() > 0),
@@ -285,7 +329,7 @@ impl Network {
                 };
                 self.schedule_arrival(at, link, pkt);
             }
-            Fate::Lost | Fate::QueueDrop => self.stats.dropped += 1,
+            (Fate::Lost | Fate::QueueDrop, _) => self.stats.dropped += 1,
         }
     }
 
@@ -424,6 +468,7 @@ impl Simulator {
             link,
             name: name.into(),
             fec: None,
+            feedback: None,
         });
         self.net.transit.push(None);
         Ok(id)
@@ -449,6 +494,11 @@ impl Simulator {
     /// station between a wired and a wireless link.
     pub fn set_transit(&mut self, link: LinkId, node: NodeId) {
         self.net.transit[link.0 as usize] = Some(node);
+    }
+
+    /// Keeps link-layer reports for link `id` ([`LinkSlot::feedback`]).
+    pub fn enable_link_feedback(&mut self, id: LinkId) {
+        self.net.links[id.0 as usize].feedback = Some(VecDeque::new());
     }
 
     /// Sets link `id`'s link-layer FEC (see [`LinkSlot::fec`]); a node can

@@ -398,7 +398,13 @@ pub struct PredictiveLadder {
     bad: f64,
     fit: Fit,
     switches: u64,
+    /// Frames lost in a row on the current rung.
+    lost_run: u32,
 }
+
+/// Losses in a row on one rung after which the fit's Bad-state bit error
+/// rate is raised to at least where that rung loses half its frames.
+const LOST_RUN_FLOOR: u32 = 3;
 
 impl PredictiveLadder {
     /// A controller over `rungs` (weakest first), starting on rung 0.
@@ -419,6 +425,7 @@ impl PredictiveLadder {
             bad: 0.0,
             fit: Fit::prior(bits),
             switches: 0,
+            lost_run: 0,
         }
     }
 
@@ -511,6 +518,32 @@ impl LadderController for PredictiveLadder {
             bad = 1.0 - bad;
         }
         self.bad = bad;
+        // A lost frame says only "at least this bad"; its imputed count
+        // moves the fit slowly when the fit is far too optimistic, and a
+        // transport that stalls on losses (TCP backing off) then sends too
+        // few frames to learn from. So after a run of losses on one rung,
+        // the Bad-state rate is lifted to where that rung loses half its
+        // frames (bisection on the rung's loss curve).
+        self.lost_run = if outcome.lost { self.lost_run + 1 } else { 0 };
+        let model = &self.rungs[self.rung];
+        let expected_loss = model.frame_loss(f.ber(1));
+        let surprising = expected_loss.powi(LOST_RUN_FLOOR as i32) < 1e-3;
+        if self.lost_run >= LOST_RUN_FLOOR && surprising {
+            let (mut lo, mut hi) = (0.0f64, 0.5f64);
+            for _ in 0..40 {
+                let mid = (lo + hi) / 2.0;
+                if model.frame_loss(mid) < 0.5 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            if f.ber(1) < hi {
+                f.errors[1] = hi * f.bits[1];
+            }
+            self.bad = self.bad.max(0.5);
+        }
+        let bad = self.bad;
         // The Bad share averaged over the horizon.
         let (p, r) = (f.p_gb(), f.p_bg());
         let pi = p / (p + r);
@@ -531,6 +564,7 @@ impl LadderController for PredictiveLadder {
         if best != self.rung {
             self.rung = best;
             self.switches += 1;
+            self.lost_run = 0;
         }
     }
 
@@ -696,5 +730,20 @@ mod tests {
                 c.fitted()
             );
         }
+    }
+
+    /// Losses only (a transport that backs off sends few frames): a run of
+    /// losses the fit cannot explain lifts it, so the switch climbs to the
+    /// rung that survives within a handful of frames.
+    #[test]
+    fn a_run_of_unexplained_losses_climbs_quickly() {
+        let mut c = PredictiveLadder::new(rungs(), PredictiveConfig::default());
+        let mut frames = 0;
+        while c.rung() < 2 && frames < 100 {
+            c.on_frame(FrameOutcome::LOST);
+            frames += 1;
+        }
+        assert_eq!(c.rung(), 2, "after {frames} losses, fit {:?}", c.fitted());
+        assert!(frames <= 12, "{frames} frames to climb");
     }
 }

@@ -36,7 +36,8 @@ use std::time::Duration;
 use groupwire_codec::Bch;
 use groupwire_proto::Instant;
 use groupwire_proto::control::ladder::{
-    FrameOutcome, LadderController, ThresholdConfig, ThresholdLadder,
+    FrameOutcome, LadderController, PredictiveConfig, PredictiveLadder, RungModel, ThresholdConfig,
+    ThresholdLadder,
 };
 
 use crate::core::{Ctx, LinkId, Node, NodeId, Packet, Payload};
@@ -92,6 +93,18 @@ pub enum LinkFec {
         /// The rule.
         config: ThresholdConfig,
     },
+    /// The predictive switch (beyond the paper), fed by the terminal's
+    /// link-layer reports (lost, or bits corrected) for each downlink
+    /// frame, read when its next frame comes up
+    /// ([`Ctx::take_link_feedback`](crate::Ctx::take_link_feedback)).
+    Predictive {
+        /// The codes above "no FEC", weakest first.
+        codes: Vec<Arc<Bch>>,
+        /// Bits in a data frame (the segment size), for the rung models.
+        frame_bits: usize,
+        /// The rule.
+        config: PredictiveConfig,
+    },
 }
 
 /// What the station did.
@@ -136,7 +149,9 @@ pub struct BaseStation {
     cfg: StationConfig,
     down: LinkId,
     up: LinkId,
-    ladder: Option<(Vec<Arc<Bch>>, ThresholdLadder)>,
+    ladder: Option<(Vec<Arc<Bch>>, Box<dyn LadderController>)>,
+    /// The ladder learns from link-layer reports, not from ELN.
+    link_feedback: bool,
     rung_set: Option<usize>,
     flows: BTreeMap<(NodeId, NodeId, u32), Flow>,
     stats: StationStats,
@@ -147,21 +162,38 @@ impl BaseStation {
     /// the code of a [`LinkFec::Fixed`] policy on both links before the
     /// run; the station sets it per frame for [`LinkFec::Threshold`].
     pub fn new(cfg: StationConfig, down: LinkId, up: LinkId) -> Self {
-        let (ladder, rungs) = match &cfg.fec {
+        type Ladder = Option<(Vec<Arc<Bch>>, Box<dyn LadderController>)>;
+        let (ladder, rungs): (Ladder, usize) = match &cfg.fec {
             LinkFec::Threshold { codes, config } => (
                 Some((
                     codes.clone(),
-                    ThresholdLadder::new(codes.len() + 1, *config),
+                    Box::new(ThresholdLadder::new(codes.len() + 1, *config)),
+                )),
+                codes.len() + 1,
+            ),
+            LinkFec::Predictive {
+                codes,
+                frame_bits,
+                config,
+            } => (
+                Some((
+                    codes.clone(),
+                    Box::new(PredictiveLadder::new(
+                        rung_models(codes, *frame_bits),
+                        *config,
+                    )),
                 )),
                 codes.len() + 1,
             ),
             _ => (None, 1),
         };
+        let link_feedback = matches!(cfg.fec, LinkFec::Predictive { .. });
         Self {
             cfg,
             down,
             up,
             ladder,
+            link_feedback,
             rung_set: None,
             flows: BTreeMap::new(),
             stats: StationStats {
@@ -180,6 +212,9 @@ impl BaseStation {
         if lost {
             self.stats.wireless_losses += 1;
         }
+        if self.link_feedback {
+            return;
+        }
         if let Some((_, ladder)) = &mut self.ladder {
             let before = ladder.rung();
             ladder.on_frame(if lost {
@@ -195,6 +230,7 @@ impl BaseStation {
 
     /// Sends a data frame on the wireless link in the current code.
     fn send_data(&mut self, ctx: &mut Ctx<'_>, pkt: Packet) {
+        self.read_link_feedback(ctx);
         let rung = match &self.ladder {
             Some((codes, ladder)) => {
                 let rung = ladder.rung();
@@ -242,7 +278,26 @@ impl BaseStation {
         self.send_data(ctx, pkt);
     }
 
+    /// Feeds the terminal's link-layer reports that have come back to the
+    /// predictive switch (before every frame sent and every ACK).
+    fn read_link_feedback(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.link_feedback {
+            return;
+        }
+        let reports = ctx.take_link_feedback(self.down);
+        if let Some((_, ladder)) = &mut self.ladder {
+            for r in reports {
+                let before = ladder.rung();
+                ladder.on_frame(r);
+                if ladder.rung() != before {
+                    self.stats.code_switches += 1;
+                }
+            }
+        }
+    }
+
     fn on_ack(&mut self, ctx: &mut Ctx<'_>, mut pkt: Packet, seg: Segment) {
+        self.read_link_feedback(ctx);
         let key = (pkt.dst, pkt.src, pkt.flow);
         let now = ctx.now();
         let Some(flow) = self.flows.get_mut(&key) else {
@@ -394,4 +449,21 @@ impl Node for BaseStation {
 /// the station to the terminal and back, at least `min`.
 fn local_timeout(min: Duration, srtt: Option<Duration>) -> Duration {
     srtt.map_or(min, |s| 2 * s).max(min)
+}
+
+/// The rungs of a link-layer ladder for frames of `frame_bits` data bits:
+/// no FEC, then each code laid out as [`Bch::encode_packet`] does.
+pub fn rung_models(codes: &[Arc<Bch>], frame_bits: usize) -> Vec<RungModel> {
+    std::iter::once(RungModel::uncoded(frame_bits))
+        .chain(codes.iter().map(|c| {
+            let q = c.codewords(frame_bits).max(1);
+            let last = frame_bits - (q - 1) * c.k() + c.parity_bits();
+            let mut codewords = vec![(groupwire_codec::BCH_N, c.t()); q - 1];
+            codewords.push((last, c.t()));
+            RungModel {
+                efficiency: frame_bits as f64 / c.wire_bits(frame_bits) as f64,
+                codewords,
+            }
+        }))
+        .collect()
 }

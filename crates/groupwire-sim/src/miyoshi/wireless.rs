@@ -25,7 +25,7 @@ use std::time::Duration;
 use groupwire_codec::{Bch, BchError};
 use groupwire_link::link::{LinkConfig, QueueLimit};
 use groupwire_link::loss::{LossError, LossModel};
-use groupwire_proto::control::ladder::ThresholdConfig;
+use groupwire_proto::control::ladder::{PredictiveConfig, ThresholdConfig};
 use groupwire_proto::{Bitrate, Instant};
 
 use super::station::{BaseStation, LinkFec, StationConfig, StationStats};
@@ -37,7 +37,7 @@ use crate::tcpnode::{TcpApp, TcpHost, TcpSinkHost};
 /// form joined by `+`: `reno` (nothing), `eln`, `snoop`, `snoop+eln`,
 /// `fec:5` (a fixed BCH code correcting 5 bits), `snoop+eln+fec:10`,
 /// `snoop+eln+adaptive` (the threshold switch over no FEC and the
-/// scenario's codes).
+/// scenario's codes), `snoop+eln+predictive` (the predictive switch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Scheme {
@@ -58,6 +58,8 @@ pub enum SchemeFec {
     Fixed(usize),
     /// The threshold switch (Miyoshi et al. §4).
     Adaptive,
+    /// The predictive switch on link-layer reports (beyond the paper).
+    Predictive,
 }
 
 impl Scheme {
@@ -75,6 +77,7 @@ impl Scheme {
         path: &mut WirelessPath,
         codes: &[Arc<Bch>],
         threshold: ThresholdConfig,
+        predictive: PredictiveConfig,
     ) -> Result<(), BchError> {
         path.station.snoop = self.snoop;
         path.station.eln = self.eln;
@@ -85,6 +88,11 @@ impl Scheme {
             SchemeFec::Adaptive => LinkFec::Threshold {
                 codes: codes.to_vec(),
                 config: threshold,
+            },
+            SchemeFec::Predictive => LinkFec::Predictive {
+                codes: codes.to_vec(),
+                frame_bits: path.segment_bytes as usize * 8,
+                config: predictive,
             },
         };
         Ok(())
@@ -104,6 +112,7 @@ impl std::fmt::Display for Scheme {
             SchemeFec::None => {}
             SchemeFec::Fixed(t) => parts.push(format!("fec:{t}")),
             SchemeFec::Adaptive => parts.push("adaptive".to_owned()),
+            SchemeFec::Predictive => parts.push("predictive".to_owned()),
         }
         if parts.is_empty() {
             f.write_str("reno")
@@ -123,6 +132,7 @@ impl std::str::FromStr for Scheme {
                 "snoop" => scheme.snoop = true,
                 "eln" => scheme.eln = true,
                 "adaptive" => scheme.fec = SchemeFec::Adaptive,
+                "predictive" => scheme.fec = SchemeFec::Predictive,
                 other => {
                     let t = other
                         .strip_prefix("fec:")
@@ -131,7 +141,7 @@ impl std::str::FromStr for Scheme {
                             format!(
                                 "unknown part {part:?} in scheme {s:?}; join reno, eln, snoop, \
                                  fec:T (T = bits a BCH(127, k) code corrects, 1..=31) and \
-                                 adaptive with +, e.g. snoop+eln+fec:5"
+                                 adaptive or predictive with +, e.g. snoop+eln+fec:5"
                             )
                         })?;
                     Bch::new(t).map_err(|e| format!("scheme {s:?}: {e}"))?;
@@ -276,6 +286,9 @@ impl WirelessPath {
         if let LinkFec::Fixed(code) = &self.station.fec {
             sim.set_link_fec(radio_down, Some(Arc::clone(code)));
             sim.set_link_fec(radio_up, Some(Arc::clone(code)));
+        }
+        if matches!(self.station.fec, LinkFec::Predictive { .. }) {
+            sim.enable_link_feedback(radio_down);
         }
         let id = sim.add_node(Box::new(BaseStation::new(
             self.station.clone(),
@@ -441,6 +454,7 @@ mod tests {
             "fec:5",
             "snoop+eln+fec:10",
             "snoop+eln+adaptive",
+            "snoop+eln+predictive",
         ] {
             let s: Scheme = text.parse().expect(text);
             assert_eq!(s.to_string(), text);
@@ -456,5 +470,29 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown part")
         );
+    }
+
+    /// Under TCP the predictive switch, fed by link-layer reports, keeps
+    /// up with the best fixed code where the paper's threshold rule flaps
+    /// (a steady BER at which only the t = 10 code holds).
+    #[test]
+    fn the_predictive_switch_keeps_up_with_the_best_code_under_tcp() {
+        let codes: Vec<Arc<Bch>> = Bch::paper_codes().into_iter().map(Arc::new).collect();
+        let goodput = |scheme: &str, penalty: f64| {
+            let mut p = path("ber:3e-2");
+            let s: Scheme = scheme.parse().expect("valid");
+            let predictive = PredictiveConfig {
+                loss_penalty: penalty,
+                ..PredictiveConfig::default()
+            };
+            s.apply(&mut p, &codes, ThresholdConfig::default(), predictive)
+                .expect("codes exist");
+            p.run(4).expect("runs").goodput_bps
+        };
+        let best = goodput("snoop+eln+fec:10", 0.0);
+        let predictive = goodput("snoop+eln+predictive", 4.0);
+        let threshold = goodput("snoop+eln+adaptive", 0.0);
+        assert!(predictive > 0.9 * best, "{predictive} vs {best}");
+        assert!(predictive > threshold, "{predictive} vs {threshold}");
     }
 }

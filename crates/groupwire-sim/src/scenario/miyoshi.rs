@@ -74,8 +74,14 @@ pub struct Miyoshi {
     pub code_t: Vec<usize>,
     /// The threshold switch (§4: two errors in ten frames).
     pub threshold: ThresholdConfig,
-    /// The predictive switch (beyond the paper).
+    /// The predictive switch (beyond the paper), for the frames of Tables
+    /// 3-4 and the phases.
     pub predictive: PredictiveConfig,
+    /// The predictive switch under TCP: as `predictive`, but a lost segment
+    /// also costs the transfer the wait for its repair (Snoop's local
+    /// retransmission behind a full queue), counted as `loss_penalty`
+    /// extra frames.
+    pub predictive_tcp: PredictiveConfig,
     /// After each of Table 2's channels, also run the same chain with the
     /// Error-state bit error rate fitted to the paper's BCH(127, 92) row
     /// (rounded to four decimals): the channel the paper's tables imply.
@@ -133,6 +139,10 @@ impl Default for Miyoshi {
             code_t: vec![5, 10, 15],
             threshold: ThresholdConfig::default(),
             predictive: PredictiveConfig::default(),
+            predictive_tcp: PredictiveConfig {
+                loss_penalty: 4.0,
+                ..PredictiveConfig::default()
+            },
             fit_paper_fec92: true,
             parts: vec![
                 Part::Tables,
@@ -153,6 +163,7 @@ impl Default for Miyoshi {
                 "snoop+eln+fec:10",
                 "snoop+eln+fec:15",
                 "snoop+eln+adaptive",
+                "snoop+eln+predictive",
             ]
             .map(|s| s.parse().expect("a valid scheme"))
             .to_vec(),
@@ -639,7 +650,7 @@ impl Miyoshi {
                         bad: ber,
                     };
                     scheme
-                        .apply(&mut path, &ladder, self.threshold)
+                        .apply(&mut path, &ladder, self.threshold, self.predictive_tcp)
                         .map_err(|e| ScenarioError::Invalid {
                             key: "fig_schemes",
                             why: e.to_string(),
@@ -849,7 +860,7 @@ impl Miyoshi {
                         let mut path = self.base_path();
                         path.channel = scaled.clone();
                         scheme
-                            .apply(&mut path, &ladder, threshold)
+                            .apply(&mut path, &ladder, threshold, self.predictive_tcp)
                             .expect("the ladder's codes exist");
                         let job_seed = rng::derive_seed(
                             seed,
