@@ -143,13 +143,16 @@ struct Flow {
     timer: Option<Instant>,
 }
 
+/// The codes above "no FEC" and the switch that picks among them.
+type Ladder = (Vec<Arc<Bch>>, Box<dyn LadderController>);
+
 /// The base station's agent; see the module docs.
 #[derive(Debug)]
 pub struct BaseStation {
     cfg: StationConfig,
     down: LinkId,
     up: LinkId,
-    ladder: Option<(Vec<Arc<Bch>>, Box<dyn LadderController>)>,
+    ladder: Option<Ladder>,
     /// The ladder learns from link-layer reports, not from ELN.
     link_feedback: bool,
     rung_set: Option<usize>,
@@ -162,8 +165,7 @@ impl BaseStation {
     /// the code of a [`LinkFec::Fixed`] policy on both links before the
     /// run; the station sets it per frame for [`LinkFec::Threshold`].
     pub fn new(cfg: StationConfig, down: LinkId, up: LinkId) -> Self {
-        type Ladder = Option<(Vec<Arc<Bch>>, Box<dyn LadderController>)>;
-        let (ladder, rungs): (Ladder, usize) = match &cfg.fec {
+        let (ladder, rungs): (Option<Ladder>, usize) = match &cfg.fec {
             LinkFec::Threshold { codes, config } => (
                 Some((
                     codes.clone(),
