@@ -150,6 +150,26 @@ impl Ctx<'_> {
     pub fn forward(&mut self, pkt: Packet) {
         self.net.forward(pkt);
     }
+    /// When a packet of `size` bytes offered to link `id` now would reach
+    /// the far end: after what is queued ahead of it, its own transmission
+    /// (longer by the parity under link-layer FEC) and the propagation
+    /// delay (jitter aside). What a sender that owns the link knows.
+    pub fn link_due(&mut self, id: LinkId, size: u32) -> Instant {
+        let now = self.net.now;
+        let slot = &mut self.net.links[id.0 as usize];
+        let bits = size as usize * 8;
+        let air = slot
+            .fec
+            .as_ref()
+            .map_or(bits, |c| c.wire_bits(bits))
+            .div_ceil(8) as u64;
+        let queued = slot.link.queue_bytes(now);
+        let config = slot.link.config();
+        let sending = config
+            .rate
+            .map_or(std::time::Duration::ZERO, |r| r.transmit_time(queued + air));
+        now + sending + config.delay
+    }
     /// The link-layer reports of link `id` for frames that have arrived by
     /// now, oldest first (empty unless [`Simulator::enable_link_feedback`]).
     /// A station reads them when the far end's next frame comes back, as a

@@ -13,9 +13,12 @@
 //!   it: congestion) is not marked.
 //! - **Snoop** (Balakrishnan et al. 1995; §2.1 steps 1-3): the station
 //!   caches the segments themselves, retransmits a lost one locally on the
-//!   first duplicate ACK for it (or when its local timer, twice the smoothed
-//!   station-to-terminal round trip, expires), and suppresses the duplicate
-//!   ACKs it handles, so the sender sees none. After
+//!   first duplicate ACK for it (or when its local timer expires: no ACK
+//!   [`StationConfig::local_timeout`] after the segment was due at the
+//!   terminal), and suppresses the duplicate ACKs it handles, so the
+//!   sender sees none. A duplicate ACK that comes before the missing
+//!   segment's latest copy can have arrived (the echo of a duplicate, with
+//!   the copy still queued) is not taken for a loss. After
 //!   [`StationConfig::max_local_retransmits`] local tries for one segment
 //!   it gives up and lets the duplicates through. With ELN too (the paper's
 //!   Snoop+ELN), those duplicates carry the ELN mark.
@@ -60,8 +63,11 @@ pub struct StationConfig {
     /// sender's timer takes over); a bound keeps one deep fade from holding
     /// the sender's ACK clock hostage.
     pub max_local_retransmits: u32,
-    /// Floor of Snoop's local retransmission timer.
-    pub min_local_timeout: Duration,
+    /// Snoop's local timer fires this long after the oldest
+    /// unacknowledged segment was due at the terminal (the time its ACK
+    /// may take to come back up); a duplicate ACK only counts as a loss
+    /// once the segment's latest copy was due.
+    pub local_timeout: Duration,
     /// The wireless link's FEC.
     pub fec: LinkFec,
 }
@@ -72,7 +78,7 @@ impl Default for StationConfig {
             snoop: false,
             eln: false,
             max_local_retransmits: 4,
-            min_local_timeout: Duration::from_millis(20),
+            local_timeout: Duration::from_millis(20),
             fec: LinkFec::None,
         }
     }
@@ -128,8 +134,10 @@ pub struct StationStats {
 struct Cached {
     pkt: Packet,
     end: u64,
-    /// When the latest copy (the sender's or a local one) went out.
-    sent_at: Instant,
+    /// When the latest copy (the sender's or a local one) is due at the
+    /// terminal: the station owns the wireless link, so it knows what is
+    /// queued ahead of a frame.
+    due: Instant,
     local: u32,
     /// The latest copy's fate was already reported to the FEC switch.
     reported: bool,
@@ -139,8 +147,20 @@ struct Cached {
 struct Flow {
     cache: BTreeMap<u64, Cached>,
     last_ack: u64,
-    srtt: Option<Duration>,
     timer: Option<Instant>,
+}
+
+impl Flow {
+    /// Snoop's timer: `margin` after the oldest unacknowledged segment's
+    /// latest copy was due, unless Snoop gave up on it.
+    fn rearm(&mut self, margin: Duration, max_local: u32) {
+        self.timer = self
+            .cache
+            .values()
+            .next()
+            .filter(|c| c.local < max_local)
+            .map(|c| c.due + margin);
+    }
 }
 
 /// The codes above "no FEC" and the switch that picks among them.
@@ -230,8 +250,9 @@ impl BaseStation {
         }
     }
 
-    /// Sends a data frame on the wireless link in the current code.
-    fn send_data(&mut self, ctx: &mut Ctx<'_>, pkt: Packet) {
+    /// Sends a data frame on the wireless link in the current code;
+    /// returns when it is due at the terminal.
+    fn send_data(&mut self, ctx: &mut Ctx<'_>, pkt: Packet) -> Instant {
         self.read_link_feedback(ctx);
         let rung = match &self.ladder {
             Some((codes, ladder)) => {
@@ -247,7 +268,9 @@ impl BaseStation {
             None => 0,
         };
         self.stats.frames_per_rung[rung] += 1;
+        let due = ctx.link_due(self.down, pkt.size);
         ctx.forward(pkt);
+        due
     }
 
     fn on_data(&mut self, ctx: &mut Ctx<'_>, pkt: Packet, seg: Segment) {
@@ -256,28 +279,30 @@ impl BaseStation {
             ctx.forward(pkt);
             return;
         }
-        let now = ctx.now();
-        let flow = self.flows.entry(key).or_default();
         let end = seg.seq + u64::from(seg.len);
-        if end > flow.last_ack {
+        let cache = self.flows.get(&key).is_none_or(|f| end > f.last_ack);
+        let copy = cache.then(|| pkt.clone());
+        let due = self.send_data(ctx, pkt);
+        let (margin, max_local) = (self.cfg.local_timeout, self.cfg.max_local_retransmits);
+        let flow = self.flows.entry(key).or_default();
+        if let Some(pkt) = copy {
             if flow.cache.len() >= MAX_CACHED && !flow.cache.contains_key(&seg.seq) {
                 flow.cache.pop_first();
             }
             flow.cache.insert(
                 seg.seq,
                 Cached {
-                    pkt: pkt.clone(),
+                    pkt,
                     end,
-                    sent_at: now,
+                    due,
                     local: 0,
                     reported: false,
                 },
             );
-            if self.cfg.snoop && flow.timer.is_none() {
-                flow.timer = Some(now + local_timeout(self.cfg.min_local_timeout, flow.srtt));
+            if self.cfg.snoop {
+                flow.rearm(margin, max_local);
             }
         }
-        self.send_data(ctx, pkt);
     }
 
     /// Feeds the terminal's link-layer reports that have come back to the
@@ -302,6 +327,7 @@ impl BaseStation {
         self.read_link_feedback(ctx);
         let key = (pkt.dst, pkt.src, pkt.flow);
         let now = ctx.now();
+        let (margin, max_local) = (self.cfg.local_timeout, self.cfg.max_local_retransmits);
         let Some(flow) = self.flows.get_mut(&key) else {
             ctx.forward(pkt);
             return;
@@ -310,75 +336,62 @@ impl BaseStation {
             // New data acknowledged: every cached segment it covers arrived.
             flow.last_ack = seg.ack;
             let mut clean = 0u32;
-            let mut removed = 0u32;
-            let mut repaired = false;
-            let mut first_sent = None;
             while let Some(entry) = flow.cache.first_entry() {
                 if entry.get().end > seg.ack {
                     break;
                 }
-                let c = entry.remove();
-                removed += 1;
-                repaired |= c.local > 0 || c.reported;
-                first_sent.get_or_insert(c.sent_at);
-                if !c.reported {
+                if !entry.remove().reported {
                     clean += 1;
                 }
             }
-            // A round-trip sample only from an ACK that repaired no hole
-            // (Karn's rule, and a cumulative ACK after a repair would count
-            // the repair's wait as path delay) and covers one or two
-            // segments (an ACK per segment, one possibly lost).
-            if let (false, 1..=2, Some(sent)) = (repaired, removed, first_sent) {
-                let r = now.saturating_duration_since(sent);
-                flow.srtt = Some(flow.srtt.map_or(r, |s| (s * 7 + r) / 8));
+            if self.cfg.snoop {
+                flow.rearm(margin, max_local);
             }
-            flow.timer = (!flow.cache.is_empty() && self.cfg.snoop)
-                .then(|| now + local_timeout(self.cfg.min_local_timeout, flow.srtt));
             for _ in 0..clean {
                 self.report(false);
             }
             ctx.forward(pkt);
             return;
         }
-        let is_dup = seg.ack == flow.last_ack && seg.len == 0 && !flow.cache.is_empty();
+        let is_dup = seg.ack == flow.last_ack && seg.len == 0;
         let Some(c) = is_dup.then(|| flow.cache.get_mut(&seg.ack)).flatten() else {
             // Not a duplicate for a segment the station forwarded: a hole
             // before the station (congestion) or an old ACK. Unmarked.
             ctx.forward(pkt);
             return;
         };
-        // The terminal lacks a segment the station forwarded: the wireless
-        // hop lost the latest copy, unless that copy is still on its way
-        // (duplicates from segments sent before it keep coming).
-        let timeout = local_timeout(self.cfg.min_local_timeout, flow.srtt);
-        let copy_in_flight = c.local > 0 && now < c.sent_at + timeout;
-        let newly_lost = !c.reported && !copy_in_flight;
-        if newly_lost {
-            c.reported = true;
-        }
-        let mut resend = None;
-        let mut suppress = false;
-        if self.cfg.snoop {
-            if copy_in_flight {
-                suppress = true;
-            } else if c.local < self.cfg.max_local_retransmits {
-                c.local += 1;
-                c.sent_at = now;
-                c.reported = false;
-                resend = Some(c.pkt.clone());
-                suppress = true;
+        if now < c.due {
+            // The missing segment's latest copy cannot have arrived yet:
+            // this is the echo of something else (a duplicate), not a loss.
+            if self.cfg.snoop {
+                self.stats.dupacks_suppressed += 1;
+            } else {
+                ctx.forward(pkt);
             }
+            return;
         }
+        // The terminal still lacks a segment whose latest copy was due: the
+        // wireless hop lost it.
+        let newly_lost = !c.reported;
+        c.reported = true;
+        let resend = (self.cfg.snoop && c.local < max_local).then(|| {
+            c.local += 1;
+            c.reported = false;
+            c.pkt.clone()
+        });
         if newly_lost {
             self.report(true);
         }
         if let Some(p) = resend {
             self.stats.local_retransmits += 1;
-            self.send_data(ctx, p);
-        }
-        if suppress {
             self.stats.dupacks_suppressed += 1;
+            let due = self.send_data(ctx, p);
+            if let Some(flow) = self.flows.get_mut(&key) {
+                if let Some(c) = flow.cache.get_mut(&seg.ack) {
+                    c.due = due;
+                }
+                flow.rearm(margin, max_local);
+            }
             return;
         }
         if self.cfg.eln {
@@ -411,6 +424,7 @@ impl Node for BaseStation {
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
+        let (margin, max_local) = (self.cfg.local_timeout, self.cfg.max_local_retransmits);
         let due: Vec<(NodeId, NodeId, u32)> = self
             .flows
             .iter()
@@ -420,37 +434,36 @@ impl Node for BaseStation {
         for key in due {
             let flow = self.flows.get_mut(&key).expect("listed");
             flow.timer = None;
-            let Some((_, c)) = flow.cache.iter_mut().next() else {
+            let Some((&seq, c)) = flow.cache.iter_mut().next() else {
                 continue;
             };
-            // Snoop's local timer: no progress for two round trips; the
-            // oldest unacknowledged segment (or its last copy) was lost.
-            if c.local >= self.cfg.max_local_retransmits {
+            // Snoop's local timer: no ACK came for the oldest segment
+            // `margin` after its latest copy was due at the terminal, so
+            // the copy was lost (or, rarely, every ACK since): resent, and
+            // reported to the code switch like a duplicate ACK's loss.
+            if c.local >= max_local {
                 continue;
             }
             let newly_lost = !c.reported;
             c.local += 1;
-            c.sent_at = now;
             c.reported = false;
             let p = c.pkt.clone();
-            flow.timer = Some(now + local_timeout(self.cfg.min_local_timeout, flow.srtt));
             if newly_lost {
                 self.report(true);
             }
             self.stats.local_retransmits += 1;
-            self.send_data(ctx, p);
+            let due = self.send_data(ctx, p);
+            let flow = self.flows.get_mut(&key).expect("listed");
+            if let Some(c) = flow.cache.get_mut(&seq) {
+                c.due = due;
+            }
+            flow.rearm(margin, max_local);
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         self.flows.values().filter_map(|f| f.timer).min()
     }
-}
-
-/// Snoop's local retransmission timer: twice the smoothed round trip from
-/// the station to the terminal and back, at least `min`.
-fn local_timeout(min: Duration, srtt: Option<Duration>) -> Duration {
-    srtt.map_or(min, |s| 2 * s).max(min)
 }
 
 /// The rungs of a link-layer ladder for frames of `frame_bits` data bits:

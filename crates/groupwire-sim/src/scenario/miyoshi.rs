@@ -140,7 +140,7 @@ impl Default for Miyoshi {
             threshold: ThresholdConfig::default(),
             predictive: PredictiveConfig::default(),
             predictive_tcp: PredictiveConfig {
-                loss_penalty: 4.0,
+                loss_penalty: 1.0,
                 ..PredictiveConfig::default()
             },
             fit_paper_fec92: true,
