@@ -122,10 +122,13 @@ pub struct Miyoshi {
 
 /// Three points per decade from `from` to `to` (1, 2, 5 × 10^n).
 fn decades(from: i32, to: i32) -> Vec<f64> {
+    // Through text, so 5e-6 is the double nearest 5e-6 (5 × 10^-6 in
+    // floating point is not).
+    let at = |m: u32, e: i32| format!("{m}e{e}").parse::<f64>().expect("a number");
     let mut v: Vec<f64> = (from..to)
-        .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+        .flat_map(|e| [1, 2, 5].map(|m| at(m, e)))
         .collect();
-    v.push(10f64.powi(to));
+    v.push(at(1, to));
     v
 }
 
