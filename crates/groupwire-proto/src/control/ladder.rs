@@ -692,6 +692,13 @@ mod tests {
         assert!(r[2].frame_loss(0.03) < r[1].frame_loss(0.03));
         assert_eq!(r[1].frame_bits(), 889);
         assert!((binomial_cdf(3, 0.5, 1) - 0.5).abs() < 1e-12);
+        assert!((binomial_cdf(127, 0.01, 127) - 1.0).abs() < 1e-12);
+        let direct: f64 = [1.0, 10.0, 45.0]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c * 0.1f64.powi(i as i32) * 0.9f64.powi(10 - i as i32))
+            .sum();
+        assert!((binomial_cdf(10, 0.1, 2) - direct).abs() < 1e-12);
     }
 
     /// On a steady channel the choice follows the bit error rate: no FEC

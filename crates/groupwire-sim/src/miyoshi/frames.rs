@@ -117,17 +117,45 @@ pub fn frame_outcome(
     }
 }
 
-/// The rung models of `[no FEC, codes...]` on frames of `air_bits` bits,
-/// for [`PredictiveLadder`]: efficiency the paper's way, `k / 127`.
-pub fn rung_models(codes: &[Bch], air_bits: usize) -> Vec<RungModel> {
-    std::iter::once(RungModel::uncoded(air_bits))
-        .chain(codes.iter().map(|c| {
-            let layout = AirLayout::new(Some(c), air_bits);
+/// How a frame of `air_bits` bits fares under `code` (or none), laid out
+/// as [`AirLayout`] does, for [`PredictiveLadder`] and the analysis:
+/// efficiency the paper's way, `k / 127`.
+pub fn air_rung(code: Option<&Bch>, air_bits: usize) -> RungModel {
+    match code {
+        None => RungModel::uncoded(air_bits),
+        Some(c) => RungModel {
+            efficiency: 1.0 - AirLayout::paper_overhead(Some(c)),
+            codewords: AirLayout::new(Some(c), air_bits)
+                .codeword_lengths()
+                .map(|n| (n, c.t()))
+                .collect(),
+        },
+    }
+}
+
+/// How a packet of `data_bits` bits fares as a link-layer frame under
+/// `code` (or none): `ceil(bits / k)` codewords, the last shortened, as
+/// [`Bch::encode_packet`] lays them out; efficiency is data over air bits.
+pub fn packet_rung(code: Option<&Bch>, data_bits: usize) -> RungModel {
+    match code {
+        None => RungModel::uncoded(data_bits),
+        Some(c) => {
+            let q = c.codewords(data_bits).max(1);
+            let last = data_bits - (q - 1) * c.k() + c.parity_bits();
+            let mut codewords = vec![(BCH_N, c.t()); q - 1];
+            codewords.push((last, c.t()));
             RungModel {
-                efficiency: 1.0 - AirLayout::paper_overhead(Some(c)),
-                codewords: layout.codeword_lengths().map(|n| (n, c.t())).collect(),
+                efficiency: data_bits as f64 / c.wire_bits(data_bits).max(1) as f64,
+                codewords,
             }
-        }))
+        }
+    }
+}
+
+/// The rungs `[no FEC, codes...]` of [`air_rung`].
+pub fn rung_models(codes: &[Bch], air_bits: usize) -> Vec<RungModel> {
+    std::iter::once(air_rung(None, air_bits))
+        .chain(codes.iter().map(|c| air_rung(Some(c), air_bits)))
         .collect()
 }
 
@@ -324,53 +352,15 @@ pub fn analytic_loss(channel: &LossModel, code: Option<&Bch>, air_bits: usize) -
     };
     let (p, r) = (p.get(), r.get());
     let pi_bad = if p > 0.0 { p / (p + r) } else { 0.0 };
-    let layout = AirLayout::new(code, air_bits);
-    let survive = |b: f64| -> f64 {
-        match code {
-            None => (1.0 - b).powi(air_bits as i32),
-            Some(c) => layout
-                .codeword_lengths()
-                .map(|m| binomial_cdf(m, b, c.t()))
-                .product(),
-        }
-    };
-    Some((1.0 - pi_bad) * (1.0 - survive(good)) + pi_bad * (1.0 - survive(bad)))
+    let rung = air_rung(code, air_bits);
+    Some((1.0 - pi_bad) * rung.frame_loss(good) + pi_bad * rung.frame_loss(bad))
 }
 
-/// The probability that a packet of `data_bits` bits, sent as link-layer
-/// FEC frames do ([`Bch::encode_packet`]: `ceil(bits / k)` codewords, the
-/// last shortened) or uncoded, is lost at independent bit error rate
-/// `ber`: what the station sees as the packet error rate under that code.
+/// The probability that a packet of `data_bits` bits is lost at
+/// independent bit error rate `ber` as a link-layer frame under `code`
+/// ([`packet_rung`]): what the station sees as the packet error rate.
 pub fn packet_loss(code: Option<&Bch>, data_bits: usize, ber: f64) -> f64 {
-    match code {
-        None => 1.0 - (1.0 - ber).powi(data_bits as i32),
-        Some(c) => {
-            let q = c.codewords(data_bits);
-            if q == 0 {
-                return 0.0;
-            }
-            let last = data_bits - (q - 1) * c.k() + c.parity_bits();
-            let full = binomial_cdf(BCH_N, ber, c.t()).powi(q as i32 - 1);
-            1.0 - full * binomial_cdf(last, ber, c.t())
-        }
-    }
-}
-
-/// `P(Binomial(n, b) <= t)`.
-pub fn binomial_cdf(n: usize, b: f64, t: usize) -> f64 {
-    if b <= 0.0 {
-        return 1.0;
-    }
-    if b >= 1.0 {
-        return if t >= n { 1.0 } else { 0.0 };
-    }
-    let mut term = (1.0 - b).powi(n as i32); // P(X = 0)
-    let mut sum = term;
-    for i in 1..=t.min(n) {
-        term *= (n - i + 1) as f64 / i as f64 * b / (1.0 - b);
-        sum += term;
-    }
-    sum.min(1.0)
+    packet_rung(code, data_bits).frame_loss(ber)
 }
 
 #[cfg(test)]
@@ -395,21 +385,6 @@ mod tests {
         assert_eq!(overhead.round(), 24_803.0);
     }
 
-    #[test]
-    fn binomial_cdf_matches_direct_sums() {
-        assert!((binomial_cdf(3, 0.5, 1) - 0.5).abs() < 1e-12);
-        assert!((binomial_cdf(127, 0.01, 127) - 1.0).abs() < 1e-12);
-        let direct: f64 = (0..=2)
-            .map(|i| {
-                let c = [1.0, 10.0, 45.0][i];
-                c * 0.1f64.powi(i as i32) * 0.9f64.powi(10 - i as i32)
-            })
-            .sum();
-        assert!((binomial_cdf(10, 0.1, 2) - direct).abs() < 1e-12);
-    }
-
-    /// On a channel with one state, simulation and analysis agree for
-    /// every fixed scheme, and the same seed gives the same rows.
     #[test]
     fn simulated_losses_match_the_analysis_and_are_deterministic() {
         let channel: LossModel = "ber:4e-3".parse().expect("valid");

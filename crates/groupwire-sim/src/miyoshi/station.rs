@@ -43,6 +43,7 @@ use groupwire_proto::control::ladder::{
     ThresholdLadder,
 };
 
+use super::frames::packet_rung;
 use crate::core::{Ctx, LinkId, Node, NodeId, Packet, Payload};
 use crate::tcp::Segment;
 
@@ -469,16 +470,7 @@ impl Node for BaseStation {
 /// The rungs of a link-layer ladder for frames of `frame_bits` data bits:
 /// no FEC, then each code laid out as [`Bch::encode_packet`] does.
 pub fn rung_models(codes: &[Arc<Bch>], frame_bits: usize) -> Vec<RungModel> {
-    std::iter::once(RungModel::uncoded(frame_bits))
-        .chain(codes.iter().map(|c| {
-            let q = c.codewords(frame_bits).max(1);
-            let last = frame_bits - (q - 1) * c.k() + c.parity_bits();
-            let mut codewords = vec![(groupwire_codec::BCH_N, c.t()); q - 1];
-            codewords.push((last, c.t()));
-            RungModel {
-                efficiency: frame_bits as f64 / c.wire_bits(frame_bits) as f64,
-                codewords,
-            }
-        }))
+    std::iter::once(packet_rung(None, frame_bits))
+        .chain(codes.iter().map(|c| packet_rung(Some(c), frame_bits)))
         .collect()
 }
