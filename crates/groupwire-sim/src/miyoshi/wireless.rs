@@ -183,6 +183,9 @@ pub struct WirelessPath {
     pub window_segments: u32,
     /// Bit errors on each wireless direction.
     pub channel: LossModel,
+    /// Loss on the wired link from the host to the station (none in the
+    /// paper; for checking that ELN leaves congestion-like losses alone).
+    pub wired_loss: LossModel,
     /// The sender honours ELN marks.
     pub tcp_eln: bool,
     /// The station's agents and FEC.
@@ -203,6 +206,7 @@ impl Default for WirelessPath {
             segment_bytes: 100,
             window_segments: 20,
             channel: LossModel::None,
+            wired_loss: LossModel::None,
             tcp_eln: false,
             station: StationConfig::default(),
             duration: Duration::from_secs(60),
@@ -277,7 +281,14 @@ impl WirelessPath {
                     .loss(self.channel.clone()),
             )
         };
-        let wired_down = wired("wired-down", &mut sim)?;
+        let wired_down = sim.add_link(
+            "wired-down",
+            LinkConfig::new()
+                .rate(self.wired_rate)
+                .latency(self.delay)
+                .queue(QueueLimit::Bytes(self.buffer_bytes))
+                .loss(self.wired_loss.clone()),
+        )?;
         let wired_up = wired("wired-up", &mut sim)?;
         let radio_down = wireless("wireless-down", &mut sim)?;
         let radio_up = wireless("wireless-up", &mut sim)?;
@@ -497,5 +508,20 @@ mod tests {
         let threshold = goodput("snoop+eln+adaptive", 0.0);
         assert!(predictive > 0.9 * best, "{predictive} vs {best}");
         assert!(predictive > threshold, "{predictive} vs {threshold}");
+    }
+
+    /// A loss before the station (the wired hop, standing in for
+    /// congestion) is not the wireless link's: the station leaves those
+    /// duplicates unmarked, and the ELN sender cuts its window as Reno does.
+    #[test]
+    fn losses_before_the_station_are_not_marked_and_still_cut_the_window() {
+        let mut p = path("none");
+        p.wired_loss = "bernoulli:0.01".parse().expect("valid");
+        p.station.eln = true;
+        p.tcp_eln = true;
+        let r = p.run(2).expect("runs");
+        assert!(r.fast_retransmits > 10, "{r:?}");
+        assert_eq!(r.eln_recoveries, 0, "{r:?}");
+        assert_eq!(r.station.eln_marked, 0, "{r:?}");
     }
 }
