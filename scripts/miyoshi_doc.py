@@ -469,9 +469,8 @@ def main():
     o.append(
         "- The threshold and predictive switches as `--fec` choices for the "
         "tunnel's block FEC, measured against GMIAD there.\n"
-        "- BCH decoding at t errors reaches 0.165 / 0.084 / 0.050 Gbit/s for the three "
-        "codes, short of the 0.2 Gbit/s goal (`docs/results/perf.md`); no "
-        "side-by-side with the kernel's `lib/bch.c` yet.\n"
+        "- No side-by-side of the BCH decoder with the kernel's `lib/bch.c` yet (its "
+        "speed against the issue's goals is in `docs/results/perf.md`).\n"
         "- A Snoop that gives its retransmissions priority over queued frames "
         "(ours queue behind them)."
     )

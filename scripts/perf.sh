@@ -190,9 +190,14 @@ for t, k in ((5, 92), (10, 64), (15, 36)):
     L.append(f"| (127, {k}), t = {t} | {f(e)} | {f(d0)} | {f(dh)} | {f(dt)} | {v0} | {vt} |")
 L.append("")
 L.append("Decoding without errors is one table-driven remainder (8 bits a step, as a CRC). With errors, each codeword "
-         "also gets its syndromes and Berlekamp-Massey, then its error positions: in closed form for one or two errors, "
-         "else by a Chien search over up to 127 positions. The Linux kernel's `lib/bch.c` also solves degrees 3 and 4 "
-         "directly and factors larger locators by Berlekamp's trace algorithm: not done here yet.")
+         "also gets its odd syndromes (one precomputed 32-byte row per byte of the remainder holds that byte's "
+         "term of every odd syndrome, 128 KiB built on first use, so the syndromes are an XOR of at most 16 rows), "
+         "Berlekamp-Massey with Berlekamp's binary simplification (every other discrepancy is zero, so t steps, not 2t), "
+         "then its error positions: in closed form for one or two errors, else by a Chien search done term by term over "
+         "all 127 positions, a product by a constant per 16 positions with split-nibble `pshufb` tables (SSSE3; the "
+         "same tables one position at a time elsewhere). The Linux kernel's `lib/bch.c` also solves degrees 3 and 4 "
+         "directly and factors larger locators by Berlekamp's trace algorithm: not done here, and no side-by-side with "
+         "it yet.")
 L.append("<!-- bch:end -->")
 sys.path.insert(0, "scripts")
 from perf_sections import replace_section

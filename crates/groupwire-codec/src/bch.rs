@@ -68,6 +68,32 @@ const TABLES: ([u8; 2 * BCH_N], [u8; BCH_N + 1]) = tables();
 const EXP: [u8; 2 * BCH_N] = TABLES.0;
 const LOG: [u8; BCH_N + 1] = TABLES.1;
 
+/// Logarithms with a sentinel for zero, for branchless products in the
+/// hot loops: `LOG_Z[0] = 254`, so any sum involving it lands in the zero
+/// half of [`EXP_Z`].
+const LOG_Z: [u16; BCH_N + 1] = {
+    let mut t = [0u16; BCH_N + 1];
+    t[0] = 2 * BCH_N as u16;
+    let mut x = 1;
+    while x <= BCH_N {
+        t[x] = LOG[x] as u16;
+        x += 1;
+    }
+    t
+};
+
+/// `EXP_Z[i] = α^i` for `i < 254`, zero from 254 on (a logarithm sum that
+/// involved the zero sentinel).
+const EXP_Z: [u8; 4 * BCH_N + 1] = {
+    let mut t = [0u8; 4 * BCH_N + 1];
+    let mut i = 0;
+    while i < 2 * BCH_N {
+        t[i] = EXP[i];
+        i += 1;
+    }
+    t
+};
+
 fn mul(a: u8, b: u8) -> u8 {
     if a == 0 || b == 0 {
         0
@@ -225,19 +251,22 @@ impl Bch {
         // binary word S₂ⱼ = Sⱼ², so only the odd ones are summed.
         let two_t = 2 * self.t;
         let mut s = [0u8; 2 * BCH_MAX_T];
-        let mut bits = rem;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let step = 2 * i % BCH_N;
-            let mut e = i;
-            for j in (0..two_t).step_by(2) {
-                s[j] ^= EXP[e];
-                e += step;
-                if e >= BCH_N {
-                    e -= BCH_N;
-                }
-            }
+        // S_j = rem(α^j) = Σ_m α^(8mj)·B_m(α^j) over the remainder's bytes
+        // B_m: one precomputed row per (byte position, byte value) holds
+        // that term for every odd j, so the odd syndromes are the XOR of
+        // one 32-byte row per byte.
+        let table = syndrome_table();
+        let bytes = rem.to_le_bytes();
+        let top = (128 - rem.leading_zeros() as usize).div_ceil(8);
+        let mut odd = [0u128; 2];
+        for (m, &b) in bytes[..top].iter().enumerate() {
+            let row = &table[m * 256 + usize::from(b)];
+            odd[0] ^= row[0];
+            odd[1] ^= row[1];
+        }
+        let (low, high) = (odd[0].to_le_bytes(), odd[1].to_le_bytes());
+        for (q, &v) in low.iter().chain(&high).enumerate().take(self.t) {
+            s[2 * q] = v;
         }
         for j in (1..two_t).step_by(2) {
             s[j] = mul(s[j / 2], s[j / 2]);
@@ -464,50 +493,137 @@ fn small_degree_roots(locator: &[u8], degree: usize) -> Option<Result<u128, Unco
     }
 }
 
-/// The error positions of a locator of degree `degree`, as bits, by a
-/// Chien search: an error at bit p makes α^(-p) a root. Term i of
-/// Λ(α^(-p)) is Λᵢ·α^(-p·i); kept as a logarithm, each step from p to
-/// p + 1 adds 127 - i to it. Fails unless exactly `degree` roots exist.
-fn chien_search(locator: &[u8], degree: usize) -> Result<u128, Uncorrectable> {
-    // Only the non-zero terms, Λ₀ = 1 included as the constant 1.
-    let mut logs = [0u8; BCH_MAX_T];
-    let mut steps = [0u8; BCH_MAX_T];
-    let mut terms = 0;
-    for i in 1..=degree {
-        if locator[i] != 0 {
-            logs[terms] = LOG[usize::from(locator[i])];
-            steps[terms] = (BCH_N - i) as u8;
-            terms += 1;
-        }
-    }
-    let (logs, steps) = (&mut logs[..terms], &steps[..terms]);
-    let mut flips: u128 = 0;
-    let mut found = 0;
-    for p in 0..BCH_N {
-        let mut v = 1u8;
-        for (lg, &step) in logs.iter_mut().zip(steps) {
-            v ^= EXP[usize::from(*lg)];
-            // < 254, so one conditional subtraction reduces it.
-            let next = *lg + step;
-            *lg = if next >= BCH_N as u8 {
-                next - BCH_N as u8
-            } else {
-                next
-            };
-        }
-        if v == 0 {
-            flips |= 1 << p;
-            found += 1;
-            // A polynomial of degree L has at most L roots.
-            if found == degree {
-                break;
+/// `SYNDROME_BYTE[q][b]`: the byte `b` read as a polynomial (bit `k` the
+/// coefficient of x^k) evaluated at α^j, for odd `j = 2q + 1`.
+const SYNDROME_BYTE: [[u8; 256]; BCH_MAX_T] = {
+    let mut t = [[0u8; 256]; BCH_MAX_T];
+    let mut q = 0;
+    while q < BCH_MAX_T {
+        let j = 2 * q + 1;
+        let mut b = 0;
+        while b < 256 {
+            let mut v = 0u8;
+            let mut k = 0;
+            while k < 8 {
+                if b >> k & 1 == 1 {
+                    v ^= EXP[(j * k) % BCH_N];
+                }
+                k += 1;
             }
+            t[q][b] = v;
+            b += 1;
+        }
+        q += 1;
+    }
+    t
+};
+
+/// The odd-syndrome rows, built once (128 KiB) on first use: row
+/// `m·256 + b`, as 32 little-endian bytes, holds `α^(8mj)·SYNDROME_BYTE[q][b]`
+/// in byte `q` for odd `j = 2q + 1` (byte 31 unused): the contribution of
+/// byte value `b` at byte position `m` of a word to each odd syndrome.
+fn syndrome_table() -> &'static [[u128; 2]] {
+    static TABLE: std::sync::OnceLock<Box<[[u128; 2]]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut rows = vec![[0u128; 2]; 16 * 256];
+        for (i, row) in rows.iter_mut().enumerate() {
+            let (m, b) = (i / 256, i % 256);
+            let mut bytes = [0u8; 32];
+            for (q, out) in bytes.iter_mut().enumerate().take(BCH_MAX_T) {
+                let shift = alpha_pow(8 * m * (2 * q + 1));
+                *out = mul(shift, SYNDROME_BYTE[q][b]);
+            }
+            let (lo, hi) = bytes.split_at(16);
+            *row = [
+                u128::from_le_bytes(lo.try_into().expect("16 bytes")),
+                u128::from_le_bytes(hi.try_into().expect("16 bytes")),
+            ];
+        }
+        rows.into_boxed_slice()
+    })
+}
+
+/// `POW_NEG[i - 1][p] = α^(-i·p)` for locator term `i` in `1..=31` and
+/// position `p` in `0..127` (lane 127 is padding, never a position).
+pub(crate) const POW_NEG: [[u8; 128]; BCH_MAX_T] = {
+    let mut t = [[1u8; 128]; BCH_MAX_T];
+    let mut i = 0;
+    while i < BCH_MAX_T {
+        let mut p = 0;
+        while p < BCH_N {
+            // -(i + 1)·p mod 127, as a non-negative exponent.
+            t[i][p] = EXP[(BCH_N - ((i + 1) * p) % BCH_N) % BCH_N];
+            p += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Split-nibble product tables: `c·x = MUL_LO[c][x & 15] ^ MUL_HI[c][x >> 4]`
+/// for `x` in GF(2^7) (high nibble at most 7; the upper half of each
+/// `MUL_HI` row is unused), as the Reed-Solomon kernels do in GF(2^8).
+pub(crate) const MUL_NIBBLES: ([[u8; 16]; 128], [[u8; 16]; 128]) = {
+    const fn gf_mul(a: usize, b: usize) -> u8 {
+        if a == 0 || b == 0 {
+            0
+        } else {
+            EXP[LOG[a] as usize + LOG[b] as usize]
         }
     }
-    if found != degree {
+    let mut lo = [[0u8; 16]; 128];
+    let mut hi = [[0u8; 16]; 128];
+    let mut c = 1;
+    while c < 128 {
+        let mut n = 0;
+        while n < 16 {
+            lo[c][n] = gf_mul(c, n);
+            if n < 8 {
+                hi[c][n] = gf_mul(c, n << 4);
+            }
+            n += 1;
+        }
+        c += 1;
+    }
+    (lo, hi)
+};
+
+/// The error positions of a locator of degree `degree`, as bits, by a
+/// Chien search: an error at bit p makes α^(-p) a root, so bit p is set
+/// where Λ(α^(-p)) = 1 + Σᵢ Λᵢ·α^(-i·p) is zero. Term by term over all
+/// 127 positions at once: each term adds `Λᵢ · POW_NEG[i - 1]`, a
+/// product by a constant done with split-nibble tables, 16 positions per
+/// `pshufb` where the CPU has SSSE3. Fails unless exactly `degree` roots
+/// exist.
+fn chien_search(locator: &[u8], degree: usize) -> Result<u128, Uncorrectable> {
+    #[cfg(target_arch = "x86_64")]
+    let flips = crate::simd::chien_roots(locator, degree).unwrap_or_else(|| chien_roots_scalar(locator, degree));
+    #[cfg(not(target_arch = "x86_64"))]
+    let flips = chien_roots_scalar(locator, degree);
+    if flips.count_ones() as usize != degree {
         return Err(Uncorrectable);
     }
     Ok(flips)
+}
+
+/// The portable Chien search: the same tables, one position at a time.
+fn chien_roots_scalar(locator: &[u8], degree: usize) -> u128 {
+    let (lo, hi) = &MUL_NIBBLES;
+    let mut acc = [1u8; 128];
+    for (i, &c) in locator.iter().enumerate().take(degree + 1).skip(1) {
+        if c == 0 {
+            continue;
+        }
+        let (lo, hi) = (&lo[usize::from(c)], &hi[usize::from(c)]);
+        for (a, &x) in acc.iter_mut().zip(&POW_NEG[i - 1]) {
+            *a ^= lo[usize::from(x & 15)] ^ hi[usize::from(x >> 4)];
+        }
+    }
+    acc[..BCH_N]
+        .iter()
+        .enumerate()
+        .filter(|&(_, &v)| v == 0)
+        .fold(0u128, |f, (p, _)| f | 1 << p)
 }
 
 /// Carry-less product of two binary polynomials (the result fits: the
@@ -549,34 +665,51 @@ fn minimal_polynomial(coset: &[usize]) -> u128 {
 fn berlekamp_massey(s: &[u8]) -> ([u8; 2 * BCH_MAX_T + 1], usize) {
     let mut c = [0u8; 2 * BCH_MAX_T + 1];
     let mut b = [0u8; 2 * BCH_MAX_T + 1];
+    let mut before = [0u8; 2 * BCH_MAX_T + 1];
     let len = s.len() + 1;
     c[0] = 1;
     b[0] = 1;
     let (mut l, mut m, mut last) = (0usize, 1usize, 1u8);
     // The degree of `b`: the update touches only its terms.
     let mut b_degree = 0usize;
-    for n in 0..s.len() {
+    // For a binary code (S₂ⱼ = Sⱼ²) every other discrepancy is zero
+    // (Berlekamp's simplification; Lin & Costello §6.4): only even steps are
+    // computed, and each odd one just ages `b` by one more step.
+    let mut log_s = [0u16; 2 * BCH_MAX_T];
+    for (l, &x) in log_s.iter_mut().zip(s) {
+        *l = LOG_Z[usize::from(x & 0x7f)];
+    }
+    for n in (0..s.len()).step_by(2) {
         let mut d = s[n];
         for i in 1..=l {
-            d ^= mul(c[i], s[n - i]);
+            d ^= EXP_Z[usize::from(LOG_Z[usize::from(c[i] & 0x7f)] + log_s[n - i])];
         }
         if d == 0 {
-            m += 1;
+            m += 2;
             continue;
         }
         let coef = div(d, last);
-        let before = c;
-        for i in 0..=b_degree.min(len - 1 - m) {
-            c[i + m] ^= mul(coef, b[i]);
+        // deg C <= l always, so only c[..=l] is kept for `b`, not all 63
+        // bytes.
+        let grows = 2 * l <= n;
+        if grows {
+            before[..=l].copy_from_slice(&c[..=l]);
         }
-        if 2 * l <= n {
+        let log_coef = LOG_Z[usize::from(coef)];
+        for i in 0..=b_degree.min(len - 1 - m) {
+            c[i + m] ^= EXP_Z[usize::from(log_coef + LOG_Z[usize::from(b[i] & 0x7f)])];
+        }
+        if grows {
+            b[..=l].copy_from_slice(&before[..=l]);
+            if b_degree > l {
+                b[l + 1..=b_degree].fill(0);
+            }
             b_degree = l;
             l = n + 1 - l;
-            b = before;
             last = d;
-            m = 1;
+            m = 2;
         } else {
-            m += 1;
+            m += 2;
         }
     }
     (c, l)
@@ -585,6 +718,45 @@ fn berlekamp_massey(s: &[u8]) -> ([u8; 2 * BCH_MAX_T + 1], usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn branchless_products_match_the_field() {
+        for a in 0..128u8 {
+            for b in 0..128u8 {
+                let z = EXP_Z[usize::from(LOG_Z[usize::from(a)] + LOG_Z[usize::from(b)])];
+                assert_eq!(z, mul(a, b), "{a} · {b}");
+            }
+        }
+    }
+
+    /// The vector Chien search and the portable one find the same roots
+    /// for any locator, and both agree with evaluating the polynomial.
+    #[test]
+    fn chien_backends_agree_with_direct_evaluation() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let degree = (x % BCH_MAX_T as u64) as usize + 1;
+            let mut locator = [0u8; 2 * BCH_MAX_T + 1];
+            locator[0] = 1;
+            for (i, l) in locator.iter_mut().enumerate().take(degree + 1).skip(1) {
+                *l = ((x >> (i % 8 * 7)) & 0x7f) as u8;
+            }
+            let direct = (0..BCH_N).fold(0u128, |f, p| {
+                let v = (0..=degree).fold(0u8, |acc, i| {
+                    acc ^ mul(locator[i], alpha_pow((BCH_N - i * p % BCH_N) % BCH_N))
+                });
+                if v == 0 { f | 1 << p } else { f }
+            });
+            assert_eq!(chien_roots_scalar(&locator, degree), direct);
+            #[cfg(target_arch = "x86_64")]
+            if let Some(v) = crate::simd::chien_roots(&locator, degree) {
+                assert_eq!(v, direct);
+            }
+        }
+    }
 
     #[test]
     fn the_field_polynomial_is_primitive() {

@@ -311,3 +311,49 @@ mod tests {
         }
     }
 }
+
+/// The BCH Chien search's root mask ([`crate::bch`]) on 16 positions per
+/// `pshufb`, or `None` if the CPU lacks SSSE3.
+pub(crate) fn chien_roots(locator: &[u8], degree: usize) -> Option<u128> {
+    if !Backend::Ssse3.is_available() {
+        return None;
+    }
+    // SAFETY: the CPU has SSSE3 (checked above).
+    Some(unsafe { chien_roots_ssse3(locator, degree) })
+}
+
+#[target_feature(enable = "ssse3")]
+fn chien_roots_ssse3(locator: &[u8], degree: usize) -> u128 {
+    use crate::bch::{MUL_NIBBLES, POW_NEG};
+    let (lo_tables, hi_tables) = &MUL_NIBBLES;
+    let nibble = _mm_set1_epi8(0x0f);
+    let mut acc = [_mm_set1_epi8(1); 8];
+    for (i, &c) in locator.iter().enumerate().take(degree + 1).skip(1) {
+        if c == 0 {
+            continue;
+        }
+        let c = usize::from(c & 0x7f);
+        // SAFETY: each table row is exactly 16 bytes.
+        let (lo, hi) = unsafe {
+            (
+                _mm_loadu_si128(lo_tables[c].as_ptr().cast()),
+                _mm_loadu_si128(hi_tables[c].as_ptr().cast()),
+            )
+        };
+        for (b, a) in acc.iter_mut().enumerate() {
+            // SAFETY: POW_NEG rows are 128 bytes; b < 8, so 16·b + 16 <= 128.
+            let x = unsafe { _mm_loadu_si128(POW_NEG[i - 1][16 * b..].as_ptr().cast()) };
+            let l = _mm_shuffle_epi8(lo, _mm_and_si128(x, nibble));
+            let h = _mm_shuffle_epi8(hi, _mm_and_si128(_mm_srli_epi64::<4>(x), nibble));
+            *a = _mm_xor_si128(*a, _mm_xor_si128(l, h));
+        }
+    }
+    let zero = _mm_setzero_si128();
+    let mut roots = 0u128;
+    for (b, a) in acc.iter().enumerate() {
+        let m = _mm_movemask_epi8(_mm_cmpeq_epi8(*a, zero)) as u16;
+        roots |= u128::from(m) << (16 * b);
+    }
+    // Lane 127 is padding, not a position.
+    roots & (u128::MAX >> 1)
+}
