@@ -597,7 +597,8 @@ pub(crate) const MUL_NIBBLES: ([[u8; 16]; 128], [[u8; 16]; 128]) = {
 /// exist.
 fn chien_search(locator: &[u8], degree: usize) -> Result<u128, Uncorrectable> {
     #[cfg(target_arch = "x86_64")]
-    let flips = crate::simd::chien_roots(locator, degree).unwrap_or_else(|| chien_roots_scalar(locator, degree));
+    let flips = crate::simd::chien_roots(locator, degree)
+        .unwrap_or_else(|| chien_roots_scalar(locator, degree));
     #[cfg(not(target_arch = "x86_64"))]
     let flips = chien_roots_scalar(locator, degree);
     if flips.count_ones() as usize != degree {
