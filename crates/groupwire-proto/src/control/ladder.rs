@@ -753,4 +753,29 @@ mod tests {
         assert_eq!(c.rung(), 2, "after {frames} losses, fit {:?}", c.fitted());
         assert!(frames <= 12, "{frames} frames to climb");
     }
+
+    proptest::proptest! {
+        /// Whatever the receiver reports (a hostile or broken peer
+        /// included: counts beyond the frame, losses on every frame, long
+        /// clean runs), both switches stay on a rung of the ladder and the
+        /// predictive fit stays finite.
+        #[test]
+        fn any_report_sequence_keeps_the_switches_sane(
+            reports in proptest::collection::vec(
+                (proptest::bool::ANY, proptest::option::of(proptest::num::u32::ANY)),
+                0..400,
+            ),
+        ) {
+            let mut p = PredictiveLadder::new(rungs(), PredictiveConfig::default());
+            let mut t = ThresholdLadder::new(3, ThresholdConfig::default());
+            for (lost, corrected_bits) in reports {
+                let o = FrameOutcome { lost, corrected_bits };
+                p.on_frame(o);
+                t.on_frame(o);
+                proptest::prop_assert!(p.rung() < 3 && t.rung() < 3);
+                let (a, b, g, e) = p.fitted();
+                proptest::prop_assert!([a, b, g, e, p.p_bad()].iter().all(|x| x.is_finite()));
+            }
+        }
+    }
 }
