@@ -31,10 +31,16 @@ pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("{e}");
     let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let pts = plot.series.iter().flat_map(|s| s.points.iter());
+    // A logarithmic x axis is drawn as log10(x), labelled back in x.
+    let to_x = |x: f64| if plot.log_x { x.log10() } else { x };
+    let pts = plot
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(|&(x, y)| (to_x(x), y));
     let (mut x0, mut x1, mut y0, mut y1) =
         (f64::INFINITY, f64::NEG_INFINITY, 0.0f64, f64::NEG_INFINITY);
-    for &(x, y) in pts.filter(|(x, y)| x.is_finite() && y.is_finite()) {
+    for (x, y) in pts.filter(|(x, y)| x.is_finite() && y.is_finite()) {
         x0 = x0.min(x);
         x1 = x1.max(x);
         y0 = y0.min(y);
@@ -71,6 +77,15 @@ pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
             }
             return String::new();
         }
+        if plot.log_x {
+            // Decades only: 1e-6, 1e-5, ...
+            let e = x.round();
+            return if (x - e).abs() < 1e-6 {
+                format!("1e{e}")
+            } else {
+                String::new()
+            };
+        }
         format!("{x}")
     };
     let mut mesh = chart.configure_mesh();
@@ -81,6 +96,10 @@ pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
         mesh.x_labels(cats.len().max(2) * 2 + 1)
             .x_label_formatter(&label_x)
             .disable_x_mesh();
+    } else if plot.log_x {
+        // Enough labels that every decade gets one.
+        let decades = (x1 - x0).ceil() as usize;
+        mesh.x_labels(decades * 4 + 1).x_label_formatter(&label_x);
     }
     mesh.draw().map_err(|e| err(&e))?;
     for &m in &plot.markers {
@@ -99,7 +118,7 @@ pub(crate) fn line_chart(path: &Path, plot: &Plot) -> anyhow::Result<()> {
         let finite = s
             .points
             .iter()
-            .copied()
+            .map(|&(x, y)| (to_x(x), y))
             .filter(|(x, y)| x.is_finite() && y.is_finite());
         match plot.style {
             PlotStyle::Points => chart
@@ -228,6 +247,7 @@ pub(crate) fn run_plot(a: PlotArgs) -> Result<()> {
         },
         x_categories: Vec::new(),
         markers: Vec::new(),
+        log_x: false,
     };
     line_chart(&a.out, &plot)
 }

@@ -37,6 +37,9 @@ pub struct Plot {
     /// X positions of vertical marker lines (events such as a change of
     /// code set size).
     pub markers: Vec<f64>,
+    /// Draw the x axis on a logarithmic scale (bit error rates); points
+    /// with x <= 0 are left out of the drawing, not of the CSV.
+    pub log_x: bool,
 }
 
 /// A table for CSV output.

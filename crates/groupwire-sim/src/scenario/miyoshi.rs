@@ -687,7 +687,7 @@ impl Miyoshi {
                 let avg =
                     |f: &dyn Fn(&WirelessResult) -> u64| stats(runs.iter().map(|r| f(r) as f64)).0;
                 means[si][bi] = mean;
-                curves[si].push(ber.log10(), mean);
+                curves[si].push(ber, mean);
                 rows.push(vec![
                     json!(ber),
                     json!(scheme.to_string()),
@@ -727,9 +727,10 @@ impl Miyoshi {
                 2 => "Figure 2: TCP goodput against bit error rate".into(),
                 _ => "Figure 3: Snoop+ELN over each BCH code".into(),
             },
-            x_label: "log10 bit error rate".into(),
+            x_label: "bit error rate (log scale)".into(),
             y_label: "goodput (kbit/s)".into(),
             series: curves,
+            log_x: true,
             ..Default::default()
         });
         report
