@@ -109,7 +109,13 @@ exactly periodic (so with a 2 ms block wait every block closes early, 4
 datagrams each), and one-way latency is the link's 1 ms plus what recovery
 added. Read it beside tunnel.md: what differs between the two is the
 driver (timing, batching, a real sender's irregular gaps, which change how
-many datagrams a 2 ms block holds), not the machine." \
+many datagrams a 2 ms block holds), not the machine. The last four rows are
+Miyoshi et al.'s code switch (\`--fec threshold\`: a window on a ladder of
+0 to 3k, one rung up when 2 of the last 10 report intervals left a datagram
+unrebuilt, one down after 10 that did not) and our predictive switch
+(\`--fec predictive\`: an online two-state fit of the per-interval packet
+losses, the window with the best expected goodput, a lost block weighted 20
+blocks), at k = 20 and k = 150 (docs/results/miyoshi.md describes both)." \
     tunnel --seed 1
 fi
 

@@ -140,7 +140,9 @@ pub(crate) struct TunnelArgs {
     bind: Option<SocketAddr>,
     /// Redundancy controller: gmiad (adaptive, GENEVA), static:N (N repair
     /// packets per block; static:0 is no FEC), static-small (8),
-    /// static-large (12), dp-fec.
+    /// static-large (12), dp-fec, threshold (Miyoshi et al.'s code switch
+    /// over windows of 0 to 3k, capped at --fwnd-max or 60), predictive
+    /// (a window picked from an online fit of the loss).
     #[arg(long, value_name = "CONTROLLER", default_value = "gmiad")]
     fec: ControllerKind,
     /// Source datagrams per block.
@@ -220,12 +222,17 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
     cfg.receiver.session = args.session;
     cfg.receiver.max_wait = args.max_wait;
     cfg.max_datagram = args.max_datagram;
-    if args.fwnd_min.is_some() || args.fwnd_max.is_some() {
+    if let Some(min) = args.fwnd_min {
         let Some(g) = cfg.sender.controller.gmiad_mut() else {
-            anyhow::bail!("--fwnd-min and --fwnd-max apply to --fec gmiad only");
+            anyhow::bail!("--fwnd-min applies to --fec gmiad only");
         };
-        g.fwnd_min = args.fwnd_min.unwrap_or(g.fwnd_min);
-        g.fwnd_max = args.fwnd_max.unwrap_or(g.fwnd_max);
+        g.fwnd_min = min;
+    }
+    if let Some(max) = args.fwnd_max {
+        let Some(m) = cfg.sender.controller.fwnd_max_mut() else {
+            anyhow::bail!("--fwnd-max applies to --fec gmiad, threshold and predictive only");
+        };
+        *m = max;
     }
     let cipher = args.cipher.unwrap_or_else(seal::Cipher::auto);
     cfg.key = args

@@ -541,6 +541,11 @@ impl Machine for BlockSender {
             self.echoed_sources = self.echoed_sources.max(slot.2);
         }
         self.stats.peer_sent = self.echoed_sources - self.peer_sent_base;
+        // Data packets the far side gave up on since the last report (zero
+        // after a restart of its counters).
+        let unrecovered = r
+            .unrecovered_total
+            .saturating_sub(self.stats.peer_unrecovered);
         self.stats.peer_delivered = r.delivered_total;
         self.stats.peer_recovered = r.recovered_total;
         self.stats.peer_unrecovered = r.unrecovered_total;
@@ -551,6 +556,7 @@ impl Machine for BlockSender {
         let sample = ReportSample {
             lost: r.lost,
             delivered: r.received,
+            unrecovered: u32::try_from(unrecovered).unwrap_or(u32::MAX),
             rtt,
         };
         self.controller.on_report(now, shape, &sample);

@@ -175,6 +175,7 @@ mod tests {
             lost,
             delivered: 33 - lost,
             rtt: Some(Duration::from_millis(10)),
+            ..ReportSample::default()
         };
         d.on_report(Instant::from_millis(t_ms), SHAPE, &r);
     }

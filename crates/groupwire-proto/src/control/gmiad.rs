@@ -20,7 +20,7 @@
 //!
 //! let mut g = Gmiad::new(GmiadConfig::default());
 //! let shape = StreamShape { k: 25, syn: Duration::from_millis(10) };
-//! let lossy = ReportSample { lost: 3, delivered: 30, rtt: Some(Duration::from_millis(10)) };
+//! let lossy = ReportSample { lost: 3, delivered: 30, rtt: Some(Duration::from_millis(10)), ..Default::default() };
 //! g.on_report(Instant::ZERO, shape, &lossy);
 //! assert!(g.fwnd() > 8);
 //! ```
@@ -175,6 +175,7 @@ mod tests {
             lost,
             delivered,
             rtt: Some(Duration::from_millis(rtt_ms)),
+            ..ReportSample::default()
         }
     }
 
@@ -198,6 +199,7 @@ mod tests {
             lost: 50,
             delivered: 0,
             rtt: None,
+            ..ReportSample::default()
         };
         g.on_report(Instant::ZERO, shape(25), &no_rtt);
         assert_eq!(g.fwnd(), 8);

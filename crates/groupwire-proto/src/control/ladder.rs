@@ -365,7 +365,7 @@ impl Fit {
     }
 
     fn ber(&self, s: usize) -> f64 {
-        (self.errors[s] / self.bits[s]).clamp(1e-9, 0.5)
+        (self.errors[s] / self.bits[s]).clamp(1e-9, 0.999)
     }
 }
 
@@ -457,20 +457,39 @@ impl PredictiveLadder {
     }
 }
 
-impl LadderController for PredictiveLadder {
-    fn on_frame(&mut self, outcome: FrameOutcome) {
-        let model = &self.rungs[self.rung];
-        let bits = model.frame_bits().max(1);
+impl PredictiveLadder {
+    /// One observation of `symbols` units (bits of a frame, packets of a
+    /// report interval) of which exactly `errors` were hit, made on the
+    /// current rung: for a block code over packets, where the receiver
+    /// counts every lost packet, before and after repair alike. Updates
+    /// the fit and picks the rung for what comes next. An empty
+    /// observation changes nothing.
+    pub fn on_symbols(&mut self, symbols: usize, errors: usize) {
+        if symbols == 0 {
+            return;
+        }
+        let errors = errors.min(symbols);
+        let ber = [self.fit.ber(0), self.fit.ber(1)];
+        let like = ber.map(|b| ln_binomial_pmf(symbols, b, errors).exp());
+        self.update(like, symbols as f64, |_| errors as f64);
+        self.choose();
+    }
+
+    /// Replaces the rungs (their number may change); the fit is kept and
+    /// the current rung is clamped to the new ladder.
+    pub fn set_rungs(&mut self, rungs: Vec<RungModel>) {
+        assert!(!rungs.is_empty(), "a ladder needs at least one rung");
+        self.rung = self.rung.min(rungs.len() - 1);
+        self.rungs = rungs;
+    }
+
+    /// The forward step and the forgetting EM update for one observation:
+    /// `like[s]` is its likelihood in state `s`, `symbols` its size and
+    /// `errors(s)` its (expected) error count were the state `s`.
+    fn update(&mut self, like: [f64; 2], symbols: f64, errors: impl Fn(usize) -> f64) {
         let (p, r) = (self.fit.p_gb(), self.fit.p_bg());
         let prev = [1.0 - self.bad, self.bad];
         let trans = [[1.0 - p, p], [r, 1.0 - r]];
-        let ber = [self.fit.ber(0), self.fit.ber(1)];
-        // Likelihood of what was seen, per state.
-        let like = ber.map(|b| match (outcome.lost, outcome.corrected_bits) {
-            (false, Some(n)) => ln_binomial_pmf(bits, b, n as usize).exp(),
-            (false, None) => 1.0 - model.frame_loss(b),
-            (true, _) => model.frame_loss(b),
-        });
         let mut joint = [[0.0; 2]; 2];
         let mut total = 0.0;
         for (from, row) in joint.iter_mut().enumerate() {
@@ -480,8 +499,8 @@ impl LadderController for PredictiveLadder {
             }
         }
         if !(total > 0.0 && total.is_finite()) {
-            // Nothing explains the frame (an extreme count under the fit):
-            // trust the observation of errors, take it as Bad.
+            // Nothing explains the observation (an extreme count under the
+            // fit): trust the errors, take it as Bad.
             joint = [[0.0, prev[0]], [0.0, prev[1]]];
             total = 1.0;
         }
@@ -494,17 +513,9 @@ impl LadderController for PredictiveLadder {
         }
         let post_bad = (joint[0][1] + joint[1][1]) / total;
         let post = [1.0 - post_bad, post_bad];
-        for s in 0..2 {
-            let errors = match (outcome.lost, outcome.corrected_bits) {
-                (false, Some(n)) => f64::from(n),
-                (false, None) => model.expected_errors(ber[s]).0,
-                // Lost: the count a lost frame has on average at this
-                // state's rate (counting only survivors would bias the
-                // fit low).
-                (true, _) => model.expected_errors(ber[s]).1,
-            };
-            f.bits[s] = lambda * f.bits[s] + post[s] * bits as f64;
-            f.errors[s] = lambda * f.errors[s] + post[s] * errors;
+        for (s, weight) in post.into_iter().enumerate() {
+            f.bits[s] = lambda * f.bits[s] + weight * symbols;
+            f.errors[s] = lambda * f.errors[s] + weight * errors(s);
         }
         // Keep Bad the noisier state.
         let mut bad = post_bad;
@@ -518,31 +529,11 @@ impl LadderController for PredictiveLadder {
             bad = 1.0 - bad;
         }
         self.bad = bad;
-        // A lost frame says only "at least this bad"; its imputed count
-        // moves the fit slowly when the fit is far too optimistic, and a
-        // transport that stalls on losses (TCP backing off) then sends too
-        // few frames to learn from. So after a run of losses on one rung,
-        // the Bad-state rate is lifted to where that rung loses half its
-        // frames (bisection on the rung's loss curve).
-        self.lost_run = if outcome.lost { self.lost_run + 1 } else { 0 };
-        let model = &self.rungs[self.rung];
-        let expected_loss = model.frame_loss(f.ber(1));
-        let surprising = expected_loss.powi(LOST_RUN_FLOOR as i32) < 1e-3;
-        if self.lost_run >= LOST_RUN_FLOOR && surprising {
-            let (mut lo, mut hi) = (0.0f64, 0.5f64);
-            for _ in 0..40 {
-                let mid = (lo + hi) / 2.0;
-                if model.frame_loss(mid) < 0.5 {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            if f.ber(1) < hi {
-                f.errors[1] = hi * f.bits[1];
-            }
-            self.bad = self.bad.max(0.5);
-        }
+    }
+
+    /// Picks the rung with the best expected goodput over the horizon.
+    fn choose(&mut self) {
+        let f = &self.fit;
         let bad = self.bad;
         // The Bad share averaged over the horizon.
         let (p, r) = (f.p_gb(), f.p_bg());
@@ -566,6 +557,56 @@ impl LadderController for PredictiveLadder {
             self.switches += 1;
             self.lost_run = 0;
         }
+    }
+}
+
+impl LadderController for PredictiveLadder {
+    fn on_frame(&mut self, outcome: FrameOutcome) {
+        let model = self.rungs[self.rung].clone();
+        let bits = model.frame_bits().max(1);
+        let ber = [self.fit.ber(0), self.fit.ber(1)];
+        // Likelihood of what was seen, per state.
+        let like = ber.map(|b| match (outcome.lost, outcome.corrected_bits) {
+            (false, Some(n)) => ln_binomial_pmf(bits, b, n as usize).exp(),
+            (false, None) => 1.0 - model.frame_loss(b),
+            (true, _) => model.frame_loss(b),
+        });
+        self.update(like, bits as f64, |s| {
+            match (outcome.lost, outcome.corrected_bits) {
+                (false, Some(n)) => f64::from(n),
+                (false, None) => model.expected_errors(ber[s]).0,
+                // Lost: the count a lost frame has on average at this state's
+                // rate (counting only survivors would bias the fit low).
+                (true, _) => model.expected_errors(ber[s]).1,
+            }
+        });
+        // A lost frame says only "at least this bad"; its imputed count
+        // moves the fit slowly when the fit is far too optimistic, and a
+        // transport that stalls on losses (TCP backing off) then sends too
+        // few frames to learn from. So after a run of losses on one rung
+        // that the fit makes unlikely (under 1 in 1000), the Bad-state rate
+        // is lifted to where that rung loses half its frames (bisection on
+        // the rung's loss curve).
+        self.lost_run = if outcome.lost { self.lost_run + 1 } else { 0 };
+        let f = &mut self.fit;
+        let expected_loss = model.frame_loss(f.ber(1));
+        let surprising = expected_loss.powi(LOST_RUN_FLOOR as i32) < 1e-3;
+        if self.lost_run >= LOST_RUN_FLOOR && surprising {
+            let (mut lo, mut hi) = (0.0f64, 0.5f64);
+            for _ in 0..40 {
+                let mid = (lo + hi) / 2.0;
+                if model.frame_loss(mid) < 0.5 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            if f.ber(1) < hi {
+                f.errors[1] = hi * f.bits[1];
+            }
+            self.bad = self.bad.max(0.5);
+        }
+        self.choose();
     }
 
     fn rung(&self) -> usize {

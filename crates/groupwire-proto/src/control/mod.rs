@@ -13,6 +13,8 @@
 //! | `gmiad` | [`gmiad::Gmiad`], the GENEVA window controller | GENEVA §3.2 |
 //! | `dp-fec` | [`dpfec::DpFec`], dynamic probing FEC | GENEVA §5, ref. \[29\] |
 //! | `tfrc` | no repair; sending rate capped by TFRC (RFC 5348) | GENEVA §2.2, §4.1 |
+//! | `threshold` | [`switch::ThresholdFec`]: Miyoshi et al.'s reactive code switch over a ladder of windows | Miyoshi §4 |
+//! | `predictive` | [`switch::PredictiveFec`]: an online Gilbert fit picking the window | beyond both papers |
 //!
 //! Policies are small `on_*` traits picked by name, like quinn's
 //! `congestion::Controller` and `ControllerFactory` (STYLE.md §3).
@@ -27,6 +29,7 @@ use crate::units::Bitrate;
 pub mod dpfec;
 pub mod gmiad;
 pub mod ladder;
+pub mod switch;
 pub mod tfrc;
 
 /// What the sender learned from one receiver report (one SYN interval).
@@ -36,6 +39,9 @@ pub struct ReportSample {
     pub lost: u32,
     /// Packets (source and repair) the receiver got in the interval.
     pub delivered: u32,
+    /// Data packets the receiver gave up on (could not rebuild) since the
+    /// previous report: the residual loss after FEC.
+    pub unrecovered: u32,
     /// Sample RTT (`SRTT`, GENEVA §3.2.2) measured from this report's echo,
     /// if the echoed packet's send time was still known.
     pub rtt: Option<Duration>,
@@ -102,6 +108,10 @@ pub enum ControllerKind {
     DpFec,
     /// No FEC; source rate limited by TFRC.
     Tfrc,
+    /// Miyoshi et al.'s threshold switch over a ladder of windows.
+    Threshold,
+    /// The predictive switch over a ladder of windows.
+    Predictive,
 }
 
 impl ControllerKind {
@@ -129,6 +139,8 @@ impl ControllerKind {
             Self::Gmiad => FecConfig::Gmiad(gmiad::GmiadConfig::default()),
             Self::DpFec => FecConfig::DpFec(dpfec::DpFecConfig::default()),
             Self::Tfrc => FecConfig::Tfrc,
+            Self::Threshold => FecConfig::Threshold(switch::ThresholdFecConfig::default()),
+            Self::Predictive => FecConfig::Predictive(switch::PredictiveFecConfig::default()),
         }
     }
 
@@ -185,12 +197,27 @@ pub enum FecConfig {
     /// No repair; the source rate capped by TFRC (RFC 5348), which the
     /// sender runs itself.
     Tfrc,
+    /// Miyoshi et al.'s threshold switch over a ladder of windows.
+    Threshold(switch::ThresholdFecConfig),
+    /// The predictive switch over a ladder of windows.
+    Predictive(switch::PredictiveFecConfig),
 }
 
 impl FecConfig {
     /// Whether the sender must run TFRC to cap its rate.
     pub fn is_rate_controlled(&self) -> bool {
         matches!(self, Self::Tfrc)
+    }
+
+    /// The largest window the controller may choose, to tune, if it has
+    /// one (GMIAD and the two switches).
+    pub fn fwnd_max_mut(&mut self) -> Option<&mut usize> {
+        match self {
+            Self::Gmiad(g) => Some(&mut g.fwnd_max),
+            Self::Threshold(c) => Some(&mut c.fwnd_max),
+            Self::Predictive(c) => Some(&mut c.fwnd_max),
+            _ => None,
+        }
     }
 
     /// GMIAD's constants, to tune, if this is GMIAD.
@@ -222,6 +249,8 @@ impl FecControllerFactory for FecConfig {
             Self::Gmiad(c) => c.build(),
             Self::DpFec(c) => c.build(),
             Self::Tfrc => StaticFec { fwnd: 0 }.build(),
+            Self::Threshold(c) => c.build(),
+            Self::Predictive(c) => c.build(),
         }
     }
 }
@@ -235,6 +264,8 @@ impl fmt::Display for FecConfig {
             Self::Gmiad(_) => f.write_str("gmiad"),
             Self::DpFec(_) => f.write_str("dp-fec"),
             Self::Tfrc => f.write_str("tfrc"),
+            Self::Threshold(_) => f.write_str("threshold"),
+            Self::Predictive(_) => f.write_str("predictive"),
         }
     }
 }
@@ -248,6 +279,8 @@ impl fmt::Display for ControllerKind {
             Self::Gmiad => f.write_str("gmiad"),
             Self::DpFec => f.write_str("dp-fec"),
             Self::Tfrc => f.write_str("tfrc"),
+            Self::Threshold => f.write_str("threshold"),
+            Self::Predictive => f.write_str("predictive"),
         }
     }
 }
@@ -262,12 +295,14 @@ impl FromStr for ControllerKind {
             "gmiad" | "geneva" => Self::Gmiad,
             "dp-fec" | "dpfec" => Self::DpFec,
             "tfrc" => Self::Tfrc,
+            "threshold" | "miyoshi" => Self::Threshold,
+            "predictive" => Self::Predictive,
             other => match other.strip_prefix("static:").map(str::parse::<usize>) {
                 Some(Ok(n)) if n <= 254 => Self::Static(n),
                 _ => {
                     return Err(format!(
                         "{s:?}: expected gmiad, static-small, static-large, static:N \
-                         (N from 0 to 254), dp-fec or tfrc"
+                         (N from 0 to 254), dp-fec, tfrc, threshold or predictive"
                     ));
                 }
             },
@@ -294,10 +329,11 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for k in ControllerKind::PAPER
-            .into_iter()
-            .chain([ControllerKind::Static(3)])
-        {
+        for k in ControllerKind::PAPER.into_iter().chain([
+            ControllerKind::Static(3),
+            ControllerKind::Threshold,
+            ControllerKind::Predictive,
+        ]) {
             assert_eq!(k.to_string().parse::<ControllerKind>(), Ok(k));
         }
         assert!("static:255".parse::<ControllerKind>().is_err());

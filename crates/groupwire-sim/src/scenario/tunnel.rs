@@ -73,7 +73,9 @@ impl TunnelSetting {
         cfg.sender.max_block_wait = Some(self.block_wait);
         if let Some(g) = cfg.sender.controller.gmiad_mut() {
             g.fwnd_min = self.fwnd_min.unwrap_or(g.fwnd_min);
-            g.fwnd_max = self.fwnd_max.unwrap_or(g.fwnd_max);
+        }
+        if let (Some(m), Some(max)) = (cfg.sender.controller.fwnd_max_mut(), self.fwnd_max) {
+            *m = max;
         }
         cfg
     }
@@ -110,6 +112,20 @@ impl Default for TunnelScenario {
         let mut big =
             TunnelSetting::new("GMIAD, k=150, Fwnd 8..70", ControllerKind::Gmiad, 150, 100);
         big.fwnd_max = Some(70);
+        let mut long_threshold = TunnelSetting::new(
+            "Miyoshi threshold switch (k=150, Fwnd 0..70)",
+            ControllerKind::Threshold,
+            150,
+            100,
+        );
+        long_threshold.fwnd_max = Some(70);
+        let mut long_predictive = TunnelSetting::new(
+            "predictive switch (k=150, Fwnd 0..70)",
+            ControllerKind::Predictive,
+            150,
+            100,
+        );
+        long_predictive.fwnd_max = Some(70);
         Self {
             rate: Bitrate::mbps(1000),
             delay: Duration::from_millis(1),
@@ -138,6 +154,20 @@ impl Default for TunnelScenario {
                 ),
                 big,
                 TunnelSetting::new("fixed 150:70", ControllerKind::Static(70), 150, 100),
+                TunnelSetting::new(
+                    "Miyoshi threshold switch (k=20, Fwnd 0..60)",
+                    ControllerKind::Threshold,
+                    20,
+                    100,
+                ),
+                TunnelSetting::new(
+                    "predictive switch (k=20, Fwnd 0..60)",
+                    ControllerKind::Predictive,
+                    20,
+                    100,
+                ),
+                long_threshold,
+                long_predictive,
             ],
         }
     }
