@@ -1265,87 +1265,25 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        for (set, key) in [
-            (
-                Miyoshi {
-                    frames: 0,
-                    ..Default::default()
-                },
-                "frames",
-            ),
-            (
-                Miyoshi {
-                    code_t: vec![10, 5],
-                    ..Default::default()
-                },
-                "code_t",
-            ),
-            (
-                Miyoshi {
-                    code_t: vec![40],
-                    ..Default::default()
-                },
-                "code_t",
-            ),
-            (
-                Miyoshi {
-                    channels: vec![],
-                    ..Default::default()
-                },
-                "channels",
-            ),
-            (
-                Miyoshi {
-                    frame_bits: 0,
-                    ..Default::default()
-                },
-                "frame_bits",
-            ),
-            (
-                Miyoshi {
-                    fig2_ber: vec![0.0],
-                    ..Default::default()
-                },
-                "fig2_ber",
-            ),
-            (
-                Miyoshi {
-                    fig3_ber: vec![1.5],
-                    ..Default::default()
-                },
-                "fig3_ber",
-            ),
-            (
-                Miyoshi {
-                    windows: vec![0],
-                    ..Default::default()
-                },
-                "windows",
-            ),
-            (
-                Miyoshi {
-                    speeds: vec![-1.0],
-                    ..Default::default()
-                },
-                "speeds",
-            ),
-            (
-                Miyoshi {
-                    parts: vec![],
-                    ..Default::default()
-                },
-                "parts",
-            ),
-            (
-                Miyoshi {
-                    tcp_seeds: 0,
-                    ..Default::default()
-                },
-                "tcp_seeds",
-            ),
+        // As a user would set them: `--set key=value`, then validation.
+        for (key, value) in [
+            ("frames", "0"),
+            ("code_t", "[10, 5]"),
+            ("code_t", "[40]"),
+            ("channels", "[]"),
+            ("frame_bits", "0"),
+            ("fig2_ber", "[0.0]"),
+            ("fig3_ber", "[1.5]"),
+            ("windows", "[0]"),
+            ("speeds", "[-1.0]"),
+            ("parts", "[]"),
+            ("tcp_seeds", "0"),
+            ("phase_frames", "0"),
         ] {
-            let e = set.validate().unwrap_err().to_string();
-            assert!(e.contains(key), "{e}");
+            let mut s = super::super::Scenario::Miyoshi(Box::default());
+            s.set(key, value).expect("parses");
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains(key), "{key}={value}: {e}");
         }
     }
 }
