@@ -46,8 +46,8 @@ pub enum Scenario {
     /// `groupwire tunnel`'s machine over a simulated bursty link: residual
     /// loss, overhead and latency per FEC setting.
     Tunnel(Box<TunnelScenario>),
-    /// Miyoshi et al.'s adaptive BCH FEC on a bursty wireless link:
-    /// Tables 3 and 4.
+    /// Miyoshi et al.'s adaptive BCH FEC with ELN and Snoop on a bursty
+    /// wireless link: Tables 3-4, Figures 2-3 and beyond.
     Miyoshi(Box<Miyoshi>),
 }
 
@@ -97,7 +97,7 @@ pub fn builtins() -> Vec<Builtin> {
         },
         Builtin {
             name: "miyoshi",
-            about: "Miyoshi et al.'s adaptive BCH FEC: 50,000 800-bit frames through Table 2's Gilbert channels (Tables 3-4)",
+            about: "Miyoshi et al.'s adaptive BCH FEC with ELN and Snoop: Tables 3-4, Figures 2-3, window vs speed, a changing channel",
             make: || Scenario::Miyoshi(Box::default()),
         },
     ]
