@@ -37,6 +37,9 @@
 //! errors inside a frame (Miyoshi et al.'s link-layer FEC), with a
 //! Berlekamp-Massey decoder.
 //!
+//! [`xor`] is the simplest: the single-parity code of Leigh et al.'s
+//! FEC-UDP and SMPTE 2022-1, on symbols of unequal length.
+//!
 //! Nothing here reads a clock, does I/O or takes a lock. The multiply-add
 //! loop runs on the fastest [`Backend`] the CPU has, chosen at run time:
 //! AVX-512 with GFNI, AVX2 or SSSE3 (split-nibble `pshufb` tables, as in
@@ -53,6 +56,7 @@ mod pad;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod xor;
 
 pub use backend::Backend;
 pub use bch::{BCH_MAX_T, BCH_N, Bch, BchError, Decoded, Uncorrectable};

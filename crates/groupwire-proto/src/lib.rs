@@ -36,6 +36,7 @@ pub mod control;
 pub mod machine;
 pub mod tunnel;
 pub mod wire;
+pub mod xor;
 
 pub use groupwire_units::{Bitrate, DataSize, Instant, Probability, UnitError};
 /// The ground floor, re-exported: [`groupwire_units`] holds the clock's

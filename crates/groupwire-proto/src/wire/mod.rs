@@ -1,6 +1,7 @@
 //! Wire formats: one module per message, in smoltcp's `Packet<T>` / `Repr` shape.
 //!
-//! Every groupwire datagram starts with the common [`header`]: a version
+//! Every groupwire datagram except the standard ones in [`rtp`] (RTP and
+//! SMPTE 2022-1 FEC, spoken for interoperability) starts with the common [`header`]: a version
 //! byte, a kind byte, and a per-kind body. Parsing never panics and never
 //! allocates more than the datagram's size; unknown versions and kinds are
 //! errors the caller counts and drops.
@@ -8,6 +9,7 @@
 pub mod afec;
 pub mod block;
 pub mod header;
+pub mod rtp;
 
 /// Declares a `#[repr(u8)]` wire enum with each variant's byte once, and
 /// derives `TryFrom<u8>` (an unknown byte is the error `$unknown` makes of

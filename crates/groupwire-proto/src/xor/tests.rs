@@ -1,0 +1,341 @@
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::*;
+use crate::wire::rtp::{FecPacket, RtpHeader};
+
+/// Media packet `seq`: its length and bytes depend on `seq`, and so do its
+/// marker and timestamp, so a wrong rebuild shows.
+fn media(seq: u16) -> Bytes {
+    let len = 20 + usize::from(seq % 37) * 3;
+    let body: Vec<u8> = (0..len).map(|i| (i as u16 ^ seq.wrapping_mul(31)) as u8).collect();
+    Bytes::from(
+        RtpHeader {
+            marker: seq % 5 == 0,
+            payload_type: 33,
+            seq,
+            timestamp: u32::from(seq).wrapping_mul(3000),
+            ssrc: 0x1234_5678,
+            ..RtpHeader::default()
+        }
+        .to_packet(&body),
+    )
+}
+
+/// Runs `count` packets from `first` through an encoder, dropping the
+/// media packets `lost` says, and returns the decoder and what it rebuilt.
+fn run(
+    layout: XorLayout,
+    first: u16,
+    count: u16,
+    lost: impl Fn(u16) -> bool,
+) -> (XorDecoder, Vec<Recovered>) {
+    let mut enc = XorEncoder::new(layout, 96).unwrap();
+    let mut dec = XorDecoder::new(DecoderConfig {
+        layout: Some(layout),
+        ..DecoderConfig::default()
+    });
+    let mut out = Vec::new();
+    for i in 0..count {
+        let seq = first.wrapping_add(i);
+        let m = media(seq);
+        enc.push(&m).unwrap();
+        if !lost(i) {
+            assert_eq!(dec.on_media(m), MediaOutcome::New);
+        }
+        while let Some(f) = enc.poll_fec() {
+            dec.on_fec(f.packet);
+        }
+        out.extend(std::iter::from_fn(|| dec.poll_recovered()));
+    }
+    enc.flush();
+    while let Some(f) = enc.poll_fec() {
+        dec.on_fec(f.packet);
+    }
+    out.extend(std::iter::from_fn(|| dec.poll_recovered()));
+    for r in &out {
+        assert_eq!(r.packet, media(r.seq), "rebuilt {} differs", r.seq);
+    }
+    (dec, out)
+}
+
+#[test]
+fn one_loss_per_row_is_rebuilt_from_the_row() {
+    // Leigh et al. Figure 5's one parity per three.
+    let (dec, out) = run(XorLayout::row(3), 100, 300, |i| i % 3 == i / 3 % 3);
+    assert_eq!(out.len(), 100);
+    assert!(out.iter().all(|r| r.via == Via::Row));
+    assert_eq!(dec.stats().recovered_row, 100);
+}
+
+#[test]
+fn two_losses_in_a_row_are_not_rebuilt_from_rows_alone() {
+    let (_, out) = run(XorLayout::row(3), 0, 30, |i| i % 3 < 2);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn a_burst_of_l_is_rebuilt_from_the_columns() {
+    for layout in [XorLayout::column(5, 4), XorLayout::matrix(5, 4)] {
+        // A burst of 5 in every second matrix, starting mid-row.
+        let (dec, out) = run(layout, 7, 400, |i| i % 40 >= 13 && i % 40 < 18);
+        assert_eq!(out.len(), 50, "{layout}");
+        assert_eq!(dec.stats().recovered(), 50, "{layout}");
+        assert!(dec.stats().recovered_column >= 30, "{layout}");
+    }
+    // A burst of L + 1 loses one packet in a column-only layout.
+    let (_, out) = run(XorLayout::column(5, 4), 0, 20, |i| (3..9).contains(&i));
+    assert_eq!(out.len(), 4);
+}
+
+#[test]
+fn rows_and_columns_rebuild_in_turn() {
+    // In a 3x3 matrix lose (r0,c0), (r0,c1), (r1,c1), (r1,c2): neither
+    // rows nor columns alone rebuild them all. Column 0 rebuilds (r0,c0),
+    // then row 0 (r0,c1), column 1 (r1,c1) and row 1 (r1,c2).
+    let lost = |i| [0, 1, 4, 5].contains(&i);
+    let (dec, out) = run(XorLayout::matrix(3, 3), 65530, 18, lost);
+    assert_eq!(out.len(), 4);
+    assert_eq!(dec.stats().recovered_row, 2);
+    assert_eq!(dec.stats().recovered_column, 2);
+    assert_eq!(run(XorLayout::row(3), 65530, 18, lost).1.len(), 0);
+    assert_eq!(run(XorLayout::column(3, 3), 65530, 18, lost).1.len(), 2);
+}
+
+#[test]
+fn sequence_numbers_wrap() {
+    let (_, out) = run(XorLayout::matrix(4, 4), 65500, 200, |i| i % 16 == 5);
+    assert_eq!(out.len(), 13);
+}
+
+#[test]
+fn spread_columns_go_out_with_base_plus_ld_plus_dc() {
+    let layout = XorLayout::column(4, 3);
+    let mut enc = XorEncoder::new(layout, 96).unwrap();
+    let mut sent_with = Vec::new();
+    for seq in 0..40u16 {
+        enc.push(&media(seq)).unwrap();
+        while let Some(f) = enc.poll_fec() {
+            let p = FecPacket::parse(&f.packet).unwrap();
+            sent_with.push((p.fec.sn_base, seq));
+        }
+    }
+    // The matrix at 0: column c with media 12 + 3c.
+    assert_eq!(&sent_with[..4], &[(0, 12), (1, 15), (2, 18), (3, 21)]);
+    let mut now = XorEncoder::new(
+        XorLayout {
+            column_timing: ColumnTiming::Immediate,
+            ..layout
+        },
+        96,
+    )
+    .unwrap();
+    let mut first = None;
+    for seq in 0..12u16 {
+        now.push(&media(seq)).unwrap();
+        if first.is_none() && now.poll_fec().is_some() {
+            first = Some(seq);
+        }
+    }
+    assert_eq!(first, Some(8), "column 0 is complete with media 8");
+}
+
+#[test]
+fn a_sequence_gap_starts_a_new_matrix() {
+    let mut enc = XorEncoder::new(XorLayout::row(3), 96).unwrap();
+    for seq in [0u16, 1, 5, 6, 7] {
+        enc.push(&media(seq)).unwrap();
+    }
+    let f = enc.poll_fec().unwrap();
+    assert_eq!(FecPacket::parse(&f.packet).unwrap().fec.sn_base, 5);
+    assert!(enc.poll_fec().is_none());
+    assert_eq!(enc.stats().restarts, 1);
+}
+
+#[test]
+fn the_layout_is_learned_and_a_changed_one_is_refused() {
+    let mut enc = XorEncoder::new(XorLayout::matrix(4, 3), 96).unwrap();
+    let mut other = XorEncoder::new(XorLayout::matrix(5, 3), 96).unwrap();
+    let mut dec = XorDecoder::new(DecoderConfig::default());
+    for seq in 0..60u16 {
+        enc.push(&media(seq)).unwrap();
+        other.push(&media(seq)).unwrap();
+        if seq != 10 {
+            dec.on_media(media(seq));
+        }
+        while let Some(f) = enc.poll_fec() {
+            dec.on_fec(f.packet);
+        }
+        while let Some(f) = other.poll_fec() {
+            dec.on_fec(f.packet);
+        }
+    }
+    assert_eq!(dec.dimensions(), (Some(4), Some(3)));
+    assert_eq!(dec.stats().recovered(), 1);
+    assert!(dec.stats().fec_mismatched > 0);
+}
+
+#[test]
+fn a_lying_length_recovery_is_counted_not_used() {
+    let mut enc = XorEncoder::new(XorLayout::row(2), 96).unwrap();
+    enc.push(&media(0)).unwrap();
+    enc.push(&media(1)).unwrap();
+    let good = enc.poll_fec().unwrap().packet;
+    let mut bad = good.to_vec();
+    bad[14] ^= 0x40; // length recovery, high byte
+    let mut dec = XorDecoder::new(DecoderConfig::default());
+    dec.on_media(media(1));
+    dec.on_fec(Bytes::from(bad));
+    assert!(dec.poll_recovered().is_none());
+    assert_eq!(dec.stats().bad_length, 1);
+}
+
+#[test]
+fn duplicates_and_late_packets_are_told_apart() {
+    let mut dec = XorDecoder::new(DecoderConfig {
+        window: 16,
+        ..DecoderConfig::default()
+    });
+    assert_eq!(dec.on_media(media(100)), MediaOutcome::New);
+    assert_eq!(dec.on_media(media(100)), MediaOutcome::Duplicate);
+    assert_eq!(dec.on_media(media(120)), MediaOutcome::New);
+    assert_eq!(dec.on_media(media(101)), MediaOutcome::Late);
+    assert_eq!(dec.on_media(Bytes::from_static(b"junk")), MediaOutcome::Malformed);
+}
+
+#[test]
+fn memory_stays_within_the_window_and_the_byte_budget() {
+    let layout = XorLayout::matrix(10, 10);
+    let mut enc = XorEncoder::new(layout, 96).unwrap();
+    let mut dec = XorDecoder::new(DecoderConfig {
+        layout: Some(layout),
+        window: 300,
+        max_bytes: 64 << 10,
+    });
+    let mut most = (0, 0);
+    for i in 0..20_000u32 {
+        let seq = i as u16;
+        enc.push(&media(seq)).unwrap();
+        // Some groups cannot be finished, so parity piles up unless it is
+        // forgotten.
+        if i % 23 != 0 && i % 29 != 0 {
+            dec.on_media(media(seq));
+        }
+        while let Some(f) = enc.poll_fec() {
+            dec.on_fec(f.packet);
+        }
+        most = (most.0.max(dec.held_media()), most.1.max(dec.held_fec()));
+    }
+    assert!(most.0 <= 300, "{most:?}");
+    assert!(most.1 <= 2 * 300, "{most:?}");
+    assert!(dec.stats().recovered() > 0);
+}
+
+#[test]
+fn layouts_print_and_parse() {
+    for s in ["xor:3", "xor:4x5", "xor:4x5:col", "xor:4x5:now", "xor:4x5:col:now"] {
+        let l: XorLayout = s.parse().unwrap();
+        assert_eq!(l.to_string(), s);
+    }
+    for bad in ["xor:0", "xor:3:col", "xor:40x40", "xor:4x", "fec:3", "xor:4x4:what"] {
+        assert!(bad.parse::<XorLayout>().is_err(), "{bad}");
+    }
+    assert!((XorLayout::matrix(4, 5).overhead() - 0.45).abs() < 1e-12);
+}
+
+proptest! {
+    /// Whatever is lost and in whatever order packets come, every rebuilt
+    /// packet is the one sent, and every group left with one loss is
+    /// rebuilt.
+    #[test]
+    fn rebuilt_packets_are_exact_under_any_loss(
+        l in 1u8..6, d in 1u8..6, kind in 0u8..3,
+        first in any::<u16>(),
+        lost in proptest::collection::vec(any::<bool>(), 60),
+        fec_first in any::<bool>(),
+        backwards in any::<bool>(),
+    ) {
+        let layout = match kind {
+            0 => XorLayout::row(l),
+            1 => XorLayout::column(l, d),
+            _ => XorLayout::matrix(l, d),
+        };
+        let mut enc = XorEncoder::new(layout, 96).unwrap();
+        let mut dec = XorDecoder::new(DecoderConfig::default());
+        let mut fecs = Vec::new();
+        let mut got = std::collections::BTreeSet::new();
+        for (i, &gone) in lost.iter().enumerate() {
+            let seq = first.wrapping_add(i as u16);
+            enc.push(&media(seq)).unwrap();
+            while let Some(f) = enc.poll_fec() {
+                fecs.push(f.packet);
+            }
+            if !gone {
+                got.insert(seq);
+            }
+        }
+        enc.flush();
+        fecs.extend(std::iter::from_fn(|| enc.poll_fec().map(|f| f.packet)));
+        let media_in = |dec: &mut XorDecoder| {
+            let order: Vec<u16> = if backwards {
+                got.iter().rev().copied().collect()
+            } else {
+                got.iter().copied().collect()
+            };
+            for s in order {
+                dec.on_media(media(s));
+            }
+        };
+        if fec_first {
+            for f in &fecs { dec.on_fec(f.clone()); }
+            media_in(&mut dec);
+        } else {
+            media_in(&mut dec);
+            for f in &fecs { dec.on_fec(f.clone()); }
+        }
+        let mut have = got.clone();
+        let mut rebuilt = std::collections::BTreeSet::new();
+        while let Some(r) = dec.poll_recovered() {
+            // The SSRC is not protected: it comes from another packet of
+            // the group or the latest media, so a one-packet group rebuilt
+            // before any media arrived cannot know it.
+            let want = media(r.seq);
+            prop_assert_eq!(&r.packet[..8], &want[..8]);
+            prop_assert_eq!(&r.packet[12..], &want[12..]);
+            if !fec_first {
+                prop_assert_eq!(&r.packet, &want);
+            }
+            prop_assert!(rebuilt.insert(r.seq), "rebuilt twice");
+            have.insert(r.seq);
+        }
+        // Peeling to a fixed point: no group with one missing is left.
+        for f in &fecs {
+            let p = FecPacket::parse(f).unwrap();
+            let step = if p.fec.row { 1 } else { u16::from(p.fec.offset) };
+            let missing = (0..u16::from(p.fec.na))
+                .filter(|i| !have.contains(&p.fec.sn_base.wrapping_add(i * step)))
+                .count();
+            prop_assert_ne!(missing, 1);
+        }
+    }
+
+    #[test]
+    fn hostile_bytes_never_panic(
+        packets in proptest::collection::vec(
+            (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..80)), 0..40),
+    ) {
+        let mut dec = XorDecoder::new(DecoderConfig { window: 64, ..DecoderConfig::default() });
+        for (fec, mut bytes) in packets {
+            if let Some(b) = bytes.first_mut() {
+                *b = 0x80 | (*b & 0x3f); // mostly RTP version 2
+            }
+            if fec {
+                if bytes.len() > 20 { bytes[16] |= 0x80; bytes[17..20].fill(0); }
+                dec.on_fec(Bytes::from(bytes));
+            } else {
+                dec.on_media(Bytes::from(bytes));
+            }
+            while dec.poll_recovered().is_some() {}
+        }
+    }
+}
