@@ -87,7 +87,87 @@ pub const TARGETS: &[Target] = &[
         name: "bch_decode",
         check: bch_decode,
     },
+    Target {
+        name: "rtp_fec",
+        check: rtp_fec,
+    },
+    Target {
+        name: "xor_decoder",
+        check: xor_decoder,
+    },
 ];
+
+/// RTP headers and SMPTE 2022-1 FEC packets round-trip, and reading an RTP
+/// payload out of any body fails cleanly or stays inside it.
+pub fn rtp_fec(data: &[u8]) {
+    use groupwire_proto::wire::rtp::{FecPacket, RTP_HEADER_LEN, RtpHeader};
+    if let Ok((h, body)) = RtpHeader::parse(data) {
+        assert_eq!(h.to_packet(body), data);
+        if let Ok(p) = h.payload(body) {
+            assert!(p.len() <= body.len());
+        }
+    }
+    if let Ok(p) = FecPacket::parse(data) {
+        let mut buf = vec![0u8; p.buffer_len()];
+        p.emit(&mut buf);
+        assert_eq!(buf.len(), data.len());
+        assert_eq!(FecPacket::parse(&buf), Ok(p));
+        assert!(p.parity.len() + RTP_HEADER_LEN <= data.len());
+    }
+}
+
+/// An XOR FEC decoder fed a real 2-D protected stream with hostile packets
+/// mixed in (the input split at 0xFF; a chunk's first byte picks media or
+/// parity, or "send the next real packets") never panics, holds no more
+/// than its window of media and parity, and never hands out a packet
+/// longer than a UDP datagram.
+pub fn xor_decoder(data: &[u8]) {
+    use bytes::Bytes;
+    use groupwire_proto::wire::rtp::RtpHeader;
+    use groupwire_proto::xor::{DecoderConfig, XorDecoder, XorEncoder, XorLayout};
+    const WINDOW: u16 = 64;
+    let layout = XorLayout::matrix(4, 4);
+    let mut enc = XorEncoder::new(layout, 96).expect("valid layout");
+    let mut dec = XorDecoder::new(DecoderConfig {
+        layout: None,
+        window: WINDOW,
+        max_bytes: 1 << 16,
+    });
+    let mut seq = 0u16;
+    for chunk in data.split(|&b| b == 0xFF).filter(|d| !d.is_empty()) {
+        let (&kind, rest) = chunk.split_first().expect("non-empty");
+        match kind % 4 {
+            0 => dec.on_fec(Bytes::copy_from_slice(rest)),
+            1 => {
+                dec.on_media(Bytes::copy_from_slice(rest));
+            }
+            _ => {
+                // Real packets: `rest.len()` of them, some dropped.
+                for (i, &b) in rest.iter().enumerate() {
+                    let m = RtpHeader {
+                        seq,
+                        payload_type: 33,
+                        ..RtpHeader::default()
+                    }
+                    .to_packet(&rest[..=i]);
+                    seq = seq.wrapping_add(u16::from(b % 3 == 2) * 100 + 1);
+                    enc.push(&m).expect("an RTP packet");
+                    if b % 5 != 0 {
+                        dec.on_media(Bytes::from(m));
+                    }
+                    while let Some(f) = enc.poll_fec() {
+                        dec.on_fec(f.packet);
+                    }
+                }
+            }
+        }
+        while let Some(r) = dec.poll_recovered() {
+            assert!(r.packet.len() <= 65_535);
+        }
+        assert!(dec.held_media() <= usize::from(WINDOW));
+        assert!(dec.held_fec() <= 2 * usize::from(WINDOW));
+    }
+}
 
 /// The BCH(127, k) decoder on any word: the first byte picks `t` (1 to
 /// 31), the next 16 the received word (zero-filled when short). It

@@ -148,9 +148,7 @@ impl RtpHeader {
         };
         let mut start = 4 * usize::from(self.csrc_count);
         if self.extension {
-            let words = body
-                .get(start + 2..start + 4)
-                .ok_or(truncated(start + 4))?;
+            let words = body.get(start + 2..start + 4).ok_or(truncated(start + 4))?;
             start += 4 + 4 * usize::from(u16::from_be_bytes([words[0], words[1]]));
         }
         let mut end = body.len();
@@ -286,7 +284,12 @@ mod tests {
             any::<(u16, u32, u32)>(),
         )
             .prop_map(
-                |((padding, extension, marker), csrc_count, payload_type, (seq, timestamp, ssrc))| {
+                |(
+                    (padding, extension, marker),
+                    csrc_count,
+                    payload_type,
+                    (seq, timestamp, ssrc),
+                )| {
                     RtpHeader {
                         padding,
                         extension,
@@ -371,7 +374,22 @@ mod tests {
             ..RtpHeader::default()
         }
         .to_packet(&[
-            0x12, 0x34, 0x00, 0x10, 0x80 | 33, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef, 0x40, 1, 3, 0,
+            0x12,
+            0x34,
+            0x00,
+            0x10,
+            0x80 | 33,
+            0,
+            0,
+            0,
+            0xde,
+            0xad,
+            0xbe,
+            0xef,
+            0x40,
+            1,
+            3,
+            0,
         ]);
         pkt.extend_from_slice(&[7; 16]);
         let p = FecPacket::parse(&pkt).unwrap();

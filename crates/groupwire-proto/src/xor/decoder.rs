@@ -245,12 +245,18 @@ impl XorDecoder {
         }
         let base = self.extend(f.sn_base);
         let last = base + step * (u64::from(count) - 1);
-        let ahead = self.newest.is_some_and(|n| base > n + u64::from(self.cfg.window));
+        let ahead = self
+            .newest
+            .is_some_and(|n| base > n + u64::from(self.cfg.window));
         if self.is_behind(last) || ahead || last - base >= u64::from(self.cfg.window) {
             self.stats.fec_out_of_window += 1;
             return;
         }
-        let map = if f.row { &mut self.rows } else { &mut self.columns };
+        let map = if f.row {
+            &mut self.rows
+        } else {
+            &mut self.columns
+        };
         if map.contains_key(&base) {
             self.stats.fec_duplicate += 1;
             return;
@@ -282,7 +288,11 @@ impl XorDecoder {
         if self.l.is_some_and(|x| x != l) || d.is_some_and(|d| self.d.is_some_and(|x| x != d)) {
             return false;
         }
-        if self.cfg.layout.is_some_and(|x| if row { !x.rows } else { !x.columns }) {
+        if self
+            .cfg
+            .layout
+            .is_some_and(|x| if row { !x.rows } else { !x.columns })
+        {
             return false;
         }
         self.l = Some(l);
@@ -394,7 +404,11 @@ impl XorDecoder {
     }
 
     fn remove(&mut self, row: bool, base: u64) -> Held {
-        let map = if row { &mut self.rows } else { &mut self.columns };
+        let map = if row {
+            &mut self.rows
+        } else {
+            &mut self.columns
+        };
         let held = map.remove(&base).unwrap_or(Held {
             packet: Bytes::new(),
             step: 1,

@@ -174,7 +174,10 @@ impl XorEncoder {
     /// nothing, on a packet that is not RTP version 2.
     pub fn push(&mut self, packet: &[u8]) -> Result<(), WireError> {
         let (h, body) = RtpHeader::parse(packet)?;
-        if self.last.is_some_and(|(seq, _)| seq.wrapping_add(1) != h.seq) {
+        if self
+            .last
+            .is_some_and(|(seq, _)| seq.wrapping_add(1) != h.seq)
+        {
             self.restart();
         }
         if self.pos == 0 {

@@ -115,7 +115,11 @@ impl XorLayout {
     /// Parity packets per media packet: `1/L` for rows plus `1/D` for
     /// columns.
     pub fn overhead(&self) -> f64 {
-        let rows = if self.rows { 1.0 / f64::from(self.l) } else { 0.0 };
+        let rows = if self.rows {
+            1.0 / f64::from(self.l)
+        } else {
+            0.0
+        };
         let cols = if self.columns {
             1.0 / f64::from(self.d)
         } else {
@@ -134,7 +138,10 @@ impl XorLayout {
     pub fn validate(&self) -> Result<(), XorLayoutError> {
         let bad = |why: String| Err(XorLayoutError(why));
         if self.l == 0 || self.d == 0 {
-            return bad(format!("L and D must be at least 1 (got {}x{})", self.l, self.d));
+            return bad(format!(
+                "L and D must be at least 1 (got {}x{})",
+                self.l, self.d
+            ));
         }
         if !self.rows && !self.columns {
             return bad("neither row nor column parity".into());
@@ -183,10 +190,16 @@ impl FromStr for XorLayout {
                 "{s:?}: {why} (expected xor:N, xor:LxD, xor:LxD:col, optionally :now)"
             ))
         };
-        let rest = s.strip_prefix("xor:").ok_or_else(|| err("no xor: prefix"))?;
+        let rest = s
+            .strip_prefix("xor:")
+            .ok_or_else(|| err("no xor: prefix"))?;
         let mut parts = rest.split(':');
         let dims = parts.next().unwrap_or_default();
-        let num = |t: &str| t.trim().parse::<u8>().map_err(|_| err("L and D are 1 to 255"));
+        let num = |t: &str| {
+            t.trim()
+                .parse::<u8>()
+                .map_err(|_| err("L and D are 1 to 255"))
+        };
         let mut layout = match dims.split_once('x') {
             None => Self::row(num(dims)?),
             Some((l, d)) => Self::matrix(num(l)?, num(d)?),

@@ -8,7 +8,9 @@ use crate::wire::rtp::{FecPacket, RtpHeader};
 /// marker and timestamp, so a wrong rebuild shows.
 fn media(seq: u16) -> Bytes {
     let len = 20 + usize::from(seq % 37) * 3;
-    let body: Vec<u8> = (0..len).map(|i| (i as u16 ^ seq.wrapping_mul(31)) as u8).collect();
+    let body: Vec<u8> = (0..len)
+        .map(|i| (i as u16 ^ seq.wrapping_mul(31)) as u8)
+        .collect();
     Bytes::from(
         RtpHeader {
             marker: seq % 5 == 0,
@@ -200,7 +202,10 @@ fn duplicates_and_late_packets_are_told_apart() {
     assert_eq!(dec.on_media(media(100)), MediaOutcome::Duplicate);
     assert_eq!(dec.on_media(media(120)), MediaOutcome::New);
     assert_eq!(dec.on_media(media(101)), MediaOutcome::Late);
-    assert_eq!(dec.on_media(Bytes::from_static(b"junk")), MediaOutcome::Malformed);
+    assert_eq!(
+        dec.on_media(Bytes::from_static(b"junk")),
+        MediaOutcome::Malformed
+    );
 }
 
 #[test]
@@ -233,11 +238,24 @@ fn memory_stays_within_the_window_and_the_byte_budget() {
 
 #[test]
 fn layouts_print_and_parse() {
-    for s in ["xor:3", "xor:4x5", "xor:4x5:col", "xor:4x5:now", "xor:4x5:col:now"] {
+    for s in [
+        "xor:3",
+        "xor:4x5",
+        "xor:4x5:col",
+        "xor:4x5:now",
+        "xor:4x5:col:now",
+    ] {
         let l: XorLayout = s.parse().unwrap();
         assert_eq!(l.to_string(), s);
     }
-    for bad in ["xor:0", "xor:3:col", "xor:40x40", "xor:4x", "fec:3", "xor:4x4:what"] {
+    for bad in [
+        "xor:0",
+        "xor:3:col",
+        "xor:40x40",
+        "xor:4x",
+        "fec:3",
+        "xor:4x4:what",
+    ] {
         assert!(bad.parse::<XorLayout>().is_err(), "{bad}");
     }
     assert!((XorLayout::matrix(4, 5).overhead() - 0.45).abs() < 1e-12);
