@@ -132,6 +132,7 @@ pub fn xor_decoder(data: &[u8]) {
         layout: None,
         window: WINDOW,
         max_bytes: 1 << 16,
+        partial_groups: false,
     });
     let mut seq = 0u16;
     for chunk in data.split(|&b| b == 0xFF).filter(|d| !d.is_empty()) {

@@ -30,6 +30,10 @@ pub struct DecoderConfig {
     /// Bytes of media held at most (the oldest go first), and of parity
     /// (new parity is refused).
     pub max_bytes: usize,
+    /// Take groups shorter than the layout's (`NA` below `L` for a row or
+    /// `D` for a column, from [`XorEncoder::close`](super::XorEncoder::close)).
+    /// Needs a configured `layout`. Off by default, as in GStreamer.
+    pub partial_groups: bool,
 }
 
 impl Default for DecoderConfig {
@@ -38,6 +42,7 @@ impl Default for DecoderConfig {
             layout: None,
             window: DEFAULT_WINDOW,
             max_bytes: DEFAULT_MAX_BYTES,
+            partial_groups: false,
         }
     }
 }
@@ -285,6 +290,16 @@ impl XorDecoder {
     /// what is not (a row gives `L`; a column gives `L` and `D`).
     fn fits_layout(&mut self, row: bool, offset: u8, na: u8) -> bool {
         let (l, d) = if row { (na, None) } else { (offset, Some(na)) };
+        if self.cfg.partial_groups && self.cfg.layout.is_some() {
+            // Only the counts may fall short; the geometry must agree.
+            let short_row = row && self.l.is_some_and(|x| na <= x);
+            let short_col = !row && self.l == Some(offset) && self.d.is_some_and(|x| na <= x);
+            return (short_row || short_col)
+                && self
+                    .cfg
+                    .layout
+                    .is_some_and(|x| if row { x.rows } else { x.columns });
+        }
         if self.l.is_some_and(|x| x != l) || d.is_some_and(|d| self.d.is_some_and(|x| x != d)) {
             return false;
         }

@@ -235,6 +235,36 @@ impl XorEncoder {
         }
     }
 
+    /// Closes every open group now with the packets it has (a row of fewer
+    /// than `L`, columns of fewer than `D`: their `NA` says how many),
+    /// releases the held columns, and starts a new matrix with the next
+    /// packet. For a stream that pauses, so its last packets are protected
+    /// at once; only a decoder that accepts partial groups
+    /// ([`DecoderConfig::partial_groups`](super::DecoderConfig::partial_groups))
+    /// uses them, and GStreamer's refuses them, so the SMPTE 2022-1 interop
+    /// path never calls this.
+    pub fn close(&mut self) {
+        if self.layout.rows && self.row.count > 0 {
+            let rtp = self.fec_header(FecStream::Row);
+            let fec = self.row.finish(FecStream::Row, rtp, 1);
+            self.emit(FecStream::Row, fec);
+        }
+        for c in 0..self.columns.len() {
+            if self.layout.columns && self.columns[c].count > 0 {
+                let rtp = self.fec_header(FecStream::Column);
+                let fec = self.columns[c].finish(FecStream::Column, rtp, self.layout.l);
+                self.held.push_back((0, fec));
+            }
+        }
+        self.flush();
+        self.pos = 0;
+    }
+
+    /// Whether a group is open (media taken since its parity went out).
+    pub fn is_open(&self) -> bool {
+        self.pos != 0
+    }
+
     /// Whether column parities are held back for later media.
     pub fn has_held(&self) -> bool {
         !self.held.is_empty()

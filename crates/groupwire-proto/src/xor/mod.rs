@@ -37,6 +37,7 @@ use std::str::FromStr;
 
 mod decoder;
 mod encoder;
+mod endpoint;
 #[cfg(test)]
 mod tests;
 
@@ -45,6 +46,7 @@ pub use decoder::{
     XorDecoderStats,
 };
 pub use encoder::{EncodedFec, EncoderStats, FecStream, XorEncoder};
+pub use endpoint::{TooLarge, XorDelivery, XorEndpoint, XorEndpointConfig, XorEndpointStats};
 
 /// The largest `L × D` a layout may have (SMPTE 2022-1 allows `L·D <= 100`;
 /// GStreamer does not check; we allow more for research, within the

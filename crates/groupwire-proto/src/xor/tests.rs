@@ -216,6 +216,7 @@ fn memory_stays_within_the_window_and_the_byte_budget() {
         layout: Some(layout),
         window: 300,
         max_bytes: 64 << 10,
+        partial_groups: false,
     });
     let mut most = (0, 0);
     for i in 0..20_000u32 {
@@ -355,5 +356,140 @@ proptest! {
             }
             while dec.poll_recovered().is_some() {}
         }
+    }
+}
+
+mod endpoint {
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::super::*;
+    use crate::{Instant, Machine};
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, 1], port))
+    }
+
+    fn pair(layout: XorLayout, wait: Option<Duration>) -> (XorEndpoint, XorEndpoint) {
+        let mk = |peer, ssrc, peer_ssrc| {
+            let mut c = XorEndpointConfig::new(addr(peer), layout);
+            c.ssrc = ssrc;
+            c.peer_ssrc = Some(peer_ssrc);
+            c.max_group_wait = wait;
+            XorEndpoint::new(c).unwrap()
+        };
+        (mk(2, 7, 8), mk(1, 8, 7))
+    }
+
+    fn payload(i: u32) -> Vec<u8> {
+        (0..(30 + i % 90)).map(|j| (i * 7 + j) as u8).collect()
+    }
+
+    /// Sends `n` payloads 1 ms apart from `a` to `b`, losing each media or
+    /// parity packet with probability `p` (seeded); returns what `b`
+    /// delivered, by index.
+    fn run(
+        a: &mut XorEndpoint,
+        b: &mut XorEndpoint,
+        n: u32,
+        p: f64,
+        seed: u64,
+    ) -> Vec<(Instant, XorDelivery)> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut got = Vec::new();
+        for i in 0..n + 10 {
+            let now = Instant::from_millis(u64::from(i));
+            if i < n {
+                a.send(now, &payload(i)).unwrap();
+            }
+            a.handle_timeout(now);
+            while let Some(t) = a.poll_transmit(now) {
+                assert_eq!(t.dst, addr(2));
+                if !rng.random_bool(p) {
+                    b.handle_datagram(now, addr(1), &t.payload);
+                }
+            }
+            got.extend(std::iter::from_fn(|| b.poll_event()).map(|e| (now, e)));
+        }
+        got
+    }
+
+    #[test]
+    fn losses_are_rebuilt_exactly_and_columns_cost_more_latency() {
+        let (mut a, mut b) = pair(XorLayout::matrix(4, 4), None);
+        let got = run(&mut a, &mut b, 4000, 0.03, 1);
+        let mut seen = std::collections::BTreeSet::new();
+        for (_, d) in &got {
+            assert_eq!(d.payload, payload(u32::from(d.seq)), "{}", d.seq);
+            assert!(seen.insert(d.seq), "delivered {} twice", d.seq);
+        }
+        let s = b.stats();
+        assert!(s.recovered > 60, "{s:?}");
+        assert_eq!(s.delivered + s.recovered, got.len() as u64);
+        let worst = |got: &[(Instant, XorDelivery)]| {
+            got.iter()
+                .filter_map(|(_, d)| d.recovered.map(|r| r.1))
+                .max()
+                .unwrap_or_default()
+        };
+        // A row waits for the rest of its row (L packets, 1 ms apart); a
+        // spread column for its column and its parity, up to 2·L·D
+        // packets: the latency price of spreading (Leigh et al. §4.1).
+        let (mut a, mut b) = pair(XorLayout::row(4), None);
+        let rows = worst(&run(&mut a, &mut b, 4000, 0.03, 2));
+        let (mut a, mut b) = pair(XorLayout::column(4, 4), None);
+        let cols = worst(&run(&mut a, &mut b, 4000, 0.03, 2));
+        assert!(rows <= Duration::from_millis(4), "{rows:?}");
+        assert!(cols > rows && cols <= Duration::from_millis(32), "{cols:?}");
+    }
+
+    #[test]
+    fn a_pause_closes_the_open_groups_so_the_last_packets_are_protected() {
+        let (mut a, mut b) = pair(XorLayout::matrix(4, 4), Some(Duration::from_millis(2)));
+        let t0 = Instant::ZERO;
+        let mut lost = None;
+        for i in 0..5u32 {
+            a.send(t0, &payload(i)).unwrap();
+            while let Some(t) = a.poll_transmit(t0) {
+                if i == 4 && lost.is_none() {
+                    lost = Some(t); // the fifth media packet
+                    continue;
+                }
+                b.handle_datagram(t0, addr(1), &t.payload);
+            }
+        }
+        while b.poll_event().is_some() {}
+        let deadline = a.poll_timeout().expect("a group is open");
+        assert_eq!(deadline, t0 + Duration::from_millis(2));
+        a.handle_timeout(deadline);
+        while let Some(t) = a.poll_transmit(deadline) {
+            b.handle_datagram(deadline, addr(1), &t.payload);
+        }
+        let d = b.poll_event().expect("rebuilt from the partial row");
+        assert_eq!((d.seq, d.payload.to_vec()), (4, payload(4)));
+        assert!(a.poll_timeout().is_none());
+    }
+
+    #[test]
+    fn strangers_and_junk_are_counted_not_delivered() {
+        let (mut a, mut b) = pair(XorLayout::row(3), None);
+        let now = Instant::ZERO;
+        a.send(now, b"hi").unwrap();
+        let t = a.poll_transmit(now).unwrap();
+        b.handle_datagram(now, addr(9), &t.payload);
+        b.handle_datagram(now, addr(1), b"not rtp");
+        let mut other = t.payload.to_vec();
+        other[8..12].copy_from_slice(&99u32.to_be_bytes()); // another SSRC
+        b.handle_datagram(now, addr(1), &other);
+        assert!(b.poll_event().is_none());
+        assert_eq!((b.stats().foreign, b.stats().malformed), (1, 2));
+        b.handle_datagram(now, addr(1), &t.payload);
+        assert_eq!(b.poll_event().unwrap().payload, &b"hi"[..]);
+        let max = a.config().max_payload();
+        assert!(a.send(now, &vec![0; max + 1]).is_err());
+        assert!(a.send(now, &vec![0; max]).is_ok());
     }
 }

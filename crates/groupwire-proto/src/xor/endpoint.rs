@@ -1,0 +1,321 @@
+//! [`XorEndpoint`]: XOR FEC toward one peer over one socket, as a
+//! [`Machine`], for the tunnel, the simulator and applications.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{
+    DecoderConfig, EncoderStats, MediaOutcome, Via, XorDecoder, XorDecoderStats, XorEncoder,
+    XorLayout, XorLayoutError,
+};
+use crate::units::MAX_UDP_PAYLOAD;
+use crate::wire::rtp::{FEC_PREFIX_LEN, RtpHeader};
+use crate::{Instant, Machine, Transmit, Transport};
+
+/// How an [`XorEndpoint`] is set up; [`XorEndpointConfig::new`] gives the
+/// defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XorEndpointConfig {
+    /// Where media and parity go, and the only address taken from.
+    pub peer: SocketAddr,
+    /// The parity layout (both sides must use the same).
+    pub layout: XorLayout,
+    /// This side's SSRC: the peer's packets must carry the peer's, so set
+    /// both sides from a shared session number.
+    pub ssrc: u32,
+    /// The peer's SSRC, or `None` to take any.
+    pub peer_ssrc: Option<u32>,
+    /// Payload type of media packets (dynamic, 97 by default).
+    pub media_pt: u8,
+    /// Payload type of parity packets (96, as GStreamer's encoder).
+    pub fec_pt: u8,
+    /// The first media sequence number.
+    pub first_seq: u16,
+    /// RTP timestamp units per second (90 kHz, as for video).
+    pub clock_rate: u32,
+    /// Close the open groups this long after the matrix's first packet
+    /// (a partial group's parity covers what it has), so a stream that
+    /// pauses is protected at once; `None`: only full groups, as SMPTE
+    /// 2022-1. The receiver takes partial groups when this is set.
+    pub max_group_wait: Option<Duration>,
+    /// Sequence window of the decoder.
+    pub window: u16,
+    /// Byte budget of the decoder.
+    pub max_bytes: usize,
+    /// The largest datagram on the link (media packet: 12 bytes of RTP
+    /// header and the payload; a parity packet is 16 bytes longer still).
+    pub max_datagram: usize,
+}
+
+impl XorEndpointConfig {
+    /// Defaults: SSRC 0 both ways, payload types 97 (media) and 96
+    /// (parity), 90 kHz timestamps, partial groups closed 2 ms after a
+    /// matrix starts (the tunnel's block wait), the decoder's default
+    /// window and budget, 1472-byte datagrams.
+    pub fn new(peer: SocketAddr, layout: XorLayout) -> Self {
+        Self {
+            peer,
+            layout,
+            ssrc: 0,
+            peer_ssrc: None,
+            media_pt: 97,
+            fec_pt: 96,
+            first_seq: 0,
+            clock_rate: 90_000,
+            max_group_wait: Some(Duration::from_millis(2)),
+            window: super::DEFAULT_WINDOW,
+            max_bytes: super::DEFAULT_MAX_BYTES,
+            max_datagram: 1472,
+        }
+    }
+
+    /// The largest application payload: a parity packet of it must fit
+    /// `max_datagram`.
+    pub fn max_payload(&self) -> usize {
+        self.max_datagram.saturating_sub(FEC_PREFIX_LEN)
+    }
+}
+
+/// A datagram for the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XorDelivery {
+    /// The payload, as the peer's application sent it.
+    pub payload: Bytes,
+    /// Its media sequence number.
+    pub seq: u16,
+    /// Rebuilt from parity: which, and the latency the rebuild added (from
+    /// the arrival of the next later received packet, as the tunnel counts
+    /// it; zero when none had arrived).
+    pub recovered: Option<(Via, Duration)>,
+}
+
+/// What an [`XorEndpoint`] dropped outside its encoder and decoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct XorEndpointStats {
+    /// Datagrams from an address other than the peer.
+    pub foreign: u64,
+    /// Datagrams that are not RTP, or carry another SSRC or payload type.
+    pub malformed: u64,
+    /// Application payloads larger than [`XorEndpointConfig::max_payload`].
+    pub too_large: u64,
+    /// Media packets delivered as they arrived.
+    pub delivered: u64,
+    /// Media packets delivered after a rebuild.
+    pub recovered: u64,
+}
+
+/// Why [`XorEndpoint::send`] refused a payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("payload of {len} bytes is more than the {max} an XOR FEC packet carries")]
+pub struct TooLarge {
+    /// Its length.
+    pub len: usize,
+    /// The most allowed.
+    pub max: usize,
+}
+
+/// Received media arrival times, by extended sequence number modulo this.
+const ARRIVALS: usize = 4096;
+/// How far after a rebuilt packet to look for the next arrival.
+const LATER_SCAN: u16 = 255;
+
+/// XOR FEC (Leigh et al. §4.1) toward one peer: application payloads go
+/// out as RTP media packets with SMPTE 2022-1 parity beside them on the
+/// same socket (told apart by payload type); what comes in is delivered at
+/// once and what was lost is delivered when parity rebuilds it. No
+/// feedback: the scheme is open loop, as the paper's.
+///
+/// Drain contract as for every [`Machine`]. Timers: closing partial groups
+/// ([`XorEndpointConfig::max_group_wait`]).
+#[derive(Debug)]
+pub struct XorEndpoint {
+    cfg: XorEndpointConfig,
+    enc: XorEncoder,
+    dec: XorDecoder,
+    seq: u16,
+    /// When the open matrix closes.
+    close_at: Option<Instant>,
+    out: VecDeque<Transmit>,
+    events: VecDeque<XorDelivery>,
+    arrivals: Vec<Option<(u16, Instant)>>,
+    stats: XorEndpointStats,
+}
+
+impl XorEndpoint {
+    /// An endpoint; fails on an impossible layout.
+    pub fn new(cfg: XorEndpointConfig) -> Result<Self, XorLayoutError> {
+        let enc = XorEncoder::new(cfg.layout, cfg.fec_pt)?;
+        let dec = XorDecoder::new(DecoderConfig {
+            layout: Some(cfg.layout),
+            window: cfg.window,
+            max_bytes: cfg.max_bytes,
+            partial_groups: cfg.max_group_wait.is_some(),
+        });
+        Ok(Self {
+            seq: cfg.first_seq,
+            cfg,
+            enc,
+            dec,
+            close_at: None,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            arrivals: vec![None; ARRIVALS],
+            stats: XorEndpointStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &XorEndpointConfig {
+        &self.cfg
+    }
+
+    /// What was dropped and delivered.
+    pub fn stats(&self) -> XorEndpointStats {
+        self.stats
+    }
+
+    /// The sending half's counters.
+    pub fn encoder_stats(&self) -> EncoderStats {
+        self.enc.stats()
+    }
+
+    /// The receiving half's counters.
+    pub fn decoder_stats(&self) -> XorDecoderStats {
+        self.dec.stats()
+    }
+
+    /// Sends `payload` to the peer as the next media packet, with whatever
+    /// parity it completes.
+    pub fn send(&mut self, now: Instant, payload: &[u8]) -> Result<(), TooLarge> {
+        let max = self.cfg.max_payload().min(MAX_UDP_PAYLOAD - FEC_PREFIX_LEN);
+        if payload.len() > max {
+            self.stats.too_large += 1;
+            return Err(TooLarge {
+                len: payload.len(),
+                max,
+            });
+        }
+        let ticks = u128::from(now.as_micros()) * u128::from(self.cfg.clock_rate) / 1_000_000;
+        let packet = RtpHeader {
+            payload_type: self.cfg.media_pt,
+            seq: self.seq,
+            timestamp: ticks as u32,
+            ssrc: self.cfg.ssrc,
+            ..RtpHeader::default()
+        }
+        .to_packet(payload);
+        self.seq = self.seq.wrapping_add(1);
+        if !self.enc.is_open() {
+            self.close_at = self.cfg.max_group_wait.map(|w| now.saturating_add(w));
+        }
+        if self.enc.push(&packet).is_err() {
+            // Our own header: cannot fail to parse.
+            return Ok(());
+        }
+        self.transmit(Bytes::from(packet));
+        self.take_fec();
+        if !self.enc.is_open() && !self.enc.has_held() {
+            self.close_at = None;
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self, payload: Bytes) {
+        self.out.push_back(Transmit {
+            dst: self.cfg.peer,
+            transport: Transport::Udp,
+            payload,
+        });
+    }
+
+    fn take_fec(&mut self) {
+        while let Some(f) = self.enc.poll_fec() {
+            self.transmit(f.packet);
+        }
+    }
+
+    fn deliver(&mut self, now: Instant) {
+        while let Some(r) = self.dec.poll_recovered() {
+            let later = (1..=LATER_SCAN).find_map(|j| {
+                let s = r.seq.wrapping_add(j);
+                self.arrivals[usize::from(s) % ARRIVALS]
+                    .and_then(|(seq, at)| (seq == s).then_some(at))
+            });
+            let added = later.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            let payload = RtpHeader::parse(&r.packet)
+                .and_then(|(h, body)| h.payload(body).map(|p| r.packet.slice_ref(p)))
+                .unwrap_or_default();
+            self.stats.recovered += 1;
+            self.events.push_back(XorDelivery {
+                payload,
+                seq: r.seq,
+                recovered: Some((r.via, added)),
+            });
+        }
+    }
+}
+
+impl Machine for XorEndpoint {
+    type Event = XorDelivery;
+
+    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        if src != self.cfg.peer {
+            self.stats.foreign += 1;
+            return;
+        }
+        let Ok((h, body)) = RtpHeader::parse(data) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let packet = Bytes::copy_from_slice(data);
+        if h.payload_type == self.cfg.fec_pt {
+            // Parity's SSRC is 0 (SMPTE 2022-1), whoever sends it.
+            self.dec.on_fec(packet);
+        } else if h.payload_type != self.cfg.media_pt
+            || self.cfg.peer_ssrc.is_some_and(|s| s != h.ssrc)
+        {
+            self.stats.malformed += 1;
+            return;
+        } else if self.dec.on_media(packet.clone()) == MediaOutcome::New {
+            self.arrivals[usize::from(h.seq) % ARRIVALS] = Some((h.seq, now));
+            self.stats.delivered += 1;
+            // The payload's place in `data` is its place in `packet`.
+            let payload = h.payload(body).map_or_else(
+                |_| Bytes::new(),
+                |p| {
+                    let at = p.as_ptr() as usize - data.as_ptr() as usize;
+                    packet.slice(at..at + p.len())
+                },
+            );
+            self.events.push_back(XorDelivery {
+                payload,
+                seq: h.seq,
+                recovered: None,
+            });
+        }
+        self.deliver(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.close_at.is_some_and(|t| t <= now) {
+            self.close_at = None;
+            self.enc.close();
+            self.take_fec();
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_event(&mut self) -> Option<XorDelivery> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.close_at
+    }
+}
