@@ -6,6 +6,7 @@
 #   scripts/results.sh            # everything
 #   scripts/results.sh link-models
 #   scripts/results.sh miyoshi    # Miyoshi et al.'s tables and figures, about 10 s
+#   scripts/results.sh leigh      # Leigh et al.'s Figure 5 and the XOR layouts, a few seconds
 #   scripts/results.sh tunnel     # real processes on loopback, about 4 minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
 set -euo pipefail
@@ -127,6 +128,15 @@ if selected miyoshi; then
   rm -f "$dir/report.md"
   python3 scripts/miyoshi_doc.py "$dir" docs/results/miyoshi.md \
     "groupwire sim run miyoshi --seed 1 --out $dir"
+fi
+
+if selected leigh; then
+  dir=docs/results/leigh
+  rm -rf "$dir"
+  "$gw" sim run leigh --seed 1 --out "$dir" --quiet
+  rm -f "$dir/report.md"
+  python3 scripts/leigh_doc.py "$dir" docs/results/leigh.md \
+    "groupwire sim run leigh --seed 1 --out $dir"
 fi
 
 if selected geneva; then

@@ -9,6 +9,7 @@
 mod awareness_path;
 mod dyck;
 mod geneva;
+mod leigh;
 mod link_models;
 mod miyoshi;
 mod tcp_dumbbell;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 pub use self::awareness_path::AwarenessPath;
 pub use self::dyck::{Dyck, Protocol};
 pub use self::geneva::Geneva;
+pub use self::leigh::Leigh;
 pub use self::link_models::LinkModels;
 pub use self::miyoshi::Miyoshi;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
@@ -49,6 +51,9 @@ pub enum Scenario {
     /// Miyoshi et al.'s adaptive BCH FEC with ELN and Snoop on a bursty
     /// wireless link: Tables 3-4, Figures 2-3 and beyond.
     Miyoshi(Box<Miyoshi>),
+    /// Leigh et al.'s XOR FEC over UDP (Figure 5) and the latency price of
+    /// spreading parity across the stream.
+    Leigh(Box<Leigh>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -99,6 +104,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "miyoshi",
             about: "Miyoshi et al.'s adaptive BCH FEC with ELN and Snoop: Tables 3-4, Figures 2-3, window vs speed, a changing channel",
             make: || Scenario::Miyoshi(Box::default()),
+        },
+        Builtin {
+            name: "leigh",
+            about: "Leigh et al.'s XOR FEC over UDP: Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price",
+            make: || Scenario::Leigh(Box::default()),
         },
     ]
 }
@@ -167,6 +177,7 @@ impl Scenario {
             Self::Geneva(_) => "geneva",
             Self::Tunnel(_) => "tunnel",
             Self::Miyoshi(_) => "miyoshi",
+            Self::Leigh(_) => "leigh",
         }
     }
 
@@ -221,6 +232,7 @@ impl Scenario {
             Self::Geneva(s) => s.validate(),
             Self::Tunnel(s) => s.validate(),
             Self::Miyoshi(s) => s.validate(),
+            Self::Leigh(s) => s.validate(),
         }
     }
 
@@ -235,6 +247,7 @@ impl Scenario {
             Self::Geneva(s) => Duration::from_nanos(s.total_runs()),
             Self::Tunnel(s) => Duration::from_nanos(s.total_runs()),
             Self::Miyoshi(s) => Duration::from_nanos(s.total_work()),
+            Self::Leigh(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -244,9 +257,11 @@ impl Scenario {
             Self::TcpDumbbell(_) => ProgressUnit::SimulatedTime,
             Self::LinkModels(_) => ProgressUnit::Count,
             Self::AwarenessPath(_) => ProgressUnit::SimulatedTime,
-            Self::Dyck(_) | Self::Geneva(_) | Self::Tunnel(_) | Self::Miyoshi(_) => {
-                ProgressUnit::Count
-            }
+            Self::Dyck(_)
+            | Self::Geneva(_)
+            | Self::Tunnel(_)
+            | Self::Miyoshi(_)
+            | Self::Leigh(_) => ProgressUnit::Count,
         }
     }
 
@@ -265,6 +280,7 @@ impl Scenario {
             Self::Geneva(s) => s.run(seed, progress),
             Self::Tunnel(s) => s.run(seed, progress),
             Self::Miyoshi(s) => s.run(seed, progress),
+            Self::Leigh(s) => s.run(seed, progress),
         }
     }
 }
