@@ -65,6 +65,7 @@ use anyhow::Context;
 use clap::Args;
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelKey, seal};
+use groupwire_proto::xor::{XorLayout, XorLayoutError};
 use groupwire_tokio::Clock;
 use groupwire_tokio::tunnel::{
     FarSide, Tunnel, TunnelNotice, TunnelReport, TunnelRole, TunnelSecond, TunnelSetup,
@@ -115,7 +116,12 @@ use crate::net::{runtime, shutdown_signal};
 ///              arrive to the rebuilt one's delivery
 ///
 /// The wire format is groupwire's block FEC format; it interoperates with
-/// nothing else by design. Both sides must use the same --session.
+/// nothing else by design. With --fec xor:..., the link carries RTP media
+/// packets (payload type 97, SSRC = --session) and SMPTE 2022-1 parity
+/// (payload type 96) on the one socket, no reports (open loop), and
+/// --block-wait is how long the application may be silent before the open
+/// parity groups are closed and sent (set it above the datagram gap).
+/// Both sides must use the same --fec and --session.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct TunnelArgs {
@@ -142,9 +148,12 @@ pub(crate) struct TunnelArgs {
     /// packets per block; static:0 is no FEC), static-small (8),
     /// static-large (12), dp-fec, threshold (Miyoshi et al.'s code switch
     /// over windows of 0 to 3k, capped at --fwnd-max or 60), predictive
-    /// (a window picked from an online fit of the loss).
+    /// (a window picked from an online fit of the loss); or XOR parity
+    /// instead of block FEC (Leigh et al., SMPTE 2022-1 format): xor:N
+    /// (one parity per N datagrams), xor:LxD (per row of L and per column
+    /// of D, L apart: bursts up to L), xor:LxD:col (columns only).
     #[arg(long, value_name = "CONTROLLER", default_value = "gmiad")]
-    fec: ControllerKind,
+    fec: FecChoice,
     /// Source datagrams per block.
     #[arg(long, value_name = "N", default_value_t = 20)]
     k: usize,
@@ -213,11 +222,53 @@ pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
     runtime()?.block_on(serve(args, cfg))
 }
 
+/// `--fec`: a block FEC controller, or an XOR parity layout.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum FecChoice {
+    Block(ControllerKind),
+    Xor(XorLayout),
+}
+
+impl std::str::FromStr for FecChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.starts_with("xor") {
+            return s
+                .parse()
+                .map(Self::Xor)
+                .map_err(|e: XorLayoutError| e.to_string());
+        }
+        s.parse()
+            .map(Self::Block)
+            .map_err(|e: <ControllerKind as std::str::FromStr>::Err| {
+                format!("{e}; or xor:N, xor:LxD, xor:LxD:col for XOR parity")
+            })
+    }
+}
+
+impl std::fmt::Display for FecChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Block(c) => c.fmt(f),
+            Self::Xor(l) => l.fmt(f),
+        }
+    }
+}
+
 /// The machine's configuration from the arguments, or what is wrong with them.
 fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
     let mut cfg = TunnelConfig::new(args.peer, args.k);
     cfg.sender.session = args.session;
-    cfg.sender.controller = args.fec.into();
+    match args.fec {
+        FecChoice::Block(c) => cfg.sender.controller = c.into(),
+        FecChoice::Xor(layout) => {
+            if args.fwnd_min.is_some() || args.fwnd_max.is_some() {
+                anyhow::bail!("--fwnd-min and --fwnd-max apply to block FEC, not --fec {layout}");
+            }
+            cfg.xor = Some(layout);
+        }
+    }
     cfg.sender.max_block_wait = Some(args.block_wait);
     cfg.receiver.session = args.session;
     cfg.receiver.max_wait = args.max_wait;
@@ -356,6 +407,7 @@ fn live_line(s: &TunnelSecond) -> String {
             FarSide::Residual(r) => percent(r),
             FarSide::Silent(d) => format!("far side silent {:.0}s", d.as_secs_f64()),
             FarSide::NoReports => "no reports: far side not up?".to_owned(),
+            FarSide::OpenLoop => "open loop".to_owned(),
         },
         s.out_per_sec,
         s.rebuilt,
@@ -384,15 +436,30 @@ fn print_summary(out: &mut impl Write, r: &TunnelReport) -> anyhow::Result<()> {
         s.app_datagrams as f64 / secs,
         s.app_bytes as f64 * 8.0 / secs / 1e6
     )?;
-    writeln!(
-        out,
-        "  on the link          {} source + {} repair packets, overhead {}, mean Fwnd {:.1}",
-        s.source_packets,
-        s.repair_packets,
-        percent(s.overhead),
-        s.mean_fwnd
-    )?;
+    let xor = r.fec.starts_with("xor");
+    if xor {
+        writeln!(
+            out,
+            "  on the link          {} media + {} parity packets, overhead {}",
+            s.source_packets,
+            s.repair_packets,
+            percent(s.overhead),
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  on the link          {} source + {} repair packets, overhead {}, mean Fwnd {:.1}",
+            s.source_packets,
+            s.repair_packets,
+            percent(s.overhead),
+            s.mean_fwnd
+        )?;
+    }
     match s.residual_loss {
+        None if xor => writeln!(
+            out,
+            "  far side             open loop: XOR parity sends no reports (see the far side's summary)"
+        )?,
         None => writeln!(
             out,
             "  far side (reports)   none received: the far side is not up or not reachable"

@@ -38,6 +38,34 @@ fn hello(name: &str) -> Frame {
     }
 }
 
+/// What an XOR tunnel (`xor:3x3`, session 0) sends for ten datagrams,
+/// less the third media packet.
+fn xor_packets() -> Vec<Bytes> {
+    use groupwire_proto::xor::{XorEndpoint, XorEndpointConfig, XorLayout};
+    let peer: SocketAddr = "127.0.0.1:2".parse().expect("addr");
+    let mut ep = XorEndpoint::new(XorEndpointConfig::new(peer, XorLayout::matrix(3, 3)))
+        .expect("valid layout");
+    let now = Instant::ZERO;
+    let mut out = Vec::new();
+    for i in 0..10u8 {
+        ep.send(now, &vec![i; 20 + usize::from(i) * 7])
+            .expect("fits");
+    }
+    ep.handle_timeout(now + Duration::from_millis(5));
+    let mut media = 0;
+    while let Some(t) = ep.poll_transmit(now) {
+        let is_media = t
+            .payload
+            .get(1)
+            .is_some_and(|b| b & 0x7f == groupwire_proto::xor::MEDIA_PT);
+        media += usize::from(is_media);
+        if !(is_media && media == 3) {
+            out.push(t.payload);
+        }
+    }
+    out
+}
+
 /// What a block-FEC endpoint sends for ten datagrams in blocks of four
 /// (sources, repairs), and what its peer's receiver reports back.
 fn block_packets() -> (Vec<Bytes>, Vec<Bytes>) {
@@ -182,8 +210,8 @@ fn main() -> std::io::Result<()> {
     // learned and configured peer, with the application answering, a
     // stranger, and a silence past the peer's idle time.
     use groupwire_fuzz_targets::tunnel_endpoint::{
-        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, OP_APP, OP_FROM_PEER, OP_FROM_STRANGER, OP_SEALED,
-        OP_WAIT,
+        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, CFG_XOR, OP_APP, OP_FROM_PEER, OP_FROM_STRANGER,
+        OP_SEALED, OP_WAIT,
     };
     let op = |out: &mut Vec<u8>, op: u8, body: &[u8]| {
         out.extend([op, u8::try_from(body.len()).expect("seed ops fit one byte")]);
@@ -214,6 +242,27 @@ fn main() -> std::io::Result<()> {
         }
         op(&mut input, OP_WAIT, &[1]); // past the idle time
         op(&mut input, OP_FROM_STRANGER, &data[0]);
+        std::fs::write(dir.join(format!("seed-{name}")), input)?;
+    }
+    // The same in XOR mode (`--fec xor:3x3`): the peer's media and parity
+    // for ten datagrams, the third media packet lost (rebuilt).
+    let xor = xor_packets();
+    for (name, cfg, from) in [
+        ("xor-keyless-learned", CFG_XOR, OP_FROM_PEER),
+        (
+            "xor-keyed-fixed",
+            CFG_XOR | CFG_KEYED | CFG_FIXED_PEER,
+            OP_SEALED,
+        ),
+    ] {
+        let mut input = vec![cfg];
+        for (i, p) in xor.iter().enumerate() {
+            op(&mut input, from, p);
+            if i % 4 == 0 {
+                op(&mut input, OP_APP, b"a reply from the application");
+            }
+        }
+        op(&mut input, OP_WAIT, &[2]);
         std::fs::write(dir.join(format!("seed-{name}")), input)?;
     }
 

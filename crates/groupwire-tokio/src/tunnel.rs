@@ -201,7 +201,7 @@ impl Tunnel {
             ..
         } = self;
         let max_payload = cfg.max_payload();
-        let (controller, k) = (cfg.sender.controller.to_string(), cfg.sender.k);
+        let (controller, k) = (cfg.fec_name(), cfg.sender.k);
         let mut ep = TunnelEndpoint::new(cfg);
         let mut app_peer = match role {
             TunnelRole::Listen { .. } => None,
@@ -437,7 +437,12 @@ impl Snapshot {
             in_mbit_per_sec: app_bytes as f64 * 8.0 / secs / 1e6,
             overhead: overhead(app_bytes, app_in, wire, wire_n),
             fwnd: ep.fwnd(),
-            far_side: FarSide::read(t, self.at, t.sender.source_sent > l.sender.source_sent),
+            far_side: FarSide::read(
+                t,
+                self.at,
+                t.sender.source_sent > l.sender.source_sent,
+                ep.open_loop(),
+            ),
             out_per_sec: (self.app_out - last.app_out) as f64 / secs,
             rebuilt: t.receiver.recovered - l.receiver.recovered,
             lost: t.receiver.unrecovered - l.receiver.unrecovered,
@@ -489,11 +494,17 @@ pub enum FarSide {
     Silent(Duration),
     /// We send and no report ever came: the far side is not up?
     NoReports,
+    /// The FEC sends no reports (XOR parity is open loop): what the far
+    /// side gets is not known here.
+    OpenLoop,
 }
 
 impl FarSide {
     /// `sending`: we sent data this second, so reports should come.
-    fn read(t: &Totals, now: Instant, sending: bool) -> Self {
+    fn read(t: &Totals, now: Instant, sending: bool, open_loop: bool) -> Self {
+        if open_loop {
+            return Self::OpenLoop;
+        }
         match (t.sent_residual(), t.sender.last_report_at) {
             (Some(r), Some(at))
                 if !sending || now.saturating_duration_since(at) < FAR_SIDE_SILENT =>

@@ -62,6 +62,8 @@ use crate::block::{
 use crate::control::FecConfig;
 use crate::units::MAX_UDP_PAYLOAD;
 use crate::wire::block::{DATA_HEADER_LEN, DataRepr, SYMBOL_PREFIX};
+use crate::wire::rtp::{FEC_PREFIX_LEN, RtpHeader};
+use crate::xor::{MEDIA_PT, XorEndpoint, XorEndpointConfig, XorLayout};
 use crate::{Instant, Machine, Transmit};
 use bytes::Bytes;
 
@@ -111,6 +113,13 @@ pub struct TunnelConfig {
     /// [`seal::OVERHEAD`] under a key, so a sealed packet still fits: the
     /// template's own values for those two are not used.
     pub max_datagram: usize,
+    /// XOR parity FEC in this layout instead of block FEC (`--fec xor:3`,
+    /// Leigh et al. §4.1): media and SMPTE 2022-1 parity on the link, the
+    /// sender's `session` as both sides' SSRC, open groups closed once the
+    /// application has sent nothing for the sender's `max_block_wait`. The block sender's `k` and
+    /// controller and the receiver's template are then not used, and no
+    /// reports flow (the scheme is open loop).
+    pub xor: Option<XorLayout>,
 }
 
 impl TunnelConfig {
@@ -140,14 +149,35 @@ impl TunnelConfig {
             peer_idle: PEER_IDLE,
             key: None,
             max_datagram: DEFAULT_MAX_DATAGRAM,
+            xor: None,
         }
+    }
+
+    /// What `--fec` names: the XOR layout, or the block controller.
+    pub fn fec_name(&self) -> String {
+        self.xor
+            .map_or_else(|| self.sender.controller.to_string(), |l| l.to_string())
+    }
+
+    /// The XOR endpoint's configuration toward `peer`.
+    fn xor_config(&self, layout: XorLayout, peer: SocketAddr) -> XorEndpointConfig {
+        let mut c = XorEndpointConfig::new(peer, layout);
+        c.ssrc = self.sender.session;
+        c.peer_ssrc = Some(self.sender.session);
+        c.close_when_idle = self.sender.max_block_wait;
+        c.max_datagram = self.inner_datagram();
+        c
     }
 
     /// The bytes a source datagram may have: [`max_datagram`](Self::max_datagram)
     /// less the seal (under a key), the data header and the symbol prefix.
     pub fn max_payload(&self) -> usize {
-        self.inner_datagram()
-            .saturating_sub(DATA_HEADER_LEN + SYMBOL_PREFIX)
+        let header = if self.xor.is_some() {
+            FEC_PREFIX_LEN
+        } else {
+            DATA_HEADER_LEN + SYMBOL_PREFIX
+        };
+        self.inner_datagram().saturating_sub(header)
     }
 
     /// The largest block packet before sealing.
@@ -172,6 +202,12 @@ impl TunnelConfig {
     ///   largest UDP payload.
     pub fn validate(&self) -> Result<(), TunnelConfigError> {
         let bad = |field, why: String| Err(TunnelConfigError { field, why });
+        if let Some(layout) = self.xor {
+            if let Err(e) = layout.validate() {
+                return bad("controller", e.0);
+            }
+            return self.validate_max_datagram(FEC_PREFIX_LEN);
+        }
         let k = self.sender.k;
         if !(1..=254).contains(&k) {
             return bad("k", format!("{k}: must be from 1 to 254"));
@@ -199,21 +235,27 @@ impl TunnelConfig {
                 ),
             );
         }
+        self.validate_max_datagram(DATA_HEADER_LEN + SYMBOL_PREFIX)
+    }
+
+    /// `max_datagram` from the smallest packet carrying one byte (`header`
+    /// and the seal before it) to the largest UDP payload.
+    fn validate_max_datagram(&self, header: usize) -> Result<(), TunnelConfigError> {
         let seal = if self.key.is_some() {
             seal::OVERHEAD
         } else {
             0
         };
-        let min = DATA_HEADER_LEN + SYMBOL_PREFIX + 1 + seal;
+        let min = header + 1 + seal;
         if !(min..=MAX_UDP_PAYLOAD).contains(&self.max_datagram) {
-            return bad(
-                "max_datagram",
-                format!(
+            return Err(TunnelConfigError {
+                field: "max_datagram",
+                why: format!(
                     "{}: must be from {min} to {MAX_UDP_PAYLOAD}{}",
                     self.max_datagram,
                     if seal > 0 { " under a key" } else { "" }
                 ),
-            );
+            });
         }
         Ok(())
     }
@@ -326,7 +368,7 @@ pub struct TunnelEndpoint {
     cfg: TunnelConfig,
     peer: Option<SocketAddr>,
     last_heard: Option<Instant>,
-    inner: Option<BlockEndpoint>,
+    inner: Option<Fec>,
     /// Totals of FEC states already replaced.
     retired: Totals,
     /// Arrival time of received source packets, by `data_seq % len`.
@@ -383,21 +425,31 @@ impl TunnelEndpoint {
     pub fn totals(&self) -> Totals {
         let mut t = self.retired;
         if let Some(ep) = &self.inner {
-            t.add(&ep.sender.stats(), &ep.receiver.stats());
+            ep.add_to(&mut t);
         }
         t
     }
 
+    /// Whether the FEC runs without reports from the far side (XOR
+    /// parity), so nothing here knows what the far side receives.
+    pub fn open_loop(&self) -> bool {
+        self.cfg.xor.is_some()
+    }
+
     /// The repair packets the next full block gets.
     pub fn fwnd(&self) -> Option<usize> {
-        self.inner.as_ref().map(|ep| ep.sender.fwnd())
+        match self.inner.as_ref()? {
+            Fec::Block(ep) => Some(ep.sender.fwnd()),
+            Fec::Xor(_) => None,
+        }
     }
 
     /// Blocks the receiver holds now (bounded by its `max_blocks`).
     pub fn blocks_held(&self) -> usize {
-        self.inner
-            .as_ref()
-            .map_or(0, |ep| ep.receiver.blocks_held())
+        match &self.inner {
+            Some(Fec::Block(ep)) => ep.receiver.blocks_held(),
+            _ => 0,
+        }
     }
 
     /// A datagram from the application, for the peer. Dropped (and
@@ -408,7 +460,14 @@ impl TunnelEndpoint {
             return Err(SendRefused::NoPeer);
         };
         let len = payload.len() as u64;
-        ep.sender.send(now, payload).map(|_| ()).map_err(|e| {
+        let sent = match ep {
+            Fec::Block(ep) => ep.sender.send(now, payload).map(|_| ()),
+            Fec::Xor(ep) => ep.send(now, &payload).map_err(|e| SendError::TooLarge {
+                len: e.len,
+                max: e.max,
+            }),
+        };
+        sent.map_err(|e| {
             if matches!(e, SendError::TooLarge { .. }) {
                 self.stats.too_large += 1;
                 self.stats.too_large_bytes += len;
@@ -419,16 +478,28 @@ impl TunnelEndpoint {
         })
     }
 
-    fn fresh(&self, peer: SocketAddr) -> BlockEndpoint {
+    fn fresh(&self, peer: SocketAddr) -> Fec {
+        if let Some(layout) = self.cfg.xor {
+            let ep = XorEndpoint::new(self.cfg.xor_config(layout, peer)).expect("validated layout");
+            return Fec::Xor(Box::new(ep));
+        }
         let mut s = self.cfg.sender.clone();
         s.peer = peer;
-        BlockEndpoint::new(
+        Fec::Block(Box::new(BlockEndpoint::new(
             BlockSender::new(s),
             BlockReceiver::new(self.cfg.receiver.clone()),
-        )
+        )))
     }
 
+    /// A data packet of this session: a block data packet, or an XOR
+    /// media packet with the session's SSRC (parity carries SSRC 0, so it
+    /// claims nothing).
     fn is_valid_data(&self, data: &[u8]) -> bool {
+        if self.cfg.xor.is_some() {
+            return RtpHeader::parse(data).is_ok_and(|(h, _)| {
+                h.ssrc == self.cfg.sender.session && h.payload_type == MEDIA_PT
+            });
+        }
         DataRepr::parse_with(data, self.cfg.receiver.allow_unchecked)
             .is_ok_and(|d| d.session == self.cfg.sender.session)
     }
@@ -441,27 +512,42 @@ impl TunnelEndpoint {
     /// Replaces the FEC state (all of it, or the receiving half).
     fn restart(&mut self, peer: SocketAddr, whole: bool) {
         self.stats.restarts += 1;
-        if whole {
-            if let Some(old) = self.inner.take() {
-                self.retired.add(&old.sender.stats(), &old.receiver.stats());
+        match self.inner.as_mut() {
+            Some(Fec::Block(ep)) if !whole => {
+                let old = std::mem::replace(
+                    &mut ep.receiver,
+                    BlockReceiver::new(self.cfg.receiver.clone()),
+                );
+                // The sender's counters stay with the sender.
+                self.retired.receiver += old.stats();
             }
-            self.peer = Some(peer);
-            self.inner = Some(self.fresh(peer));
-        } else if let Some(ep) = self.inner.as_mut() {
-            let old = std::mem::replace(
-                &mut ep.receiver,
-                BlockReceiver::new(self.cfg.receiver.clone()),
-            );
-            // The sender's counters stay with the sender.
-            self.retired.receiver += old.stats();
+            _ => {
+                // XOR's halves share no state worth keeping: a silent
+                // peer's return starts both afresh.
+                if let Some(old) = self.inner.take() {
+                    old.add_to(&mut self.retired);
+                }
+                self.peer = Some(peer);
+                self.inner = Some(self.fresh(peer));
+            }
         }
         self.arrivals.fill((u64::MAX, Instant::ZERO));
     }
 
     /// Moves the inner machine's deliveries out, stamped with `now`.
     fn collect(&mut self, now: Instant) {
-        let Some(ep) = self.inner.as_mut() else {
-            return;
+        let ep = match self.inner.as_mut() {
+            Some(Fec::Block(ep)) => ep,
+            Some(Fec::Xor(ep)) => {
+                while let Some(d) = ep.poll_event() {
+                    self.events.push_back(TunnelDelivery {
+                        payload: d.payload,
+                        recovered: d.recovered.map(|(_, added)| added),
+                    });
+                }
+                return;
+            }
+            None => return,
         };
         while let Some(d) = ep.poll_event() {
             let len = self.arrivals.len() as u64;
@@ -556,9 +642,9 @@ impl Machine for TunnelEndpoint {
             }
         }
         let ep = self.inner.as_mut().expect("a peer has an endpoint");
-        let before = (ep.receiver.stats().packets, ep.sender.stats().reports);
-        ep.handle_datagram(now, src, data);
-        if (ep.receiver.stats().packets, ep.sender.stats().reports) != before {
+        let before = ep.heard();
+        ep.machine().take_datagram(now, src, data);
+        if ep.heard() != before {
             self.last_heard = Some(now);
         }
         self.collect(now);
@@ -566,14 +652,14 @@ impl Machine for TunnelEndpoint {
 
     fn handle_timeout(&mut self, now: Instant) {
         if let Some(ep) = self.inner.as_mut() {
-            ep.handle_timeout(now);
+            ep.machine().take_timeout(now);
         }
         self.collect(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         loop {
-            let mut t = self.inner.as_mut()?.poll_transmit(now)?;
+            let mut t = self.inner.as_mut()?.machine().next_transmit(now)?;
             let Some((sealer, _)) = self.crypto.as_mut() else {
                 return Some(t);
             };
@@ -592,7 +678,97 @@ impl Machine for TunnelEndpoint {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.inner.as_ref()?.poll_timeout()
+        match self.inner.as_ref()? {
+            Fec::Block(ep) => ep.poll_timeout(),
+            Fec::Xor(ep) => ep.poll_timeout(),
+        }
+    }
+}
+
+/// The FEC machine toward the peer: block FEC (GENEVA) or XOR parity
+/// (Leigh et al.).
+#[derive(Debug)]
+enum Fec {
+    Block(Box<BlockEndpoint>),
+    Xor(Box<XorEndpoint>),
+}
+
+/// The datagram-facing part both machines share (their events differ).
+/// (Named apart from [`Machine`]'s methods, which every machine also has.)
+trait Link {
+    fn take_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]);
+    fn take_timeout(&mut self, now: Instant);
+    fn next_transmit(&mut self, now: Instant) -> Option<Transmit>;
+}
+
+impl<M: Machine> Link for M {
+    fn take_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        self.handle_datagram(now, src, data);
+    }
+    fn take_timeout(&mut self, now: Instant) {
+        self.handle_timeout(now);
+    }
+    fn next_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        self.poll_transmit(now)
+    }
+}
+
+impl Fec {
+    fn machine(&mut self) -> &mut dyn Link {
+        match self {
+            Self::Block(ep) => ep.as_mut(),
+            Self::Xor(ep) => ep.as_mut(),
+        }
+    }
+
+    /// Counts that move when a valid packet from the peer was taken.
+    fn heard(&self) -> (u64, u64) {
+        match self {
+            Self::Block(ep) => (ep.receiver.stats().packets, ep.sender.stats().reports),
+            Self::Xor(ep) => {
+                let d = ep.decoder_stats();
+                (
+                    d.media + d.media_duplicate + d.media_late,
+                    d.fec + d.fec_duplicate,
+                )
+            }
+        }
+    }
+
+    /// Adds this machine's counters to `t`, XOR's in the block machines'
+    /// terms: media packets are sources, parity packets repairs, and there
+    /// are no blocks or reports.
+    fn add_to(&self, t: &mut Totals) {
+        match self {
+            Self::Block(ep) => t.add(&ep.sender.stats(), &ep.receiver.stats()),
+            Self::Xor(ep) => {
+                let (s, e, d) = (ep.stats(), ep.encoder_stats(), ep.decoder_stats());
+                let sender = SenderStats {
+                    source_sent: s.media_sent,
+                    repair_sent: e.row_fec + e.column_fec,
+                    bytes_sent: s.media_bytes + e.fec_bytes,
+                    refused: s.too_large,
+                    ..SenderStats::default()
+                };
+                let receiver = ReceiverStats {
+                    packets: d.media + d.fec,
+                    source_packets: d.media,
+                    repair_packets: d.fec,
+                    lost_packets: s.lost,
+                    delivered: s.delivered + s.recovered,
+                    recovered: s.recovered,
+                    unrecovered: s.unrecovered,
+                    malformed: s.malformed + d.media_malformed + d.fec_malformed,
+                    duplicates: d.media_duplicate + d.fec_duplicate,
+                    late: d.media_late,
+                    inconsistent: d.fec_mismatched + d.bad_length,
+                    stale: d.fec_out_of_window,
+                    evicted: d.evicted + d.fec_full,
+                    ..ReceiverStats::default()
+                };
+                t.add(&sender, &receiver);
+            }
+        }
     }
 }
 
@@ -1141,5 +1317,62 @@ mod tests {
             .collect();
         let (_, out) = bytes_back(&mut kb, C, &good);
         assert!(out > 0);
+    }
+
+    /// `--fec xor:...`: the tunnel carries XOR parity instead of blocks,
+    /// keyed or not; a lost datagram is rebuilt, the peer is learned from
+    /// a media packet of the session, and under a key a forged packet with
+    /// the right SSRC claims nothing.
+    #[test]
+    fn xor_tunnels_rebuild_and_learn_their_peer() {
+        for keyed in [false, true] {
+            let xor = |peer: Option<SocketAddr>| {
+                let mut c = TunnelConfig::new(peer, 4);
+                c.xor = Some(XorLayout::row(3));
+                c.sender.session = 77;
+                if keyed {
+                    c.key = Some(TunnelKey {
+                        psk: vec![7; 32],
+                        // Each side its own salt (its own is a reflection).
+                        salt: u64::from(peer.is_some()),
+                        cipher: Cipher::ChaCha20Poly1305,
+                    });
+                }
+                c
+            };
+            assert_eq!(xor(None).validate(), Ok(()));
+            assert_eq!(xor(None).fec_name(), "xor:3");
+            let mut a = TunnelEndpoint::new(xor(Some(B)));
+            let mut b = TunnelEndpoint::new(xor(None));
+            let now = Instant::from_millis(1);
+            // A stranger's RTP packet with the session's SSRC.
+            let forged = crate::wire::rtp::RtpHeader {
+                payload_type: MEDIA_PT,
+                ssrc: 77,
+                ..Default::default()
+            }
+            .to_packet(b"forged");
+            b.handle_datagram(now, C, &forged);
+            assert_eq!(b.peer().is_some(), !keyed, "keyed {keyed}");
+            let mut b = TunnelEndpoint::new(xor(None));
+            let payloads: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 10 + usize::from(i)]).collect();
+            let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+            let out = packets(&mut a, now, &refs);
+            assert_eq!(out.len(), 8, "6 media and 2 parity");
+            for (i, p) in out.iter().enumerate() {
+                if i != 1 {
+                    b.handle_datagram(now, A, p);
+                }
+            }
+            assert_eq!(b.peer(), Some(A), "{:?}", b.stats());
+            let mut got: Vec<Vec<u8>> = std::iter::from_fn(|| b.poll_event())
+                .map(|d| d.payload.to_vec())
+                .collect();
+            got.sort();
+            assert_eq!(got, payloads, "keyed {keyed}");
+            let t = b.totals();
+            assert_eq!((t.receiver.recovered, t.receiver.delivered), (1, 6));
+            assert!(a.open_loop() && a.fwnd().is_none());
+        }
     }
 }

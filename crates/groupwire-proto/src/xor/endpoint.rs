@@ -15,6 +15,11 @@ use crate::units::MAX_UDP_PAYLOAD;
 use crate::wire::rtp::{FEC_PREFIX_LEN, RtpHeader};
 use crate::{Instant, Machine, Transmit, Transport};
 
+/// The payload type of media packets by default (dynamic).
+pub const MEDIA_PT: u8 = 97;
+/// The payload type of parity packets by default (GStreamer's encoder's).
+pub const FEC_PT: u8 = 96;
+
 /// How an [`XorEndpoint`] is set up; [`XorEndpointConfig::new`] gives the
 /// defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +41,14 @@ pub struct XorEndpointConfig {
     pub first_seq: u16,
     /// RTP timestamp units per second (90 kHz, as for video).
     pub clock_rate: u32,
-    /// Close the open groups this long after the matrix's first packet
-    /// (a partial group's parity covers what it has), so a stream that
-    /// pauses is protected at once; `None`: only full groups, as SMPTE
-    /// 2022-1. The receiver takes partial groups when this is set.
-    pub max_group_wait: Option<Duration>,
+    /// Close the open groups once nothing has been sent for this long (a
+    /// partial group's parity covers what it has), so the last packets
+    /// before a pause are protected at once and a rebuild never waits
+    /// longer than the pause; `None`: only full groups, as SMPTE 2022-1.
+    /// The receiver takes partial groups when this is set. Set it above
+    /// the stream's packet gap: a stream slower than one packet per wait
+    /// closes a group after every packet (one parity each).
+    pub close_when_idle: Option<Duration>,
     /// Sequence window of the decoder.
     pub window: u16,
     /// Byte budget of the decoder.
@@ -52,8 +60,8 @@ pub struct XorEndpointConfig {
 
 impl XorEndpointConfig {
     /// Defaults: SSRC 0 both ways, payload types 97 (media) and 96
-    /// (parity), 90 kHz timestamps, partial groups closed 2 ms after a
-    /// matrix starts (the tunnel's block wait), the decoder's default
+    /// (parity), 90 kHz timestamps, partial groups closed after 2 ms
+    /// without a packet (the tunnel's block wait), the decoder's default
     /// window and budget, 1472-byte datagrams.
     pub fn new(peer: SocketAddr, layout: XorLayout) -> Self {
         Self {
@@ -61,11 +69,11 @@ impl XorEndpointConfig {
             layout,
             ssrc: 0,
             peer_ssrc: None,
-            media_pt: 97,
-            fec_pt: 96,
+            media_pt: MEDIA_PT,
+            fec_pt: FEC_PT,
             first_seq: 0,
             clock_rate: 90_000,
-            max_group_wait: Some(Duration::from_millis(2)),
+            close_when_idle: Some(Duration::from_millis(2)),
             window: super::DEFAULT_WINDOW,
             max_bytes: super::DEFAULT_MAX_BYTES,
             max_datagram: 1472,
@@ -105,6 +113,16 @@ pub struct XorEndpointStats {
     pub delivered: u64,
     /// Media packets delivered after a rebuild.
     pub recovered: u64,
+    /// Media packets sent, and their bytes (RTP header included).
+    pub media_sent: u64,
+    /// The bytes of those packets.
+    pub media_bytes: u64,
+    /// Media packets missing from the sequence when a later one arrived.
+    pub lost: u64,
+    /// Media packets never delivered once the decoder's window passed
+    /// them (the residual loss; packets within the window of the newest
+    /// may still be rebuilt and are not counted yet).
+    pub unrecovered: u64,
 }
 
 /// Why [`XorEndpoint::send`] refused a payload.
@@ -129,7 +147,7 @@ const LATER_SCAN: u16 = 255;
 /// feedback: the scheme is open loop, as the paper's.
 ///
 /// Drain contract as for every [`Machine`]. Timers: closing partial groups
-/// ([`XorEndpointConfig::max_group_wait`]).
+/// ([`XorEndpointConfig::close_when_idle`]).
 #[derive(Debug)]
 pub struct XorEndpoint {
     cfg: XorEndpointConfig,
@@ -141,6 +159,15 @@ pub struct XorEndpoint {
     out: VecDeque<Transmit>,
     events: VecDeque<XorDelivery>,
     arrivals: Vec<Option<(u16, Instant)>>,
+    /// Extended media sequence numbers delivered, by value modulo its
+    /// length (twice the window), for judging what was never delivered.
+    delivered: Vec<u64>,
+    /// Newest extended media sequence number that arrived or was rebuilt.
+    newest: Option<u64>,
+    /// Newest that arrived (for counting gaps).
+    newest_arrived: Option<u64>,
+    /// Everything below this has been judged delivered or not.
+    judged: u64,
     stats: XorEndpointStats,
 }
 
@@ -152,7 +179,7 @@ impl XorEndpoint {
             layout: Some(cfg.layout),
             window: cfg.window,
             max_bytes: cfg.max_bytes,
-            partial_groups: cfg.max_group_wait.is_some(),
+            partial_groups: cfg.close_when_idle.is_some(),
         });
         Ok(Self {
             seq: cfg.first_seq,
@@ -163,6 +190,10 @@ impl XorEndpoint {
             out: VecDeque::new(),
             events: VecDeque::new(),
             arrivals: vec![None; ARRIVALS],
+            delivered: vec![u64::MAX; 2 * usize::from(cfg.window.clamp(1, 16384))],
+            newest: None,
+            newest_arrived: None,
+            judged: 0,
             stats: XorEndpointStats::default(),
         })
     }
@@ -208,18 +239,19 @@ impl XorEndpoint {
         }
         .to_packet(payload);
         self.seq = self.seq.wrapping_add(1);
-        if !self.enc.is_open() {
-            self.close_at = self.cfg.max_group_wait.map(|w| now.saturating_add(w));
-        }
+        self.stats.media_sent += 1;
+        self.stats.media_bytes += packet.len() as u64;
         if self.enc.push(&packet).is_err() {
             // Our own header: cannot fail to parse.
             return Ok(());
         }
         self.transmit(Bytes::from(packet));
         self.take_fec();
-        if !self.enc.is_open() && !self.enc.has_held() {
-            self.close_at = None;
-        }
+        self.close_at = if self.enc.is_open() || self.enc.has_held() {
+            self.cfg.close_when_idle.map(|w| now.saturating_add(w))
+        } else {
+            None
+        };
         Ok(())
     }
 
@@ -237,6 +269,38 @@ impl XorEndpoint {
         }
     }
 
+    /// The extended sequence number of `seq`, nearest the newest.
+    fn extend(&self, seq: u16) -> u64 {
+        const ORIGIN: u64 = 1 << 32;
+        self.newest.map_or(ORIGIN + u64::from(seq), |n| {
+            n.saturating_add_signed(i64::from(seq.wrapping_sub(n as u16) as i16))
+        })
+    }
+
+    /// Marks `seq` delivered, and judges what the window has passed.
+    fn mark(&mut self, seq: u16) {
+        let ext = self.extend(seq);
+        let len = self.delivered.len() as u64;
+        if self.newest.is_none() {
+            self.judged = ext;
+        }
+        if ext < self.judged {
+            return;
+        }
+        self.delivered[(ext % len) as usize] = ext;
+        if self.newest.is_none_or(|n| ext > n) {
+            self.newest = Some(ext);
+        }
+        let window = u64::from(self.cfg.window.clamp(1, 16384));
+        let newest = self.newest.unwrap_or(ext);
+        while self.judged + window <= newest {
+            if self.delivered[(self.judged % len) as usize] != self.judged {
+                self.stats.unrecovered += 1;
+            }
+            self.judged += 1;
+        }
+    }
+
     fn deliver(&mut self, now: Instant) {
         while let Some(r) = self.dec.poll_recovered() {
             let later = (1..=LATER_SCAN).find_map(|j| {
@@ -249,6 +313,7 @@ impl XorEndpoint {
                 .and_then(|(h, body)| h.payload(body).map(|p| r.packet.slice_ref(p)))
                 .unwrap_or_default();
             self.stats.recovered += 1;
+            self.mark(r.seq);
             self.events.push_back(XorDelivery {
                 payload,
                 seq: r.seq,
@@ -282,6 +347,14 @@ impl Machine for XorEndpoint {
         } else if self.dec.on_media(packet.clone()) == MediaOutcome::New {
             self.arrivals[usize::from(h.seq) % ARRIVALS] = Some((h.seq, now));
             self.stats.delivered += 1;
+            let ext = self.extend(h.seq);
+            if let Some(n) = self.newest_arrived.filter(|&n| ext > n) {
+                self.stats.lost += ext - n - 1;
+            }
+            if self.newest_arrived.is_none_or(|n| ext > n) {
+                self.newest_arrived = Some(ext);
+            }
+            self.mark(h.seq);
             // The payload's place in `data` is its place in `packet`.
             let payload = h.payload(body).map_or_else(
                 |_| Bytes::new(),

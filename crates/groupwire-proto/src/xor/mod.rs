@@ -46,7 +46,9 @@ pub use decoder::{
     XorDecoderStats,
 };
 pub use encoder::{EncodedFec, EncoderStats, FecStream, XorEncoder};
-pub use endpoint::{TooLarge, XorDelivery, XorEndpoint, XorEndpointConfig, XorEndpointStats};
+pub use endpoint::{
+    FEC_PT, MEDIA_PT, TooLarge, XorDelivery, XorEndpoint, XorEndpointConfig, XorEndpointStats,
+};
 
 /// The largest `L × D` a layout may have (SMPTE 2022-1 allows `L·D <= 100`;
 /// GStreamer does not check; we allow more for research, within the

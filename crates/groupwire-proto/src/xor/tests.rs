@@ -378,7 +378,7 @@ mod endpoint {
             let mut c = XorEndpointConfig::new(addr(peer), layout);
             c.ssrc = ssrc;
             c.peer_ssrc = Some(peer_ssrc);
-            c.max_group_wait = wait;
+            c.close_when_idle = wait;
             XorEndpoint::new(c).unwrap()
         };
         (mk(2, 7, 8), mk(1, 8, 7))

@@ -236,7 +236,7 @@ impl Leigh {
             Some(l) => {
                 let cfg = |peer| {
                     let mut c = XorEndpointConfig::new(addr_of(peer), l);
-                    c.max_group_wait = None;
+                    c.close_when_idle = None;
                     c
                 };
                 let ep = XorEndpoint::new(cfg(b)).map_err(|e| ScenarioError::Invalid {
@@ -261,7 +261,7 @@ impl Leigh {
             None => sim.add_node(Box::new(UdpSink::new())),
             Some(l) => {
                 let mut c = XorEndpointConfig::new(addr_of(a), l);
-                c.max_group_wait = None;
+                c.close_when_idle = None;
                 let ep = XorEndpoint::new(c).expect("validated layout");
                 sim.add_node(Box::new(MachineNode::new(b, ep)))
             }
