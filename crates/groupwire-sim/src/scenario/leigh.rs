@@ -52,7 +52,8 @@ use crate::rng;
 use crate::topology::{Dumbbell, DumbbellConfig};
 use crate::traffic::{Message, UdpSender, UdpSink};
 
-/// Parameters of the `leigh` scenario (see the [module docs](self)).
+/// Parameters of the `leigh` scenario: Figure 5's path, its congestion and
+/// the XOR layouts run over it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Leigh {
@@ -70,7 +71,9 @@ pub struct Leigh {
     /// Bytes per foreground datagram (the paper recommends "small (like
     /// 1Kbyte)" packets).
     pub size: u32,
-    /// Whether `rate` includes the parity (see the [module docs](self)).
+    /// Whether `rate` includes the parity: `true` sends media at N/(N+1) of
+    /// `rate` so the stream is `rate` on the wire; `false` adds the parity on
+    /// top (the paper does not say which it did).
     pub rate_includes_parity: bool,
     /// Injected congestion, Poisson (the paper's 50 Mbit/s).
     pub congestion: Bitrate,
