@@ -240,6 +240,12 @@ def perf(out):
             n = f" (pair {p + 1})" if p else ""
             cases += [("tunnel, k=20, Fwnd=8 (static:8)" + n, fec),
                       ("tunnel, k=20, Fwnd=8, --key-file (AES-256-GCM)" + n, keyed)]
+        # XOR parity (Leigh et al.): the paper's one per three, and the
+        # SMPTE 2-D matrix; --block-wait 20ms so a pause of the load
+        # generator between batches does not close groups early.
+        xor_cases = [("tunnel, XOR one parity per 3 (xor:3)", ["--fec", "xor:3", "--block-wait", "20ms"]),
+                     ("tunnel, XOR 2-D matrix (xor:4x4)", ["--fec", "xor:4x4", "--block-wait", "20ms"])]
+        cases += xor_cases
         for i, (name, args) in enumerate(cases):
             prof = os.path.join(tmp, "perf.data")
             # Where the sending tunnel's time goes (the keyless run), if `perf` is installed.
@@ -264,7 +270,8 @@ def perf(out):
          "→ hop A → hop B → `udp_load recv`, all on 127.0.0.1, separate processes, "
          f"{seconds} s. Baseline: both hops are a plain UDP relay (`udp_load relay`: recvmmsg in, GSO out, no "
          "framing). Tunnel: `groupwire tunnel` on both hops, `--fec static:8 --k 20` (Fwnd 8 per 20), lossless, "
-         "without and with `--key-file --cipher aes-256-gcm` (every packet sealed). "
+         "without and with `--key-file --cipher aes-256-gcm` (every packet sealed), and with XOR parity (`--fec xor:3`, "
+         "`--fec xor:4x4`) instead of blocks. "
          "Goodput: distinct, byte-checked datagrams at the sink over its receive span. Latency: one-way, "
          "application to application, under this full load (mostly queueing). Goal: ≥ 1 Gbit/s of goodput.\n",
          "| case | offered | goodput | relative to the relay | loss | one-way p50 / p99 | link overhead | corrupt |",
@@ -288,6 +295,16 @@ def perf(out):
              f"goal: at most 15% less{', met' if cost <= 0.15 else ', missed'}. Under the key the packets carry no "
              "CRC-32 (the AEAD tag covers it; `wire::block::FLAG_UNCHECKED`), and `cargo bench -p groupwire-cli "
              "--bench seal` compares the ciphers per packet.")
+    xor_rows = rows[-len(xor_cases):]
+    block = sorted(rows[1 + 2 * p]["goodput"] for p in range(PAIRS))[PAIRS // 2]
+    L.append("")
+    L.append("XOR parity instead of block FEC (`--fec xor:3`, `--fec xor:4x4`, keyless): "
+             + "; ".join(f"`{r['name'].split('(')[-1].rstrip(')')}` {r['goodput'] / 1e9:.3f} Gbit/s, "
+                         f"{r['goodput'] / max(block, 1e-9):.2f} of the keyless block tunnel's median"
+                         for r in xor_rows)
+             + ". Goal from the Leigh issue: at least as fast as the block tunnel"
+             + (", met." if all(r["goodput"] >= block for r in xor_rows) else
+                ", missed: " + ", ".join(r["name"] for r in xor_rows if r["goodput"] < block) + "."))
     if profile:
         L.append("")
         L.append("Where the sending tunnel's time goes (`perf record -F 499` on hop A during the tunnel run, share of its "

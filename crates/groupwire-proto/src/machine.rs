@@ -36,7 +36,12 @@ pub struct Transmit {
 /// [`poll_event`](Machine::poll_event) until `None`, then read
 /// [`poll_timeout`](Machine::poll_timeout) and call
 /// [`handle_timeout`](Machine::handle_timeout) no later than that. `now` never
-/// goes backwards.
+/// goes backwards. A command a machine documents as *queueing* (such as
+/// [`TunnelEndpoint::send`](crate::tunnel::TunnelEndpoint::send)) may be
+/// repeated, one per datagram of a batch the application handed over, before
+/// one drain: its output waits in the machine, which may order the batch's
+/// output as a whole (an XOR endpoint puts the batch's parity after its media,
+/// so a driver sends equal-sized runs in one segmentation-offload call).
 pub trait Machine {
     /// What the machine tells its application (delivered messages, QoS signals, ...).
     type Event;

@@ -265,8 +265,12 @@ impl Tunnel {
                                     on_notice(TunnelNotice::FirstTooLarge { len, max: max_payload });
                                 }
                             }
-                            io.drain(&mut ep, now, &mut stats);
                         }
+                        // Sends only queue (see `TunnelEndpoint::send`): one
+                        // drain per batch lets the machine order the batch's
+                        // output (XOR parity after the media), so equal-sized
+                        // datagrams leave in one segmentation-offload call.
+                        io.drain(&mut ep, now, &mut stats);
                     }
                     Err(e) if is_transient(&e) => stats.recv_errors += 1,
                     Err(e) => return Err(io::Error::new(e.kind(), format!("app socket: {e}"))),

@@ -454,6 +454,9 @@ impl TunnelEndpoint {
 
     /// A datagram from the application, for the peer. Dropped (and
     /// counted) without a peer or if the sender refuses it.
+    ///
+    /// Queueing (see [`Machine`]'s drain contract): a driver may send a
+    /// whole batch before draining; what the sends produce waits here.
     pub fn send(&mut self, now: Instant, payload: Bytes) -> Result<(), SendRefused> {
         let Some(ep) = self.inner.as_mut() else {
             self.stats.no_peer += 1;

@@ -157,6 +157,12 @@ pub struct XorEndpoint {
     /// When the open matrix closes.
     close_at: Option<Instant>,
     out: VecDeque<Transmit>,
+    /// Parity waiting behind `out`: a drain hands out the media first, then
+    /// the parity, so a socket driver sees runs of equal-sized datagrams
+    /// (one segmentation-offload call each) rather than media and the
+    /// longer parity interleaved, which ends a run at every parity. A parity
+    /// packet still leaves in the same drain as the media that completed it.
+    fec_out: VecDeque<Transmit>,
     events: VecDeque<XorDelivery>,
     arrivals: Vec<Option<(u16, Instant)>>,
     /// Extended media sequence numbers delivered, by value modulo its
@@ -188,6 +194,7 @@ impl XorEndpoint {
             dec,
             close_at: None,
             out: VecDeque::new(),
+            fec_out: VecDeque::new(),
             events: VecDeque::new(),
             arrivals: vec![None; ARRIVALS],
             delivered: vec![u64::MAX; 2 * usize::from(cfg.window.clamp(1, 16384))],
@@ -219,7 +226,8 @@ impl XorEndpoint {
     }
 
     /// Sends `payload` to the peer as the next media packet, with whatever
-    /// parity it completes.
+    /// parity it completes. Queueing (see [`Machine`]): several sends may
+    /// precede a drain, which hands out their media first, then their parity.
     pub fn send(&mut self, now: Instant, payload: &[u8]) -> Result<(), TooLarge> {
         let max = self.cfg.max_payload().min(MAX_UDP_PAYLOAD - FEC_PREFIX_LEN);
         if payload.len() > max {
@@ -256,16 +264,21 @@ impl XorEndpoint {
     }
 
     fn transmit(&mut self, payload: Bytes) {
-        self.out.push_back(Transmit {
+        self.out.push_back(self.to_peer(payload));
+    }
+
+    fn to_peer(&self, payload: Bytes) -> Transmit {
+        Transmit {
             dst: self.cfg.peer,
             transport: Transport::Udp,
             payload,
-        });
+        }
     }
 
     fn take_fec(&mut self) {
         while let Some(f) = self.enc.poll_fec() {
-            self.transmit(f.packet);
+            let t = self.to_peer(f.packet);
+            self.fec_out.push_back(t);
         }
     }
 
@@ -381,7 +394,7 @@ impl Machine for XorEndpoint {
     }
 
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
-        self.out.pop_front()
+        self.out.pop_front().or_else(|| self.fec_out.pop_front())
     }
 
     fn poll_event(&mut self) -> Option<XorDelivery> {

@@ -367,7 +367,7 @@ mod endpoint {
     use rand_chacha::ChaCha8Rng;
 
     use super::super::*;
-    use crate::{Instant, Machine};
+    use crate::{Instant, Machine, Transmit};
 
     fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([10, 0, 0, 1], port))
@@ -471,6 +471,34 @@ mod endpoint {
         let d = b.poll_event().expect("rebuilt from the partial row");
         assert_eq!((d.seq, d.payload.to_vec()), (4, payload(4)));
         assert!(a.poll_timeout().is_none());
+    }
+
+    #[test]
+    fn a_batch_of_sends_drains_media_first_then_parity_and_still_rebuilds() {
+        let (mut a, mut b) = pair(XorLayout::row(3), None);
+        let now = Instant::ZERO;
+        for i in 0..12 {
+            a.send(now, &[i as u8; 100]).unwrap();
+        }
+        let out: Vec<_> = std::iter::from_fn(|| a.poll_transmit(now)).collect();
+        let is_fec = |t: &Transmit| t.payload[1] & 0x7f == a.config().fec_pt;
+        let kinds: Vec<bool> = out.iter().map(is_fec).collect();
+        assert_eq!(kinds, [[false; 12].as_slice(), &[true; 4]].concat());
+        // Media all the same size, so a driver sends them in one call.
+        assert!(
+            out[..12]
+                .iter()
+                .all(|t| t.payload.len() == out[0].payload.len())
+        );
+        // The receiver sees each parity after its group: a loss in every
+        // group is still rebuilt.
+        for (i, t) in out.iter().enumerate() {
+            if i >= 12 || i % 3 != 1 {
+                b.handle_datagram(now, addr(1), &t.payload);
+            }
+        }
+        let got: Vec<_> = std::iter::from_fn(|| b.poll_event()).collect();
+        assert_eq!((got.len(), b.stats().recovered), (12, 4));
     }
 
     #[test]
