@@ -7,6 +7,7 @@ mod args;
 mod awareness;
 mod emulate;
 mod error;
+mod metrics;
 mod net;
 mod output;
 mod plot;

@@ -73,6 +73,7 @@ use groupwire_tokio::tunnel::{
 use groupwire_units::duration;
 
 use crate::UsageError;
+use crate::metrics::MetricsArgs;
 use crate::net::{runtime, shutdown_signal};
 
 /// Carry UDP datagrams over an adaptive block-FEC link (GENEVA/GMIAD).
@@ -201,6 +202,8 @@ pub(crate) struct TunnelArgs {
     /// No per-second progress lines.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     /// Once bound, print one JSON line on stdout for scripts:
     /// `{"ready":"tunnel","app":ADDR,"link":ADDR,"fec":..,"k":..,"seal":..}`.
     #[arg(long)]
@@ -215,6 +218,9 @@ struct Ready {
     fec: String,
     k: usize,
     seal: Option<String>,
+    /// The `--metrics` endpoint's address, if serving.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
@@ -343,9 +349,13 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         .map(|c| format!(" seal={c}"))
         .unwrap_or_default();
     let tunnel = Tunnel::bind(setup, cfg).await.map_err(UsageError::new)?;
+    let (mut sinks, metrics_addr) = args.metrics.open().await?;
+    let metrics_at = metrics_addr
+        .map(|a| format!(" metrics=http://{a}/metrics"))
+        .unwrap_or_default();
     // One machine-readable line, always: tests and scripts read the ports.
     eprintln!(
-        "tunnel app={} link={} {} fec={} k={}{seal} (Ctrl-C to stop)",
+        "tunnel app={} link={} {} fec={} k={}{seal}{metrics_at} (Ctrl-C to stop)",
         tunnel.app_addr(),
         tunnel.link_addr(),
         match role {
@@ -364,6 +374,7 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
                 fec: args.fec.to_string(),
                 k: args.k,
                 seal: cipher,
+                metrics: metrics_addr,
             },
         )?;
     }
@@ -374,7 +385,17 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
             Clock::start(),
             shutdown_signal(args.duration),
             |n| match n {
-                TunnelNotice::Second(s) if !quiet => eprintln!("{}", live_line(s)),
+                TunnelNotice::Second(s) => {
+                    if !quiet {
+                        eprintln!("{}", live_line(s));
+                    }
+                    if let Some(c) = &s.channel {
+                        if !quiet {
+                            eprintln!("        {}", c.line());
+                        }
+                        sinks.record(std::slice::from_ref(c));
+                    }
+                }
                 TunnelNotice::FirstTooLarge { len, max } => eprintln!(
                     "tunnel: dropped a {len}-byte datagram: the tunnel carries at most {max} bytes \
                      (--max-datagram {max_datagram} less {}); such datagrams are dropped and counted as too_large",
@@ -384,6 +405,8 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
             },
         )
         .await?;
+    sinks.record(std::slice::from_ref(&report.channel));
+    sinks.close();
     let mut out = std::io::stdout().lock();
     print_summary(&mut out, &report)?;
     if let Some(path) = &args.stats_json {
@@ -496,7 +519,30 @@ fn print_summary(out: &mut impl Write, r: &TunnelReport) -> anyhow::Result<()> {
         r.dropped.total(),
         serde_json::to_string(&r.dropped)?
     )?;
+    let c = &r.channel;
+    if c.loss.judged > 0 {
+        let l = &c.latency_total;
+        writeln!(
+            out,
+            "  channel              latency p50 {:.2} ms p99 {:.2} ms ({}), jitter {} (Figure 4) {} (RFC 3550), \
+             wire loss {} in {} runs (mean {}, Gilbert p {} r {})",
+            l.p50_ms,
+            l.p99_ms,
+            c.latency_kind.name(),
+            opt_ms(c.jitter_fig4_total_ms),
+            opt_ms(c.jitter_rfc3550_ms),
+            percent(c.loss.wire_loss.unwrap_or(0.0)),
+            c.burst.runs,
+            c.burst.mean_run.map_or("-".into(), |m| format!("{m:.2}")),
+            c.burst.gilbert_p.map_or("-".into(), |p| format!("{p:.4}")),
+            c.burst.gilbert_r.map_or("-".into(), |r| format!("{r:.3}")),
+        )?;
+    }
     Ok(())
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.2} ms"))
 }
 
 fn percent(x: f64) -> String {

@@ -188,6 +188,18 @@ fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
     );
     assert!(sa["sent"]["overhead"].as_f64() > Some(0.1), "{sa}");
     assert!(a_out.contains("residual loss"), "{a_out}");
+    // The channel measures: block FEC's latency is half the sender's round
+    // trip plus what recovery added, and every rebuilt datagram counts on
+    // the block path; the wire's loss is bursty (Gilbert r well below 1 - p).
+    let c = &sb["channel"];
+    assert_eq!(c["latency_kind"], "half_rtt", "{c}");
+    assert_eq!(c["paths"]["block"], rb["recovered"], "{c}");
+    assert!(c["latency_total"]["count"].as_u64() > Some(1000), "{c}");
+    let (p, r) = (
+        c["burst"]["gilbert_p"].as_f64(),
+        c["burst"]["gilbert_r"].as_f64(),
+    );
+    assert!(p.zip(r).is_some_and(|(p, r)| p + r < 0.9), "{c}");
 }
 
 #[test]
@@ -323,6 +335,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
 fn xor_tunnel_rebuilds_random_loss() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let b_lines = dir.path().join("b.jsonl");
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
     let target = app_rx.local_addr().expect("bound").to_string();
     let b = spawn(&[
@@ -338,6 +351,10 @@ fn xor_tunnel_rebuilds_random_loss() {
         "--quiet",
         "--stats-json",
         b_json.to_str().expect("utf-8"),
+        "--metrics",
+        "127.0.0.1:0",
+        "--metrics-json",
+        b_lines.to_str().expect("utf-8"),
     ]);
     let emu = spawn(&[
         "emulate",
@@ -368,6 +385,8 @@ fn xor_tunnel_rebuilds_random_loss() {
     ]);
     assert_eq!(a.ready["fec"], "xor:4x4", "{}", a.ready);
     let (sent, got) = exchange(a.addr("app"), &app_rx, 6000, 1000.0, Duration::from_secs(5));
+    // The Prometheus endpoint answers while the tunnel runs.
+    let scrape = http_get(b.addr("metrics"), "/metrics");
     let (a_out, _, emu_out) = (a.finish().0, b.finish(), emu.finish().0);
     let (sa, sb) = (stats(&a_json), stats(&b_json));
     assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
@@ -388,4 +407,56 @@ fn xor_tunnel_rebuilds_random_loss() {
     assert!(sa["sent"]["repair_packets"].as_u64() > Some(100), "{sa}");
     assert!(a_out.contains("--fec xor:4x4"), "{a_out}");
     assert!(a_out.contains("open loop"), "{a_out}");
+
+    // The channel measures (Leigh et al. §4): one JSON line a second and
+    // one at the end, agreeing with the tunnel's own counts.
+    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+    assert!(
+        scrape.contains(
+            r#"groupwire_channel_delivered_total{channel="tunnel xor:4x4",path="arrived"}"#
+        ),
+        "{scrape}"
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&b_lines)
+        .expect("metrics json lines")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    let c = lines.last().expect("a final line");
+    assert_eq!(c, &sb["channel"], "the last line is the report's channel");
+    assert_eq!(c["latency_kind"], "one_way", "{c}");
+    let judged = n(&c["loss"]["judged"]);
+    assert!(judged > 500.0 && judged <= sent.len() as f64, "{c}");
+    let wire = n(&c["loss"]["wire_loss"]);
+    assert!(
+        (wire - link_loss).abs() < 0.2 * link_loss,
+        "wire {wire} vs {link_loss}: {c}"
+    );
+    assert!(n(&c["loss"]["residual_loss"]) < 0.3 * wire, "{c}");
+    let rebuilt = n(&c["paths"]["xor_row"]) + n(&c["paths"]["xor_column"]);
+    assert_eq!(rebuilt, n(&rb["recovered"]), "{c}");
+    assert!(
+        c["jitter_rfc3550_ms"].is_number() && c["jitter_fig4_total_ms"].is_number(),
+        "{c}"
+    );
+    // Bernoulli loss: a fitted Gilbert chain with p + r near 1.
+    let (p, r) = (n(&c["burst"]["gilbert_p"]), n(&c["burst"]["gilbert_r"]));
+    assert!((p + r - 1.0).abs() < 0.25, "p {p} r {r}: {c}");
+}
+
+/// One HTTP/1.1 GET on a fresh connection: the whole response.
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response");
+    out
 }

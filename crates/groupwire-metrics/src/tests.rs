@@ -74,3 +74,229 @@ fn the_arrival_window_is_exact_and_bounded() {
     assert_eq!(a.sum_since(ms(80), Duration::from_millis(25)), 7);
     assert_eq!(a.sum_since(ms(80), Duration::from_millis(15)), 0);
 }
+
+mod channel {
+    use std::time::Duration;
+
+    use groupwire_units::Instant;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use crate::channel::{BurstStats, Fig4Jitter, Rfc3550Jitter};
+    use crate::*;
+
+    #[test]
+    fn fig4_jitter_is_the_mean_deviation_from_each_run_of_20s_mean() {
+        let mut j = Fig4Jitter::default();
+        for i in 0..19 {
+            j.push(if i % 2 == 0 { 10.0 } else { 20.0 });
+        }
+        assert_eq!(j.micros(), None, "a run of 20 is not finished");
+        j.push(20.0);
+        assert_eq!(j.micros(), Some(5.0));
+        // A constant second run halves the mean deviation; a level shift
+        // between runs is not jitter (each run has its own short-term mean).
+        for _ in 0..20 {
+            j.push(1000.0);
+        }
+        assert_eq!(j.micros(), Some(2.5));
+        j.reset();
+        assert_eq!(j.micros(), None);
+    }
+
+    #[test]
+    fn rfc3550_jitter_converges_to_the_transit_difference() {
+        let mut j = Rfc3550Jitter::default();
+        assert_eq!(j.micros(), None);
+        for _ in 0..100 {
+            j.push(5000.0);
+        }
+        assert_eq!(j.micros(), Some(0.0));
+        let mut j = Rfc3550Jitter::default();
+        for i in 0..=400 {
+            j.push(if i % 2 == 0 { 0.0 } else { 160.0 });
+        }
+        // J_n = 160 (1 - (15/16)^n): within a microsecond after 400.
+        assert!(
+            (j.micros().unwrap() - 160.0).abs() < 1.0,
+            "{:?}",
+            j.micros()
+        );
+    }
+
+    #[test]
+    fn gilbert_fit_recovers_the_chain_that_made_the_losses() {
+        let (p, r) = (0.02, 0.3);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut b = BurstStats::default();
+        let mut bad = false;
+        for _ in 0..400_000 {
+            bad = if bad {
+                !rng.random_bool(r)
+            } else {
+                rng.random_bool(p)
+            };
+            b.push(bad);
+        }
+        let s = b.summary();
+        let (fp, fr) = (s.gilbert_p.unwrap(), s.gilbert_r.unwrap());
+        assert!((fp - p).abs() < 0.1 * p, "p {fp}");
+        assert!((fr - r).abs() < 0.1 * r, "r {fr}");
+        assert!((s.mean_run.unwrap() - 1.0 / r).abs() < 0.1 / r, "{s:?}");
+        let total: u64 = s.run_lengths.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, s.runs);
+    }
+
+    #[test]
+    fn runs_in_bulk_equal_runs_one_by_one() {
+        let mut a = BurstStats::default();
+        let mut b = BurstStats::default();
+        for (lost, n) in [
+            (false, 3),
+            (true, 2),
+            (false, 1),
+            (true, 40),
+            (false, 5),
+            (true, 1),
+        ] {
+            a.push_run(lost, n);
+            for _ in 0..n {
+                b.push(lost);
+            }
+        }
+        assert_eq!(a.summary(), b.summary());
+        let s = a.summary();
+        assert_eq!((s.runs, s.max_run), (3, 40));
+        assert_eq!(
+            s.run_lengths,
+            vec![(1, 1), (2, 1), (channel::MAX_RUN_BUCKET, 1)]
+        );
+    }
+
+    fn ms(v: u64) -> Option<Duration> {
+        Some(Duration::from_millis(v))
+    }
+
+    #[test]
+    fn the_meter_judges_arrivals_rebuilds_and_losses() {
+        let t0 = Instant::ZERO;
+        let mut m = ChannelMeter::with_window("x", LatencyKind::OneWay, t0, 8);
+        for seq in 100..120u64 {
+            m.sent(1000);
+            match seq {
+                105 | 106 => {} // lost on the wire
+                107 => {}       // lost, rebuilt below
+                _ => {
+                    m.received(1000);
+                    m.delivered(seq, Path::Arrived, ms(10));
+                }
+            }
+            if seq == 109 {
+                m.delivered(107, Path::XorColumn, ms(14));
+            }
+        }
+        m.delivered(118, Path::Arrived, None); // a duplicate
+        m.delivered(90, Path::Arrived, None); // before the first: late
+        let s = m.snapshot(t0 + Duration::from_secs(2));
+        // Judged so far: everything 8 or more behind the newest (119).
+        assert_eq!(s.loss.judged, 112 - 100);
+        m.finish();
+        let s = m.snapshot(t0 + Duration::from_secs(3));
+        assert_eq!(s.loss.judged, 20);
+        assert_eq!((s.loss.wire_lost, s.loss.residual_lost), (3, 2));
+        assert_eq!((s.loss.duplicates, s.loss.late), (1, 1));
+        assert_eq!(s.paths["arrived"], 17 + 1);
+        assert_eq!(s.paths["xor_column"], 1);
+        assert_eq!((s.out.packets, s.inbound.packets), (20, 17));
+        assert_eq!(s.burst.runs, 1);
+        assert_eq!(s.burst.max_run, 3);
+        assert_eq!(s.latency_total.count, 18);
+        // The interval since the last snapshot saw no traffic.
+        assert_eq!(s.out.bitrate, 0.0);
+        assert_eq!(s.latency.count, 0);
+        assert!(s.line().contains("1 xor_column"), "{}", s.line());
+    }
+
+    #[test]
+    fn a_hostile_jump_is_judged_in_one_step_and_memory_stays_fixed() {
+        let mut m = ChannelMeter::with_window("x", LatencyKind::AboveBase, Instant::ZERO, 16);
+        m.delivered(0, Path::Arrived, None);
+        m.delivered(1 << 50, Path::Arrived, None);
+        m.delivered(u64::MAX - 1, Path::Arrived, None);
+        m.finish();
+        let s = m.snapshot(Instant::ZERO);
+        assert_eq!(s.loss.judged, u64::MAX);
+        assert_eq!(s.loss.wire_lost, u64::MAX - 3);
+        assert_eq!(s.burst.runs, 2);
+    }
+
+    #[test]
+    fn prometheus_text_is_well_formed() {
+        let mut m = ChannelMeter::new("tun\"nel\\a\nb", LatencyKind::HalfRtt, Instant::ZERO);
+        for seq in 0..50 {
+            if seq % 7 != 3 {
+                m.delivered(seq, Path::Arrived, ms(seq % 5 + 1));
+            } else {
+                m.delivered(seq, Path::Block, ms(20));
+            }
+        }
+        m.sent(10);
+        let quiet =
+            ChannelMeter::new("quiet", LatencyKind::OneWay, Instant::ZERO).snapshot(Instant::ZERO);
+        let text = prometheus_text(&[m.snapshot(Instant::from_millis(1000)), quiet]);
+        let mut families = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                assert!(
+                    families.insert(rest.split(' ').next().unwrap().to_owned()),
+                    "{line}"
+                );
+                continue;
+            }
+            if line.starts_with("# HELP ") {
+                continue;
+            }
+            let (name, rest) = line.split_once('{').expect(line);
+            assert!(name.starts_with("groupwire_channel_"), "{line}");
+            let (labels, value) = rest.rsplit_once("} ").expect(line);
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+            assert!(!labels.contains('\n'));
+        }
+        assert!(text.contains(r#"channel="tun\"nel\\a\nb""#), "{text}");
+        assert!(
+            text.contains(r#"groupwire_channel_delivered_total{channel="quiet",path="block"} 0"#)
+        );
+        // No latency yet: no latency samples rather than zeros.
+        assert!(!text.contains(r#"latency_seconds{channel="quiet""#));
+        assert!(text.contains(r#"kind="half_rtt",quantile="0.99""#));
+    }
+
+    proptest! {
+        /// Whatever order and whatever numbers the units arrive in, after
+        /// `finish` every number from the first to the newest is judged once,
+        /// and the counts add up.
+        #[test]
+        fn every_number_is_judged_once(
+            first in 0u64..1000,
+            steps in proptest::collection::vec((-40i64..60, 0usize..3), 1..400),
+            window in 1u64..64,
+        ) {
+            let mut m = ChannelMeter::with_window("p", LatencyKind::OneWay, Instant::ZERO, window);
+            m.delivered(first, Path::Arrived, None);
+            let mut newest = first;
+            for (d, path) in steps {
+                let seq = first.saturating_add_signed(d);
+                newest = newest.max(seq);
+                m.delivered(seq, [Path::Arrived, Path::Block, Path::Piggyback][path], ms(1));
+            }
+            m.finish();
+            let s = m.snapshot(Instant::ZERO);
+            prop_assert_eq!(s.loss.judged, newest - first + 1);
+            prop_assert!(s.loss.residual_lost <= s.loss.wire_lost);
+            prop_assert!(s.loss.wire_lost <= s.loss.judged);
+            let delivered: u64 = s.paths.values().sum();
+            prop_assert_eq!(delivered + s.loss.duplicates, 1 + s.latency_total.count);
+        }
+    }
+}

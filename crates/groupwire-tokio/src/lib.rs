@@ -48,6 +48,7 @@
 mod clock;
 mod driver;
 pub mod emulator;
+pub mod metrics_http;
 mod send;
 mod socket;
 pub mod tunnel;
@@ -58,5 +59,6 @@ pub use emulator::{
     BufferSizes, CorruptPolicy, DEFAULT_SOCKET_BUFFER, DirectionStats, Emulator, EmulatorConfig,
     EmulatorError, EmulatorStats,
 };
+pub use metrics_http::{MetricsEndpoint, MetricsPublisher};
 pub use send::{Deadline, sleep_until};
 pub use socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};

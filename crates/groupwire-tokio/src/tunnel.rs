@@ -26,7 +26,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
-use groupwire_metrics::LatencyStats;
+use groupwire_metrics::{ChannelSnapshot, LatencyStats};
 use groupwire_proto::block::SendError;
 use groupwire_proto::tunnel::{SendRefused, Totals, TunnelConfig, TunnelEndpoint};
 use groupwire_proto::units::IP_UDP_OVERHEAD;
@@ -200,6 +200,10 @@ impl Tunnel {
             cfg,
             ..
         } = self;
+        let mut cfg = cfg;
+        // XOR's RTP timestamps on the wall clock: a peer on this host (or a
+        // synchronized one) measures one-way latency.
+        cfg.shared_clock_micros = Some(clock.wall_micros(Instant::ZERO));
         let max_payload = cfg.max_payload();
         let (controller, k) = (cfg.fec_name(), cfg.sender.k);
         let mut ep = TunnelEndpoint::new(cfg);
@@ -225,7 +229,8 @@ impl Tunnel {
                 () = &mut shutdown => break,
                 _ = tick.tick() => {
                     let now = Snapshot::read(&ep, &stats, clock.now());
-                    let second = now.second(&last, &ep, start);
+                    let mut second = now.second(&last, &ep, start);
+                    second.channel = Some(ep.channel(now.at));
                     on_notice(TunnelNotice::Second(&second));
                     stats.window.reset();
                     last = now;
@@ -285,7 +290,7 @@ impl Tunnel {
         io.flush(&link, &app, app_peer, &mut stats).await;
         let fin = Snapshot::read(&ep, &stats, clock.now());
         Ok(TunnelReport::new(
-            role, controller, k, &ep, &stats, &fin, start,
+            role, controller, k, &mut ep, &stats, &fin, start,
         ))
     }
 }
@@ -452,6 +457,7 @@ impl Snapshot {
             lost: t.receiver.unrecovered - l.receiver.unrecovered,
             added_p50: self.added_p50.map(Duration::from_micros),
             added_p99: self.added_p99.map(Duration::from_micros),
+            channel: None,
         }
     }
 }
@@ -483,6 +489,9 @@ pub struct TunnelSecond {
     pub added_p50: Option<Duration>,
     /// ... p99.
     pub added_p99: Option<Duration>,
+    /// The channel's measures (bandwidth, latency, jitter, burstiness,
+    /// recovery paths), this second's and since the start.
+    pub channel: Option<ChannelSnapshot>,
 }
 
 /// What the far side's reports say of our direction.
@@ -554,6 +563,10 @@ pub struct TunnelReport {
     pub restarts: u64,
     /// Receive errors that only meant a lost datagram.
     pub recv_errors: u64,
+    /// The channel's measures over the whole run (the last interval's
+    /// rates and latency; totals, jitter, loss and burstiness since the
+    /// start).
+    pub channel: ChannelSnapshot,
 }
 
 /// Our direction of a [`TunnelReport`].
@@ -714,13 +727,15 @@ impl TunnelReport {
         role: TunnelRole,
         fec: String,
         k: usize,
-        ep: &TunnelEndpoint,
+        ep: &mut TunnelEndpoint,
         s: &LiveStats,
         fin: &Snapshot,
         start: Instant,
     ) -> Self {
         let t = &fin.totals;
         let wire_n = t.sender.source_sent + t.sender.repair_sent;
+        ep.finish_channel();
+        let channel = ep.channel(fin.at);
         let lat = &s.latency;
         let q = |x: f64| lat.quantile_micros(x);
         let st = ep.stats();
@@ -795,6 +810,7 @@ impl TunnelReport {
             blocks_held: ep.blocks_held(),
             restarts: st.restarts,
             recv_errors: s.recv_errors,
+            channel,
         }
     }
 }

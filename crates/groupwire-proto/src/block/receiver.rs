@@ -238,6 +238,8 @@ pub struct BlockReceiver {
     interval_lost: u32,
     interval_received: u32,
     last_packet_at: Instant,
+    /// The sender's RTT estimate, from its latest data packet that had one.
+    peer_rtt: Option<Duration>,
     next_report: Option<Instant>,
     report_seq: u32,
     // Blocks by widened id.
@@ -274,6 +276,7 @@ impl BlockReceiver {
             interval_lost: 0,
             interval_received: 0,
             last_packet_at: Instant::ZERO,
+            peer_rtt: None,
             next_report: None,
             report_seq: 0,
             blocks: BTreeMap::new(),
@@ -287,6 +290,12 @@ impl BlockReceiver {
             transmits: VecDeque::new(),
             scratch: Vec::new(),
         }
+    }
+
+    /// The round trip the sender last told us (its data packets carry its
+    /// estimate), for a latency figure on the receiving side.
+    pub fn peer_rtt(&self) -> Option<Duration> {
+        self.peer_rtt
     }
 
     /// What it has seen.
@@ -701,6 +710,9 @@ impl Machine for BlockReceiver {
         self.stats.packets += 1;
         self.peer = Some(src);
         self.last_packet_at = now;
+        if d.rtt_us > 0 {
+            self.peer_rtt = Some(Duration::from_micros(u64::from(d.rtt_us)));
+        }
         self.count_seq(now, d.seq);
         if let Some(t) = self.tfrc.as_mut() {
             // The echo is by sequence number (the report's), so the

@@ -63,9 +63,10 @@ use crate::control::FecConfig;
 use crate::units::MAX_UDP_PAYLOAD;
 use crate::wire::block::{DATA_HEADER_LEN, DataRepr, SYMBOL_PREFIX};
 use crate::wire::rtp::{FEC_PREFIX_LEN, RtpHeader};
-use crate::xor::{MEDIA_PT, XorEndpoint, XorEndpointConfig, XorLayout};
+use crate::xor::{MEDIA_PT, Via, XorEndpoint, XorEndpointConfig, XorLayout};
 use crate::{Instant, Machine, Transmit};
 use bytes::Bytes;
+use groupwire_metrics::{ChannelMeter, ChannelSnapshot, LatencyKind, Path};
 
 pub mod seal;
 
@@ -120,6 +121,12 @@ pub struct TunnelConfig {
     /// controller and the receiver's template are then not used, and no
     /// reports flow (the scheme is open loop).
     pub xor: Option<XorLayout>,
+    /// The wall clock (microseconds since the Unix epoch) at the driver's
+    /// [`Instant::ZERO`], if the driver has one: XOR media then carry
+    /// wall-clock RTP timestamps and the channel's latency is one-way
+    /// ([`XorEndpointConfig::shared_clock_micros`]). Block FEC reports half
+    /// the sender's round trip instead.
+    pub shared_clock_micros: Option<u64>,
 }
 
 impl TunnelConfig {
@@ -150,6 +157,7 @@ impl TunnelConfig {
             key: None,
             max_datagram: DEFAULT_MAX_DATAGRAM,
             xor: None,
+            shared_clock_micros: None,
         }
     }
 
@@ -166,7 +174,17 @@ impl TunnelConfig {
         c.peer_ssrc = Some(self.sender.session);
         c.close_when_idle = self.sender.max_block_wait;
         c.max_datagram = self.inner_datagram();
+        c.shared_clock_micros = self.shared_clock_micros;
         c
+    }
+
+    /// What the channel's latency figures mean (see [`TunnelEndpoint::channel`]).
+    pub fn latency_kind(&self) -> LatencyKind {
+        match (self.xor, self.shared_clock_micros) {
+            (None, _) => LatencyKind::HalfRtt,
+            (Some(_), Some(_)) => LatencyKind::OneWay,
+            (Some(_), None) => LatencyKind::AboveBase,
+        }
     }
 
     /// The bytes a source datagram may have: [`max_datagram`](Self::max_datagram)
@@ -376,6 +394,9 @@ pub struct TunnelEndpoint {
     events: VecDeque<TunnelDelivery>,
     stats: TunnelStats,
     crypto: Option<(Sealer, Opener)>,
+    /// Bandwidth, latency, jitter, burstiness and recovery of the channel
+    /// (Leigh et al. §4).
+    meter: ChannelMeter,
 }
 
 impl TunnelEndpoint {
@@ -388,7 +409,13 @@ impl TunnelEndpoint {
         let inner = cfg.inner_datagram();
         cfg.sender.max_datagram = inner;
         cfg.receiver.max_symbol = inner.saturating_sub(DATA_HEADER_LEN);
+        let meter = ChannelMeter::new(
+            format!("tunnel {}", cfg.fec_name()),
+            cfg.latency_kind(),
+            Instant::ZERO,
+        );
         let mut t = Self {
+            meter,
             peer: cfg.peer,
             cfg,
             last_heard: None,
@@ -414,6 +441,22 @@ impl TunnelEndpoint {
     /// The peer in use.
     pub fn peer(&self) -> Option<SocketAddr> {
         self.peer
+    }
+
+    /// The channel's measures as of `now` (the driver's clock, whose
+    /// [`Instant::ZERO`] is the meter's start): datagrams on the link both
+    /// ways, and every datagram delivered to the application with its
+    /// latency and recovery path. Latency is half the sender's round trip
+    /// plus what recovery added under block FEC, and from the RTP timestamps
+    /// under XOR ([`TunnelConfig::latency_kind`]). Starts a new interval.
+    pub fn channel(&mut self, now: Instant) -> ChannelSnapshot {
+        self.meter.snapshot(now)
+    }
+
+    /// Judges every datagram still in the meter's window (call at the end,
+    /// before the last [`channel`](Self::channel)).
+    pub fn finish_channel(&mut self) {
+        self.meter.finish();
     }
 
     /// What the tunnel dropped before its FEC machines saw it.
@@ -535,6 +578,8 @@ impl TunnelEndpoint {
             }
         }
         self.arrivals.fill((u64::MAX, Instant::ZERO));
+        // The new state numbers from its own start.
+        self.meter.restart_numbering();
     }
 
     /// Moves the inner machine's deliveries out, stamped with `now`.
@@ -543,6 +588,12 @@ impl TunnelEndpoint {
             Some(Fec::Block(ep)) => ep,
             Some(Fec::Xor(ep)) => {
                 while let Some(d) = ep.poll_event() {
+                    let path = match d.recovered {
+                        None => Path::Arrived,
+                        Some((Via::Row, _)) => Path::XorRow,
+                        Some((Via::Column, _)) => Path::XorColumn,
+                    };
+                    self.meter.delivered(d.index, path, d.latency);
                     self.events.push_back(TunnelDelivery {
                         payload: d.payload,
                         recovered: d.recovered.map(|(_, added)| added),
@@ -565,6 +616,16 @@ impl TunnelEndpoint {
                 self.arrivals[(d.data_seq % len) as usize] = (d.data_seq, now);
                 None
             };
+            let path = if d.recovered {
+                Path::Block
+            } else {
+                Path::Arrived
+            };
+            let latency = ep
+                .receiver
+                .peer_rtt()
+                .map(|rtt| rtt / 2 + recovered.unwrap_or_default());
+            self.meter.delivered(d.data_seq, path, latency);
             self.events.push_back(TunnelDelivery {
                 payload: d.payload,
                 recovered,
@@ -587,6 +648,7 @@ impl Machine for TunnelEndpoint {
 
     /// Any input is safe: invalid or foreign datagrams are counted and dropped.
     fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        let wire_len = data.len();
         let opened;
         let silent = self.silent(now);
         let data = if let Some((_, opener)) = self.crypto.as_mut() {
@@ -644,6 +706,7 @@ impl Machine for TunnelEndpoint {
                 }
             }
         }
+        self.meter.received(wire_len);
         let ep = self.inner.as_mut().expect("a peer has an endpoint");
         let before = ep.heard();
         ep.machine().take_datagram(now, src, data);
@@ -664,11 +727,13 @@ impl Machine for TunnelEndpoint {
         loop {
             let mut t = self.inner.as_mut()?.machine().next_transmit(now)?;
             let Some((sealer, _)) = self.crypto.as_mut() else {
+                self.meter.sent(t.payload.len());
                 return Some(t);
             };
             match sealer.seal(&t.payload) {
                 Some(sealed) => {
                     t.payload = Bytes::from(sealed);
+                    self.meter.sent(t.payload.len());
                     return Some(t);
                 }
                 None => self.stats.seal_exhausted += 1,

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_metrics::LatencyKind;
 
 use super::{
     DecoderConfig, EncoderStats, MediaOutcome, Via, XorDecoder, XorDecoderStats, XorEncoder,
@@ -41,6 +42,16 @@ pub struct XorEndpointConfig {
     pub first_seq: u16,
     /// RTP timestamp units per second (90 kHz, as for video).
     pub clock_rate: u32,
+    /// Microseconds of a clock the peer shares (the wall clock since the
+    /// Unix epoch) at this driver's [`Instant::ZERO`], if there is one:
+    /// RTP timestamps then count on that clock, and a peer with the same
+    /// setting measures one-way latency ([`LatencyKind::OneWay`]; exact on
+    /// one host, as good as the clocks' sync between hosts). `None`:
+    /// timestamps count from this driver's epoch and the receiver reports
+    /// the transit above the lowest seen ([`LatencyKind::AboveBase`]), as
+    /// it must for a stock RTP sender whose timestamps start at random
+    /// (RFC 3550 §5.1).
+    pub shared_clock_micros: Option<u64>,
     /// Close the open groups once nothing has been sent for this long (a
     /// partial group's parity covers what it has), so the last packets
     /// before a pause are protected at once and a rebuild never waits
@@ -73,6 +84,7 @@ impl XorEndpointConfig {
             fec_pt: FEC_PT,
             first_seq: 0,
             clock_rate: 90_000,
+            shared_clock_micros: None,
             close_when_idle: Some(Duration::from_millis(2)),
             window: super::DEFAULT_WINDOW,
             max_bytes: super::DEFAULT_MAX_BYTES,
@@ -94,6 +106,12 @@ pub struct XorDelivery {
     pub payload: Bytes,
     /// Its media sequence number.
     pub seq: u16,
+    /// The sequence number extended to 64 bits (nearest the newest seen).
+    pub index: u64,
+    /// Its latency from the RTP timestamp, as
+    /// [`XorEndpoint::latency_kind`] says; `None` when the sender's clock
+    /// is ahead of ours.
+    pub latency: Option<Duration>,
     /// Rebuilt from parity: which, and the latency the rebuild added (from
     /// the arrival of the next later received packet, as the tunnel counts
     /// it; zero when none had arrived).
@@ -174,6 +192,8 @@ pub struct XorEndpoint {
     newest_arrived: Option<u64>,
     /// Everything below this has been judged delivered or not.
     judged: u64,
+    /// Lowest transit seen, in RTP ticks (for [`LatencyKind::AboveBase`]).
+    base_transit: Option<u32>,
     stats: XorEndpointStats,
 }
 
@@ -201,6 +221,7 @@ impl XorEndpoint {
             newest: None,
             newest_arrived: None,
             judged: 0,
+            base_transit: None,
             stats: XorEndpointStats::default(),
         })
     }
@@ -237,11 +258,10 @@ impl XorEndpoint {
                 max,
             });
         }
-        let ticks = u128::from(now.as_micros()) * u128::from(self.cfg.clock_rate) / 1_000_000;
         let packet = RtpHeader {
             payload_type: self.cfg.media_pt,
             seq: self.seq,
-            timestamp: ticks as u32,
+            timestamp: self.ticks(now),
             ssrc: self.cfg.ssrc,
             ..RtpHeader::default()
         }
@@ -280,6 +300,46 @@ impl XorEndpoint {
             let t = self.to_peer(f.packet);
             self.fec_out.push_back(t);
         }
+    }
+
+    /// The RTP timestamp of `now`: ticks of `clock_rate` since the shared
+    /// clock's epoch (or ours), modulo 2^32 as RFC 3550 wraps it.
+    fn ticks(&self, now: Instant) -> u32 {
+        let us =
+            u128::from(now.as_micros()) + u128::from(self.cfg.shared_clock_micros.unwrap_or(0));
+        (us * u128::from(self.cfg.clock_rate) / 1_000_000) as u32
+    }
+
+    /// What [`XorDelivery::latency`] measures.
+    pub fn latency_kind(&self) -> LatencyKind {
+        if self.cfg.shared_clock_micros.is_some() {
+            LatencyKind::OneWay
+        } else {
+            LatencyKind::AboveBase
+        }
+    }
+
+    /// The latency of a packet stamped `timestamp` that is here at `now`.
+    /// Differences are taken modulo 2^32 ticks, so the timestamps' wrap
+    /// and a stock sender's random offset cancel.
+    fn latency(&mut self, now: Instant, timestamp: u32) -> Option<Duration> {
+        let transit = self.ticks(now).wrapping_sub(timestamp);
+        let ticks = if self.cfg.shared_clock_micros.is_some() {
+            // Negative (the sender's clock ahead): no figure.
+            (transit < 1 << 31).then_some(transit)?
+        } else {
+            match self.base_transit {
+                Some(base) if (transit.wrapping_sub(base) as i32) >= 0 => {
+                    transit.wrapping_sub(base)
+                }
+                _ => {
+                    self.base_transit = Some(transit);
+                    0
+                }
+            }
+        };
+        let rate = u64::from(self.cfg.clock_rate.max(1));
+        Some(Duration::from_micros(u64::from(ticks) * 1_000_000 / rate))
     }
 
     /// The extended sequence number of `seq`, nearest the newest.
@@ -322,14 +382,19 @@ impl XorEndpoint {
                     .and_then(|(seq, at)| (seq == s).then_some(at))
             });
             let added = later.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
-            let payload = RtpHeader::parse(&r.packet)
-                .and_then(|(h, body)| h.payload(body).map(|p| r.packet.slice_ref(p)))
+            let parsed = RtpHeader::parse(&r.packet).ok();
+            let payload = parsed
+                .and_then(|(h, body)| h.payload(body).ok().map(|p| r.packet.slice_ref(p)))
                 .unwrap_or_default();
+            let latency = parsed.and_then(|(h, _)| self.latency(now, h.timestamp));
             self.stats.recovered += 1;
+            let index = self.extend(r.seq);
             self.mark(r.seq);
             self.events.push_back(XorDelivery {
                 payload,
                 seq: r.seq,
+                index,
+                latency,
                 recovered: Some((r.via, added)),
             });
         }
@@ -376,9 +441,12 @@ impl Machine for XorEndpoint {
                     packet.slice(at..at + p.len())
                 },
             );
+            let latency = self.latency(now, h.timestamp);
             self.events.push_back(XorDelivery {
                 payload,
                 seq: h.seq,
+                index: ext,
+                latency,
                 recovered: None,
             });
         }
