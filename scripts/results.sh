@@ -116,7 +116,12 @@ Miyoshi et al.'s code switch (\`--fec threshold\`: a window on a ladder of
 unrebuilt, one down after 10 that did not) and our predictive switch
 (\`--fec predictive\`: an online two-state fit of the per-interval packet
 losses, the window with the best expected goodput, a lost block weighted 20
-blocks), at k = 20 and k = 150 (docs/results/miyoshi.md describes both)." \
+blocks), at k = 20 and k = 150 (docs/results/miyoshi.md describes both).
+The channel table is what every transport reports (docs/metrics.md), here
+from B's application on the simulator's clock: one-way latency, the jitter
+of Leigh et al.'s Figure 4 and of RFC 3550, and the burstiness of the
+sources' loss on the link with the Gilbert chain fitted to it; the no-FEC
+row's fit should recover the link's own p and r (the loss model above)." \
     tunnel --seed 1
 fi
 

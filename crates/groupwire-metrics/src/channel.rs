@@ -124,7 +124,9 @@ impl Fig4Jitter {
     pub fn push(&mut self, latency_us: f64) {
         self.run.push(latency_us);
         if self.run.len() == Self::RUN {
-            let mean = self.run.iter().sum::<f64>() / Self::RUN as f64;
+            // Relative to the first sample, so a constant run gives exactly 0.
+            let first = self.run[0];
+            let mean = first + self.run.iter().map(|x| x - first).sum::<f64>() / Self::RUN as f64;
             self.deviation_sum += self.run.iter().map(|x| (x - mean).abs()).sum::<f64>();
             self.samples += Self::RUN as u64;
             self.run.clear();

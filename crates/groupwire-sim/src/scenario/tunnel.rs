@@ -19,6 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_link::link::{LinkConfig, QueueLimit};
 use groupwire_link::loss::LossModel;
+use groupwire_metrics::{ChannelMeter, ChannelSnapshot, LatencyKind, Path};
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelDelivery, TunnelEndpoint};
 use groupwire_proto::units::IP_UDP_OVERHEAD;
@@ -185,6 +186,8 @@ struct Run {
     added: LatencyStats,
     one_way: LatencyStats,
     fwnd: TimeSeries,
+    /// The receiving application's view, one-way on the simulator's clock.
+    channel: ChannelSnapshot,
     events: u64,
 }
 
@@ -310,6 +313,7 @@ impl TunnelScenario {
         let mut seen = vec![false; n as usize];
         let (mut added, mut one_way) = (LatencyStats::new(), LatencyStats::new());
         let mut unique = 0u64;
+        let mut meter = ChannelMeter::new(s.name.clone(), LatencyKind::OneWay, Instant::ZERO);
         for (at, TunnelDelivery { payload, recovered }) in &rx_node.events {
             let Some(i) = payload
                 .get(..8)
@@ -323,11 +327,25 @@ impl TunnelScenario {
                 continue;
             }
             unique += 1;
-            one_way.record(at.saturating_duration_since(msgs[i as usize].at));
+            let latency = at.saturating_duration_since(msgs[i as usize].at);
+            one_way.record(latency);
             if let Some(d) = recovered {
                 added.record(*d);
             }
+            let path = if recovered.is_some() {
+                Path::Block
+            } else {
+                Path::Arrived
+            };
+            meter.delivered(i, path, Some(latency));
         }
+        // Datagrams on the link both ways, for the channel's bandwidth.
+        meter.sent_many(
+            tx.sender.source_sent + tx.sender.repair_sent,
+            tx.sender.bytes_sent,
+        );
+        meter.finish();
+        let channel = meter.snapshot(Instant::ZERO + self.duration);
         let hdr = IP_UDP_OVERHEAD as f64;
         let bare = n as f64 * (self.size as f64 + hdr);
         let wire = tx.sender.bytes_sent as f64
@@ -346,6 +364,7 @@ impl TunnelScenario {
             added,
             one_way,
             fwnd,
+            channel,
             events: sim.stats().events,
         })
     }
@@ -359,6 +378,7 @@ impl TunnelScenario {
         let mut series = Vec::new();
         let mut events = 0;
         let mut summary = serde_json::Map::new();
+        let mut channel_rows = Vec::new();
         for (i, s) in self.settings.iter().enumerate() {
             let r = self.run_one(seed, s, &mut |_| {})?;
             progress(Instant::from_nanos(i as u64 + 1));
@@ -380,6 +400,21 @@ impl TunnelScenario {
                 ms(e2e.count, e2e.p50_ms),
                 ms(e2e.count, e2e.p99_ms),
             ]);
+            let c = &r.channel;
+            channel_rows.push(vec![
+                json!(s.name),
+                json!(c.out.bitrate),
+                json!(c.latency_total.p50_ms),
+                json!(c.latency_total.p99_ms),
+                json!(c.jitter_fig4_total_ms),
+                json!(c.jitter_rfc3550_ms),
+                json!(c.loss.wire_loss),
+                json!(c.loss.residual_loss),
+                json!(c.burst.mean_run),
+                json!(c.burst.gilbert_p),
+                json!(c.burst.gilbert_r),
+                json!(c.paths.get("block")),
+            ]);
             summary.insert(format!("residual[{}]", s.name), json!(r.residual));
             summary.insert(format!("overhead[{}]", s.name), json!(r.overhead));
             series.push(r.fwnd);
@@ -387,28 +422,54 @@ impl TunnelScenario {
         }
         summary.insert("datagrams".into(), json!(self.datagrams()));
         summary.insert("events".into(), json!(events));
-        let tables = vec![Table {
-            file: "settings".into(),
-            columns: [
-                "setting",
-                "fec",
-                "k",
-                "link_loss",
-                "residual",
-                "overhead",
-                "mean_fwnd",
-                "short_blocks",
-                "blocks",
-                "rebuilt",
-                "added_p50_ms",
-                "added_p99_ms",
-                "one_way_p50_ms",
-                "one_way_p99_ms",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }];
+        let tables = vec![
+            Table {
+                file: "settings".into(),
+                columns: [
+                    "setting",
+                    "fec",
+                    "k",
+                    "link_loss",
+                    "residual",
+                    "overhead",
+                    "mean_fwnd",
+                    "short_blocks",
+                    "blocks",
+                    "rebuilt",
+                    "added_p50_ms",
+                    "added_p99_ms",
+                    "one_way_p50_ms",
+                    "one_way_p99_ms",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows,
+            },
+            Table {
+                // The channel measures every transport reports (Leigh et al.
+                // §4; docs/metrics.md), from the receiving application: one-way
+                // latency, both jitters, and the burstiness of the sources'
+                // loss on the link with its fitted Gilbert chain.
+                file: "channel".into(),
+                columns: [
+                    "setting",
+                    "link_bitrate",
+                    "one_way_p50_ms",
+                    "one_way_p99_ms",
+                    "jitter_fig4_ms",
+                    "jitter_rfc3550_ms",
+                    "wire_loss",
+                    "residual_loss",
+                    "mean_burst",
+                    "gilbert_p",
+                    "gilbert_r",
+                    "rebuilt",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: channel_rows,
+            },
+        ];
         let plots = vec![Plot {
             file: "fwnd".into(),
             title: format!("Tunnel repair window over time, {}", self.loss),
@@ -469,6 +530,22 @@ mod tests {
         let over = cell(&r, 1, "overhead");
         assert!((0.40..0.60).contains(&over), "overhead {over}");
         assert!(cell(&r, 1, "rebuilt") > 500.0);
+
+        // The channel measures: without FEC the fitted Gilbert chain is the
+        // link's own (p = 0.0278, r = 0.25), and long blocks add latency
+        // and jitter where no FEC has none.
+        let ch = |row: usize, col: &str| {
+            let t = &r.tables[1];
+            let c = t.columns.iter().position(|x| x == col).expect("column");
+            t.rows[row][c].as_f64().unwrap_or(f64::NAN)
+        };
+        let (p, q) = (ch(0, "gilbert_p"), ch(0, "gilbert_r"));
+        assert!((p - 0.027778).abs() < 0.2 * 0.027778, "p {p}");
+        assert!((q - 0.25).abs() < 0.2 * 0.25, "r {q}");
+        assert!((ch(0, "wire_loss") - loss).abs() < 0.01);
+        assert_eq!(ch(0, "jitter_fig4_ms"), 0.0);
+        assert!(ch(1, "jitter_fig4_ms") > 0.1 && ch(1, "one_way_p99_ms") > 10.0);
+        assert_eq!(ch(1, "rebuilt"), cell(&r, 1, "rebuilt"));
     }
 
     #[test]
