@@ -657,197 +657,186 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One sample line: `name{channel="..",k="v",..} value`.
+fn sample(
+    o: &mut String,
+    name: &str,
+    s: &ChannelSnapshot,
+    labels: &[(&str, &str)],
+    value: impl std::fmt::Display,
+) {
+    let _ = write!(
+        o,
+        "groupwire_channel_{name}{{channel=\"{}\"",
+        label(&s.channel)
+    );
+    for (k, v) in labels {
+        let _ = write!(o, ",{k}=\"{}\"", label(v));
+    }
+    let _ = writeln!(o, "}} {value}");
+}
+
 /// The snapshots in the Prometheus text exposition format (version 0.0.4):
 /// one metric family per measure, one sample per channel (and direction,
 /// path, quantile or method). Absent measures (no latency yet) are left
 /// out rather than reported as zero.
 pub fn prometheus_text(snaps: &[ChannelSnapshot]) -> String {
-    let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: &mut dyn FnMut(&mut String)| {
-        let _ = writeln!(out, "# HELP groupwire_channel_{name} {help}");
-        let _ = writeln!(out, "# TYPE groupwire_channel_{name} {kind}");
-        samples(&mut out);
+    let mut o = String::new();
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP groupwire_channel_{name} {help}");
+        let _ = writeln!(o, "# TYPE groupwire_channel_{name} {kind}");
     };
-    let ch = |s: &ChannelSnapshot| format!("channel=\"{}\"", label(&s.channel));
+    family(&mut o, "packets_total", "counter", "Datagrams on the wire.");
+    for s in snaps {
+        sample(
+            &mut o,
+            "packets_total",
+            s,
+            &[("direction", "out")],
+            s.out.packets,
+        );
+        sample(
+            &mut o,
+            "packets_total",
+            s,
+            &[("direction", "in")],
+            s.inbound.packets,
+        );
+    }
     family(
-        "packets_total",
-        "counter",
-        "Datagrams on the wire.",
-        &mut |o| {
-            for s in snaps {
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_packets_total{{{},direction=\"out\"}} {}",
-                    ch(s),
-                    s.out.packets
-                );
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_packets_total{{{},direction=\"in\"}} {}",
-                    ch(s),
-                    s.inbound.packets
-                );
-            }
-        },
-    );
-    family(
+        &mut o,
         "bytes_total",
         "counter",
         "Bytes on the wire (UDP payload).",
-        &mut |o| {
-            for s in snaps {
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_bytes_total{{{},direction=\"out\"}} {}",
-                    ch(s),
-                    s.out.bytes
-                );
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_bytes_total{{{},direction=\"in\"}} {}",
-                    ch(s),
-                    s.inbound.bytes
-                );
-            }
-        },
     );
+    for s in snaps {
+        sample(
+            &mut o,
+            "bytes_total",
+            s,
+            &[("direction", "out")],
+            s.out.bytes,
+        );
+        sample(
+            &mut o,
+            "bytes_total",
+            s,
+            &[("direction", "in")],
+            s.inbound.bytes,
+        );
+    }
     family(
+        &mut o,
         "latency_seconds",
         "summary",
         "Latency of delivered units since the start (see the kind label).",
-        &mut |o| {
-            for s in snaps.iter().filter(|s| s.latency_total.count > 0) {
-                let l = &s.latency_total;
-                let kind = s.latency_kind.name();
-                for (q, v) in [("0.5", l.p50_ms), ("0.95", l.p95_ms), ("0.99", l.p99_ms)] {
-                    let _ = writeln!(
-                        o,
-                        "groupwire_channel_latency_seconds{{{},kind=\"{kind}\",quantile=\"{q}\"}} {}",
-                        ch(s),
-                        v / 1000.0
-                    );
-                }
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_latency_seconds_sum{{{},kind=\"{kind}\"}} {}",
-                    ch(s),
-                    l.mean_ms * l.count as f64 / 1000.0
-                );
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_latency_seconds_count{{{},kind=\"{kind}\"}} {}",
-                    ch(s),
-                    l.count
-                );
-            }
-        },
     );
+    for s in snaps.iter().filter(|s| s.latency_total.count > 0) {
+        let (l, kind) = (&s.latency_total, s.latency_kind.name());
+        for (q, v) in [("0.5", l.p50_ms), ("0.95", l.p95_ms), ("0.99", l.p99_ms)] {
+            sample(
+                &mut o,
+                "latency_seconds",
+                s,
+                &[("kind", kind), ("quantile", q)],
+                v / 1000.0,
+            );
+        }
+        let sum = l.mean_ms * l.count as f64 / 1000.0;
+        sample(&mut o, "latency_seconds_sum", s, &[("kind", kind)], sum);
+        sample(
+            &mut o,
+            "latency_seconds_count",
+            s,
+            &[("kind", kind)],
+            l.count,
+        );
+    }
     family(
+        &mut o,
         "jitter_seconds",
         "gauge",
         "Jitter: Leigh et al.'s Figure 4 definition since the start, and RFC 3550's estimate now.",
-        &mut |o| {
-            for s in snaps {
-                for (method, v) in [
-                    ("fig4", s.jitter_fig4_total_ms),
-                    ("rfc3550", s.jitter_rfc3550_ms),
-                ] {
-                    if let Some(v) = v {
-                        let _ = writeln!(
-                            o,
-                            "groupwire_channel_jitter_seconds{{{},method=\"{method}\"}} {}",
-                            ch(s),
-                            v / 1000.0
-                        );
-                    }
-                }
-            }
-        },
     );
+    for s in snaps {
+        for (method, v) in [
+            ("fig4", s.jitter_fig4_total_ms),
+            ("rfc3550", s.jitter_rfc3550_ms),
+        ] {
+            if let Some(v) = v {
+                sample(
+                    &mut o,
+                    "jitter_seconds",
+                    s,
+                    &[("method", method)],
+                    v / 1000.0,
+                );
+            }
+        }
+    }
     family(
+        &mut o,
         "judged_total",
         "counter",
         "Sequence numbers judged arrived, rebuilt or lost.",
-        &mut |o| {
-            for s in snaps {
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_judged_total{{{}}} {}",
-                    ch(s),
-                    s.loss.judged
-                );
-            }
-        },
     );
+    for s in snaps {
+        sample(&mut o, "judged_total", s, &[], s.loss.judged);
+    }
     family(
+        &mut o,
         "lost_total",
         "counter",
         "Judged units lost on the wire, and never delivered (residual).",
-        &mut |o| {
-            for s in snaps {
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_lost_total{{{},stage=\"wire\"}} {}",
-                    ch(s),
-                    s.loss.wire_lost
-                );
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_lost_total{{{},stage=\"residual\"}} {}",
-                    ch(s),
-                    s.loss.residual_lost
-                );
-            }
-        },
     );
+    for s in snaps {
+        sample(
+            &mut o,
+            "lost_total",
+            s,
+            &[("stage", "wire")],
+            s.loss.wire_lost,
+        );
+        sample(
+            &mut o,
+            "lost_total",
+            s,
+            &[("stage", "residual")],
+            s.loss.residual_lost,
+        );
+    }
     family(
+        &mut o,
         "delivered_total",
         "counter",
         "Units delivered, by recovery path.",
-        &mut |o| {
-            for s in snaps {
-                for (p, n) in &s.paths {
-                    let _ = writeln!(
-                        o,
-                        "groupwire_channel_delivered_total{{{},path=\"{p}\"}} {n}",
-                        ch(s)
-                    );
-                }
-            }
-        },
     );
+    for s in snaps {
+        for (p, n) in &s.paths {
+            sample(&mut o, "delivered_total", s, &[("path", p)], n);
+        }
+    }
     family(
+        &mut o,
         "loss_runs_total",
         "counter",
         "Runs of consecutive losses on the wire.",
-        &mut |o| {
-            for s in snaps {
-                let _ = writeln!(
-                    o,
-                    "groupwire_channel_loss_runs_total{{{}}} {}",
-                    ch(s),
-                    s.burst.runs
-                );
-            }
-        },
     );
+    for s in snaps {
+        sample(&mut o, "loss_runs_total", s, &[], s.burst.runs);
+    }
     family(
+        &mut o,
         "gilbert",
         "gauge",
         "The Gilbert chain fitted to the wire's loss: p = P(good to bad), r = P(bad to good).",
-        &mut |o| {
-            for s in snaps {
-                for (param, v) in [("p", s.burst.gilbert_p), ("r", s.burst.gilbert_r)] {
-                    if let Some(v) = v {
-                        let _ = writeln!(
-                            o,
-                            "groupwire_channel_gilbert{{{},param=\"{param}\"}} {v}",
-                            ch(s)
-                        );
-                    }
-                }
-            }
-        },
     );
-    out
+    for s in snaps {
+        for (param, v) in [("p", s.burst.gilbert_p), ("r", s.burst.gilbert_r)] {
+            if let Some(v) = v {
+                sample(&mut o, "gilbert", s, &[("param", param)], v);
+            }
+        }
+    }
+    o
 }
