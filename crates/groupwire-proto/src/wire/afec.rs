@@ -77,9 +77,49 @@
 //!
 //! Parsing never panics and never allocates more than the datagram holds:
 //! counts are checked against the bytes present before anything is read.
+//!
+//! # RTP/RED framing (the standard alternative)
+//!
+//! The compact format above is the default. An endpoint set to
+//! [`Framing::Red`](crate::afec::Framing::Red) sends the same packets as
+//! RTP (RFC 3550) with the RFC 2198 redundancy payload ([`red`](super::red)),
+//! so a stock RED decoder (GStreamer's `rtpreddec`) recovers the messages:
+//!
+//! | native field | RTP/RED |
+//! |---|---|
+//! | sender (user) id | SSRC |
+//! | new message | the primary block; RTP timestamp = when the message was sampled, sequence number = one per new message |
+//! | redundant messages, newest first | redundant blocks, oldest first, timestamp offset = how much earlier each was sampled |
+//! | message type code | the block's payload type, through a table both ends share ([`RedConfig`](crate::afec::RedConfig), as SDP would carry) |
+//! | per-type message index | not carried: the receiver numbers messages by RTP sequence number, and places a recovered one by its timestamp between the messages it has (exact for one loss in a row and for regular timing, a nearby slot otherwise; the count of losses stays exact) |
+//! | age (ms) | the timestamp offset, in ticks of the RTP clock ([`RedConfig::clock_rate`](crate::afec::RedConfig::clock_rate), 1 kHz by default: 14 bits reach 16.4 s) |
+//! | session | not carried: the SSRC and the port tell streams apart |
+//! | flush flag | not carried: a flush re-sends the newest packet, same sequence number and timestamp, with the redundancy still owed (a receiver that drops duplicate sequence numbers before RED decoding loses only that extra redundancy) |
+//! | control packet (NAK, INC, cannot-meet, ACK) | an RTCP compound: an empty receiver report, then an APP packet named `GWAF` whose data is this format's control body ([`ControlRepr::emit_rtcp`]) |
+//!
+//! What RTP/RED cannot carry, and what groupwire does about it:
+//!
+//! - **Per-type MER.** A message lost for good takes its payload type with
+//!   it, so an RTP/RED receiver cannot tell which type it was: it measures
+//!   one MER per stream (per SSRC), and its NAK/INC name the wildcard type
+//!   [`MsgType::ANY`], which the sender applies to every type it sends to
+//!   that peer. Streams that need different bands per type use the native
+//!   format (or one endpoint per type).
+//! - **Control feedback.** RFC 2198 is a payload format; RTCP has no
+//!   standard packet for "more" or "less redundancy" (RFC 4585's generic
+//!   NACK asks for retransmission of given sequence numbers, which is not
+//!   what NAK means here). The entries ride in an RTCP APP packet (RFC 3550
+//!   §6.7, the standard's place for application feedback) on the data's
+//!   own port, multiplexed the RFC 5761 way, so they cross the same NATs
+//!   and firewalls as the data and stock RTP tools skip them.
+//! - **Lengths.** A redundant block is at most 1023 bytes and at most
+//!   16383 clock ticks older than the primary; copies beyond either are
+//!   dropped from the history and counted
+//!   ([`AfecStats::red_uncarriable`](crate::afec::AfecStats::red_uncarriable)).
 
 use super::WireError;
 use super::header::{self, HEADER_LEN, Kind};
+use super::rtcp;
 
 mod field {
     use core::ops::Range;
@@ -116,6 +156,10 @@ pub const ENTRY_LEN: usize = 10;
 pub const MAX_MESSAGES: usize = u8::MAX as usize;
 /// Most entries in one control packet (the count is one byte).
 pub const MAX_ENTRIES: usize = u8::MAX as usize;
+/// Name of the RTCP APP packet that carries control entries in RTP/RED framing.
+pub const RTCP_APP_NAME: [u8; 4] = *b"GWAF";
+/// Subtype of that APP packet.
+pub const RTCP_APP_SUBTYPE: u8 = 0;
 /// Header flag: no new message, redundancy only (end-of-cluster flush).
 pub const FLAG_FLUSH: u8 = 0x01;
 
@@ -124,6 +168,13 @@ pub const FLAG_FLUSH: u8 = 0x01;
 pub struct MsgType(pub u16);
 
 impl MsgType {
+    /// Every type of a sender: in RTP/RED framing a receiver cannot tell
+    /// the type of a message lost for good, so it measures one MER per
+    /// stream under this type, and a NAK or INC naming it applies to every
+    /// type the sender sends (see the [module docs](self)). Reserved: do
+    /// not send messages of this type.
+    pub const ANY: Self = Self::new(*b"**");
+
     /// The type named by two ASCII characters, e.g. `MsgType::new(*b"TP")`.
     pub const fn new(code: [u8; 2]) -> Self {
         Self(u16::from_be_bytes(code))
@@ -502,14 +553,7 @@ impl ControlRepr {
         }
         let entries = body[field::CTL_ENTRIES..]
             .chunks_exact(ENTRY_LEN)
-            .map(|e| {
-                Ok(Entry {
-                    op: Op::try_from(e[field::ENTRY_OP])?,
-                    msg_type: MsgType(be16(&e[field::ENTRY_TYPE])),
-                    seq: be32(&e[field::ENTRY_SEQ]),
-                    value: be16(&e[field::ENTRY_VALUE]),
-                })
-            })
+            .map(read_entry)
             .collect::<Result<Vec<_>, WireError>>()?;
         Ok(Self {
             session: h.session,
@@ -526,6 +570,84 @@ impl ControlRepr {
     /// Bytes of a control packet with `entries` entries.
     pub fn wire_len(entries: usize) -> usize {
         CONTROL_HEADER_LEN + entries * ENTRY_LEN
+    }
+
+    /// Bytes of the RTCP form ([`emit_rtcp`](Self::emit_rtcp)) with `entries` entries.
+    pub fn rtcp_len(entries: usize) -> usize {
+        rtcp::EMPTY_RR_LEN + rtcp::APP_HEADER_LEN + app_data_len(entries)
+    }
+
+    /// Writes the RTCP form into `buf` of exactly
+    /// [`rtcp_len`](Self::rtcp_len) bytes: a compound of an empty receiver
+    /// report and an APP packet named [`RTCP_APP_NAME`], both with SSRC
+    /// `sender`, whose data is this packet's body after the sender id
+    /// (count, reserved byte, entries) zero-padded to 32 bits. `session`
+    /// is not carried (see the [module docs](self)).
+    ///
+    /// # Panics
+    /// On a wrong buffer size or more than [`MAX_ENTRIES`] entries (local bugs).
+    pub fn emit_rtcp(&self, buf: &mut [u8]) {
+        assert_eq!(
+            buf.len(),
+            Self::rtcp_len(self.entries.len()),
+            "buffer sized by rtcp_len"
+        );
+        let count = u8::try_from(self.entries.len()).expect("at most 255 control entries");
+        let (rr, app) = buf.split_at_mut(rtcp::EMPTY_RR_LEN);
+        rtcp::emit_empty_rr(self.sender, rr);
+        let mut data = vec![0u8; app_data_len(self.entries.len())];
+        data[0] = count;
+        for (e, out) in self
+            .entries
+            .iter()
+            .zip(data[2..].chunks_exact_mut(ENTRY_LEN))
+        {
+            write_entry(e, out);
+        }
+        rtcp::App {
+            subtype: RTCP_APP_SUBTYPE,
+            ssrc: self.sender,
+            name: RTCP_APP_NAME,
+            data: &data,
+        }
+        .emit(app);
+    }
+
+    /// Reads the RTCP form: the first APP packet named [`RTCP_APP_NAME`]
+    /// in compound `buf`. `Ok(None)` for well-formed RTCP without one
+    /// (another application's, or plain reports). `session` reads as 0.
+    /// Never panics; a compound that does not walk, or an AFEC APP packet
+    /// whose count disagrees with its length, is an error.
+    pub fn parse_rtcp(buf: &[u8]) -> Result<Option<Self>, WireError> {
+        for p in rtcp::packets(buf) {
+            let p = p?;
+            if p.packet_type != rtcp::PT_APP {
+                continue;
+            }
+            let app = rtcp::App::parse(&p)?;
+            if app.name != RTCP_APP_NAME || app.subtype != RTCP_APP_SUBTYPE {
+                continue;
+            }
+            let count = usize::from(*app.data.first().ok_or(WireError::Truncated {
+                needed: rtcp::APP_HEADER_LEN + 2,
+                got: rtcp::APP_HEADER_LEN,
+            })?);
+            if app.data.len() != app_data_len(count) {
+                return Err(WireError::Malformed(
+                    "AFEC APP data length disagrees with its entry count",
+                ));
+            }
+            let entries = app.data[2..2 + count * ENTRY_LEN]
+                .chunks_exact(ENTRY_LEN)
+                .map(read_entry)
+                .collect::<Result<Vec<_>, WireError>>()?;
+            return Ok(Some(Self {
+                session: 0,
+                sender: app.ssrc,
+                entries,
+            }));
+        }
+        Ok(None)
     }
 
     /// Writes the packet into `buf` of exactly [`buffer_len`](Self::buffer_len) bytes.
@@ -550,13 +672,32 @@ impl ControlRepr {
             .iter()
             .zip(body[field::CTL_ENTRIES..].chunks_exact_mut(ENTRY_LEN))
         {
-            out[field::ENTRY_OP] = e.op as u8;
-            out[field::ENTRY_OP + 1] = 0;
-            out[field::ENTRY_TYPE].copy_from_slice(&e.msg_type.0.to_be_bytes());
-            out[field::ENTRY_SEQ].copy_from_slice(&e.seq.to_be_bytes());
-            out[field::ENTRY_VALUE].copy_from_slice(&e.value.to_be_bytes());
+            write_entry(e, out);
         }
     }
+}
+
+/// Bytes of the APP data for `entries` entries: count, reserved, entries,
+/// zero padding to a whole number of 32-bit words.
+fn app_data_len(entries: usize) -> usize {
+    (2 + entries * ENTRY_LEN).div_ceil(4) * 4
+}
+
+fn read_entry(e: &[u8]) -> Result<Entry, WireError> {
+    Ok(Entry {
+        op: Op::try_from(e[field::ENTRY_OP])?,
+        msg_type: MsgType(be16(&e[field::ENTRY_TYPE])),
+        seq: be32(&e[field::ENTRY_SEQ]),
+        value: be16(&e[field::ENTRY_VALUE]),
+    })
+}
+
+fn write_entry(e: &Entry, out: &mut [u8]) {
+    out[field::ENTRY_OP] = e.op as u8;
+    out[field::ENTRY_OP + 1] = 0;
+    out[field::ENTRY_TYPE].copy_from_slice(&e.msg_type.0.to_be_bytes());
+    out[field::ENTRY_SEQ].copy_from_slice(&e.seq.to_be_bytes());
+    out[field::ENTRY_VALUE].copy_from_slice(&e.value.to_be_bytes());
 }
 
 fn be16(b: &[u8]) -> u16 {
@@ -644,6 +785,39 @@ mod tests {
     }
 
     #[test]
+    fn control_rtcp_golden_bytes_both_ways() {
+        #[rustfmt::skip]
+        let golden: [u8; 8 + 12 + 12] = [
+            0x80, 201, 0x00, 0x01, 0x00, 0x00, 0x00, 0x05, // RR, no blocks, SSRC 5
+            0x80, 204, 0x00, 0x05, 0x00, 0x00, 0x00, 0x05, // APP subtype 0, 6 words, SSRC 5
+            b'G', b'W', b'A', b'F',
+            0x01, 0x00,                                     // one entry
+            0x01, 0x00, b'*', b'*', 0x00, 0x00, 0x00, 0x03, 0x01, 0x2c, // NAK ** seq 3, size 3.00
+        ];
+        let r = ControlRepr {
+            session: 0,
+            sender: 5,
+            entries: vec![Entry {
+                op: Op::Nak,
+                msg_type: MsgType::ANY,
+                seq: 3,
+                value: 300,
+            }],
+        };
+        assert_eq!(ControlRepr::rtcp_len(1), golden.len());
+        assert_eq!(ControlRepr::parse_rtcp(&golden), Ok(Some(r.clone())));
+        let mut buf = vec![0xffu8; golden.len()];
+        r.emit_rtcp(&mut buf);
+        assert_eq!(buf, golden);
+        // Plain RTCP without AFEC feedback is no error, and no feedback.
+        assert_eq!(ControlRepr::parse_rtcp(&golden[..8]), Ok(None));
+        // A count that disagrees with the APP length is.
+        let mut lie = golden;
+        lie[20] = 2;
+        assert!(ControlRepr::parse_rtcp(&lie).is_err());
+    }
+
+    #[test]
     fn rejects_lying_counts_and_lengths() {
         let mut b = GOLDEN_DATA;
         b[HEADER_LEN + field::COUNT] = 3;
@@ -728,6 +902,19 @@ mod tests {
             let mut buf = vec![0u8; r.buffer_len()];
             r.emit(&mut buf);
             prop_assert_eq!(ControlRepr::parse(&buf), Ok(r));
+        }
+
+        #[test]
+        fn control_rtcp_round_trips(
+            sender: u32,
+            entries in proptest::collection::vec((any_op(), any_type(), any::<u32>(), any::<u16>()), 0..30),
+        ) {
+            let entries = entries.into_iter().map(|(op, msg_type, seq, value)| Entry { op, msg_type, seq, value }).collect();
+            let r = ControlRepr { session: 0, sender, entries };
+            let mut buf = vec![0u8; ControlRepr::rtcp_len(r.entries.len())];
+            r.emit_rtcp(&mut buf);
+            prop_assert!(rtcp::is_rtcp(&buf));
+            prop_assert_eq!(ControlRepr::parse_rtcp(&buf), Ok(Some(r)));
         }
 
         #[test]

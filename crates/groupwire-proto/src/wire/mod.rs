@@ -1,14 +1,19 @@
 //! Wire formats: one module per message, in smoltcp's `Packet<T>` / `Repr` shape.
 //!
-//! Every groupwire datagram except the standard ones in [`rtp`] (RTP and
-//! SMPTE 2022-1 FEC, spoken for interoperability) starts with the common [`header`]: a version
-//! byte, a kind byte, and a per-kind body. Parsing never panics and never
-//! allocates more than the datagram's size; unknown versions and kinds are
-//! errors the caller counts and drops.
+//! Every groupwire datagram except the standard ones starts with the
+//! common [`header`]: a version byte, a kind byte, and a per-kind body.
+//! The standard ones, spoken for interoperability with stock tools, are
+//! RTP (RFC 3550, version 2 in the top bits of byte 0, where groupwire's
+//! own version 1 leaves them zero) with the payload formats in [`rtp`]
+//! (SMPTE 2022-1 FEC) and [`red`] (RFC 2198 redundancy), and [`rtcp`].
+//! Parsing never panics and never allocates more than the datagram's size;
+//! unknown versions and kinds are errors the caller counts and drops.
 
 pub mod afec;
 pub mod block;
 pub mod header;
+pub mod red;
+pub mod rtcp;
 pub mod rtp;
 
 /// Declares a `#[repr(u8)]` wire enum with each variant's byte once, and
