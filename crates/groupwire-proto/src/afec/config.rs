@@ -40,6 +40,110 @@ pub enum Step {
     Predictive,
 }
 
+/// How an endpoint puts AFEC on the wire. Receiving, an endpoint reads
+/// both whatever this says (RTP and native datagrams differ in their first
+/// byte); this picks what it sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Framing {
+    /// groupwire's compact format ([`wire::afec`](crate::wire::afec)): per-type
+    /// message indices, per-type MER, a session id. The default.
+    #[default]
+    Native,
+    /// RTP with the RFC 2198 redundancy payload ([`wire::red`](crate::wire::red)),
+    /// feedback in RTCP APP packets, so stock RTP tools (GStreamer's
+    /// `rtpreddec`) recover the messages. What it cannot carry is listed
+    /// in [`wire::afec`](crate::wire::afec#rtpred-framing-the-standard-alternative).
+    Red,
+}
+
+/// RTP/RED parameters. Both ends must agree on them, as an SDP offer and
+/// answer would make them (`a=rtpmap:100 red/1000`, `a=rtpmap:101 ...`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RedConfig {
+    /// RTP payload type of RED packets. Default 100 (dynamic range).
+    pub payload_type: u8,
+    /// RTP timestamp rate, Hz. Default 1000: a millisecond, the native
+    /// format's `age` unit, and the 14-bit timestamp offset then reaches
+    /// 16.4 s, more than AFEC's redundancy ever spans. A message's RTP
+    /// timestamp is when the application sampled it (see
+    /// [`send_sampled`](super::AfecEndpoint::send_sampled)), in these ticks
+    /// since the driver's epoch. Stock decoders that place recovered blocks
+    /// by interpolating timestamps (GStreamer's `rtpreddec`) need messages
+    /// sampled a whole number of ticks apart at a steady rate: pick the
+    /// rate to suit (90000 for 30 Hz, at 182 ms of reach).
+    pub clock_rate: u32,
+    /// Each message type's payload type (its RED block PT). A type without
+    /// one cannot be sent in RED framing; a block whose PT is not here is
+    /// skipped on receipt. Default: telepointer (`TP`) → 101.
+    pub types: BTreeMap<MsgType, u8>,
+}
+
+impl Default for RedConfig {
+    fn default() -> Self {
+        Self {
+            payload_type: 100,
+            clock_rate: 1000,
+            types: BTreeMap::from([(MsgType::new(*b"TP"), 101)]),
+        }
+    }
+}
+
+impl RedConfig {
+    /// Sets the RED payload type.
+    pub fn payload_type(mut self, pt: u8) -> Self {
+        self.payload_type = pt;
+        self
+    }
+    /// Sets the RTP clock rate in Hz.
+    pub fn clock_rate(mut self, hz: u32) -> Self {
+        self.clock_rate = hz;
+        self
+    }
+    /// Maps message type `t` to block payload type `pt` (replacing any
+    /// earlier mapping of `t`).
+    pub fn map(mut self, t: MsgType, pt: u8) -> Self {
+        self.types.insert(t, pt);
+        self
+    }
+    /// The payload type of message type `t`.
+    pub fn pt_of(&self, t: MsgType) -> Option<u8> {
+        self.types.get(&t).copied()
+    }
+    /// The message type of block payload type `pt`.
+    pub fn type_of(&self, pt: u8) -> Option<MsgType> {
+        self.types.iter().find(|&(_, &p)| p == pt).map(|(&t, _)| t)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |why| Err(ConfigError { field: "red", why });
+        // RFC 5761 §4: RTCP shares the port, so RTP payload types 64-95
+        // (second bytes 192-223 with the marker set) would read as RTCP.
+        let usable = |pt: u8| pt <= 127 && !(64..=95).contains(&pt);
+        if !usable(self.payload_type) {
+            return bad("payload types must be 0-63 or 96-127 (64-95 collide with RTCP)");
+        }
+        if self.clock_rate == 0 {
+            return bad("the RTP clock rate must be positive");
+        }
+        for (i, (&t, &pt)) in self.types.iter().enumerate() {
+            if !usable(pt) {
+                return bad("payload types must be 0-63 or 96-127 (64-95 collide with RTCP)");
+            }
+            if pt == self.payload_type {
+                return bad("a message type cannot use the RED payload type");
+            }
+            if t == MsgType::ANY {
+                return bad("the wildcard type ** cannot be sent");
+            }
+            if self.types.values().skip(i + 1).any(|&p| p == pt) {
+                return bad("two message types share a payload type");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What one message type needs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TypeQos {
@@ -120,6 +224,11 @@ pub struct AfecConfig {
     pub max_remote_senders: usize,
     /// Most message types tracked per remote sender.
     pub max_types_per_sender: usize,
+    /// What this endpoint sends: the native format (default) or RTP/RED.
+    pub framing: Framing,
+    /// RTP/RED parameters (used to send in [`Framing::Red`], and to read
+    /// RTP/RED whatever `framing` says).
+    pub red: RedConfig,
 }
 
 impl Default for AfecConfig {
@@ -145,6 +254,8 @@ impl Default for AfecConfig {
             history_limit: 1024,
             max_remote_senders: 256,
             max_types_per_sender: 16,
+            framing: Framing::Native,
+            red: RedConfig::default(),
         }
     }
 }
@@ -200,6 +311,17 @@ impl AfecConfig {
     /// Sets the activity gate in messages.
     pub fn gate_messages(mut self, n: u32) -> Self {
         self.gate_messages = n;
+        self
+    }
+
+    /// Sets what this endpoint sends.
+    pub fn framing(mut self, f: Framing) -> Self {
+        self.framing = f;
+        self
+    }
+    /// Sets the RTP/RED parameters.
+    pub fn red(mut self, r: RedConfig) -> Self {
+        self.red = r;
         self
     }
 
@@ -269,7 +391,7 @@ impl AfecConfig {
         if self.history_limit == 0 {
             return bad("history_limit", "must be at least 1");
         }
-        Ok(())
+        self.red.validate()
     }
 }
 

@@ -15,7 +15,8 @@
 //!
 //! Method classes:
 //! - commands: [`add_peer`](AfecEndpoint::add_peer),
-//!   [`send`](AfecEndpoint::send);
+//!   [`send`](AfecEndpoint::send),
+//!   [`send_sampled`](AfecEndpoint::send_sampled);
 //! - inputs: [`handle_datagram`](Machine::handle_datagram),
 //!   [`handle_timeout`](Machine::handle_timeout);
 //! - outputs, in this order after every input or command:
@@ -25,6 +26,18 @@
 //! - getters: [`stats`](AfecEndpoint::stats),
 //!   [`code_set_size`](AfecEndpoint::code_set_size),
 //!   [`mer`](AfecEndpoint::mer).
+//!
+//! # Two framings
+//!
+//! By default packets go in groupwire's compact format
+//! ([`wire::afec`](crate::wire::afec)). With [`AfecConfig::framing`] set to
+//! [`Framing::Red`] they go as RTP with the RFC 2198 redundancy payload
+//! ([`wire::red`](crate::wire::red)), the standard form of the paper's
+//! packet, which stock RTP tools decode, and feedback goes as RTCP APP
+//! packets. An endpoint reads both framings whatever it sends. The table
+//! of what maps to what, and what RTP/RED cannot carry (per-type MER, the
+//! per-type index, the session, the flush flag), is in
+//! [`wire::afec`](crate::wire::afec#rtpred-framing-the-standard-alternative).
 //!
 //! # Where we read the paper a particular way
 //!
@@ -48,6 +61,7 @@ mod config;
 mod mer;
 mod predictor;
 mod receiver;
+mod red_rx;
 mod sender;
 #[cfg(test)]
 mod tests;
@@ -58,19 +72,22 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-pub use self::config::{AfecConfig, ConfigError, Mode, Scheme, Step, TypeQos};
+pub use self::config::{AfecConfig, ConfigError, Framing, Mode, RedConfig, Scheme, Step, TypeQos};
 use self::mer::Observed;
 use self::predictor::{PREDICTIVE_FEEDBACK, predict_size};
 use self::receiver::{PeerRx, TypeRx};
+use self::red_rx::{Place, RedStream};
 use self::sender::{Hist, PeerTx, TypeTx};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
 use crate::units::IP_UDP_OVERHEAD;
 use crate::wire::afec::{
-    ControlRepr, DATA_HEADER_LEN, DataPacket, DataWriter, Entry, MAX_ENTRIES, MESSAGE_HEADER_LEN,
-    MessageRepr, MsgType, Op,
+    ControlRepr, DATA_HEADER_LEN, DataPacket, DataWriter, Entry, MAX_ENTRIES, MAX_MESSAGES,
+    MESSAGE_HEADER_LEN, MessageRepr, MsgType, Op,
 };
 use crate::wire::header::{self, Kind};
+use crate::wire::rtp::{RTP_HEADER_LEN, RTP_VERSION, RtpHeader};
+use crate::wire::{red, rtcp};
 
 /// What the endpoint tells its application.
 #[derive(Clone, Debug, PartialEq)]
@@ -183,6 +200,10 @@ pub struct AfecStats {
     /// have sent its address more bytes than it sent us (no
     /// amplification toward an address that may be spoofed).
     pub control_held: u64,
+    /// RTP/RED sending: redundant copies RFC 2198 cannot carry (a message
+    /// longer than a block's 10-bit length, or older than the 14-bit
+    /// timestamp offset reaches), dropped from the history unsent.
+    pub red_uncarriable: u64,
 }
 
 /// A sans-IO AFEC endpoint: sender, receiver and feedback loop. See the
@@ -200,6 +221,12 @@ pub struct AfecEndpoint {
     stats: AfecStats,
     /// Reused for parsing, oldest-first processing.
     scratch: Vec<(MsgType, u32, u16, usize, usize)>,
+    /// RTP/RED receiving, reused: redundant blocks as (type, offset,
+    /// position, length), and the extended sequence number each goes to.
+    red_blocks: Vec<(MsgType, u16, usize, usize)>,
+    red_placed: Vec<(u64, usize)>,
+    /// RTP/RED sending: the last message's timestamp (they never go back).
+    last_rtp_ts: Option<u32>,
 }
 
 impl AfecEndpoint {
@@ -216,6 +243,9 @@ impl AfecEndpoint {
             events: VecDeque::new(),
             stats: AfecStats::default(),
             scratch: Vec::new(),
+            red_blocks: Vec::new(),
+            red_placed: Vec::new(),
+            last_rtp_ts: None,
         })
     }
 
@@ -235,47 +265,98 @@ impl AfecEndpoint {
     }
 
     /// The code set size in force toward `peer` for `msg_type`.
+    ///
+    /// [`MsgType::ANY`] gives the size an RTP/RED receiver last asked for
+    /// every type at once.
     pub fn code_set_size(&self, peer: SocketAddr, msg_type: MsgType) -> f64 {
-        self.peers
-            .get(&peer)
-            .and_then(|p| p.types.get(&msg_type))
-            .map_or_else(|| self.cfg.initial_size(msg_type), |t| t.size)
+        let p = self.peers.get(&peer);
+        let any = p.and_then(|p| p.any_size);
+        if msg_type == MsgType::ANY {
+            return any.unwrap_or_else(|| self.cfg.initial_size(msg_type));
+        }
+        p.and_then(|p| p.types.get(&msg_type)).map_or_else(
+            || any.unwrap_or_else(|| self.cfg.initial_size(msg_type)),
+            |t| t.size,
+        )
     }
 
     /// The MER of `msg_type` from remote user `from` over the window, if any message came.
+    ///
+    /// A stream that came as RTP/RED has one MER for all its types (under
+    /// [`MsgType::ANY`]), which this returns whatever `msg_type` asks.
     pub fn mer(&self, from: u32, msg_type: MsgType) -> Option<f64> {
-        self.remotes
-            .get(&from)?
-            .types
+        let types = &self.remotes.get(&from)?.types;
+        types
             .get(&msg_type)
+            .or_else(|| types.get(&MsgType::ANY))
             .map(|t| t.window.mer())
     }
 
     /// Sends a message of `msg_type` to every peer, with the redundancy the
-    /// type's code set size asks for. Returns the message's index.
+    /// type's code set size asks for. Returns the message's index. The
+    /// message counts as sampled `now`; see
+    /// [`send_sampled`](Self::send_sampled).
     pub fn send(
         &mut self,
         now: Instant,
         msg_type: MsgType,
         payload: Bytes,
     ) -> Result<u32, SendError> {
-        let room = self.cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN;
+        self.send_sampled(now, now, msg_type, payload)
+    }
+
+    /// [`send`](Self::send) for a message the application sampled at
+    /// `sampled` (a telepointer position read at a tick of its schedule),
+    /// not `now`. In RTP/RED framing that instant is the message's RTP
+    /// timestamp, as RFC 3550 §5.1 has it ("the sampling instant of the
+    /// first octet in the RTP data packet"), so timestamps keep the
+    /// application's steady rate whatever the send jitter (stock RED
+    /// decoders place recovered blocks by interpolating timestamps). A
+    /// `sampled` later than `now` counts as `now`, and timestamps never go
+    /// backwards: a message sampled at or before the previous one gets the
+    /// previous timestamp plus one tick. The native format ignores it.
+    pub fn send_sampled(
+        &mut self,
+        now: Instant,
+        sampled: Instant,
+        msg_type: MsgType,
+        payload: Bytes,
+    ) -> Result<u32, SendError> {
+        let red = self.cfg.framing == Framing::Red;
+        let room = if red {
+            self.cfg.mtu - RTP_HEADER_LEN - red::PRIMARY_HEADER_LEN
+        } else {
+            self.cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN
+        };
         if payload.len() > room || payload.len() > usize::from(u16::MAX) {
             return Err(SendError::TooLarge {
                 len: payload.len(),
                 max: room,
             });
         }
+        if red && self.cfg.red.pt_of(msg_type).is_none() {
+            return Err(SendError::NoPayloadType { msg_type });
+        }
+        let rtp_ts = {
+            let ts = rtp_ticks(sampled.min(now), self.cfg.red.clock_rate);
+            match self.last_rtp_ts {
+                Some(last) if ts.wrapping_sub(last) as i32 <= 0 => last.wrapping_add(1),
+                _ => ts,
+            }
+        };
+        self.last_rtp_ts = Some(rtp_ts);
         let counter = self.next_index.entry(msg_type).or_insert(0);
         let index = *counter;
         *counter = counter.wrapping_add(1);
         let addrs: Vec<SocketAddr> = self.peers.keys().copied().collect();
         for addr in addrs {
-            let initial = self.cfg.initial_size(msg_type);
             let peer = self
                 .peers
                 .get_mut(&addr)
                 .expect("addresses come from the map");
+            let initial = peer
+                .any_size
+                .unwrap_or_else(|| self.cfg.initial_size(msg_type));
             let t = peer
                 .types
                 .entry(msg_type)
@@ -288,6 +369,8 @@ impl AfecEndpoint {
                     payload: payload.clone(),
                     first_sent: now,
                     remaining: copies,
+                    rtp_ts,
+                    rtp_seq: 0,
                 },
                 self.cfg.history_limit,
             );
@@ -305,56 +388,169 @@ impl AfecEndpoint {
     /// Builds and queues one data packet toward `addr`: the newest history
     /// entry first (unless `flush`), then older ones whose requirement is
     /// not met, as long as they fit the MTU and the rate cap.
+    ///
+    /// In RTP/RED framing the newest entry is the primary block, and the
+    /// older ones become redundant blocks, oldest first (RFC 2198 §3). A
+    /// flush has no new message, but RFC 2198 has no packet without a
+    /// primary (and `rtpreddec` drops one whose primary is empty), so it
+    /// re-sends the newest message's packet, same sequence number and
+    /// timestamp, with the redundancy still owed: a stock decoder then
+    /// places the flush's blocks by the same timestamps as the original's.
     fn build_data(&mut self, now: Instant, addr: SocketAddr, flush: bool) {
         let cfg = &self.cfg;
+        let red = cfg.framing == Framing::Red;
         let Some(peer) = self.peers.get_mut(&addr) else {
             return;
         };
         peer.refill(now, cfg.max_bitrate);
-        let mut buf = BytesMut::zeroed(cfg.mtu);
-        let seq = peer.next_seq;
-        let mut w = DataWriter::start(&mut buf, cfg.session, cfg.user, seq, timestamp32(now));
+        let (fixed, per_message, per_primary) = if red {
+            (
+                RTP_HEADER_LEN,
+                red::REDUNDANT_HEADER_LEN,
+                red::PRIMARY_HEADER_LEN,
+            )
+        } else {
+            (DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MESSAGE_HEADER_LEN)
+        };
+        let max_messages = if red { red::MAX_BLOCKS } else { MAX_MESSAGES };
+        let mut len = fixed;
+        // History positions carried, newest first.
+        let mut chosen: Vec<usize> = Vec::new();
         let mut unmet: Vec<MsgType> = Vec::new();
         let mut redundant = 0u64;
-        let mut first = !flush;
-        for h in peer.history.iter_mut().rev() {
-            if h.remaining == 0 {
+        let mut owed = 0usize;
+        let newest = peer.history.len().checked_sub(1);
+        // The RED flush's primary: the newest message, owed a copy or not.
+        let flush_primary = match newest {
+            Some(n) if red && flush => {
+                let h = &mut peer.history[n];
+                if h.remaining > 0 {
+                    h.remaining -= 1;
+                    owed += 1;
+                }
+                len += per_primary + h.payload.len();
+                redundant += 1;
+                Some(n)
+            }
+            _ => None,
+        };
+        let primary_ts = newest.map_or(0, |n| peer.history[n].rtp_ts);
+        for i in (0..peer.history.len()).rev() {
+            let h = &mut peer.history[i];
+            if h.remaining == 0 || flush_primary == Some(i) {
                 continue;
             }
-            let size = MESSAGE_HEADER_LEN + h.payload.len();
+            let first = chosen.is_empty() && !flush;
+            if red && !first {
+                // RFC 2198 §3: 14 bits of offset, 10 bits of length. A copy
+                // beyond either can never be carried: drop what it is owed.
+                let offset = primary_ts.wrapping_sub(h.rtp_ts);
+                if h.payload.len() > red::MAX_BLOCK_LEN
+                    || offset > u32::from(red::MAX_TIMESTAMP_OFFSET)
+                {
+                    h.remaining = 0;
+                    self.stats.red_uncarriable += 1;
+                    continue;
+                }
+            }
+            let size = if first { per_primary } else { per_message } + h.payload.len();
+            let fits = chosen.len() + usize::from(flush_primary.is_some()) < max_messages
+                && len + size <= cfg.mtu;
             let affordable = first || cfg.max_bitrate.is_none() || peer.tokens >= size as f64;
-            if !w.fits(h.payload.len()) || !affordable {
+            if !fits || !affordable {
                 if !unmet.contains(&h.msg_type) {
                     unmet.push(h.msg_type);
                 }
                 continue;
             }
-            let age = now.saturating_duration_since(h.first_sent).as_millis();
-            w.push(&MessageRepr {
-                msg_type: h.msg_type,
-                index: h.index,
-                age_ms: u16::try_from(age).unwrap_or(u16::MAX),
-                payload: &h.payload,
-            });
             if cfg.max_bitrate.is_some() {
                 peer.tokens -= size as f64;
             }
+            len += size;
             h.remaining -= 1;
+            owed += 1;
             if !first {
                 redundant += 1;
             }
-            first = false;
+            chosen.push(i);
         }
-        let carried = w.count();
-        if carried == 0 {
+        if owed == 0 {
             return;
         }
-        let len = w.finish(flush);
-        buf.truncate(len);
-        if cfg.max_bitrate.is_some() {
-            peer.tokens -= (DATA_HEADER_LEN + IP_UDP_OVERHEAD) as f64;
+        let carried = chosen.len() + usize::from(flush_primary.is_some());
+        let mut buf = BytesMut::zeroed(len);
+        if red {
+            let primary = flush_primary.unwrap_or_else(|| chosen[0]);
+            let seq = if flush_primary.is_some() {
+                peer.history[primary].rtp_seq
+            } else {
+                let seq = peer.next_seq as u16;
+                peer.history[primary].rtp_seq = seq;
+                peer.next_seq = peer.next_seq.wrapping_add(1);
+                seq
+            };
+            let pt_of = |t| {
+                cfg.red
+                    .pt_of(t)
+                    .expect("send() admits only types with a payload type in RED framing")
+            };
+            let p = &peer.history[primary];
+            let repr = red::Repr {
+                // Oldest first: `chosen` is newest first.
+                redundant: chosen
+                    .iter()
+                    .rev()
+                    .filter(|&&i| i != primary)
+                    .map(|&i| {
+                        let h = &peer.history[i];
+                        red::Block {
+                            payload_type: pt_of(h.msg_type),
+                            timestamp_offset: u16::try_from(p.rtp_ts.wrapping_sub(h.rtp_ts))
+                                .expect("offsets over 14 bits were left out above"),
+                            data: &h.payload,
+                        }
+                    })
+                    .collect(),
+                primary: red::Primary {
+                    payload_type: pt_of(p.msg_type),
+                    data: &p.payload,
+                },
+            };
+            RtpHeader {
+                payload_type: cfg.red.payload_type,
+                seq,
+                timestamp: p.rtp_ts,
+                ssrc: cfg.user,
+                ..RtpHeader::default()
+            }
+            .emit(&mut buf);
+            repr.emit(&mut buf[RTP_HEADER_LEN..])
+                .expect("lengths, offsets and payload types were checked above");
+        } else {
+            let mut w = DataWriter::start(
+                &mut buf,
+                cfg.session,
+                cfg.user,
+                peer.next_seq,
+                timestamp32(now),
+            );
+            for &i in &chosen {
+                let h = &peer.history[i];
+                let age = now.saturating_duration_since(h.first_sent).as_millis();
+                w.push(&MessageRepr {
+                    msg_type: h.msg_type,
+                    index: h.index,
+                    age_ms: u16::try_from(age).unwrap_or(u16::MAX),
+                    payload: &h.payload,
+                });
+            }
+            let written = w.finish(flush);
+            debug_assert_eq!(written, len);
+            peer.next_seq = peer.next_seq.wrapping_add(1);
         }
-        peer.next_seq = peer.next_seq.wrapping_add(1);
+        if cfg.max_bitrate.is_some() {
+            peer.tokens -= (fixed + IP_UDP_OVERHEAD) as f64;
+        }
         peer.trim_history();
         self.stats.data_packets_sent += 1;
         self.stats.data_bytes_sent += len as u64;
@@ -546,18 +742,17 @@ impl AfecEndpoint {
     }
 
     /// Sends pending control entries that are due, with any
-    /// acknowledgements owed, one packet per address.
+    /// acknowledgements owed, one packet per address: native control
+    /// packets, or RTCP (an empty RR and a `GWAF` APP packet) toward a peer
+    /// we send RTP/RED to and a remote whose data came as RTP/RED.
     fn send_control(&mut self, now: Instant) {
         let retry = self.cfg.control_retry;
-        let mut out: BTreeMap<SocketAddr, Vec<Entry>> = BTreeMap::new();
+        let red = self.cfg.framing == Framing::Red;
+        let mut out: BTreeMap<SocketAddr, (Vec<Entry>, bool)> = BTreeMap::new();
         for (addr, p) in &mut self.peers {
-            collect_due(
-                &mut p.pending,
-                &mut p.acks,
-                now,
-                retry,
-                out.entry(*addr).or_default(),
-            );
+            let o = out.entry(*addr).or_default();
+            o.1 |= red;
+            collect_due(&mut p.pending, &mut p.acks, now, retry, &mut o.0);
         }
         for r in self.remotes.values_mut() {
             let Some(addr) = r.addr else { continue };
@@ -566,6 +761,7 @@ impl AfecEndpoint {
             if entries.is_empty() {
                 continue;
             }
+            let rtcp = r.red.is_some();
             // No amplification: a remote sender's address is only what its
             // datagrams claim, so it never gets more bytes than it sent us
             // (QUIC's anti-amplification rule, RFC 9000 §8, at 1x and for
@@ -574,16 +770,18 @@ impl AfecEndpoint {
             // never sent). Held entries are sent at their next retry.
             let len: u64 = entries
                 .chunks(MAX_ENTRIES)
-                .map(|c| ControlRepr::wire_len(c.len()) as u64)
+                .map(|c| control_len(c.len(), rtcp) as u64)
                 .sum();
             if r.bytes_sent + len > r.bytes_received {
                 self.stats.control_held += 1;
                 continue;
             }
             r.bytes_sent += len;
-            out.entry(addr).or_default().extend(entries);
+            let o = out.entry(addr).or_default();
+            o.0.extend(entries);
+            o.1 |= rtcp;
         }
-        for (addr, entries) in out {
+        for (addr, (entries, rtcp)) in out {
             for chunk in entries.chunks(MAX_ENTRIES) {
                 if chunk.is_empty() {
                     continue;
@@ -593,8 +791,12 @@ impl AfecEndpoint {
                     sender: self.cfg.user,
                     entries: chunk.to_vec(),
                 };
-                let mut buf = vec![0u8; repr.buffer_len()];
-                repr.emit(&mut buf);
+                let mut buf = vec![0u8; control_len(chunk.len(), rtcp)];
+                if rtcp {
+                    repr.emit_rtcp(&mut buf);
+                } else {
+                    repr.emit(&mut buf);
+                }
                 self.stats.control_packets_sent += 1;
                 self.transmits.push_back(Transmit {
                     dst: addr,
@@ -689,15 +891,210 @@ impl AfecEndpoint {
         }
     }
 
+    /// An RTP packet: RFC 2198 RED (payload type `red.payload_type`), or a
+    /// plain packet of a mapped message type (a primary without
+    /// redundancy, as RFC 2198 streams may mix in).
+    fn handle_rtp(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        let Ok((rtp, body)) = RtpHeader::parse(data) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let Ok(payload) = rtp.payload(body) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let base = data.as_ptr() as usize;
+        let at = |d: &[u8]| (d.as_ptr() as usize - base, d.len());
+        // Each redundant block as (type, offset, position, length).
+        let mut blocks = std::mem::take(&mut self.red_blocks);
+        blocks.clear();
+        let red_cfg = &self.cfg.red;
+        let primary = if rtp.payload_type == red_cfg.payload_type {
+            let Ok(p) = red::Packet::new_checked(payload) else {
+                self.stats.malformed += 1;
+                self.red_blocks = blocks;
+                return;
+            };
+            for b in p.redundant() {
+                // A block of a payload type not in the table is not ours to name.
+                if let Some(t) = red_cfg.type_of(b.payload_type) {
+                    let (pos, len) = at(b.data);
+                    blocks.push((t, b.timestamp_offset, pos, len));
+                }
+            }
+            let prim = p.primary();
+            red_cfg
+                .type_of(prim.payload_type)
+                .map(|t| (t, at(prim.data)))
+        } else {
+            red_cfg.type_of(rtp.payload_type).map(|t| (t, at(payload)))
+        };
+        let Some((primary_type, (primary_pos, primary_len))) = primary else {
+            self.stats.ignored += 1;
+            self.red_blocks = blocks;
+            return;
+        };
+        let from = rtp.ssrc;
+        if !self.remotes.contains_key(&from) && self.remotes.len() >= self.cfg.max_remote_senders {
+            self.stats.over_limit += 1;
+            self.red_blocks = blocks;
+            return;
+        }
+        self.stats.data_packets_received += 1;
+        if self.next_check.is_none() && self.cfg.mode == Mode::Adaptive {
+            self.next_check = Some(now + self.cfg.check_interval);
+        }
+        let cfg = &self.cfg;
+        let r = self
+            .remotes
+            .entry(from)
+            .or_insert_with(|| PeerRx::new(cfg.packet_window));
+        r.note_address(src, data.len());
+        let stream = r.red.get_or_insert_with(RedStream::default);
+        // Which message each block is (afec::red): the primary first, then
+        // the redundant blocks newest first, each an anchor for older ones.
+        let mut placed = std::mem::take(&mut self.red_placed);
+        placed.clear();
+        let (ext, place) = stream.primary(rtp.seq, rtp.timestamp);
+        match place {
+            Place::At(x) => placed.push((x, usize::MAX)),
+            Place::Known => self.stats.duplicates += 1,
+            Place::TooOld => {
+                self.stats.duplicates += 1 + blocks.len() as u64;
+                blocks.clear();
+            }
+        }
+        blocks.sort_by_key(|b| b.1);
+        for (i, b) in blocks.iter().enumerate() {
+            match b.1 {
+                // As old as the primary: a copy of it.
+                0 => self.stats.duplicates += 1,
+                off => match stream.redundant(ext, rtp.timestamp, off) {
+                    Place::At(x) => placed.push((x, i)),
+                    Place::Known | Place::TooOld => self.stats.duplicates += 1,
+                },
+            }
+        }
+        let _ = r.packets.observe(ext as u32);
+        r.packets_seen += 1;
+        // One MER window per stream: RTP/RED cannot tell the type of a
+        // message lost for good (wire::afec, "RTP/RED framing").
+        if !r.types.contains_key(&MsgType::ANY) && r.types.len() >= cfg.max_types_per_sender {
+            self.stats.over_limit += 1;
+            self.red_blocks = blocks;
+            self.red_placed = placed;
+            return;
+        }
+        let st = r
+            .types
+            .entry(MsgType::ANY)
+            .or_insert_with(|| TypeRx::new(cfg.mer_window, cfg.initial_size(MsgType::ANY)));
+        // Oldest first (§"AFEC for groupware", Receiver).
+        placed.sort_unstable();
+        for &(x, i) in &placed {
+            let (msg_type, offset, pos, len) = match blocks.get(i) {
+                Some(&b) => b,
+                None => (primary_type, 0, primary_pos, primary_len),
+            };
+            match st.window.observe(x as u32) {
+                Observed::Duplicate | Observed::TooOld => self.stats.duplicates += 1,
+                Observed::Fresh { lost, late } => {
+                    self.stats.lost += lost;
+                    if late {
+                        self.stats.lost = self.stats.lost.saturating_sub(1);
+                    }
+                    st.since_change = st.since_change.saturating_add(1);
+                    let recovered = i != usize::MAX;
+                    if recovered {
+                        self.stats.delivered_recovered += 1;
+                    } else {
+                        self.stats.delivered_new += 1;
+                    }
+                    let sampled = rtp_instant(
+                        now,
+                        rtp.timestamp.wrapping_sub(u32::from(offset)),
+                        cfg.red.clock_rate,
+                    );
+                    self.events.push_back(AfecEvent::Delivered(Delivery {
+                        from,
+                        addr: src,
+                        msg_type,
+                        index: x as u32,
+                        payload: Bytes::copy_from_slice(&data[pos..pos + len]),
+                        recovered,
+                        latency: now.saturating_duration_since(sampled),
+                    }));
+                }
+            }
+        }
+        self.red_blocks = blocks;
+        self.red_placed = placed;
+    }
+
     fn handle_control(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
         let Ok(c) = ControlRepr::parse(data) else {
             self.stats.malformed += 1;
             return;
         };
+        self.apply_control(now, src, c);
+    }
+
+    /// RTCP on the data port: AFEC's feedback in a `GWAF` APP packet, or
+    /// reports from some RTP tool, which carry nothing for us.
+    fn handle_rtcp(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        match ControlRepr::parse_rtcp(data) {
+            Ok(Some(c)) => self.apply_control(now, src, c),
+            Ok(None) => self.stats.ignored += 1,
+            Err(_) => self.stats.malformed += 1,
+        }
+    }
+
+    fn apply_control(&mut self, now: Instant, src: SocketAddr, c: ControlRepr) {
         self.stats.control_packets_received += 1;
         let mut reply = false;
         for e in c.entries {
             match e.op {
+                Op::Nak | Op::Inc if e.msg_type == MsgType::ANY => {
+                    // An RTP/RED receiver's request for every type we send
+                    // to `src` (it cannot tell types apart; wire::afec).
+                    let Some(peer) = self.peers.get_mut(&src) else {
+                        self.stats.stale_control += 1;
+                        continue;
+                    };
+                    let in_force = peer
+                        .any_size
+                        .unwrap_or_else(|| self.cfg.initial_size(MsgType::ANY));
+                    let mut size = in_force;
+                    if self.cfg.mode == Mode::Adaptive
+                        && peer.any_applied_seq.is_none_or(|s| e.seq > s)
+                    {
+                        peer.any_applied_seq = Some(e.seq);
+                        size = wire_to_size(e.value).clamp(1.0, self.cfg.max_size);
+                        peer.any_size = Some(size);
+                        for t in peer.types.values_mut() {
+                            if (size - t.size).abs() > 1e-9 {
+                                t.size = size;
+                                t.acc = 0.0;
+                            }
+                        }
+                        if (size - in_force).abs() > 1e-9 {
+                            self.events.push_back(AfecEvent::CodeSetChanged {
+                                peer: src,
+                                msg_type: MsgType::ANY,
+                                size,
+                            });
+                        }
+                    } else if peer.any_applied_seq.is_some_and(|s| e.seq < s) {
+                        self.stats.stale_control += 1;
+                    }
+                    peer.acks.push(Entry {
+                        op: Op::Ack,
+                        msg_type: MsgType::ANY,
+                        seq: e.seq,
+                        value: size_to_wire(size),
+                    });
+                    reply = true;
+                }
                 Op::Nak | Op::Inc => {
                     // A request about what we send to `src`.
                     let Some(peer) = self.peers.get_mut(&src) else {
@@ -748,7 +1145,13 @@ impl AfecEndpoint {
                     let achievable = wire_to_size(e.value).max(1.0);
                     if r.cannot_meet_seq.is_none_or(|s| e.seq > s) {
                         r.cannot_meet_seq = Some(e.seq);
-                        if let Some(st) = r.types.get_mut(&e.msg_type) {
+                        // An RTP/RED stream's types share one controller.
+                        let key = if r.types.contains_key(&e.msg_type) {
+                            e.msg_type
+                        } else {
+                            MsgType::ANY
+                        };
+                        if let Some(st) = r.types.get_mut(&key) {
                             st.cap = Some(achievable);
                         }
                         self.events.push_back(AfecEvent::PeerCannotMeet {
@@ -803,12 +1206,28 @@ pub enum SendError {
         /// The largest that fits.
         max: usize,
     },
+    /// RTP/RED framing: the type has no payload type in [`RedConfig::types`].
+    #[error("message type {msg_type} has no RTP payload type (RedConfig::types)")]
+    NoPayloadType {
+        /// The type.
+        msg_type: MsgType,
+    },
 }
 
 impl Machine for AfecEndpoint {
     type Event = AfecEvent;
 
     fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        // RTP and RTCP carry version 2 in the top bits of byte 0; groupwire's
+        // own header has version 1 in the whole byte, so those bits are 0.
+        if data.first().is_some_and(|b| b >> 6 == RTP_VERSION) {
+            if rtcp::is_rtcp(data) {
+                self.handle_rtcp(now, src, data);
+            } else {
+                self.handle_rtp(now, src, data);
+            }
+            return;
+        }
         let h = match header::Repr::parse(&header::Packet::new_unchecked(data)) {
             Ok(h) => h,
             Err(_) => {
@@ -882,6 +1301,24 @@ fn collect_due(
     out.truncate(MAX_ENTRIES * 4);
 }
 
+/// Bytes of a control packet of `entries` entries, native or RTCP.
+fn control_len(entries: usize, rtcp: bool) -> usize {
+    if rtcp {
+        ControlRepr::rtcp_len(entries)
+    } else {
+        ControlRepr::wire_len(entries)
+    }
+}
+
+/// `at` in ticks of an RTP clock of `rate` Hz since the driver's epoch,
+/// rounded to the nearest tick (so a 30 Hz schedule in nanoseconds lands
+/// on whole ticks of 90 kHz), low 32 bits (RFC 3550 §5.1: the timestamp
+/// wraps).
+fn rtp_ticks(at: Instant, rate: u32) -> u32 {
+    let ticks = (u128::from(at.as_nanos()) * u128::from(rate) + 500_000_000) / 1_000_000_000;
+    ticks as u32
+}
+
 /// Code set sizes travel as hundredths.
 fn size_to_wire(size: f64) -> u16 {
     (size * 100.0).round().clamp(0.0, f64::from(u16::MAX)) as u16
@@ -894,6 +1331,20 @@ fn wire_to_size(v: u16) -> f64 {
 /// Sizes are kept at the wire's resolution so both ends agree exactly.
 fn round_size(size: f64) -> f64 {
     wire_to_size(size_to_wire(size))
+}
+
+/// The instant RTP timestamp `ts` (ticks of `rate` Hz since the sender's
+/// epoch) most likely means on `now`'s clock: at most 2^31 ticks back.
+fn rtp_instant(now: Instant, ts: u32, rate: u32) -> Instant {
+    let back = rtp_ticks(now, rate).wrapping_sub(ts);
+    if back < 1 << 31 {
+        let nanos = u128::from(back) * 1_000_000_000 / u128::from(rate.max(1));
+        now.saturating_sub(Duration::from_nanos(
+            u64::try_from(nanos).unwrap_or(u64::MAX),
+        ))
+    } else {
+        now
+    }
 }
 
 /// Low 32 bits of `now` in microseconds.

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use super::Pending;
 use super::mer::MerWindow;
+use super::red_rx::RedStream;
 use crate::wire::afec::{Entry, MsgType};
 
 #[derive(Debug)]
@@ -53,6 +54,9 @@ pub(super) struct PeerRx {
     /// sender's address (the anti-amplification budget).
     pub(super) bytes_received: u64,
     pub(super) bytes_sent: u64,
+    /// RTP/RED framing: which message each block is. `Some` once the
+    /// sender's data came as RTP, and then its feedback goes as RTCP.
+    pub(super) red: Option<RedStream>,
 }
 
 impl PeerRx {
@@ -79,6 +83,7 @@ impl PeerRx {
             cannot_meet_seq: None,
             bytes_received: 0,
             bytes_sent: 0,
+            red: None,
         }
     }
 }

@@ -19,6 +19,11 @@ pub(super) struct Hist {
     pub(super) first_sent: Instant,
     /// Packets this message still has to go out in.
     pub(super) remaining: u8,
+    /// RTP/RED framing: the message's RTP timestamp (when it was sampled).
+    pub(super) rtp_ts: u32,
+    /// RTP/RED framing: the sequence number of the packet that first
+    /// carried it (as its primary); a flush re-sends that packet.
+    pub(super) rtp_seq: u16,
 }
 
 #[derive(Debug)]
@@ -70,6 +75,11 @@ pub(super) struct PeerTx {
     pub(super) pending: Vec<Pending>,
     pub(super) acks: Vec<Entry>,
     pub(super) next_ctl_seq: u32,
+    /// The code set size of the last request for every type at once
+    /// ([`MsgType::ANY`], from an RTP/RED receiver), which types this peer
+    /// has not sent yet start with; and that request's sequence.
+    pub(super) any_size: Option<f64>,
+    pub(super) any_applied_seq: Option<u32>,
 }
 
 impl PeerTx {
@@ -84,6 +94,8 @@ impl PeerTx {
             pending: Vec::new(),
             acks: Vec::new(),
             next_ctl_seq: 0,
+            any_size: None,
+            any_applied_seq: None,
         }
     }
 

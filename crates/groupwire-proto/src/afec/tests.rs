@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::mer::MerWindow;
 use super::*;
 use crate::wire::afec::DataRepr;
+use crate::wire::rtcp;
 
 const TP: MsgType = MsgType::new(*b"TP");
 const A: &str = "10.0.0.1:7400";
@@ -97,7 +98,12 @@ impl Pair {
         if !from_a {
             self.bytes_b_sent += t.payload.len() as u64;
         }
-        let is_data = t.payload[1] == Kind::AfecData as u8;
+        let rtp = t.payload[0] >> 6 == 2;
+        let is_data = if rtp {
+            !rtcp::is_rtcp(&t.payload)
+        } else {
+            t.payload[1] == Kind::AfecData as u8
+        };
         let lost = if is_data {
             if let Ok(r) = DataRepr::parse(&t.payload) {
                 for m in &r.messages {
@@ -619,4 +625,316 @@ fn predicted_mer_counts_runs_longer_than_the_code_set() {
         predict_size(&MerWindow::new(4000), 0.1, 0.0, 1.0, 16.0),
         None
     );
+}
+
+// ---- RTP/RED framing ---------------------------------------------------------
+
+fn red_cfg(user: u32, mode: Mode) -> AfecConfig {
+    cfg(user, mode).framing(Framing::Red)
+}
+
+/// Every datagram A puts on the wire toward B, with whether it was lost.
+fn record(
+    p: &mut Pair,
+    lose: impl Fn(u64) -> bool + 'static,
+) -> std::rc::Rc<std::cell::RefCell<Vec<Bytes>>> {
+    let sent = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let log = std::rc::Rc::clone(&sent);
+    p.drop_data = Box::new(move |n, b| {
+        log.borrow_mut().push(Bytes::copy_from_slice(b));
+        lose(n)
+    });
+    sent
+}
+
+#[test]
+fn red_framing_recovers_bursts_of_two_at_fec3() {
+    let mut p = Pair::new(red_cfg(1, Mode::Static(3.0)), cfg(2, Mode::Static(3.0)));
+    p.drop_data = Box::new(|n, _| n == 10 || n == 11);
+    p.stream(30, ms(33), ms(500));
+    assert_eq!(p.indices(), (0..30).collect::<Vec<_>>());
+    for d in &p.got {
+        assert_eq!(d.payload, vec![d.index as u8; 40], "message {}", d.index);
+        assert_eq!((d.from, d.msg_type), (1, TP));
+    }
+    let rec: Vec<u32> = p
+        .got
+        .iter()
+        .filter(|d| d.recovered)
+        .map(|d| d.index)
+        .collect();
+    assert_eq!(rec, vec![10, 11]);
+    // Recovered messages are timed from when they were sampled, as natively.
+    let d10 = p.got.iter().find(|d| d.index == 10).unwrap();
+    assert_eq!(d10.latency, ms(40 + 66));
+    assert_eq!(p.b.stats().lost, 0);
+    assert_eq!(p.b.mer(1, TP), Some(0.0));
+}
+
+#[test]
+fn red_packets_are_rfc2198_with_timestamps_from_the_sampling_instant() {
+    let mut a = AfecEndpoint::new(red_cfg(7, Mode::Static(3.0))).unwrap();
+    a.add_peer(addr(B));
+    let t0 = Instant::from_millis(1000);
+    let mut pkts = Vec::new();
+    for i in 0..3u64 {
+        // Sent late, up to 2 ms after the tick the message was sampled at.
+        let sampled = t0 + ms(20 * i);
+        a.send_sampled(
+            sampled + Duration::from_micros(700 * i),
+            sampled,
+            TP,
+            Bytes::from(vec![i as u8; 5]),
+        )
+        .unwrap();
+        pkts.push(a.poll_transmit(t0).unwrap().payload);
+    }
+    let (h, body) = RtpHeader::parse(&pkts[2]).unwrap();
+    assert_eq!(
+        (h.payload_type, h.seq, h.ssrc, h.timestamp),
+        (100, 2, 7, 1040)
+    );
+    assert!(!h.marker && !h.extension && !h.padding && h.csrc_count == 0);
+    let r = red::Repr::parse(body).unwrap();
+    assert_eq!(
+        r,
+        red::Repr {
+            redundant: vec![
+                red::Block {
+                    payload_type: 101,
+                    timestamp_offset: 40,
+                    data: &[0; 5]
+                },
+                red::Block {
+                    payload_type: 101,
+                    timestamp_offset: 20,
+                    data: &[1; 5]
+                },
+            ],
+            primary: red::Primary {
+                payload_type: 101,
+                data: &[2; 5]
+            },
+        }
+    );
+    // The first packet has no redundancy yet: a primary alone.
+    let (h, body) = RtpHeader::parse(&pkts[0]).unwrap();
+    assert_eq!((h.seq, h.timestamp), (0, 1000));
+    assert_eq!(body, [101, 0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn red_timestamps_never_go_backwards() {
+    let mut a = AfecEndpoint::new(red_cfg(1, Mode::Plain)).unwrap();
+    a.add_peer(addr(B));
+    let now = Instant::from_millis(500);
+    let mut ts = Vec::new();
+    // Two messages in the same millisecond, then one "sampled" in the past.
+    for sampled in [now, now, Instant::from_millis(100)] {
+        a.send_sampled(now, sampled, TP, Bytes::from_static(b"x"))
+            .unwrap();
+        ts.push(
+            RtpHeader::parse(&a.poll_transmit(now).unwrap().payload)
+                .unwrap()
+                .0
+                .timestamp,
+        );
+    }
+    assert_eq!(ts, [500, 501, 502]);
+}
+
+#[test]
+fn red_flush_resends_the_newest_packet_with_the_redundancy_owed() {
+    let mut p = Pair::new(red_cfg(1, Mode::Static(2.0)), cfg(2, Mode::Static(2.0)));
+    let sent = record(&mut p, |n| n == 9);
+    p.stream(10, ms(33), ms(1000));
+    assert_eq!(p.indices(), (0..10).collect::<Vec<_>>());
+    assert!(p.a.stats().flush_packets_sent >= 1);
+    let sent = sent.borrow();
+    let (lost, _) = RtpHeader::parse(&sent[9]).unwrap();
+    let (flush, body) = RtpHeader::parse(&sent[10]).unwrap();
+    assert_eq!((flush.seq, flush.timestamp), (lost.seq, lost.timestamp));
+    // Message 9 rides as the primary again; nothing else was owed.
+    let r = red::Repr::parse(body).unwrap();
+    assert!(r.redundant.is_empty());
+    assert_eq!(r.primary.data, &[9u8; 40][..]);
+    // Message 9 came back through the flush; the receiver takes it as the
+    // primary it never got (RED has no flush flag).
+    assert!(p.got.iter().any(|d| d.index == 9));
+    assert_eq!(p.b.stats().lost, 0);
+    assert_eq!(p.a.poll_timeout(), None, "every requirement met");
+}
+
+#[test]
+fn red_adaptive_feedback_travels_as_rtcp_and_covers_every_type() {
+    let mut p = Pair::new(red_cfg(1, Mode::Adaptive), cfg(2, Mode::Adaptive));
+    let mut control = Vec::new();
+    p.drop_data = random_loss(7, 0.20);
+    let log = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let l = std::rc::Rc::clone(&log);
+    p.drop_control = Box::new(move |_, b| {
+        l.borrow_mut().push(Bytes::copy_from_slice(b));
+        false
+    });
+    p.stream(6000, ms(33), ms(500));
+    control.extend(log.borrow().iter().cloned());
+    assert!(!control.is_empty());
+    // Both ways, feedback is RTCP: an RR, then AFEC's APP packet.
+    for c in &control {
+        assert!(rtcp::is_rtcp(c), "{c:?}");
+        assert!(ControlRepr::parse_rtcp(c).unwrap().is_some());
+    }
+    // The receiver asks for every type at once (it cannot tell types apart).
+    let requests: Vec<&AfecEvent> = p
+        .b_events
+        .iter()
+        .filter(|e| matches!(e, AfecEvent::Requested { .. }))
+        .collect();
+    assert!(!requests.is_empty());
+    assert!(
+        requests.iter().all(
+            |e| matches!(e, AfecEvent::Requested { msg_type, .. } if *msg_type == MsgType::ANY)
+        )
+    );
+    let size = p.a.code_set_size(addr(B), TP);
+    assert!(size >= 2.0, "20% loss needs redundancy: size {size}");
+    assert_eq!(p.a.code_set_size(addr(B), MsgType::ANY), size);
+    // The stream's MER ends near the band, as natively.
+    let mer = p.b.mer(1, TP).unwrap();
+    assert!((0.03..=0.08).contains(&mer), "MER {mer} with size {size}");
+}
+
+#[test]
+fn red_copies_beyond_the_14_bit_offset_are_dropped_and_counted() {
+    // At 90 kHz the offset reaches 182 ms: FEC-4 every 100 ms needs 300 ms
+    // (no flush in between to carry copies sooner).
+    let red = RedConfig::default().clock_rate(90_000);
+    let mut a = red_cfg(1, Mode::Static(4.0)).red(red.clone());
+    a.flush_after = Duration::from_secs(5);
+    let mut p = Pair::new(a, cfg(2, Mode::Static(4.0)).red(red));
+    p.drop_data = Box::new(|n, _| n == 5);
+    p.stream(10, ms(100), ms(6000));
+    assert!(p.a.stats().red_uncarriable > 0, "{:?}", p.a.stats());
+    // What could be carried was: message 5 came back from packet 6.
+    assert_eq!(p.indices(), (0..10).collect::<Vec<_>>());
+    assert_eq!(p.a.poll_timeout(), None);
+}
+
+#[test]
+fn red_sending_needs_a_payload_type_per_message_type() {
+    let mut a = AfecEndpoint::new(red_cfg(1, Mode::Plain)).unwrap();
+    a.add_peer(addr(B));
+    let other = MsgType::new(*b"ED");
+    assert_eq!(
+        a.send(Instant::ZERO, other, Bytes::from_static(b"x")),
+        Err(SendError::NoPayloadType { msg_type: other })
+    );
+    let bad = |r: RedConfig| AfecEndpoint::new(red_cfg(1, Mode::Plain).red(r)).is_err();
+    assert!(
+        bad(RedConfig::default().payload_type(72)),
+        "64-95 collide with RTCP"
+    );
+    assert!(
+        bad(RedConfig::default().map(other, 101)),
+        "two types, one PT"
+    );
+    assert!(bad(RedConfig::default().map(other, 100)), "the RED PT");
+    assert!(bad(RedConfig::default().clock_rate(0)));
+    assert!(!bad(RedConfig::default().map(other, 102)));
+}
+
+#[test]
+fn red_receiver_reads_plain_rtp_and_counts_what_is_not_ours() {
+    let mut b = AfecEndpoint::new(cfg(2, Mode::Plain)).unwrap();
+    let now = Instant::from_secs(1);
+    let rtp = |pt: u8, seq: u16, payload: &[u8]| {
+        RtpHeader {
+            payload_type: pt,
+            seq,
+            timestamp: u32::from(seq) * 20,
+            ssrc: 9,
+            ..RtpHeader::default()
+        }
+        .to_packet(payload)
+    };
+    // A plain packet of the telepointer's payload type is a message.
+    b.handle_datagram(now, addr(A), &rtp(101, 0, b"hello"));
+    // Another payload type is someone else's stream.
+    b.handle_datagram(now, addr(A), &rtp(33, 1, b"mp2t"));
+    // RED whose header chain lies, RTP cut short, RTCP that is not ours.
+    b.handle_datagram(
+        now,
+        addr(A),
+        &rtp(100, 2, &[0x80 | 101, 0, 0x50, 0xff, 101]),
+    );
+    b.handle_datagram(now, addr(A), &[0x80, 100, 0]);
+    b.handle_datagram(now, addr(A), &[0x80, 201, 0, 1, 0, 0, 0, 9]);
+    let got: Vec<AfecEvent> = std::iter::from_fn(|| b.poll_event()).collect();
+    assert!(
+        matches!(&got[..], [AfecEvent::Delivered(d)] if d.payload == "hello" && d.from == 9 && d.index == 0)
+    );
+    assert_eq!((b.stats().ignored, b.stats().malformed), (2, 2));
+    assert!(b.poll_transmit(now).is_none());
+}
+
+#[test]
+fn red_from_a_stock_encoder_is_placed_by_timestamp() {
+    // What GStreamer's rtpredenc distance=1 sends: each packet carries the
+    // previous one as its single redundant block, 20 ticks older.
+    let mut b = AfecEndpoint::new(cfg(2, Mode::Plain)).unwrap();
+    let now = Instant::from_secs(1);
+    let pkt = |seq: u16| {
+        let msg = |s: u16| vec![s as u8; 3];
+        let (prev, cur) = (msg(seq.wrapping_sub(1)), msg(seq));
+        let red = red::Repr {
+            redundant: vec![red::Block {
+                payload_type: 101,
+                timestamp_offset: 20,
+                data: &prev,
+            }],
+            primary: red::Primary {
+                payload_type: 101,
+                data: &cur,
+            },
+        };
+        RtpHeader {
+            payload_type: 100,
+            seq,
+            timestamp: 5000 + u32::from(seq) * 20,
+            ssrc: 0xabcd,
+            ..RtpHeader::default()
+        }
+        .to_packet(&red.to_vec().unwrap())
+    };
+    for seq in (60_000u16..60_010)
+        .chain(60_011..60_020)
+        .filter(|s| s % 7 != 3)
+    {
+        b.handle_datagram(now, addr(A), &pkt(seq));
+    }
+    let got: Vec<Delivery> = std::iter::from_fn(|| b.poll_event())
+        .filter_map(|e| {
+            if let AfecEvent::Delivered(d) = e {
+                Some(d)
+            } else {
+                None
+            }
+        })
+        .collect();
+    // Lost: 60000 (the first: it comes back from 60001, below the stream's
+    // first primary), 60007, 60010 and 60014. Every index matches its
+    // message, however it arrived, and none is lost.
+    for d in &got {
+        assert_eq!(d.payload, vec![d.index as u16 as u8; 3]);
+    }
+    let mut idx: Vec<u16> = got.iter().map(|d| d.index as u16).collect();
+    idx.sort_unstable();
+    assert_eq!(idx, (60_000..60_020).collect::<Vec<_>>());
+    let recovered: Vec<u16> = got
+        .iter()
+        .filter(|d| d.recovered)
+        .map(|d| d.index as u16)
+        .collect();
+    assert_eq!(recovered, [60_000, 60_007, 60_010, 60_014]);
+    assert_eq!(b.stats().lost, 0);
 }
