@@ -66,6 +66,48 @@ fn xor_packets() -> Vec<Bytes> {
     out
 }
 
+/// What an AFEC sender in RTP/RED framing (adaptive) sends to a receiver
+/// over a wire losing every fourth data packet, and the receiver's RTCP
+/// feedback: (data, control).
+fn red_packets() -> (Vec<Bytes>, Vec<Bytes>) {
+    use groupwire_proto::afec::{AfecConfig, AfecEndpoint, Framing};
+    use groupwire_proto::wire::afec::MsgType;
+    let (a, b): (SocketAddr, SocketAddr) = (
+        "127.0.0.1:1".parse().expect("addr"),
+        "127.0.0.1:2".parse().expect("addr"),
+    );
+    let small = |cfg: AfecConfig| AfecConfig {
+        min_window: 10,
+        gate_messages: 10,
+        ..cfg.mer_window(40)
+    };
+    let mut tx = AfecEndpoint::new(small(AfecConfig::new(1).framing(Framing::Red))).expect("valid");
+    tx.add_peer(b);
+    let mut rx = AfecEndpoint::new(small(AfecConfig::new(2))).expect("valid");
+    let (mut data, mut control) = (Vec::new(), Vec::new());
+    let mut now = Instant::ZERO;
+    for i in 0..120u8 {
+        now += Duration::from_millis(20);
+        if i < 100 {
+            tx.send(now, MsgType::new(*b"TP"), Bytes::from(vec![i % 0x7f; 12]))
+                .expect("fits");
+        }
+        tx.handle_timeout(now);
+        while let Some(t) = tx.poll_transmit(now) {
+            if data.len() % 4 != 3 {
+                rx.handle_datagram(now, a, &t.payload);
+            }
+            data.push(t.payload);
+        }
+        rx.handle_timeout(now);
+        while let Some(t) = rx.poll_transmit(now) {
+            tx.handle_datagram(now, b, &t.payload);
+            control.push(t.payload);
+        }
+    }
+    (data, control)
+}
+
 /// What a block-FEC endpoint sends for ten datagrams in blocks of four
 /// (sources, repairs), and what its peer's receiver reports back.
 fn block_packets() -> (Vec<Bytes>, Vec<Bytes>) {
@@ -265,6 +307,38 @@ fn main() -> std::io::Result<()> {
         op(&mut input, OP_WAIT, &[2]);
         std::fs::write(dir.join(format!("seed-{name}")), input)?;
     }
+
+    // rtp_red: RTP/RED data and RTCP feedback as the endpoints emit them,
+    // and the RED payloads alone. afec_red_endpoint: a sender's messages
+    // (chunks starting with 0) with a receiver's RTCP feedback, and a
+    // stranger's RED stream to receive.
+    let (red_data, red_control) = red_packets();
+    assert!(
+        !red_data.is_empty() && !red_control.is_empty(),
+        "the RED pair exchanged data and feedback"
+    );
+    let dir = corpus.join("rtp_red");
+    std::fs::create_dir_all(&dir)?;
+    for (i, p) in red_data
+        .iter()
+        .step_by(10)
+        .chain(red_control.iter().take(3))
+        .enumerate()
+    {
+        std::fs::write(dir.join(format!("seed-{i:02}")), p)?;
+    }
+    std::fs::write(dir.join("seed-payload"), &red_data[20][12..])?;
+    let dir = corpus.join("afec_red_endpoint");
+    std::fs::create_dir_all(&dir)?;
+    let mut sending = Vec::new();
+    for i in 0..30u8 {
+        sending.push([&[0u8, i, i, i][..]].concat().into());
+        if i % 10 == 9 {
+            sending.extend(red_control.iter().take(2).cloned());
+        }
+    }
+    std::fs::write(dir.join("seed-sending"), joined(&sending))?;
+    std::fs::write(dir.join("seed-receiving"), joined(&red_data[..40]))?;
 
     let dir = corpus.join("scenario");
     std::fs::create_dir_all(&dir)?;
