@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use groupwire_metrics::LatencyStats;
-use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, TypeQos};
+use groupwire_proto::afec::{
+    AfecConfig, AfecEndpoint, AfecEvent, Framing, RedConfig, Scheme, TypeQos,
+};
 use groupwire_proto::units::IP_UDP_OVERHEAD;
 use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
 use groupwire_proto::{Bitrate, Instant};
@@ -31,9 +33,19 @@ pub(crate) enum AwarenessCommand {
     /// microseconds) in its first 8 bytes, so a receiver on the same host
     /// can measure one-way latency.
     ///
+    /// With --framing red the packets are RTP with the RFC 2198 redundancy
+    /// payload (RED), which stock RTP tools decode: the new message is the
+    /// primary block, earlier ones redundant blocks, each timestamped when
+    /// the schedule sampled it (--red-clock-rate ticks per second).
+    /// GStreamer recovers the messages with, for the defaults:
+    ///   gst-launch-1.0 udpsrc port=7400 \
+    ///     caps="application/x-rtp,media=application,clock-rate=1000,encoding-name=RED,payload=100" \
+    ///     ! rtpreddec pt=100 ! ...
+    ///
     /// Examples:
     ///   groupwire awareness send --to 127.0.0.1:7400 --protocol afec-frac --duration 60s
     ///   groupwire awareness send --to 127.0.0.1:7401 --protocol fec-3 --rate 60
+    ///   groupwire awareness send --to 127.0.0.1:7400 --protocol fec-3 --framing red --rate 50
     #[command(verbatim_doc_comment)]
     Send(SendArgs),
     /// Receive a telepointer stream; print MER, redundancy, overhead and latency.
@@ -42,6 +54,12 @@ pub(crate) enum AwarenessCommand {
     /// afec-frac it asks the sender for more (NAK) or less (INC) redundancy
     /// to keep the message error rate inside --mer-band. Prints once a
     /// second on stderr and a summary on stdout at the end.
+    ///
+    /// Reads both framings (native and RTP/RED, --framing of the sender),
+    /// and answers each sender in its own: RTP/RED senders get their
+    /// feedback as RTCP APP packets. An RTP/RED stream has one MER for all
+    /// its message types (a message lost for good takes its payload type
+    /// with it). --red-pt and --message-pt must match the sender's.
     ///
     /// Example:
     ///   groupwire awareness recv --bind 127.0.0.1:7400 --duration 70s
@@ -81,12 +99,59 @@ pub(crate) struct SendArgs {
     /// reported as "cannot meet" (default: none).
     #[arg(long, value_name = "RATE")]
     max_bitrate: Option<Bitrate>,
-    /// Session id; both ends must agree.
+    /// Session id; both ends must agree (native framing only: RTP has none).
     #[arg(long, default_value_t = 0)]
     session: u32,
+    /// Wire format: native (groupwire's compact AFEC packets) or red (RTP
+    /// with RFC 2198 redundancy, feedback in RTCP APP packets, decodable
+    /// by stock RTP tools such as GStreamer's rtpreddec).
+    #[arg(long, value_enum, default_value_t = FramingArg::Native)]
+    framing: FramingArg,
+    #[command(flatten)]
+    red: RedArgs,
+    /// RTP timestamp rate of --framing red, in Hz. RED's 14-bit timestamp
+    /// offset reaches 16383 ticks (16.4 s at the default). Stock decoders
+    /// that place recovered blocks by interpolating timestamps (rtpreddec)
+    /// need messages a whole number of ticks apart: 1000 suits --rate 50
+    /// or 100; use 90000 for --rate 30 (182 ms of reach).
+    #[arg(long, value_name = "HZ", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    red_clock_rate: u32,
     /// No per-second progress lines.
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// `--framing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FramingArg {
+    /// groupwire's compact AFEC format.
+    Native,
+    /// RTP with RFC 2198 redundancy (RED).
+    Red,
+}
+
+/// The RTP payload types of RTP/RED framing; both ends must agree, as an
+/// SDP offer and answer would make them.
+#[derive(Debug, Args)]
+struct RedArgs {
+    /// RTP payload type of RED packets (0-63 or 96-127).
+    #[arg(long, value_name = "PT", default_value_t = 100)]
+    red_pt: u8,
+    /// RTP payload type of the telepointer messages inside RED (its block
+    /// PT; 0-63 or 96-127).
+    #[arg(long, value_name = "PT", default_value_t = 101)]
+    message_pt: u8,
+}
+
+impl RedArgs {
+    fn config(&self, clock_rate: u32) -> RedConfig {
+        RedConfig {
+            payload_type: self.red_pt,
+            clock_rate,
+            types: [(TELEPOINTER, self.message_pt)].into(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -107,9 +172,11 @@ pub(crate) struct RecvArgs {
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<Duration>,
-    /// Session id; both ends must agree.
+    /// Session id; both ends must agree (native framing only: RTP has none).
     #[arg(long, default_value_t = 0)]
     session: u32,
+    #[command(flatten)]
+    red: RedArgs,
     /// No per-second progress lines.
     #[arg(long, short)]
     quiet: bool,
@@ -144,11 +211,17 @@ fn parse_band(s: &str) -> Result<(f64, f64), String> {
 fn send(args: SendArgs) -> anyhow::Result<()> {
     let usage = |e: anyhow::Error| UsageError(e);
     let (mode, step) = args.protocol.mode_and_step();
+    let framing = match args.framing {
+        FramingArg::Native => Framing::Native,
+        FramingArg::Red => Framing::Red,
+    };
     let cfg = AfecConfig::new(SENDER_USER)
         .mode(mode)
         .step(step)
         .session(args.session)
-        .max_bitrate(args.max_bitrate);
+        .max_bitrate(args.max_bitrate)
+        .framing(framing)
+        .red(args.red.config(args.red_clock_rate));
     let room = cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN;
     if !(TIMESTAMP_LEN..=room).contains(&args.size) {
         return Err(UsageError(anyhow::anyhow!(
@@ -195,11 +268,12 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
         });
         if !quiet {
             eprintln!(
-                "sending {} messages over {:?} from {} to {to} with {:?} (Ctrl-C to stop)",
+                "sending {} messages over {:?} from {} to {to} with {:?}, {:?} framing (Ctrl-C to stop)",
                 messages.len(),
                 args.duration,
                 handle.local_addr(),
-                args.protocol
+                args.protocol,
+                framing
             );
         }
         let start = clock.now();
@@ -224,10 +298,14 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
                 }
                 () = tokio::time::sleep_until(due) => {
                     let size = m.size as usize;
+                    // The schedule's tick is when the pointer was sampled:
+                    // RED's RTP timestamps keep its steady rate whatever
+                    // the send jitter.
+                    let sampled = start + m.at.since_epoch();
                     handle
                         .command(move |ep, now| {
                             let payload = stamped_payload(clock.wall_micros(now), size);
-                            if let Err(e) = ep.send(now, TELEPOINTER, payload) {
+                            if let Err(e) = ep.send_sampled(now, sampled, TELEPOINTER, payload) {
                                 tracing::warn!(error = %e, "message not sent");
                             }
                         })
@@ -265,6 +343,13 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
             per_message(wire_bytes(&fin.driver), fin.messages)
         )?;
         writeln!(out, "  cannot-meet events   {unmet}")?;
+        if framing == Framing::Red {
+            writeln!(
+                out,
+                "  RED uncarriable      {} copies (older than the 14-bit offset or over 1023 bytes)",
+                endpoint.stats().red_uncarriable
+            )?;
+        }
         writeln!(out, "  send errors          {}", fin.driver.send_errors)?;
         Ok(())
     })
@@ -351,7 +436,8 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
         .step(step)
         .session(args.session)
         .default_qos(qos)
-        .mer_window(args.mer_window);
+        .mer_window(args.mer_window)
+        .red(args.red.config(RedConfig::default().clock_rate));
     cfg.min_window = cfg.min_window.min(args.mer_window);
     let endpoint = AfecEndpoint::new(cfg)
         .context("AFEC configuration")

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_link::{LinkConfig, LossModel};
-use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step};
+use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Framing, Mode, Step};
 use groupwire_proto::wire::afec::MsgType;
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Telepointer, TelepointerParams, schedule};
@@ -31,9 +31,10 @@ struct Outcome {
     emulator: EmulatorStats,
 }
 
-/// Streams a telepointer trace from a sender in `mode`/`step` through a
-/// 256 kbit/s emulated link with ~20% bursty loss to a receiver.
-async fn flow(mode: Mode, step: Step, link_seed: u64) -> Outcome {
+/// Streams a telepointer trace from a sender in `mode`/`step`, framed as
+/// `framing`, through a 256 kbit/s emulated link with ~20% bursty loss to
+/// a receiver (which reads either framing).
+async fn flow(mode: Mode, step: Step, link_seed: u64, framing: Framing) -> Outcome {
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("address");
     // Receiver: the paper's 5-6% band, with a window and activity gate
     // scaled down so the controller acts within seconds, not minutes.
@@ -85,7 +86,8 @@ async fn flow(mode: Mode, step: Step, link_seed: u64) -> Outcome {
     }));
 
     // Sender: a clustered telepointer at up to 100 updates/s.
-    let mut tx_ep = AfecEndpoint::new(AfecConfig::new(1).mode(mode).step(step)).expect("valid");
+    let mut tx_ep = AfecEndpoint::new(AfecConfig::new(1).mode(mode).step(step).framing(framing))
+        .expect("valid");
     tx_ep.add_peer(emu_addr);
     let tx_socket = UdpSocket::bind(loopback).await.expect("bind sender");
     let (tx_driver, tx, _tx_events) = Driver::new(tx_ep, tx_socket, clock).expect("sender driver");
@@ -103,8 +105,10 @@ async fn flow(mode: Mode, step: Step, link_seed: u64) -> Outcome {
     for m in &msgs {
         tokio::time::sleep_until(clock.to_tokio(start + m.at.since_epoch())).await;
         let payload = Bytes::from(vec![0u8; m.size as usize]);
+        let sampled = start + m.at.since_epoch();
         tx.command(move |ep, now| {
-            ep.send(now, TP, payload).expect("a 40-byte message fits");
+            ep.send_sampled(now, sampled, TP, payload)
+                .expect("a 40-byte message fits");
         })
         .await
         .expect("sender running");
@@ -138,13 +142,14 @@ async fn flow(mode: Mode, step: Step, link_seed: u64) -> Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fractional_afec_holds_its_mer_where_udp_does_not() {
-    let (udp, afec, pred) = tokio::join!(
-        flow(Mode::Plain, Step::Integer, 7),
-        flow(Mode::Adaptive, Step::Fractional(0.1), 7),
-        flow(Mode::Adaptive, Step::Predictive, 7),
+    let (udp, afec, pred, red) = tokio::join!(
+        flow(Mode::Plain, Step::Integer, 7, Framing::Native),
+        flow(Mode::Adaptive, Step::Fractional(0.1), 7, Framing::Native),
+        flow(Mode::Adaptive, Step::Predictive, 7, Framing::Native),
+        flow(Mode::Adaptive, Step::Fractional(0.1), 7, Framing::Red),
     );
-    eprintln!("udp:  {udp:?}\nafec: {afec:?}\npred: {pred:?}");
-    for o in [&udp, &afec, &pred] {
+    eprintln!("udp:  {udp:?}\nafec: {afec:?}\npred: {pred:?}\nred:  {red:?}");
+    for o in [&udp, &afec, &pred, &red] {
         assert!(o.delivered <= o.sent, "{o:?}");
         let f = &o.emulator.forward;
         let link_loss = f.lost as f64 / f.received as f64;
@@ -164,6 +169,16 @@ async fn fractional_afec_holds_its_mer_where_udp_does_not() {
         afec.windowed_mer < udp.windowed_mer - 0.05,
         "afec {} vs udp {}",
         afec.windowed_mer,
+        udp.windowed_mer
+    );
+    // The same controller over RTP/RED, its NAK/INC in RTCP APP packets
+    // and one MER for the stream, does the same.
+    assert!(red.naks > 0, "the RED receiver asked for more redundancy");
+    assert!(red.code_set > 1.0, "RED code set size {}", red.code_set);
+    assert!(
+        red.windowed_mer < udp.windowed_mer - 0.05,
+        "red {} vs udp {}",
+        red.windowed_mer,
         udp.windowed_mer
     );
     // The predictive controller jumps to the size the loss runs call for.

@@ -33,6 +33,11 @@ fn help_shows_a_loopback_example() {
         "afec-frac",
         "--trace",
         "groupwire awareness send --to",
+        "--framing",
+        "rtpreddec",
+        "--red-clock-rate",
+        "--red-pt",
+        "--message-pt",
     ] {
         assert!(
             out.contains(needle),
@@ -53,6 +58,33 @@ fn bad_arguments_exit_with_code_2() {
             "tcp",
         ][..],
         &["awareness", "send", "--to", "127.0.0.1:9", "--size", "4"],
+        &[
+            "awareness",
+            "send",
+            "--to",
+            "127.0.0.1:9",
+            "--framing",
+            "rtp",
+        ],
+        // RTP payload types 64-95 would read as RTCP on a shared port.
+        &[
+            "awareness",
+            "send",
+            "--to",
+            "127.0.0.1:9",
+            "--framing",
+            "red",
+            "--red-pt",
+            "72",
+        ],
+        &[
+            "awareness",
+            "recv",
+            "--bind",
+            "127.0.0.1:0",
+            "--message-pt",
+            "100",
+        ],
         &[
             "awareness",
             "recv",
@@ -82,6 +114,17 @@ fn bad_arguments_exit_with_code_2() {
 /// that streams to it for a second; both exit on their own with code 0.
 #[test]
 fn sender_and_receiver_processes_exchange_a_stream() {
+    exchange("native");
+}
+
+/// The same in RTP/RED framing: the receiver reads RFC 2198 without being
+/// told (it reads both framings).
+#[test]
+fn sender_and_receiver_processes_exchange_a_red_stream() {
+    exchange("red");
+}
+
+fn exchange(framing: &str) {
     let mut rx = Command::new(env!("CARGO_BIN_EXE_groupwire"))
         .args([
             "awareness",
@@ -116,6 +159,8 @@ fn sender_and_receiver_processes_exchange_a_stream() {
         "1s",
         "--rate",
         "50",
+        "--framing",
+        framing,
         "--quiet",
     ]);
     assert!(
