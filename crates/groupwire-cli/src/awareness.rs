@@ -112,8 +112,10 @@ pub(crate) struct SendArgs {
     /// RTP timestamp rate of --framing red, in Hz. RED's 14-bit timestamp
     /// offset reaches 16383 ticks (16.4 s at the default). Stock decoders
     /// that place recovered blocks by interpolating timestamps (rtpreddec)
-    /// need messages a whole number of ticks apart: 1000 suits --rate 50
-    /// or 100; use 90000 for --rate 30 (182 ms of reach).
+    /// need a steady rate a whole number of ticks apart (a --trace with
+    /// steady times: the model skips ticks at random, and rtpreddec cannot
+    /// place a loss next to a skipped one): 1000 suits 50 or 100 updates/s;
+    /// use 90000 for 30/s (182 ms of reach).
     #[arg(long, value_name = "HZ", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..))]
     red_clock_rate: u32,

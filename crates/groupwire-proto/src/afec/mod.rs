@@ -148,15 +148,22 @@ pub struct Delivery {
     pub addr: SocketAddr,
     /// Its type.
     pub msg_type: MsgType,
-    /// Its index among the sender's messages of this type.
+    /// Its index among the sender's messages of this type. In RTP/RED
+    /// framing, which carries no index, its number in the sender's stream
+    /// of all types: the RTP sequence number of the packet that carried it
+    /// new, extended to 32 bits (for a recovered message, the slot its
+    /// timestamp places it in; see [`wire::afec`](crate::wire::afec)).
     pub index: u32,
     /// The message.
     pub payload: Bytes,
     /// `true` when it came as a redundant copy because the packet that
-    /// carried it as new was lost.
+    /// carried it as new was lost. (RTP/RED has no flush flag: a message
+    /// whose only copy to arrive was a flush's re-sent primary counts as
+    /// new.)
     pub recovered: bool,
-    /// Time since the sender first sent it (needs a clock shared with the
-    /// sender: the simulator or one host; otherwise meaningless).
+    /// Time since the sender first sent it (native framing) or sampled it
+    /// (RTP/RED framing). Needs a clock shared with the sender: the
+    /// simulator or one host; otherwise meaningless.
     pub latency: Duration,
 }
 
