@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand, ValueEnum};
-use groupwire_metrics::LatencyStats;
+use groupwire_metrics::{ChannelMeter, ChannelSnapshot, LatencyKind, LatencyStats, Path};
 use groupwire_proto::afec::{
     AfecConfig, AfecEndpoint, AfecEvent, Framing, RedConfig, Scheme, TypeQos,
 };
@@ -21,6 +21,7 @@ use groupwire_tokio::{BatchedUdpSocket, Clock, Driver, DriverHandle, DriverStats
 use groupwire_units::duration;
 
 use crate::UsageError;
+use crate::metrics::MetricsArgs;
 use crate::net::{runtime, shutdown_signal};
 
 #[derive(Debug, Subcommand)]
@@ -182,6 +183,8 @@ pub(crate) struct RecvArgs {
     /// No per-second progress lines.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 pub(crate) fn run(cmd: AwarenessCommand) -> anyhow::Result<()> {
@@ -463,6 +466,10 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
                 100.0 * args.mer_band.1
             );
         }
+        let (mut sinks, metrics_addr) = args.metrics.open().await?;
+        if let (Some(a), false) = (metrics_addr, quiet) {
+            eprintln!("metrics at http://{a}/metrics");
+        }
         let start = clock.now();
         let stop = shutdown_signal(args.duration);
         tokio::pin!(stop);
@@ -470,7 +477,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
             clock.to_tokio(start + Duration::from_secs(1)),
             Duration::from_secs(1),
         );
-        let mut rx = RecvState::new();
+        let mut rx = RecvState::new(format!("awareness {:?}", args.protocol), start);
         let mut window = Window::new();
         let mut last_driver = DriverStats::default();
         loop {
@@ -479,13 +486,16 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
                 _ = tick.tick() => {
                     let mer = rx.mer(&handle).await?;
                     let driver = handle.stats();
+                    let channel = rx.channel(&driver, &last_driver, clock.now());
                     if !quiet {
                         eprintln!(
                             "t={:>4}s  {}",
                             (clock.now() - start).as_secs_f64().round(),
                             window.line(mer, rx.code_set, wire_bytes(&driver) - wire_bytes(&last_driver))
                         );
+                        eprintln!("        {}", channel.line());
                     }
+                    sinks.record(std::slice::from_ref(&channel));
                     last_driver = driver;
                     window = Window::new();
                 }
@@ -497,6 +507,10 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
         }
         let mer = rx.mer(&handle).await.unwrap_or(None);
         let driver = handle.stats();
+        rx.meter.finish();
+        let channel = rx.channel(&driver, &last_driver, clock.now());
+        sinks.record(std::slice::from_ref(&channel));
+        sinks.close();
         drop(handle);
         let endpoint = task.await.context("driver task")?.context("driver")?;
         let s = endpoint.stats();
@@ -540,6 +554,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
             ms(rx.latency.quantile_micros(0.99))
         )?;
         writeln!(out, "  duplicates           {}", s.duplicates)?;
+        writeln!(out, "  channel              {}", channel.line())?;
         Ok(())
     })
 }
@@ -552,10 +567,15 @@ struct RecvState {
     incs: u64,
     cannot_meet: Option<f64>,
     latency: LatencyStats,
+    /// The channel measures of the first sender's telepointer stream
+    /// (docs/metrics.md): one-way latency from the messages' wall-clock
+    /// stamps, loss judged by message index, piggybacked copies as the
+    /// recovery path.
+    meter: ChannelMeter,
 }
 
 impl RecvState {
-    fn new() -> Self {
+    fn new(channel: String, start: Instant) -> Self {
         Self {
             from: None,
             code_set: 1.0,
@@ -563,19 +583,43 @@ impl RecvState {
             incs: 0,
             cannot_meet: None,
             latency: LatencyStats::new(),
+            meter: ChannelMeter::new(channel, LatencyKind::OneWay, start),
         }
+    }
+
+    /// The channel as of `at`, counting the socket's traffic since `last`.
+    fn channel(&mut self, now: &DriverStats, last: &DriverStats, at: Instant) -> ChannelSnapshot {
+        self.meter.sent_many(
+            now.datagrams_sent - last.datagrams_sent,
+            now.bytes_sent - last.bytes_sent,
+        );
+        self.meter.received_many(
+            now.datagrams_received - last.datagrams_received,
+            now.bytes_received - last.bytes_received,
+        );
+        self.meter.snapshot(at)
     }
 
     fn on_event(&mut self, e: AfecEvent, clock: &Clock, window: &mut Window) {
         match e {
             AfecEvent::Delivered(d) if d.msg_type == TELEPOINTER => {
-                self.from.get_or_insert(d.from);
+                let first = *self.from.get_or_insert(d.from);
                 window.delivered += 1;
+                let mut latency = None;
                 if let Some(ts) = d.payload.get(..TIMESTAMP_LEN) {
                     let sent = u64::from_be_bytes(ts.try_into().expect("slice of 8 bytes"));
                     let lat = clock.wall_now_micros().saturating_sub(sent);
                     self.latency.record_micros(lat);
                     window.latency.record_micros(lat);
+                    latency = Some(Duration::from_micros(lat));
+                }
+                if d.from == first {
+                    let path = if d.recovered {
+                        Path::Piggyback
+                    } else {
+                        Path::Arrived
+                    };
+                    self.meter.delivered(u64::from(d.index), path, latency);
                 }
             }
             AfecEvent::Requested { size, nak, .. } => {

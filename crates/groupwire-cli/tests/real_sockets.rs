@@ -125,6 +125,8 @@ fn sender_and_receiver_processes_exchange_a_red_stream() {
 }
 
 fn exchange(framing: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines = dir.path().join("channel.jsonl");
     let mut rx = Command::new(env!("CARGO_BIN_EXE_groupwire"))
         .args([
             "awareness",
@@ -134,6 +136,8 @@ fn exchange(framing: &str) {
             // Room for a busy host to start the sender late.
             "--duration",
             "5s",
+            "--metrics-json",
+            lines.to_str().expect("utf-8"),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -185,4 +189,17 @@ fn exchange(framing: &str) {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no delivered count in {rx_out}"));
     assert!(delivered > 10, "{rx_out}");
+    // The channel measures (docs/metrics.md): the last JSON line covers the
+    // run, by message index, with one-way latency from the stamps.
+    let text = std::fs::read_to_string(&lines).expect("metrics json lines");
+    let c: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(c["latency_kind"], "one_way", "{c}");
+    let by_path =
+        c["paths"]["arrived"].as_u64().unwrap_or(0) + c["paths"]["piggyback"].as_u64().unwrap_or(0);
+    assert_eq!(by_path, delivered, "{c}\n{rx_out}");
+    assert!(c["loss"]["judged"].as_u64() >= Some(delivered), "{c}");
+    assert!(c["latency_total"]["count"].as_u64() > Some(10), "{c}");
+    assert!(c["in"]["packets"].as_u64() > Some(10), "{c}");
+    assert!(rx_out.contains("channel"), "{rx_out}");
 }

@@ -392,6 +392,12 @@ impl ChannelMeter {
         self.counters.inbound.bytes += bytes as u64;
     }
 
+    /// `n` datagrams of `bytes` in all came in.
+    pub fn received_many(&mut self, n: u64, bytes: u64) {
+        self.counters.inbound.packets += n;
+        self.counters.inbound.bytes += bytes;
+    }
+
     /// The data unit numbered `seq` reached the application by `path`;
     /// `latency` as the channel's [`LatencyKind`] defines it, if known.
     pub fn delivered(&mut self, seq: u64, path: Path, latency: Option<Duration>) {
