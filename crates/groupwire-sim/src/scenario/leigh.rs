@@ -44,6 +44,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::leigh_fig4::Fig4;
 use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
@@ -87,6 +88,18 @@ pub struct Leigh {
     /// The XOR layouts compared with plain UDP (text forms: `xor:3`,
     /// `xor:LxD`, `xor:LxD:col`).
     pub layouts: Vec<String>,
+    /// Which of the paper's experiments to run: `fig5` (loss, above) and
+    /// `fig4` (latency and jitter against packet size).
+    pub parts: Vec<String>,
+    /// Figure 4's packet sizes, bytes.
+    pub fig4_sizes: Vec<u32>,
+    /// Figure 4's packets per run (the paper's 100).
+    pub fig4_packets: u32,
+    /// Figure 4's application rate (not given by the paper): a packet is
+    /// made every size × 8 / rate seconds.
+    pub fig4_rate: Bitrate,
+    /// Figure 4's runs per scheme and size, each on its own seed.
+    pub fig4_runs: u32,
 }
 
 impl Default for Leigh {
@@ -106,6 +119,11 @@ impl Default for Leigh {
             layouts: ["xor:3", "xor:3x3:col", "xor:12x3:col", "xor:4x4"]
                 .map(String::from)
                 .to_vec(),
+            parts: ["fig5", "fig4"].map(String::from).to_vec(),
+            fig4_sizes: vec![128, 256, 512, 1024, 1400],
+            fig4_packets: 100,
+            fig4_rate: Bitrate::mbps(2),
+            fig4_runs: 20,
         }
     }
 }
@@ -132,7 +150,12 @@ struct Run {
 impl Leigh {
     /// Runs in the whole scenario: two conditions times UDP and each layout.
     pub(super) fn total_runs(&self) -> u64 {
-        2 * (1 + self.layouts.len() as u64)
+        let fig5 = if self.runs("fig5") {
+            2 * (1 + self.layouts.len() as u64)
+        } else {
+            0
+        };
+        fig5 + u64::from(self.runs("fig4"))
     }
 
     fn parsed_layouts(&self) -> Result<Vec<XorLayout>, ScenarioError> {
@@ -174,7 +197,31 @@ impl Leigh {
         }
         self.parsed_layouts()?;
         self.path_loss.build()?;
+        if self.parts.is_empty() || self.parts.iter().any(|p| p != "fig4" && p != "fig5") {
+            return invalid("parts", "name fig4, fig5 or both, e.g. [\"fig4\"]".into());
+        }
+        if self.fig4_sizes.is_empty()
+            || self
+                .fig4_sizes
+                .iter()
+                .any(|s| !(8..=max).contains(&(*s as usize)))
+        {
+            return invalid("fig4_sizes", format!("name sizes from 8 to {max} bytes"));
+        }
+        if !(3..=100_000).contains(&self.fig4_packets) || !(1..=1000).contains(&self.fig4_runs) {
+            return invalid(
+                "fig4_packets",
+                "fig4_packets from 3 to 100000, fig4_runs from 1 to 1000".into(),
+            );
+        }
+        if self.fig4_rate.as_bps() == 0 {
+            return invalid("fig4_rate", "must be positive".into());
+        }
         Ok(())
+    }
+
+    fn runs(&self, part: &str) -> bool {
+        self.parts.iter().any(|p| p == part)
     }
 
     /// Media datagrams per second for `layout` (`None`: plain UDP).
@@ -382,7 +429,12 @@ impl Leigh {
             .collect();
         let mut by_scheme = Vec::new();
         let mut price = Vec::new();
-        for congested in [false, true] {
+        let conditions: &[bool] = if self.runs("fig5") {
+            &[false, true]
+        } else {
+            &[]
+        };
+        for &congested in conditions {
             let condition = if congested {
                 "congested"
             } else {
@@ -439,12 +491,10 @@ impl Leigh {
             }
             by_scheme.push(s);
         }
-        summary.insert("events".into(), json!(events));
-        Ok(Report {
-            scenario: "leigh".into(),
-            seed,
-            summary,
-            tables: vec![Table {
+        let mut tables = Vec::new();
+        let mut plots = Vec::new();
+        if self.runs("fig5") {
+            tables.push(Table {
                 file: "schemes".into(),
                 columns: [
                     "condition",
@@ -464,8 +514,8 @@ impl Leigh {
                 .map(String::from)
                 .to_vec(),
                 rows,
-            }],
-            plots: vec![
+            });
+            plots.extend([
                 Plot {
                     file: "fig5".into(),
                     title: "Loss after FEC (Leigh et al. Figure 5 and spread layouts)".into(),
@@ -485,7 +535,33 @@ impl Leigh {
                     style: PlotStyle::Points,
                     ..Default::default()
                 },
-            ],
+            ]);
+        }
+        if self.runs("fig4") {
+            let fig4 = Fig4 {
+                link_rate: self.link_rate,
+                rtt: self.rtt,
+                queue: self.queue,
+                path_loss: self.path_loss.clone(),
+                sizes: self.fig4_sizes.clone(),
+                packets: self.fig4_packets,
+                rate: self.fig4_rate,
+                runs: self.fig4_runs,
+            };
+            let (table, fig4_plots, ev) = fig4.run(seed)?;
+            events += ev;
+            done += 1;
+            progress(Instant::from_nanos(done));
+            tables.push(table);
+            plots.extend(fig4_plots);
+        }
+        summary.insert("events".into(), json!(events));
+        Ok(Report {
+            scenario: "leigh".into(),
+            seed,
+            summary,
+            tables,
+            plots,
         })
     }
 }
@@ -523,6 +599,63 @@ mod tests {
         assert!(cxor3 < cudp, "{cxor3} vs {cudp}");
         // The price: a column of 12 waits far longer than a row of 3.
         assert!(cell(&r, 2, "added_p99_ms") > 2.0 * cell(&r, 1, "added_p99_ms"));
+    }
+
+    /// Figure 4's findings: FEC's latency and jitter between UDP's and
+    /// TCP's, and a sender that holds each group pays more for larger
+    /// packets (the time to gather three).
+    #[test]
+    fn figure_4_fec_lies_between_udp_and_tcp_and_small_packets_cost_less() {
+        let s = Leigh {
+            parts: vec!["fig4".into()],
+            fig4_sizes: vec![128, 1400],
+            fig4_runs: 5,
+            ..Leigh::default()
+        };
+        let r = s.run(1, &mut |_| {}).expect("runs");
+        assert_eq!(r.tables.len(), 1, "only Figure 4 ran");
+        let t = &r.tables[0];
+        let get = |scheme: &str, size: u64, col: &str| {
+            let c = t.columns.iter().position(|x| x == col).expect("column");
+            let row = t
+                .rows
+                .iter()
+                .find(|row| row[0] == scheme && row[1] == size)
+                .expect("row");
+            row[c].as_f64().expect("number")
+        };
+        let held = "fec xor:3, sent when encoded";
+        for size in [128, 1400] {
+            for col in ["latency_mean_ms", "jitter_fig4_ms"] {
+                let (udp, fec, tcp) = (
+                    get("udp", size, col),
+                    get(held, size, col),
+                    get("tcp", size, col),
+                );
+                assert!(
+                    udp <= fec && fec < tcp,
+                    "{col} at {size}: {udp} {fec} {tcp}"
+                );
+            }
+            // Nothing lost for good is what FEC buys over UDP.
+            assert!(get(held, size, "delivered") > get("udp", size, "delivered"));
+        }
+        let excess =
+            |size| get(held, size, "latency_mean_ms") - get("udp", size, "latency_mean_ms");
+        assert!(
+            excess(1400) > 3.0 * excess(128),
+            "{} {}",
+            excess(128),
+            excess(1400)
+        );
+        let ours = |size| {
+            get("fec xor:3, sent at once", size, "latency_mean_ms")
+                - get("udp", size, "latency_mean_ms")
+        };
+        assert!(
+            ours(1400) < excess(1400),
+            "sending at once costs less than holding"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod awareness_path;
 mod dyck;
 mod geneva;
 mod leigh;
+mod leigh_fig4;
 mod link_models;
 mod miyoshi;
 mod tcp_dumbbell;
@@ -107,7 +108,7 @@ pub fn builtins() -> Vec<Builtin> {
         },
         Builtin {
             name: "leigh",
-            about: "Leigh et al.'s XOR FEC over UDP: Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price",
+            about: "Leigh et al.'s XOR FEC over UDP: Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price, and Figure 4 (latency and jitter of TCP, UDP and FEC against packet size)",
             make: || Scenario::Leigh(Box::default()),
         },
     ]
