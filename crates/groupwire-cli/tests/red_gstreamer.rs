@@ -21,8 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -34,65 +33,11 @@ use groupwire_proto::{Instant as Now, Machine};
 
 mod common;
 
+use common::gst::{Pipeline, bind, free_port, gst_launch};
+
 /// RED and message payload types (the CLI's defaults).
 const RED_PT: u8 = 100;
 const MSG_PT: u8 = 101;
-
-/// gst-launch-1.0's path, or `None` (said on stderr) where GStreamer
-/// cannot be installed.
-fn gst_launch() -> Option<PathBuf> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/gstreamer.sh");
-    let out = Command::new(script)
-        .output()
-        .expect("scripts/gstreamer.sh runs");
-    if !out.status.success() {
-        eprintln!(
-            "SKIPPED: GStreamer interop needs GStreamer: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        return None;
-    }
-    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-/// A gst-launch-1.0 pipeline, killed when dropped.
-struct Pipeline(Child);
-
-impl Pipeline {
-    fn start(gst: &PathBuf, description: &str) -> Self {
-        let args: Vec<&str> = description.split_whitespace().collect();
-        Self(
-            Command::new(gst)
-                .arg("-q")
-                .args(&args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("gst-launch-1.0 starts"),
-        )
-    }
-}
-
-impl Drop for Pipeline {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
-/// A loopback port nobody is using now.
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn bind() -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    s
-}
 
 fn local(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))

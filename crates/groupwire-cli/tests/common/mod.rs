@@ -5,6 +5,8 @@
     reason = "each test binary uses its own part of this module"
 )]
 
+pub(crate) mod gst;
+
 use std::io::{BufRead, BufReader, Lines, Read};
 use std::net::SocketAddr;
 use std::path::Path;

@@ -1,0 +1,63 @@
+//! GStreamer for the interop tests: installed by `scripts/gstreamer.sh`,
+//! pipelines as processes killed when dropped, loopback sockets.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// gst-launch-1.0's path, or `None` (said on stderr) where GStreamer
+/// cannot be installed.
+pub(crate) fn gst_launch() -> Option<PathBuf> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/gstreamer.sh");
+    let out = Command::new(script)
+        .output()
+        .expect("scripts/gstreamer.sh runs");
+    if !out.status.success() {
+        eprintln!(
+            "SKIPPED: GStreamer interop needs GStreamer: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    }
+    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// A gst-launch-1.0 pipeline, killed when dropped.
+pub(crate) struct Pipeline(Child);
+
+impl Pipeline {
+    pub(crate) fn start(gst: &PathBuf, description: &str) -> Self {
+        let args: Vec<&str> = description.split_whitespace().collect();
+        Self(
+            Command::new(gst)
+                .arg("-q")
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("gst-launch-1.0 starts"),
+        )
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// A loopback port nobody is using now.
+pub(crate) fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub(crate) fn bind() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    s
+}
