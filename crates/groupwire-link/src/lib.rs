@@ -8,9 +8,13 @@
 //!
 //! 1. joins a FIFO **drop-tail queue** served at the link's **bit rate**; if
 //!    the queue (the packets not yet fully serialized, the one in service
-//!    included) is full, it is dropped ([`Fate::QueueDrop`]);
+//!    included) is full, it is dropped ([`Fate::QueueDrop`]). Or, under a
+//!    classful **queueing discipline** ([`Qdisc`]: strict priority, DRR,
+//!    WFQ), joins the queue of its DiffServ class ([`Dscp`]), each with its
+//!    own limit, and waits for the scheduler ([`qdisc`]);
 //! 2. is **serialized**: it departs at `max(now, previous departure) +
-//!    8 len / rate`;
+//!    8 len / rate` (FIFO), or when the scheduler picks it and the packet
+//!    ahead has finished;
 //! 3. meets the **loss process** ([`LossModel`]): lost ([`Fate::Lost`]),
 //!    corrupted by bit errors ([`Fate::Corrupt`]) or delivered;
 //! 4. arrives after the **propagation delay** plus uniform **jitter**,
@@ -45,8 +49,10 @@
 
 pub mod link;
 pub mod loss;
+pub mod qdisc;
 pub mod stats;
 
-pub use link::{Fate, Jitter, Link, LinkConfig, LinkStats, QueueLimit};
+pub use link::{Admission, Departure, Fate, Jitter, Link, LinkConfig, LinkStats, QueueLimit};
 pub use loss::{BitErrors, LossError, LossModel, LossProcess, LossTrace, PacketFate};
+pub use qdisc::{ClassConfig, ClassStats, Classes, Dscp, Qdisc, QdiscError};
 pub use stats::LossStats;

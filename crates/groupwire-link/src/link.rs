@@ -1,5 +1,6 @@
-//! One direction of a link: serialization at a bit rate behind a drop-tail
-//! queue, propagation delay, jitter, and a loss process.
+//! One direction of a link: serialization at a bit rate behind a queue
+//! (drop-tail FIFO, or classes under a [`Qdisc`]), propagation delay,
+//! jitter, and a loss process.
 //!
 //! A [`LinkConfig`] (serde, chained setters, presets) builds a [`Link`], a
 //! sans-IO model that answers "what happens to this packet?" with a
@@ -15,6 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::loss::{BitErrors, LossError, LossModel, LossProcess, PacketFate};
+use crate::qdisc::{ClassStats, Dscp, Qdisc, Scheduler};
 
 /// The drop-tail queue's capacity. It counts the packets not yet fully
 /// serialized, the one being transmitted included (like an ns-3 queue plus
@@ -72,8 +74,11 @@ pub struct LinkConfig {
     pub jitter: Option<Jitter>,
     /// Whether jitter may reorder packets.
     pub reorder: bool,
-    /// Drop-tail queue capacity (only with a `rate`).
+    /// Drop-tail queue capacity (only with a `rate`) of the FIFO
+    /// discipline; classful disciplines have a limit per class.
     pub queue: QueueLimit,
+    /// How queued packets are ordered: FIFO (the default) or by class.
+    pub qdisc: Qdisc,
     /// Loss process applied to every serialized packet.
     pub loss: LossModel,
     /// Seed of the link's RNG.
@@ -96,6 +101,7 @@ impl LinkConfig {
             jitter: None,
             reorder: false,
             queue: QueueLimit::Unlimited,
+            qdisc: Qdisc::Fifo,
             loss: LossModel::None,
             seed: 0,
         }
@@ -128,6 +134,12 @@ impl LinkConfig {
     /// Drop-tail queue capacity.
     pub fn queue(mut self, limit: QueueLimit) -> Self {
         self.queue = limit;
+        self
+    }
+
+    /// Queue discipline (see [`crate::qdisc`]).
+    pub fn qdisc(mut self, qdisc: Qdisc) -> Self {
+        self.qdisc = qdisc;
         self
     }
 
@@ -181,9 +193,14 @@ impl LinkConfig {
             .loss(LossModel::cellular())
     }
 
-    /// Builds the link (validating the loss model and reading any trace).
+    /// Builds the link (validating the loss model and the queue discipline,
+    /// and reading any trace).
     pub fn build(&self) -> Result<Link, LossError> {
         let loss = self.loss.build()?;
+        let classful = Scheduler::new(&self.qdisc)?.map(|sched| Classful {
+            sched,
+            ring: VecDeque::new(),
+        });
         let loss_rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut jitter_rng = loss_rng.clone();
         jitter_rng.set_stream(JITTER_STREAM);
@@ -197,14 +214,17 @@ impl LinkConfig {
             queue_bytes: 0,
             last_departure: 0,
             last_arrival: 0,
+            classful,
+            departed: VecDeque::new(),
             stats: LinkStats::default(),
             config: self.clone(),
         })
     }
 }
 
-/// One direction of a link: a FIFO served at the configured rate behind a
-/// drop-tail queue, then propagation delay, jitter and a loss process.
+/// One direction of a link: a queue served at the configured rate (a
+/// drop-tail FIFO, or classes under a [`Qdisc`]), then propagation delay,
+/// jitter and a loss process.
 ///
 /// Sans-IO: [`Link::offer`] says what happens to a packet and when it
 /// arrives; the caller schedules the arrival. Randomness comes from a
@@ -213,10 +233,13 @@ impl LinkConfig {
 /// packet's index among serialized packets) does not change when the rate,
 /// delay or jitter do.
 ///
-/// Methods: [`Link::offer`] (the hot path), the queue getters
-/// [`Link::queue_packets`] and [`Link::queue_bytes`], [`Link::stats`],
-/// [`Link::config`], and [`Link::set_loss`] / [`Link::set_rate`] to change
-/// conditions mid-run.
+/// Methods: [`Link::offer`] (the FIFO hot path); the event-driven path that
+/// every discipline supports: [`Link::enqueue`], then
+/// [`Link::poll_timeout`] and [`Link::poll_departure`] until `None`; the
+/// queue getters [`Link::queue_packets`] and [`Link::queue_bytes`],
+/// [`Link::stats`], [`Link::class_stats`], [`Link::config`],
+/// [`Link::is_classful`], and [`Link::set_loss`] / [`Link::set_rate`] to
+/// change conditions mid-run.
 #[derive(Debug)]
 pub struct Link {
     config: LinkConfig,
@@ -234,7 +257,61 @@ pub struct Link {
     last_departure: u64,
     /// When the last arriving packet arrives (nanos), for in-order delivery.
     last_arrival: u64,
+    /// The class queues and the transmit ring of a classful discipline.
+    classful: Option<Classful>,
+    /// (departure nanos, departure) of packets that finished serializing,
+    /// oldest first, for [`Link::poll_departure`].
+    departed: VecDeque<(u64, Departure)>,
     stats: LinkStats,
+}
+
+/// The state of a classful discipline.
+#[derive(Debug)]
+struct Classful {
+    sched: Scheduler,
+    /// Packets handed to the interface, in serialization order; the front
+    /// one is being serialized.
+    ring: VecDeque<InRing>,
+}
+
+/// A packet in the transmit ring.
+#[derive(Debug, Clone, Copy)]
+struct InRing {
+    token: u64,
+    class: usize,
+    len: u64,
+    /// When it finishes serializing (nanos).
+    departure: u64,
+}
+
+/// What [`Link::enqueue`] did with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Admission {
+    /// Queued in `class` (0 on a FIFO link); it will come out of
+    /// [`Link::poll_departure`].
+    Queued {
+        /// The class it joined.
+        class: usize,
+    },
+    /// Dropped at the tail of the full `class`: never serialized, and never
+    /// returned by [`Link::poll_departure`].
+    Dropped {
+        /// The class that was full.
+        class: usize,
+    },
+}
+
+/// A packet that finished serializing, from [`Link::poll_departure`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departure {
+    /// The token the caller gave [`Link::enqueue`].
+    pub token: u64,
+    /// The class it was served from (0 on a FIFO link).
+    pub class: usize,
+    /// What happens to it on the wire: [`Fate::Deliver`],
+    /// [`Fate::Corrupt`] or [`Fate::Lost`], never [`Fate::QueueDrop`].
+    pub fate: Fate,
 }
 
 impl Link {
@@ -253,8 +330,109 @@ impl Link {
     ///
     /// Allocation-free except when the queue grows past its previous peak or
     /// a packet is corrupted.
+    ///
+    /// # Panics
+    ///
+    /// On a classful link ([`Link::is_classful`]): there a packet's
+    /// departure depends on packets offered after it, so the driver must use
+    /// [`Link::enqueue`] and [`Link::poll_departure`]. Calling `offer` there
+    /// is a driver bug.
     pub fn offer(&mut self, now: Instant, len: usize) -> Fate {
+        assert!(
+            self.classful.is_none(),
+            "Link::offer on a classful link: drive it with enqueue and poll_departure"
+        );
+        self.offer_fifo(now.as_nanos(), len).1
+    }
+
+    /// Offers a packet of `len` bytes marked `dscp` at `now`, to be
+    /// returned with `token` by [`Link::poll_departure`] once serialized,
+    /// unless it is dropped at the tail of its class.
+    ///
+    /// Works on every discipline. A classful link sorts the packet into a
+    /// class by its mark (see [`crate::qdisc`]); a FIFO link ignores the
+    /// mark and decides its fate at once, as [`Link::offer`] does. Calls must
+    /// have non-decreasing `now`, and the driver must call
+    /// [`Link::poll_departure`] by [`Link::poll_timeout`] (a late call
+    /// changes nothing but when it learns the fates). Safe to call at the
+    /// same `now` as a departure, before or after polling it.
+    pub fn enqueue(&mut self, now: Instant, len: usize, dscp: Dscp, token: u64) -> Admission {
         let now = now.as_nanos();
+        let Some(mut cf) = self.classful.take() else {
+            let (departure, fate) = self.offer_fifo(now, len);
+            if fate == Fate::QueueDrop {
+                return Admission::Dropped { class: 0 };
+            }
+            let class = 0;
+            self.departed
+                .push_back((departure, Departure { token, class, fate }));
+            return Admission::Queued { class };
+        };
+        let bytes = len as u64;
+        self.stats.offered += 1;
+        self.stats.offered_bytes += bytes;
+        self.advance(&mut cf, now);
+        let class = cf.sched.classify(dscp);
+        let admitted = cf.sched.push(class, token, bytes);
+        if admitted {
+            let (packets, bytes) = cf.sched.occupancy();
+            self.stats.max_queue_packets = self.stats.max_queue_packets.max(packets);
+            self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(bytes);
+            self.fill(&mut cf, now);
+        } else {
+            self.stats.queue_drops += 1;
+        }
+        self.classful = Some(cf);
+        if admitted {
+            Admission::Queued { class }
+        } else {
+            Admission::Dropped { class }
+        }
+    }
+
+    /// When the next packet finishes serializing and
+    /// [`Link::poll_departure`] has something to return (possibly already
+    /// past); `None` while nothing is queued. Changes after every
+    /// [`Link::enqueue`] and [`Link::poll_departure`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let next = match (self.departed.front(), &self.classful) {
+            (Some(&(at, _)), _) => at,
+            (None, Some(cf)) => cf.ring.front()?.departure,
+            (None, None) => return None,
+        };
+        Some(Instant::from_nanos(next))
+    }
+
+    /// The next packet that has finished serializing by `now`, with its fate
+    /// on the wire; `None` when there is none yet. Call until `None`, then
+    /// read [`Link::poll_timeout`]. `now` must not precede the last
+    /// [`Link::enqueue`]; early or repeated calls are harmless.
+    pub fn poll_departure(&mut self, now: Instant) -> Option<Departure> {
+        let now = now.as_nanos();
+        if let Some(mut cf) = self.classful.take() {
+            self.advance(&mut cf, now);
+            self.classful = Some(cf);
+        }
+        match self.departed.front() {
+            Some(&(at, _)) if at <= now => self.departed.pop_front().map(|(_, d)| d),
+            _ => None,
+        }
+    }
+
+    /// Whether the link schedules by class ([`LinkConfig::qdisc`] is not
+    /// FIFO), so must be driven with [`Link::enqueue`].
+    pub fn is_classful(&self) -> bool {
+        self.classful.is_some()
+    }
+
+    /// Counters per class, in the configured order (empty on a FIFO link).
+    pub fn class_stats(&self) -> &[ClassStats] {
+        self.classful.as_ref().map_or(&[], |cf| cf.sched.stats())
+    }
+
+    /// The FIFO path: (departure nanos, fate). The departure is meaningless
+    /// for a [`Fate::QueueDrop`].
+    fn offer_fifo(&mut self, now: u64, len: usize) -> (u64, Fate) {
         let bytes = len as u64;
         self.stats.offered += 1;
         self.stats.offered_bytes += bytes;
@@ -271,7 +449,7 @@ impl Link {
                 };
                 if full {
                     self.stats.queue_drops += 1;
-                    return Fate::QueueDrop;
+                    return (now, Fate::QueueDrop);
                 }
                 let departure = start.saturating_add(transmit_nanos(rate, bytes));
                 self.queue.push_back((departure, bytes));
@@ -283,7 +461,13 @@ impl Link {
             }
         };
         self.last_departure = departure;
+        (departure, self.serialized(departure, len))
+    }
 
+    /// The fate on the wire of a packet that finishes serializing at
+    /// `departure`: the loss process, then delay and jitter. Called in
+    /// serialization order.
+    fn serialized(&mut self, departure: u64, len: usize) -> Fate {
         let errors = match self.loss.on_packet(len, &mut self.loss_rng) {
             PacketFate::Lost => {
                 self.stats.lost += 1;
@@ -316,16 +500,75 @@ impl Link {
     }
 
     /// Packets not yet fully serialized at `now` (the one in service
-    /// included). `now` must not precede the last `offer`.
+    /// included; every class of a classful link). `now` must not precede
+    /// the last `offer` or `enqueue`.
     pub fn queue_packets(&mut self, now: Instant) -> usize {
-        self.drain(now.as_nanos());
-        self.queue.len()
+        self.occupancy(now.as_nanos()).0 as usize
     }
 
     /// Bytes of the packets counted by [`Link::queue_packets`].
     pub fn queue_bytes(&mut self, now: Instant) -> u64 {
-        self.drain(now.as_nanos());
-        self.queue_bytes
+        self.occupancy(now.as_nanos()).1
+    }
+
+    /// (packets, bytes) not yet fully serialized at `now`.
+    fn occupancy(&mut self, now: u64) -> (u64, u64) {
+        match self.classful.take() {
+            Some(mut cf) => {
+                self.advance(&mut cf, now);
+                let held = cf.sched.occupancy();
+                self.classful = Some(cf);
+                held
+            }
+            None => {
+                self.drain(now);
+                (self.queue.len() as u64, self.queue_bytes)
+            }
+        }
+    }
+
+    /// Classful links: completes the serializations that end by `now`, in
+    /// order, refilling the ring from the scheduler at each one's end (every
+    /// packet still queued was enqueued before that instant, so the choice
+    /// is causal), and decides their fates.
+    fn advance(&mut self, cf: &mut Classful, now: u64) {
+        while let Some(&done) = cf.ring.front().filter(|r| r.departure <= now) {
+            cf.ring.pop_front();
+            cf.sched.on_departed(done.class, done.len);
+            let len = usize::try_from(done.len).expect("a packet's length fits usize");
+            let fate = self.serialized(done.departure, len);
+            self.departed.push_back((
+                done.departure,
+                Departure {
+                    token: done.token,
+                    class: done.class,
+                    fate,
+                },
+            ));
+            self.fill(cf, done.departure);
+        }
+    }
+
+    /// Classful links: hands packets from the scheduler to the ring while it
+    /// has room; each starts serializing at `at` or when the one ahead ends.
+    fn fill(&mut self, cf: &mut Classful, at: u64) {
+        while cf.ring.len() < cf.sched.tx_ring {
+            let Some((class, token, len)) = cf.sched.pop() else {
+                break;
+            };
+            let start = at.max(self.last_departure);
+            let departure = match self.config.rate {
+                None => start,
+                Some(rate) => start.saturating_add(transmit_nanos(rate, len)),
+            };
+            self.last_departure = departure;
+            cf.ring.push_back(InRing {
+                token,
+                class,
+                len,
+                departure,
+            });
+        }
     }
 
     /// Counters since the link was built.

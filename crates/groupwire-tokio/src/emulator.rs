@@ -256,6 +256,10 @@ fn kernel_drops(ports: &[u16]) -> u64 {
 pub enum EmulatorError {
     /// A link's loss model is invalid or its trace unreadable.
     Link(LossError),
+    /// A link has a classful queue discipline: the emulator serves each
+    /// direction as one FIFO (it reads no DiffServ marks from its sockets);
+    /// the disciplines run in the simulator.
+    Classful,
     /// The listen socket could not be bound.
     Io(io::Error),
 }
@@ -264,6 +268,9 @@ impl std::fmt::Display for EmulatorError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Link(e) => write!(f, "link model: {e}"),
+            Self::Classful => f.write_str(
+                "link model: the emulator serves each direction as one FIFO; priority, DRR and WFQ queues run in the simulator",
+            ),
             Self::Io(e) => write!(f, "listen socket: {e}"),
         }
     }
@@ -273,6 +280,7 @@ impl std::error::Error for EmulatorError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Link(e) => Some(e),
+            Self::Classful => None,
             Self::Io(e) => Some(e),
         }
     }
@@ -295,6 +303,9 @@ impl Emulator {
     pub async fn bind(cfg: EmulatorConfig) -> Result<Self, EmulatorError> {
         let forward = cfg.forward_link.build().map_err(EmulatorError::Link)?;
         let reverse = cfg.reverse_link.build().map_err(EmulatorError::Link)?;
+        if forward.is_classful() || reverse.is_classful() {
+            return Err(EmulatorError::Classful);
+        }
         let (listen, buffers) =
             sized_socket(cfg.listen, cfg.socket_buffer).map_err(EmulatorError::Io)?;
         let (stats_tx, _) = watch::channel(EmulatorStats::default());

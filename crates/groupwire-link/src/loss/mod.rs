@@ -594,10 +594,18 @@ impl LossModel {
     }
 }
 
-/// Why a loss model was rejected.
+/// Why a loss model was rejected (and, from [`LinkConfig::build`], why a
+/// link's queue discipline was).
+///
+/// [`LinkConfig::build`]: crate::LinkConfig::build
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LossError {
+    /// The link's queue discipline is invalid (not a loss model problem:
+    /// [`LinkConfig::build`](crate::LinkConfig::build) reports every
+    /// configuration error as a `LossError`).
+    #[error(transparent)]
+    Qdisc(#[from] crate::qdisc::QdiscError),
     /// The text form could not be parsed.
     #[error("loss model {text:?}: {problem}")]
     Syntax {

@@ -219,6 +219,18 @@ async fn rejects_an_invalid_link_model() {
     assert!(matches!(err, EmulatorError::Link(_)), "{err}");
 }
 
+#[tokio::test]
+async fn rejects_a_classful_queue_it_cannot_drive() {
+    let target = loopback().await;
+    let qdisc = groupwire_link::Qdisc::priority(vec![groupwire_link::ClassConfig::new("all")]);
+    let link = LinkConfig::new().rate(Bitrate::mbps(1)).qdisc(qdisc);
+    let err = Emulator::bind(cfg(&target).reverse_link(link))
+        .await
+        .expect_err("the emulator is FIFO only");
+    assert!(matches!(err, EmulatorError::Classful), "{err}");
+    assert!(err.to_string().contains("simulator"), "{err}");
+}
+
 /// A burst that overflows the listen socket's kernel buffer before the
 /// emulator reads a byte: every datagram is either read (and then
 /// delivered: the link is perfect) or counted as a socket drop, and none
