@@ -4,9 +4,13 @@
 //! an event is scheduled, so ties resolve in scheduling order and a run is
 //! a pure function of its inputs and seed.
 //!
-//! A packet sent by a node follows its route link by link. A link's model
-//! decides at the moment the packet is offered when it will arrive (or that
-//! it is dropped), so each hop costs one heap entry. Node deadlines are
+//! A packet sent by a node follows its route link by link. A FIFO link's
+//! model decides at the moment the packet is offered when it will arrive
+//! (or that it is dropped), so each hop costs one heap entry. A classful
+//! link (priority, DRR, WFQ: `groupwire_link::qdisc`) cannot: a packet
+//! offered later may overtake this one, so the packet waits in the link
+//! (parked in the in-flight table) and the link's next departure is a heap
+//! entry of its own, re-armed like a node's deadline. Node deadlines are
 //! re-armed lazily: a node's wake-up is pushed only when its deadline moves
 //! earlier; a wake-up that finds the deadline moved later re-arms itself.
 //! TCP moves its retransmission timer on every ACK, and this keeps those
@@ -21,8 +25,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use groupwire_codec::Bch;
-use groupwire_link::link::{Fate, Link, LinkConfig};
+use groupwire_link::link::{Admission, Fate, Link, LinkConfig};
 use groupwire_link::loss::{BitErrors, LossError};
+use groupwire_link::qdisc::Dscp;
 use groupwire_proto::Instant;
 use groupwire_proto::control::ladder::FrameOutcome;
 
@@ -67,6 +72,9 @@ pub struct Packet {
     pub flow: u32,
     /// Bytes on the wire, headers included: what links serialize and queue.
     pub size: u32,
+    /// Its DiffServ mark ([`Dscp::DEFAULT`] unless the sender sets one):
+    /// what classful links sort it by.
+    pub dscp: Dscp,
     /// What it carries.
     pub payload: Payload,
     /// Bit errors picked up on the way (bit-error links only).
@@ -83,11 +91,18 @@ impl Packet {
             dst,
             flow,
             size,
+            dscp: Dscp::DEFAULT,
             payload,
             corrupt: None,
             route: 0,
             hop: 0,
         }
+    }
+
+    /// The same packet marked `dscp`.
+    pub fn with_dscp(mut self, dscp: Dscp) -> Self {
+        self.dscp = dscp;
+        self
     }
 }
 
@@ -253,6 +268,7 @@ pub const MAX_LINK_FEEDBACK: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum What {
     Arrive { link: u32, slot: u32 },
+    Depart { link: u32 },
     Wake { node: u32 },
     Sample { idx: u32 },
     Script { idx: u32 },
@@ -268,6 +284,8 @@ struct Network {
     links: Vec<LinkSlot>,
     /// Per link: the node that sees packets in transit after it.
     transit: Vec<Option<NodeId>>,
+    /// Per classful link: the departure wake-up on the heap, if any.
+    depart_armed: Vec<Option<Instant>>,
     routes: Vec<Vec<LinkId>>,
     route_of: HashMap<(NodeId, NodeId), u32>,
     in_flight: Vec<Option<Packet>>,
@@ -295,7 +313,7 @@ impl Network {
     }
 
     /// Offers `pkt` to the link at its current hop.
-    fn forward(&mut self, mut pkt: Packet) {
+    fn forward(&mut self, pkt: Packet) {
         let link = self.routes[pkt.route as usize][pkt.hop as usize];
         let slot = &mut self.links[link.0 as usize];
         let bits = pkt.size as usize * 8;
@@ -303,7 +321,59 @@ impl Network {
             Some(code) => code.wire_bits(bits).div_ceil(8),
             None => pkt.size as usize,
         };
+        if slot.link.is_classful() {
+            // The packet waits in the link; its fate comes with its departure.
+            let dscp = pkt.dscp;
+            let token = self.park(pkt);
+            let slot = &mut self.links[link.0 as usize];
+            match slot.link.enqueue(self.now, on_air, dscp, u64::from(token)) {
+                Admission::Queued { .. } => self.arm_departure(link),
+                Admission::Dropped { .. } => {
+                    drop(self.unpark(token));
+                    self.stats.dropped += 1;
+                }
+            }
+            return;
+        }
         let fate = slot.link.offer(self.now, on_air);
+        self.settle(link, pkt, fate);
+    }
+
+    /// Delivers the packets a classful link finished serializing by now and
+    /// re-arms its next departure.
+    fn depart(&mut self, link: LinkId) {
+        let l = link.0 as usize;
+        if self.depart_armed[l] != Some(self.now) {
+            return; // superseded by an earlier departure
+        }
+        self.depart_armed[l] = None;
+        while let Some(d) = self.links[l].link.poll_departure(self.now) {
+            let token = u32::try_from(d.token).expect("tokens are in-flight slots");
+            let pkt = self.unpark(token);
+            self.settle(link, pkt, d.fate);
+        }
+        self.arm_departure(link);
+    }
+
+    /// Pushes a departure wake-up for a classful link if its next departure
+    /// is earlier than the one armed.
+    fn arm_departure(&mut self, link: LinkId) {
+        let l = link.0 as usize;
+        let Some(at) = self.links[l].link.poll_timeout() else {
+            return;
+        };
+        let at = at.max(self.now);
+        if self.depart_armed[l].is_none_or(|a| at < a) {
+            self.depart_armed[l] = Some(at);
+            self.push(at, What::Depart { link: link.0 });
+        }
+    }
+
+    /// Acts on what link `link` did with `pkt` once serialized: schedules
+    /// its arrival or counts its loss, through the link-layer FEC if any.
+    fn settle(&mut self, link: LinkId, mut pkt: Packet, fate: Fate) {
+        let slot = &mut self.links[link.0 as usize];
+        let bits = pkt.size as usize * 8;
         // The link-layer decoder's verdict on a corrupted frame, once.
         let decoded = match (&fate, &slot.fec) {
             (Fate::Corrupt { errors, .. }, Some(code)) => {
@@ -354,7 +424,13 @@ impl Network {
     }
 
     fn schedule_arrival(&mut self, at: Instant, link: LinkId, pkt: Packet) {
-        let slot = match self.free.pop() {
+        let slot = self.park(pkt);
+        self.push(at, What::Arrive { link: link.0, slot });
+    }
+
+    /// Stores `pkt` in the in-flight table; returns its slot.
+    fn park(&mut self, pkt: Packet) -> u32 {
+        match self.free.pop() {
             Some(s) => {
                 self.in_flight[s as usize] = Some(pkt);
                 s
@@ -363,8 +439,16 @@ impl Network {
                 self.in_flight.push(Some(pkt));
                 u32::try_from(self.in_flight.len() - 1).expect("fewer than 2^32 packets in flight")
             }
-        };
-        self.push(at, What::Arrive { link: link.0, slot });
+        }
+    }
+
+    /// Takes the packet out of slot `slot` and frees it.
+    fn unpark(&mut self, slot: u32) -> Packet {
+        let pkt = self.in_flight[slot as usize]
+            .take()
+            .expect("a parked packet is in flight");
+        self.free.push(slot);
+        pkt
     }
 }
 
@@ -435,6 +519,7 @@ impl Simulator {
                 heap: BinaryHeap::new(),
                 links: Vec::new(),
                 transit: Vec::new(),
+                depart_armed: Vec::new(),
                 routes: Vec::new(),
                 route_of: HashMap::new(),
                 in_flight: Vec::new(),
@@ -491,6 +576,7 @@ impl Simulator {
             feedback: None,
         });
         self.net.transit.push(None);
+        self.net.depart_armed.push(None);
         Ok(id)
     }
 
@@ -613,6 +699,7 @@ impl Simulator {
                     self.deliver(pkt);
                 }
             }
+            What::Depart { link } => self.net.depart(LinkId(link)),
             What::Wake { node } => {
                 let i = node as usize;
                 if self.armed[i] != Some(self.net.now) {
@@ -706,5 +793,120 @@ impl Simulator {
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use groupwire_link::QueueLimit;
+    use groupwire_link::qdisc::{ClassConfig, Qdisc};
+    use groupwire_proto::Bitrate;
+
+    use super::*;
+    use crate::traffic::{Cbr, UdpSender, UdpSink, schedule};
+
+    /// A best-effort flood at twice a 10 Mbit/s priority link's rate, and a
+    /// 1 Mbit/s stream that is marked EF from `mark_at` on.
+    fn priority_link(mark_at: Instant) -> (Simulator, NodeId, NodeId, LinkId) {
+        let mut sim = Simulator::new(5);
+        let first = sim.next_node_id();
+        let (fg, bg, fg_sink, bg_sink) = (
+            first,
+            NodeId(first.0 + 1),
+            NodeId(first.0 + 2),
+            NodeId(first.0 + 3),
+        );
+        let end = Instant::from_secs(4);
+        let mut r = rng::stream(5, "test", 0);
+        let fg_msgs = schedule(
+            &mut Cbr::new(Bitrate::mbps(1), 972, Instant::ZERO),
+            end,
+            &mut r,
+        );
+        let bg_msgs = schedule(
+            &mut Cbr::new(Bitrate::mbps(20), 972, Instant::ZERO),
+            end,
+            &mut r,
+        );
+        sim.add_node(Box::new(UdpSender::new(fg, fg_sink, 1, fg_msgs)));
+        sim.add_node(Box::new(UdpSender::new(bg, bg_sink, 2, bg_msgs)));
+        sim.add_node(Box::new(UdpSink::new().with_series()));
+        sim.add_node(Box::new(UdpSink::new()));
+        let qdisc = Qdisc::priority(vec![
+            ClassConfig::new("ef")
+                .dscp([Dscp::EF])
+                .limit(QueueLimit::Packets(20)),
+            ClassConfig::new("best-effort").limit(QueueLimit::Packets(50)),
+        ]);
+        let cfg = LinkConfig::new()
+            .rate(Bitrate::mbps(10))
+            .latency(Duration::from_millis(5))
+            .qdisc(qdisc);
+        let link = sim.add_link("router", cfg).expect("valid link");
+        sim.add_route(fg, fg_sink, vec![link]);
+        sim.add_route(bg, bg_sink, vec![link]);
+        sim.schedule(
+            mark_at,
+            Box::new(move |sim| {
+                sim.node_mut::<UdpSender>(fg)
+                    .expect("the foreground sender")
+                    .set_dscp(Dscp::EF);
+            }),
+        );
+        sim.run_until(end + Duration::from_secs(1), &mut |_| {});
+        (sim, fg_sink, bg_sink, link)
+    }
+
+    #[test]
+    fn marked_packets_overtake_the_best_effort_queue_once_marked() {
+        let (sim, fg_sink, bg_sink, link) = priority_link(Instant::from_secs(2));
+        let view = sim.view();
+        let fg = view.node::<UdpSink>(fg_sink).expect("sink");
+        let series = fg.series.as_ref().expect("kept");
+        let mean = |from: f64, to: f64| {
+            let v: Vec<f64> = series
+                .points
+                .iter()
+                .filter(|p| p.0 >= from && p.0 < to)
+                .map(|p| p.1)
+                .collect();
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        // 1000 bytes at 10 Mbit/s is 0.8 ms: behind 50 of them, 40 ms.
+        let (before, after) = (mean(1.0, 2.0), mean(2.5, 4.0));
+        assert!(
+            before > 40.0,
+            "best effort waits behind the flood: {before}"
+        );
+        // Marked: at most the packet in service ahead of it, plus its own.
+        assert!(after < 5.0 + 1.7, "EF overtakes: {after}");
+        let stats = view.link(link).link.class_stats();
+        assert!(stats[1].dropped > 0 && stats[0].dropped == 0, "{stats:?}");
+        assert!(stats[0].enqueued > 0);
+        // The flood gets what EF leaves: 9 of the 10 Mbit/s.
+        let bg = view.node::<UdpSink>(bg_sink).expect("sink");
+        assert!(bg.bytes > 0);
+        assert_eq!(
+            view.stats().dropped,
+            stats.iter().map(|c| c.dropped).sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn a_classful_run_is_deterministic() {
+        let digest = |seed_shift: u64| {
+            let (sim, fg_sink, _, link) = priority_link(Instant::from_millis(1500 + seed_shift));
+            let view = sim.view();
+            let sink = view.node::<UdpSink>(fg_sink).expect("sink");
+            (
+                sink.latency.summary(),
+                view.link(link).link.class_stats().to_vec(),
+                sim.stats().clone(),
+            )
+        };
+        assert_eq!(format!("{:?}", digest(0)), format!("{:?}", digest(0)));
+        assert_ne!(format!("{:?}", digest(0)), format!("{:?}", digest(100)));
     }
 }

@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::path::Path;
 use std::time::Duration;
 
+use groupwire_link::qdisc::Dscp;
 use groupwire_link::stats::LossStats;
 use groupwire_proto::{Bitrate, Instant};
 use rand::Rng;
@@ -276,7 +277,10 @@ impl Source for TraceSource {
     }
 }
 
-/// Sends a message schedule as one UDP datagram per message.
+/// Sends a message schedule as one UDP datagram per message, each marked
+/// with the sender's current DiffServ codepoint ([`Dscp::DEFAULT`] unless
+/// set with [`UdpSender::with_dscp`] or, mid-run from a script,
+/// [`UdpSender::set_dscp`]).
 #[derive(Debug)]
 pub struct UdpSender {
     me: NodeId,
@@ -284,6 +288,7 @@ pub struct UdpSender {
     flow: u32,
     messages: Vec<Message>,
     next: usize,
+    dscp: Dscp,
 }
 
 impl UdpSender {
@@ -295,7 +300,22 @@ impl UdpSender {
             flow,
             messages,
             next: 0,
+            dscp: Dscp::DEFAULT,
         }
+    }
+    /// Marks every datagram with `dscp`.
+    pub fn with_dscp(mut self, dscp: Dscp) -> Self {
+        self.dscp = dscp;
+        self
+    }
+    /// Marks the datagrams sent from now on with `dscp` (as an application
+    /// does when a reservation is granted: Leigh et al. §3's GARA).
+    pub fn set_dscp(&mut self, dscp: Dscp) {
+        self.dscp = dscp;
+    }
+    /// The mark of the datagrams sent now.
+    pub fn dscp(&self) -> Dscp {
+        self.dscp
     }
     /// Messages sent so far.
     pub fn sent(&self) -> usize {
@@ -312,13 +332,16 @@ impl Node for UdpSender {
                 seq: self.next as u64,
                 sent_at: m.at,
             };
-            ctx.send(Packet::new(
-                self.me,
-                self.dst,
-                self.flow,
-                m.size + UDP_IP_HEADER,
-                payload,
-            ));
+            ctx.send(
+                Packet::new(
+                    self.me,
+                    self.dst,
+                    self.flow,
+                    m.size + UDP_IP_HEADER,
+                    payload,
+                )
+                .with_dscp(self.dscp),
+            );
             self.next += 1;
         }
     }
