@@ -33,8 +33,9 @@
 //! [`Classes::honour_marks`] off: every packet goes to the default class
 //! (the last one), whatever its mark.
 //!
-//! Memory is bounded by the class limits: a class holds at most its limit
-//! in packets or bytes, its packets in the transmit ring included.
+//! Memory is bounded by the class limits and the ring: a class holds at
+//! most its limit in packets or bytes, and the transmit ring at most
+//! [`Classes::tx_ring`] packets more.
 //!
 //! [`Link::offer`]: crate::Link::offer
 //! [`Link::enqueue`]: crate::Link::enqueue
@@ -211,8 +212,12 @@ pub struct Classes {
     /// is ideal non-preemptive: a packet waits for at most the one in
     /// service. Routers such as Cisco's with a transmit ring let the
     /// scheduler decide only when the ring has room, so a priority packet
-    /// also waits behind the packets already in the ring. Packets in the
-    /// ring count against their class's limit.
+    /// also waits behind the packets already in the ring.
+    ///
+    /// At 1, the packet being serialized counts against its class's limit,
+    /// as on a FIFO link (one class is then exactly the FIFO link). A
+    /// deeper ring is the interface's own memory: packets count against
+    /// their class only until they enter it.
     pub tx_ring: u32,
 }
 
@@ -254,9 +259,9 @@ pub struct ClassConfig {
     /// The DiffServ codepoints that join this class (ignored for the last
     /// class, which also takes every unlisted mark).
     pub dscp: Vec<u8>,
-    /// Drop-tail limit of this class's queue, its packets in the transmit
-    /// ring included: `"60p"` (or `60`) packets, `"512KiB"` bytes, or
-    /// `"unlimited"`.
+    /// Drop-tail limit of this class's queue (see [`Classes::tx_ring`] for
+    /// whether it counts the packet being serialized): `"60p"` (or `60`)
+    /// packets, `"512KiB"` bytes, or `"unlimited"`.
     #[serde(with = "queue_limit_text")]
     pub limit: QueueLimit,
     /// Share under [`Qdisc::Drr`] and [`Qdisc::Wfq`] (ignored by
@@ -366,8 +371,8 @@ struct ClassState {
     queue: VecDeque<Waiting>,
     limit: QueueLimit,
     weight: u64,
-    /// Packets and bytes of this class not yet fully serialized (queued or
-    /// in the ring).
+    /// Packets and bytes counted against this class's limit: queued, and in
+    /// the ring when it is one packet deep.
     packets: u64,
     bytes: u64,
     /// DRR: bytes the class may still send this round.
@@ -401,6 +406,9 @@ pub(crate) struct Scheduler {
     /// WFQ: the system virtual time (tag of the last packet chosen).
     vtime: u128,
     pub(crate) tx_ring: usize,
+    /// Packets and bytes in a ring deeper than one, which no class counts.
+    ring_packets: u64,
+    ring_bytes: u64,
 }
 
 impl Scheduler {
@@ -445,6 +453,8 @@ impl Scheduler {
             turn_started: false,
             vtime: 0,
             tx_ring: usize::try_from(cfg.tx_ring).unwrap_or(usize::MAX),
+            ring_packets: 0,
+            ring_bytes: 0,
         }))
     }
 
@@ -510,6 +520,13 @@ impl Scheduler {
         if self.kind == Kind::Wfq {
             self.vtime = w.finish;
         }
+        if self.tx_ring > 1 {
+            // Into the interface's own memory.
+            c.packets -= 1;
+            c.bytes -= w.len;
+            self.ring_packets += 1;
+            self.ring_bytes += w.len;
+        }
         Some((class, w.token, w.len))
     }
 
@@ -541,18 +558,25 @@ impl Scheduler {
 
     /// A packet of `class` finished serializing.
     pub(crate) fn on_departed(&mut self, class: usize, len: u64) {
-        let c = &mut self.classes[class];
-        c.packets -= 1;
-        c.bytes -= len;
+        if self.tx_ring > 1 {
+            self.ring_packets -= 1;
+            self.ring_bytes -= len;
+        } else {
+            let c = &mut self.classes[class];
+            c.packets -= 1;
+            c.bytes -= len;
+        }
         self.stats[class].departed += 1;
         self.stats[class].departed_bytes += len;
     }
 
-    /// Packets and bytes held, every class.
+    /// Packets and bytes held, every class and the ring.
     pub(crate) fn occupancy(&self) -> (u64, u64) {
         self.classes
             .iter()
-            .fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes))
+            .fold((self.ring_packets, self.ring_bytes), |(p, b), c| {
+                (p + c.packets, b + c.bytes)
+            })
     }
 
     pub(crate) fn stats(&self) -> &[ClassStats] {
