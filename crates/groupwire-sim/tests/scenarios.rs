@@ -307,3 +307,94 @@ fn geneva_is_deterministic_and_controllers_behave_as_designed() {
     let tpi = col(&a, "tpindex");
     assert!((cell(&a, "tfrc")[tpi].as_f64().unwrap() - 1.0).abs() < 1e-12);
 }
+
+/// Leigh et al.'s Figure 3 (§3): with the foreground marked EF, the
+/// bandwidth comes back near its level before the competing traffic, the
+/// latency only partly (Aruba, which ignores the mark, still queues it);
+/// when Aruba honours the mark the latency comes back too.
+#[test]
+fn leigh_diffserv_restores_bandwidth_but_latency_only_where_every_router_honours_ef() {
+    let mut s = Scenario::builtin("leigh").unwrap();
+    s.set("parts", "[\"fig3\"]").unwrap();
+    let seed = seed(1);
+    let r = run(&s, seed);
+    let t = &r.tables[0];
+    assert_eq!(t.file, "fig3");
+    let get = |variant: &str, phase: &str, col: &str| {
+        let c = t.columns.iter().position(|x| x == col).expect("column");
+        t.rows
+            .iter()
+            .find(|row| row[0] == variant && row[1] == phase)
+            .and_then(|row| row[c].as_f64())
+            .unwrap_or_else(|| panic!("seed {seed}: no {variant} {phase} {col}"))
+    };
+    let thr = |v: &str, p: &str| get(v, p, "throughput_mbps");
+    let lat = |v: &str, p: &str| get(v, p, "latency_mean_ms");
+    let paper = "ignores-ef";
+    // Before the competing traffic the stream gets its 25 Mbit/s.
+    assert!((thr(paper, "before") - 25.0).abs() < 0.25, "seed {seed}");
+    // Competing traffic takes a large share: the dip in the top graph.
+    assert!(
+        thr(paper, "congested") < 0.7 * thr(paper, "before"),
+        "seed {seed}: {}",
+        thr(paper, "congested")
+    );
+    // EF brings the bandwidth back near its original level...
+    assert!(
+        thr(paper, "diffserv") > 0.85 * thr(paper, "before"),
+        "seed {seed}: {}",
+        thr(paper, "diffserv")
+    );
+    // ...but the latency only partly.
+    let (before, congested, diffserv) = (
+        lat(paper, "before"),
+        lat(paper, "congested"),
+        lat(paper, "diffserv"),
+    );
+    assert!(
+        before < diffserv && diffserv < congested,
+        "seed {seed}: {before} < {diffserv} < {congested}"
+    );
+    assert!(
+        diffserv > 10.0 * before,
+        "seed {seed}: only partly restored"
+    );
+    // When the interior router honours EF too, both come back.
+    let honours = "honours-ef";
+    assert!(thr(honours, "diffserv") > 0.99 * thr(honours, "before"));
+    assert!(
+        lat(honours, "diffserv") < lat(honours, "before") + 2.0,
+        "seed {seed}: {} vs {}",
+        lat(honours, "diffserv"),
+        lat(honours, "before")
+    );
+    // A deep transmit ring (non-preemption below the scheduler) costs EF
+    // the ring's worth of packets at each router, no more.
+    let ring = lat("deep-ring", "diffserv") - lat(honours, "diffserv");
+    assert!(
+        ring > 20.0 && ring < diffserv - before,
+        "seed {seed}: {ring}"
+    );
+}
+
+#[test]
+fn leigh_figure_3_is_deterministic() {
+    let mut s = Scenario::builtin("leigh").unwrap();
+    for (k, v) in [
+        ("parts", "[\"fig3\"]"),
+        ("fig3.duration", "12s"),
+        ("fig3.congestion_at", "4s"),
+        ("fig3.diffserv_at", "8s"),
+    ] {
+        s.set(k, v).unwrap();
+    }
+    let seed = seed(3);
+    let a = serde_json::to_string(&run(&s, seed)).unwrap();
+    let b = serde_json::to_string(&run(&s, seed)).unwrap();
+    assert!(a == b, "seed {seed}: two runs differ");
+    let c = serde_json::to_string(&run(&s, seed + 1)).unwrap();
+    assert_ne!(
+        a, c,
+        "seed {seed}: the competing traffic is drawn from the seed"
+    );
+}

@@ -31,6 +31,12 @@
 //! matrix, with the latency each rebuild added (from the arrival of the next
 //! later packet that did arrive) and the one-way latency, so the price of
 //! spreading shows.
+//!
+//! **Figure 3** (§3, part `fig3`, parameters in the `fig3` table: see
+//! [`LeighDiffServ`]) is the DiffServ experiment on the EMERGE testbed: a
+//! 25 Mbit/s UDP stream, 25 Mbit/s of competing traffic, then the stream
+//! marked Expedited Forwarding, through routers with priority queueing and
+//! WFQ and an interior router that ignores the mark.
 
 use std::time::Duration;
 
@@ -44,6 +50,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::leigh_fig3::LeighDiffServ;
 use super::leigh_fig4::Fig4;
 use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
@@ -88,8 +95,8 @@ pub struct Leigh {
     /// The XOR layouts compared with plain UDP (text forms: `xor:3`,
     /// `xor:LxD`, `xor:LxD:col`).
     pub layouts: Vec<String>,
-    /// Which of the paper's experiments to run: `fig5` (loss, above) and
-    /// `fig4` (latency and jitter against packet size).
+    /// Which of the paper's experiments to run: `fig5` (loss, above),
+    /// `fig4` (latency and jitter against packet size) and `fig3` (DiffServ).
     pub parts: Vec<String>,
     /// Figure 4's packet sizes, bytes.
     pub fig4_sizes: Vec<u32>,
@@ -100,6 +107,8 @@ pub struct Leigh {
     pub fig4_rate: Bitrate,
     /// Figure 4's runs per scheme and size, each on its own seed.
     pub fig4_runs: u32,
+    /// Figure 3's testbed, traffic and timeline.
+    pub fig3: LeighDiffServ,
 }
 
 impl Default for Leigh {
@@ -119,14 +128,18 @@ impl Default for Leigh {
             layouts: ["xor:3", "xor:3x3:col", "xor:12x3:col", "xor:4x4"]
                 .map(String::from)
                 .to_vec(),
-            parts: ["fig5", "fig4"].map(String::from).to_vec(),
+            parts: ["fig5", "fig4", "fig3"].map(String::from).to_vec(),
             fig4_sizes: vec![128, 256, 512, 1024, 1400],
             fig4_packets: 100,
             fig4_rate: Bitrate::mbps(2),
             fig4_runs: 20,
+            fig3: LeighDiffServ::default(),
         }
     }
 }
+
+/// The parts `parts` may name.
+const PARTS: [&str; 3] = ["fig5", "fig4", "fig3"];
 
 /// Figure 5's loss, in percent: UDP and FEC (one per three), without and
 /// with the injected congestion.
@@ -148,14 +161,20 @@ struct Run {
 }
 
 impl Leigh {
-    /// Runs in the whole scenario: two conditions times UDP and each layout.
+    /// Runs in the whole scenario: two conditions times UDP and each
+    /// layout, Figure 4 as one, and one per Figure 3 variant.
     pub(super) fn total_runs(&self) -> u64 {
         let fig5 = if self.runs("fig5") {
             2 * (1 + self.layouts.len() as u64)
         } else {
             0
         };
-        fig5 + u64::from(self.runs("fig4"))
+        let fig3 = if self.runs("fig3") {
+            self.fig3.total_runs()
+        } else {
+            0
+        };
+        fig5 + u64::from(self.runs("fig4")) + fig3
     }
 
     fn parsed_layouts(&self) -> Result<Vec<XorLayout>, ScenarioError> {
@@ -197,8 +216,11 @@ impl Leigh {
         }
         self.parsed_layouts()?;
         self.path_loss.build()?;
-        if self.parts.is_empty() || self.parts.iter().any(|p| p != "fig4" && p != "fig5") {
-            return invalid("parts", "name fig4, fig5 or both, e.g. [\"fig4\"]".into());
+        if self.parts.is_empty() || self.parts.iter().any(|p| !PARTS.contains(&p.as_str())) {
+            return invalid(
+                "parts",
+                "name some of fig3, fig4 and fig5, e.g. [\"fig3\"]".into(),
+            );
         }
         if self.fig4_sizes.is_empty()
             || self
@@ -217,6 +239,7 @@ impl Leigh {
         if self.fig4_rate.as_bps() == 0 {
             return invalid("fig4_rate", "must be positive".into());
         }
+        self.fig3.validate()?;
         Ok(())
     }
 
@@ -555,6 +578,16 @@ impl Leigh {
             tables.push(table);
             plots.extend(fig4_plots);
         }
+        if self.runs("fig3") {
+            let fig3 = self.fig3.run(seed, &mut || {
+                done += 1;
+                progress(Instant::from_nanos(done));
+            })?;
+            events += fig3.events;
+            tables.extend(fig3.tables);
+            plots.extend(fig3.plots);
+            summary.extend(fig3.summary);
+        }
         summary.insert("events".into(), json!(events));
         Ok(Report {
             scenario: "leigh".into(),
@@ -574,6 +607,8 @@ mod tests {
         Leigh {
             duration: Duration::from_secs(2),
             layouts: vec!["xor:3".into(), "xor:12x3:col".into()],
+            // Figure 3 has tests of its own.
+            parts: vec!["fig5".into(), "fig4".into()],
             ..Leigh::default()
         }
     }

@@ -10,6 +10,7 @@ mod awareness_path;
 mod dyck;
 mod geneva;
 mod leigh;
+mod leigh_fig3;
 mod leigh_fig4;
 mod link_models;
 mod miyoshi;
@@ -25,6 +26,7 @@ pub use self::awareness_path::AwarenessPath;
 pub use self::dyck::{Dyck, Protocol};
 pub use self::geneva::Geneva;
 pub use self::leigh::Leigh;
+pub use self::leigh_fig3::{LeighDiffServ, Variant as LeighDiffServVariant};
 pub use self::link_models::LinkModels;
 pub use self::miyoshi::Miyoshi;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
@@ -52,8 +54,8 @@ pub enum Scenario {
     /// Miyoshi et al.'s adaptive BCH FEC with ELN and Snoop on a bursty
     /// wireless link: Tables 3-4, Figures 2-3 and beyond.
     Miyoshi(Box<Miyoshi>),
-    /// Leigh et al.'s XOR FEC over UDP (Figure 5) and the latency price of
-    /// spreading parity across the stream.
+    /// Leigh et al.'s experiments: XOR FEC over UDP (Figures 4 and 5) and
+    /// the latency price of spreading parity, and DiffServ (Figure 3).
     Leigh(Box<Leigh>),
 }
 
@@ -108,7 +110,7 @@ pub fn builtins() -> Vec<Builtin> {
         },
         Builtin {
             name: "leigh",
-            about: "Leigh et al.'s XOR FEC over UDP: Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price, and Figure 4 (latency and jitter of TCP, UDP and FEC against packet size)",
+            about: "Leigh et al.'s XOR FEC over UDP: Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price, Figure 4 (latency and jitter of TCP, UDP and FEC against packet size), and Figure 3 (DiffServ EF through priority and WFQ routers and an interior router that ignores the mark)",
             make: || Scenario::Leigh(Box::default()),
         },
     ]
