@@ -150,7 +150,8 @@ pub struct LeighDiffServ {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
-    /// Aruba ignores the EF mark (the paper's testbed).
+    /// Aruba as configured in `interior` (by default it ignores the EF
+    /// mark: the paper's testbed).
     IgnoresEf,
     /// Aruba honours it.
     HonoursEf,

@@ -110,7 +110,7 @@ pub fn builtins() -> Vec<Builtin> {
         },
         Builtin {
             name: "leigh",
-            about: "Leigh et al.'s XOR FEC over UDP: Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price, Figure 4 (latency and jitter of TCP, UDP and FEC against packet size), and Figure 3 (DiffServ EF through priority and WFQ routers and an interior router that ignores the mark)",
+            about: "Leigh et al.'s tele-immersion experiments: XOR FEC over UDP in Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price, Figure 4 (latency and jitter of TCP, UDP and FEC against packet size), and Figure 3 (DiffServ EF through priority and WFQ routers and an interior router that ignores the mark)",
             make: || Scenario::Leigh(Box::default()),
         },
     ]
