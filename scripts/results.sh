@@ -6,14 +6,14 @@
 #   scripts/results.sh            # everything
 #   scripts/results.sh link-models
 #   scripts/results.sh miyoshi    # Miyoshi et al.'s tables and figures, about 10 s
-#   scripts/results.sh leigh      # Leigh et al.'s Figure 5 and the XOR layouts, a few seconds
+#   scripts/results.sh leigh      # Leigh et al.'s Figures 3-5 and the XOR layouts, a few seconds
 #   scripts/results.sh tunnel     # real processes on loopback, about 4 minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release -q -p groupwire-cli
-gw=target/release/groupwire
+gw=${CARGO_TARGET_DIR:-target}/release/groupwire
 
 # result NAME "PROSE" ARGS...: runs `groupwire sim run ARGS... --out docs/results/NAME`
 # and writes docs/results/NAME.md from the run's report.
