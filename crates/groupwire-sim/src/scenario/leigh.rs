@@ -243,6 +243,19 @@ impl Leigh {
         Ok(())
     }
 
+    /// The EVL-SARA path of Figures 4 and 5: the bottleneck behind fast
+    /// access links.
+    fn path(&self) -> DumbbellConfig {
+        DumbbellConfig {
+            bottleneck_rate: self.link_rate,
+            rtt: self.rtt,
+            access_rate: Bitrate::gbps(10),
+            access_delay: Duration::from_micros(100),
+            queue: QueueLimit::Packets(self.queue),
+            loss: self.path_loss.clone(),
+        }
+    }
+
     fn runs(&self, part: &str) -> bool {
         self.parts.iter().any(|p| p == part)
     }
@@ -340,15 +353,7 @@ impl Leigh {
             }
         };
         sim.add_node(Box::new(UdpSink::new()));
-        let topo = DumbbellConfig {
-            bottleneck_rate: self.link_rate,
-            rtt: self.rtt,
-            access_rate: Bitrate::gbps(10),
-            access_delay: Duration::from_micros(100),
-            queue: QueueLimit::Packets(self.queue),
-            loss: self.path_loss.clone(),
-        };
-        Dumbbell::build(&mut sim, &topo, &[a, c], &[b, d])?;
+        Dumbbell::build(&mut sim, &self.path(), &[a, c], &[b, d])?;
         let end = Instant::ZERO + self.duration + self.rtt * 2 + Duration::from_secs(1);
         sim.run_until(end, &mut |_| {});
         let view = sim.view();
@@ -562,10 +567,7 @@ impl Leigh {
         }
         if self.runs("fig4") {
             let fig4 = Fig4 {
-                link_rate: self.link_rate,
-                rtt: self.rtt,
-                queue: self.queue,
-                path_loss: self.path_loss.clone(),
+                path: self.path(),
                 sizes: self.fig4_sizes.clone(),
                 packets: self.fig4_packets,
                 rate: self.fig4_rate,

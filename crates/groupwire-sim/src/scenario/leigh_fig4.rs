@@ -31,8 +31,6 @@
 
 use std::time::Duration;
 
-use groupwire_link::link::QueueLimit;
-use groupwire_link::loss::LossModel;
 use groupwire_metrics::channel::{Fig4Jitter, Rfc3550Jitter};
 use groupwire_proto::xor::{XorEndpoint, XorEndpointConfig, XorLayout};
 use groupwire_proto::{Bitrate, Instant};
@@ -49,10 +47,7 @@ use crate::traffic::{Message, UdpSender, UdpSink};
 
 /// The path and the stream of Figure 4.
 pub(super) struct Fig4 {
-    pub link_rate: Bitrate,
-    pub rtt: Duration,
-    pub queue: u32,
-    pub path_loss: LossModel,
+    pub path: DumbbellConfig,
     pub sizes: Vec<u32>,
     pub packets: u32,
     pub rate: Bitrate,
@@ -270,18 +265,11 @@ impl Fig4 {
                 sim.add_node(Box::new(sink));
             }
         }
-        let topo = DumbbellConfig {
-            bottleneck_rate: self.link_rate,
-            rtt: self.rtt,
-            access_rate: Bitrate::gbps(10),
-            access_delay: Duration::from_micros(100),
-            queue: QueueLimit::Packets(self.queue),
-            loss: self.path_loss.clone(),
-        };
-        Dumbbell::build(&mut sim, &topo, &[a], &[b])?;
+        Dumbbell::build(&mut sim, &self.path, &[a], &[b])?;
         // Long enough for TCP to finish after its retransmission timeouts.
-        let end =
-            made.last().map_or(Instant::ZERO, |m| m.at) + self.rtt * 40 + Duration::from_secs(60);
+        let end = made.last().map_or(Instant::ZERO, |m| m.at)
+            + self.path.rtt * 40
+            + Duration::from_secs(60);
         sim.run_until(end, &mut |_| {});
         let view = sim.view();
         let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
