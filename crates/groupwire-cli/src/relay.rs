@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
+use groupwire_metrics::ChannelSnapshot;
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::core::{DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY};
 use groupwire_relay::frame::{ActivityMode, MembershipNotice, Role};
@@ -22,6 +23,7 @@ use groupwire_units::duration;
 
 use crate::UsageError;
 use crate::args::one_of;
+use crate::metrics::MetricsArgs;
 
 /// Run the Corona group communication relay, or mint tokens for it.
 ///
@@ -488,7 +490,12 @@ enum GroupCommand {
         msg_type: u16,
     },
     /// Join and print the state, then every update and membership change
-    /// until Ctrl-C (or --count updates).
+    /// until Ctrl-C (or --count updates). Once a second, stderr shows the
+    /// group's channel measures (bandwidth, one-way latency from the
+    /// senders' stamps, jitter, updates the relay dropped for this client
+    /// and their burstiness); a summary follows at the end.
+    ///
+    /// Example: groupwire group watch chat --metrics-json chat.jsonl
     Watch {
         /// Group name.
         group: String,
@@ -501,6 +508,11 @@ enum GroupCommand {
         /// Stop after this many updates.
         #[arg(long)]
         count: Option<u64>,
+        /// No channel measures on stderr (the updates still print).
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        metrics: MetricsArgs,
     },
     /// Take a lock, hold it, release it.
     Lock {
@@ -611,18 +623,35 @@ async fn group(a: GroupArgs) -> Result<()> {
             role,
             passive,
             count,
+            quiet,
+            metrics,
         } => {
             let mode = if passive {
                 ActivityMode::Passive
             } else {
                 ActivityMode::Active
             };
+            let (mut sinks, metrics_addr) = metrics.open().await?;
+            if let (Some(a), false) = (metrics_addr, quiet) {
+                eprintln!("metrics at http://{a}/metrics");
+            }
             let (c, mut ev) = connect().await?;
             let j = c.join(&group, role, mode, true).await?;
             print_state(&mut out, &j)?;
             let mut seen = 0u64;
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            // The first tick is now: skip it, so the first line covers a second.
+            tick.tick().await;
+            let mut quiet_since = None;
             loop {
                 tokio::select! {
+                    _ = tick.tick() => {
+                        let channels = c.channels().await?;
+                        sinks.record(&channels);
+                        if !quiet {
+                            live_lines(&channels, &mut quiet_since);
+                        }
+                    }
                     e = ev.recv() => match e {
                         Some(ClientEvent::Deliver(d)) => {
                             print_delivery(&mut out, &d)?;
@@ -647,6 +676,15 @@ async fn group(a: GroupArgs) -> Result<()> {
                     _ = tokio::signal::ctrl_c() => break,
                 }
                 out.flush()?;
+            }
+            out.flush()?;
+            let channels = c.final_channels().await?;
+            sinks.record(&channels);
+            sinks.close();
+            if !quiet {
+                for ch in &channels {
+                    eprintln!("{}", ch.line());
+                }
             }
             drop(c);
         }
@@ -682,6 +720,27 @@ async fn group(a: GroupArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The live channel lines on stderr: one per group that had traffic in
+/// the last second, or one "no traffic" line when a quiet spell begins.
+fn live_lines(channels: &[ChannelSnapshot], quiet_since: &mut Option<f64>) {
+    let active: Vec<&ChannelSnapshot> = channels
+        .iter()
+        .filter(|c| c.inbound.bitrate > 0.0 || c.out.bitrate > 0.0)
+        .collect();
+    let t = channels.first().map_or(0.0, |c| c.t_s);
+    if active.is_empty() {
+        if quiet_since.is_none() {
+            eprintln!("t={t:>4.0}s  no traffic");
+            *quiet_since = Some(t);
+        }
+        return;
+    }
+    *quiet_since = None;
+    for c in active {
+        eprintln!("t={t:>4.0}s  {}", c.line());
+    }
 }
 
 fn closed(e: Option<groupwire_relay::ClientError>) -> anyhow::Error {

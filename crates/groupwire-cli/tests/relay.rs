@@ -533,3 +533,62 @@ fn tls_and_rotated_keys_work_from_the_command_line() {
     let o = run(&plain, &new, &[], &["join", "chat"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// `group watch` reports the group's channel measures (Leigh et al. §4) at
+/// the end and in its `--metrics-json` records: the live updates' one-way
+/// latency from the senders' stamps, no loss, the frames in.
+#[test]
+fn group_watch_reports_the_channel_measures() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _relay = start_relay(dir.path());
+    let addr = _relay.addr.clone();
+    let create = groupwire(&["group", "--relay", addr.as_str(), "create", "chat"]);
+    assert!(create.status.success());
+    let json = dir.path().join("chat.jsonl");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(["group", "--relay", addr.as_str(), "watch", "chat"])
+        .args(["--count", "5", "--metrics-json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the groupwire binary runs");
+    let mut stdout = BufReader::new(watch.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read");
+    assert!(line.starts_with("joined chat"), "{line}");
+    let mut args = vec!["group", "--relay", addr.as_str(), "send", "chat"];
+    args.extend(["a", "b", "c", "d", "e"]);
+    assert!(
+        groupwire_within(&args, Duration::from_secs(60))
+            .status
+            .success()
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("read");
+    let o = watch
+        .wait_with_output()
+        .expect("watch ends after 5 updates");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        rest.lines().filter(|l| l.starts_with('#')).count(),
+        5,
+        "{rest}"
+    );
+    assert!(stderr.contains("relay chat: "), "{stderr}");
+    let records = std::fs::read_to_string(&json).expect("json lines");
+    let last: serde_json::Value = records
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .expect("a final record");
+    assert_eq!(last["channel"], "relay chat", "{last}");
+    assert_eq!(last["latency_kind"], "one_way", "{last}");
+    assert_eq!(last["in"]["packets"], 5, "{last}");
+    assert_eq!(last["latency_total"]["count"], 5, "{last}");
+    assert_eq!(last["loss"]["judged"], 5, "{last}");
+    assert_eq!(last["loss"]["residual_lost"], 0, "{last}");
+    assert_eq!(last["paths"]["arrived"], 5, "{last}");
+}

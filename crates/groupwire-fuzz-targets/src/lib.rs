@@ -21,9 +21,11 @@ use groupwire_link::{LossModel, LossTrace};
 use groupwire_proto::{Instant, Machine};
 use rand::SeedableRng;
 
+mod relay_client;
 mod relay_core;
 pub mod tunnel_endpoint;
 
+pub use relay_client::relay_client;
 pub use relay_core::relay_core;
 pub use tunnel_endpoint::tunnel_endpoint;
 
@@ -74,6 +76,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "relay_core",
         check: relay_core,
+    },
+    Target {
+        name: "relay_client",
+        check: relay_client,
     },
     Target {
         name: "loss_model",

@@ -468,6 +468,16 @@ impl ChannelMeter {
         self.judged_below = end;
     }
 
+    /// Judges every sequence number up to and including `seq` (at most the
+    /// newest) now, without waiting for the window: for a channel that
+    /// delivers in order (a relay over TCP), where a gap is known to be a
+    /// loss as soon as a later unit arrives.
+    pub fn judge_through(&mut self, seq: u64) {
+        if let Some(n) = self.newest {
+            self.judge_until(seq.min(n).saturating_add(1));
+        }
+    }
+
     /// Judges every sequence number up to the newest (the end of a run).
     pub fn finish(&mut self) {
         if let Some(n) = self.newest {

@@ -179,6 +179,24 @@ mod channel {
     }
 
     #[test]
+    fn an_in_order_channel_judges_a_gap_at_once() {
+        let t0 = Instant::ZERO;
+        let mut m = ChannelMeter::new("relay", LatencyKind::OneWay, t0);
+        for seq in [1u64, 2, 5] {
+            m.delivered(seq, Path::Arrived, ms(1));
+            m.judge_through(seq);
+        }
+        // Beyond the newest is not judged: it may still come.
+        m.judge_through(1000);
+        let s = m.snapshot(t0 + Duration::from_secs(1));
+        assert_eq!((s.loss.judged, s.loss.residual_lost), (5, 2));
+        assert_eq!(s.burst.runs, 1);
+        m.delivered(6, Path::Arrived, ms(1));
+        let s = m.snapshot(t0 + Duration::from_secs(2));
+        assert_eq!(s.loss.judged, 5, "6 waits for the window or a judge");
+    }
+
+    #[test]
     fn the_meter_judges_arrivals_rebuilds_and_losses() {
         let t0 = Instant::ZERO;
         let mut m = ChannelMeter::with_window("x", LatencyKind::OneWay, t0, 8);

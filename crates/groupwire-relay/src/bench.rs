@@ -985,7 +985,11 @@ impl Conn {
             .with_context(|| format!("connecting to {addr}"))?;
         let _ = stream.set_nodelay(true);
         let clock = Clock::start();
-        let opts = ClientOptions::new("bench").window(window);
+        // The bench measures latency and loss itself, per message.
+        let opts = ClientOptions {
+            metered: false,
+            ..ClientOptions::new("bench").window(window)
+        };
         let mut c = Self {
             core: ClientCore::new(clock.now(), &opts),
             stream,

@@ -50,6 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_metrics::ChannelSnapshot;
 use groupwire_tokio::{Clock, Deadline};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
@@ -60,9 +61,11 @@ use crate::tls::ClientTls;
 use transport::{Connection, FrameReader, FrameWriter, ReadError};
 
 pub mod core;
+pub mod meter;
 mod transport;
 
 pub use self::core::{ClientCore, CoreEvent, RequestId};
+pub use self::meter::RelayMeters;
 
 /// Connection options.
 #[derive(Clone, Debug)]
@@ -89,6 +92,16 @@ pub struct ClientOptions {
     /// (5 min by default) does not close a connection that only listens.
     /// Default [`DEFAULT_KEEPALIVE`].
     pub keepalive: Duration,
+    /// Meter every group's traffic ([`RelayClient::channels`],
+    /// [`ClientCore::channel_snapshots`]). On by default; a load generator
+    /// that measures on its own turns it off.
+    pub metered: bool,
+    /// The wall clock (µs since the Unix epoch) at `Instant::ZERO` of the
+    /// clock driving a [`ClientCore`], so the meters can compare it with
+    /// the senders' stamps (one-way latency). [`RelayClient`] sets it from
+    /// its own clock; `None` measures latency above each sender's lowest
+    /// transit instead.
+    pub shared_clock_micros: Option<u64>,
 }
 
 /// When a client sends its token over a plaintext (not TLS) transport.
@@ -124,6 +137,8 @@ impl ClientOptions {
             tls: None,
             plaintext_token: PlaintextToken::default(),
             keepalive: DEFAULT_KEEPALIVE,
+            metered: true,
+            shared_clock_micros: None,
         }
     }
 
@@ -261,16 +276,24 @@ pub struct RelayClient {
 
 #[derive(Debug)]
 struct Inner {
-    requests: mpsc::UnboundedSender<Request>,
+    requests: mpsc::UnboundedSender<Command>,
     client_id: u64,
     window: u32,
     max_frame: usize,
 }
 
-/// A request on its way to the connection task.
-struct Request {
-    frame: Frame,
-    reply: oneshot::Sender<Result<Frame, ClientError>>,
+/// What the handle asks of the connection task.
+enum Command {
+    /// A request to the relay.
+    Request {
+        frame: Frame,
+        reply: oneshot::Sender<Result<Frame, ClientError>>,
+    },
+    /// The channel measures (`finish`: judge what is pending first).
+    Channels {
+        finish: bool,
+        reply: oneshot::Sender<Vec<ChannelSnapshot>>,
+    },
 }
 
 impl RelayClient {
@@ -354,6 +377,10 @@ impl RelayClient {
             return Err(ClientError::PlaintextToken);
         }
         let clock = Clock::start();
+        let opts = ClientOptions {
+            shared_clock_micros: Some(clock.wall_micros(groupwire_proto::Instant::ZERO)),
+            ..opts
+        };
         let mut core = ClientCore::new(clock.now(), &opts);
         let (client_id, window, max_frame) = loop {
             while let Some(b) = core.poll_transmit() {
@@ -415,9 +442,35 @@ impl RelayClient {
         let (tx, rx) = oneshot::channel();
         self.inner
             .requests
-            .send(Request { frame, reply: tx })
+            .send(Command::Request { frame, reply: tx })
             .map_err(|_| ClientError::Closed)?;
         rx.await.map_err(|_| ClientError::Closed)?
+    }
+
+    /// The channel measures of every group this client sent to or received
+    /// from (Leigh et al. §4: bandwidth, one-way latency from the senders'
+    /// stamps, Figure 4 and RFC 3550 jitter, the updates the relay dropped
+    /// for this client and their burstiness; see [`meter`]). Each call
+    /// starts a new interval for the rates: call it once a second for live
+    /// figures. [`ClientError::Closed`] once the connection is over.
+    pub async fn channels(&self) -> Result<Vec<ChannelSnapshot>, ClientError> {
+        self.channels_inner(false).await
+    }
+
+    /// As [`channels`](Self::channels), after judging every update still
+    /// pending (a trailing gap counts as dropped): for the last report of a
+    /// run.
+    pub async fn final_channels(&self) -> Result<Vec<ChannelSnapshot>, ClientError> {
+        self.channels_inner(true).await
+    }
+
+    async fn channels_inner(&self, finish: bool) -> Result<Vec<ChannelSnapshot>, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .requests
+            .send(Command::Channels { finish, reply: tx })
+            .map_err(|_| ClientError::Closed)?;
+        rx.await.map_err(|_| ClientError::Closed)
     }
 
     async fn ok(&self, frame: Frame) -> Result<(), ClientError> {
@@ -683,7 +736,7 @@ async fn connection(
     mut writer: FrameWriter,
     mut core: ClientCore,
     clock: Clock,
-    mut requests: mpsc::UnboundedReceiver<Request>,
+    mut requests: mpsc::UnboundedReceiver<Command>,
     events: mpsc::Sender<ClientEvent>,
 ) {
     // Writes go through their own task so that a relay that is slow to read
@@ -731,14 +784,20 @@ async fn connection(
                 Err(e) => break e.into_fatal(),
             },
             req = requests.recv() => match req {
-                Some(r) => match core.request(&r.frame) {
+                Some(Command::Request { frame, reply }) => match core.request(&frame) {
                     Ok(id) => {
-                        pending.insert(id, r.reply);
+                        pending.insert(id, reply);
                     }
                     Err(e) => {
-                        let _ = r.reply.send(Err(e));
+                        let _ = reply.send(Err(e));
                     }
                 },
+                Some(Command::Channels { finish, reply }) => {
+                    if finish {
+                        core.finish_channels();
+                    }
+                    let _ = reply.send(core.channel_snapshots(clock.now()));
+                }
                 None => break None,
             },
         }

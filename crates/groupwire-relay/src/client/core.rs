@@ -16,6 +16,12 @@
 //! [`poll_event`](ClientCore::poll_event) until `None` (handing an event
 //! over may queue a `Credit`: write it on the next turn), then
 //! [`poll_timeout`](ClientCore::poll_timeout).
+//!
+//! It meters each group it sends to or receives from ([`RelayMeters`]:
+//! bandwidth, latency, jitter, the relay's drops and their burstiness);
+//! read them with [`channel_snapshots`](ClientCore::channel_snapshots).
+//! [`ClientOptions::metered`] turns this off for a load generator that
+//! measures on its own.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -23,6 +29,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use groupwire_proto::Instant;
 
+use groupwire_metrics::ChannelSnapshot;
+
+use super::meter::RelayMeters;
 use super::{ClientError, ClientEvent, ClientOptions};
 use crate::frame::{self, DeliverView, Frame, FrameDecoder, FrameView, Kind};
 
@@ -76,8 +85,8 @@ enum State {
 #[derive(Debug)]
 pub struct ClientCore {
     state: State,
-    /// Whole frames handed in by a framing transport.
-    frames: VecDeque<Bytes>,
+    /// Whole frames handed in by a framing transport, with when.
+    frames: VecDeque<(Instant, Bytes)>,
     /// Bytes handed in by a byte-stream transport.
     decoder: FrameDecoder,
     out: VecDeque<Bytes>,
@@ -95,6 +104,13 @@ pub struct ClientCore {
     next_ping: Instant,
     /// Replies to detached requests dropped unread.
     detached_replies: u64,
+    /// When the bytes being decoded were handed in (the drain contract
+    /// decodes them before more come), or the frame being read.
+    last_rx: Instant,
+    /// Requests that were a `Join`, by id: their reply's state transfer
+    /// tells the meters which deliveries replay the log.
+    joins: HashMap<u32, String>,
+    meters: Option<RelayMeters>,
 }
 
 impl ClientCore {
@@ -116,6 +132,11 @@ impl ClientCore {
             keepalive: opts.keepalive.max(MIN_KEEPALIVE),
             next_ping: now + opts.keepalive.max(MIN_KEEPALIVE),
             detached_replies: 0,
+            last_rx: now,
+            joins: HashMap::new(),
+            meters: opts
+                .metered
+                .then(|| RelayMeters::new(now, opts.shared_clock_micros)),
         };
         core.out.push_back(frame::encode(
             HELLO_REQUEST,
@@ -130,21 +151,24 @@ impl ClientCore {
     }
 
     /// Bytes read from a byte-stream transport (TCP, TLS), in order.
-    pub fn handle_bytes(&mut self, _now: Instant, data: &[u8]) {
+    pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
+        self.last_rx = now;
         self.decoder.extend(data);
     }
 
     /// The buffer to read a byte stream into directly (`read_buf`), instead
     /// of [`handle_bytes`](Self::handle_bytes); it always has room for a
-    /// few KiB, so a read is not cut to 64 bytes.
+    /// few KiB, so a read is not cut to 64 bytes. The meters time what is
+    /// read this way at the `now` of the last `handle_*` call: a metered
+    /// driver calls `handle_bytes(now, &[])` after each read.
     pub fn recv_buffer(&mut self) -> &mut BytesMut {
         self.decoder.read_buffer()
     }
 
     /// One whole frame from a framing transport (a WebSocket message, or a
     /// frame a reader already cut).
-    pub fn handle_frame(&mut self, _now: Instant, frame: Bytes) {
-        self.frames.push_back(frame);
+    pub fn handle_frame(&mut self, now: Instant, frame: Bytes) {
+        self.frames.push_back((now, frame));
     }
 
     /// Time passed: pings when the keepalive period is over.
@@ -190,6 +214,16 @@ impl ClientCore {
             });
         }
         self.pending.insert(id, report);
+        if let Some(m) = self.meters.as_mut() {
+            match frame {
+                Frame::Send { group, .. } => m.sent(group, bytes.len()),
+                Frame::Join { group, .. } => {
+                    m.join(group);
+                    self.joins.insert(id, group.clone());
+                }
+                _ => {}
+            }
+        }
         self.out.push_back(bytes);
         Ok(RequestId(id))
     }
@@ -204,7 +238,10 @@ impl ClientCore {
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
         while self.state != State::Closed {
             let f = match self.frames.pop_front() {
-                Some(f) => f,
+                Some((at, f)) => {
+                    self.last_rx = at;
+                    f
+                }
                 None => match self.decoder.next_frame() {
                     Ok(Some(f)) => f,
                     Ok(None) => return None,
@@ -247,6 +284,23 @@ impl ClientCore {
         self.detached_replies
     }
 
+    /// Each metered group's channel measures as of `now` (none if
+    /// [`ClientOptions::metered`] is off); each call starts a new interval
+    /// for the rates and the interval's latency.
+    pub fn channel_snapshots(&mut self, now: Instant) -> Vec<ChannelSnapshot> {
+        self.meters
+            .as_mut()
+            .map_or_else(Vec::new, |m| m.snapshots(now))
+    }
+
+    /// Judges every update still pending in the meters (at the end of a
+    /// run, so the last snapshots count a trailing gap).
+    pub fn finish_channels(&mut self) {
+        if let Some(m) = self.meters.as_mut() {
+            m.finish();
+        }
+    }
+
     /// Whether the connection is over.
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
@@ -269,11 +323,25 @@ impl ClientCore {
             return Some(self.on_welcome(&f));
         }
         if kind == Kind::Deliver as u8 {
+            let len = f.len();
             return Some(match DeliverView::new_checked(f) {
-                Ok(v) => CoreEvent::Deliver(v),
+                Ok(v) => {
+                    if let Some(m) = self.meters.as_mut() {
+                        m.delivered(
+                            self.last_rx,
+                            v.group(),
+                            v.seq(),
+                            v.sender(),
+                            v.sent_at_micros(),
+                            len,
+                        );
+                    }
+                    CoreEvent::Deliver(v)
+                }
                 Err(e) => self.close(Some(ClientError::Unexpected(e.to_string()))),
             });
         }
+        let join = self.joins.remove(&request);
         // A detached request's success: dropped without decoding.
         if kind != Kind::Error as u8 && self.pending.get(&request) == Some(&false) {
             self.pending.remove(&request);
@@ -284,6 +352,13 @@ impl ClientCore {
             Ok(env) => env,
             Err(e) => return Some(self.close(Some(ClientError::Unexpected(e.to_string())))),
         };
+        if let (Frame::Joined(j), Some(m)) = (&env.frame, self.meters.as_mut()) {
+            // A join's reply, or a fresh state after a resync or a role
+            // change (request 0).
+            if request == 0 || join.is_some() {
+                m.state(&j.group, j.head_seq);
+            }
+        }
         let event = |e| Some(CoreEvent::Event(e));
         match env.frame {
             Frame::Membership(n) => event(ClientEvent::Membership(n)),

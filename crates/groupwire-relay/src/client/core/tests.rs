@@ -296,3 +296,112 @@ proptest! {
         }
     }
 }
+
+/// A live update of group `g` stamped at wall clock `sent_at`.
+fn deliver_to(g: &str, seq: u64, sent_at: u64) -> Bytes {
+    encode(
+        0,
+        &Frame::Deliver(Update {
+            group: g.into(),
+            seq,
+            sender: 7,
+            msg_type: 1,
+            sent_at_micros: sent_at,
+            payload: Bytes::from_static(b"x"),
+        }),
+    )
+}
+
+#[test]
+fn meters_each_group_from_join_to_the_relays_drops() {
+    // Wall clock 1 s at our Instant::ZERO.
+    let o = ClientOptions {
+        shared_clock_micros: Some(1_000_000),
+        ..opts()
+    };
+    let mut c = ClientCore::new(Instant::ZERO, &o);
+    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
+    events(&mut c);
+    let join = c
+        .request(&Frame::Join {
+            group: "a".into(),
+            role: crate::frame::Role::Principal,
+            mode: crate::frame::ActivityMode::Active,
+            watch_membership: false,
+        })
+        .expect("queued");
+    let send = Frame::Send {
+        group: "a".into(),
+        msg_type: 1,
+        sent_at_micros: 0,
+        payload: Bytes::from_static(b"hello"),
+    };
+    c.request_detached(&send).expect("queued");
+    transmits(&mut c);
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            join.0,
+            &Frame::Joined(crate::frame::JoinInfo {
+                group: "a".into(),
+                group_type: "chat".into(),
+                checkpoint_seq: 0,
+                head_seq: 2,
+                state: Bytes::new(),
+                members: vec![],
+            }),
+        ),
+    );
+    // The log replay (stamped long ago: no latency), then live updates
+    // 2 ms in flight, a gap of 3 the relay dropped, and another group.
+    for seq in 1..=2 {
+        c.handle_frame(Instant::from_millis(1), deliver_to("a", seq, 5));
+    }
+    for seq in (3..=10).chain(14..=20) {
+        let now = Instant::from_millis(10 * seq);
+        let sent_at = 1_000_000 + (10 * seq - 2) * 1000;
+        c.handle_frame(now, deliver_to("a", seq, sent_at));
+    }
+    c.request_detached(&Frame::Send {
+        group: "b".into(),
+        msg_type: 1,
+        sent_at_micros: 0,
+        payload: Bytes::new(),
+    })
+    .expect("queued");
+    c.handle_frame(Instant::from_millis(300), deliver_to("b", 1, 1_299_000));
+    // Not joined, not sent to: not metered.
+    c.handle_frame(Instant::from_millis(300), deliver_to("c", 1, 1_299_000));
+    assert_eq!(events(&mut c).len(), 1 + 2 + 15 + 2);
+    c.finish_channels();
+    let snaps = c.channel_snapshots(Instant::from_millis(1000));
+    let [a, b] = &snaps[..] else {
+        panic!("{snaps:?}")
+    };
+    assert_eq!(
+        (a.channel.as_str(), b.channel.as_str()),
+        ("relay a", "relay b")
+    );
+    assert_eq!(a.out.packets, 1, "the Send");
+    assert_eq!(a.inbound.packets, 17);
+    assert_eq!(a.latency_total.count, 15, "replays carry no latency");
+    assert!((a.latency_total.p50_ms - 2.0).abs() < 0.05, "{a:?}");
+    assert_eq!(a.loss.judged, 20);
+    assert_eq!(a.loss.residual_lost, 3);
+    assert_eq!(a.burst.runs, 1);
+    assert_eq!(b.latency_total.count, 1);
+    assert!((b.latency_total.p50_ms - 1.0).abs() < 0.05, "{b:?}");
+}
+
+#[test]
+fn an_unmetered_core_reports_no_channels() {
+    let o = ClientOptions {
+        metered: false,
+        ..opts()
+    };
+    let mut c = ClientCore::new(Instant::ZERO, &o);
+    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
+    c.handle_frame(Instant::ZERO, deliver_to("a", 1, 0));
+    assert_eq!(events(&mut c).len(), 2);
+    assert!(c.channel_snapshots(Instant::from_millis(1)).is_empty());
+}
