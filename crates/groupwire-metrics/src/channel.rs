@@ -201,18 +201,21 @@ impl BurstStats {
         if n == 0 {
             return;
         }
-        match (self.prev_lost, lost) {
-            (Some(false), true) => self.good_to_bad += 1,
-            (Some(true), false) => self.bad_to_good += 1,
-            (Some(false), false) => self.good_stays += 1,
-            (Some(true), true) => self.bad_stays += 1,
-            (None, _) => {}
-        }
+        let count = match (self.prev_lost, lost) {
+            (Some(false), true) => &mut self.good_to_bad,
+            (Some(true), false) => &mut self.bad_to_good,
+            (Some(false), false) => &mut self.good_stays,
+            (Some(true), true) => &mut self.bad_stays,
+            (None, _) => &mut 0,
+        };
+        *count = count.saturating_add(1);
+        // Saturating: a hostile peer's sequence numbers can claim runs
+        // near 2^64, more than once.
         if lost {
-            self.bad_stays += n - 1;
-            self.current += n;
+            self.bad_stays = self.bad_stays.saturating_add(n - 1);
+            self.current = self.current.saturating_add(n);
         } else {
-            self.good_stays += n - 1;
+            self.good_stays = self.good_stays.saturating_add(n - 1);
             self.end_run();
         }
         self.prev_lost = Some(lost);
@@ -228,7 +231,7 @@ impl BurstStats {
             let bucket = self.current.min(MAX_RUN_BUCKET) as usize - 1;
             self.runs[bucket] += 1;
             self.run_count += 1;
-            self.run_sum += self.current;
+            self.run_sum = self.run_sum.saturating_add(self.current);
             self.max_run = self.max_run.max(self.current);
             self.current = 0;
         }
@@ -239,7 +242,10 @@ impl BurstStats {
     pub fn summary(&self) -> BurstSummary {
         let mut s = self.clone();
         s.end_run();
-        let frac = |a: u64, b: u64| (a + b > 0).then(|| a as f64 / (a + b) as f64);
+        let frac = |a: u64, b: u64| {
+            let (a, b) = (a as f64, b as f64);
+            (a + b > 0.0).then(|| a / (a + b))
+        };
         BurstSummary {
             runs: s.run_count,
             mean_run: (s.run_count > 0).then(|| s.run_sum as f64 / s.run_count as f64),
@@ -420,7 +426,7 @@ impl ChannelMeter {
                 // Judge what falls out of the window; a jump past the whole
                 // window judges the skipped span in one step (bounded work
                 // whatever the peer claims).
-                let keep_from = (seq + 1).saturating_sub(window);
+                let keep_from = seq.saturating_add(1).saturating_sub(window);
                 self.judge_until(keep_from);
             }
             Some(_) if seq < self.judged_below => {
@@ -454,16 +460,18 @@ impl ChannelMeter {
             let state = if slot.0 == seq { slot.1 } else { 0 };
             let arrived = state == Path::Arrived.index() as u8 + 1;
             self.bursts.push(!arrived);
-            self.counters.judged += 1;
-            self.counters.wire_lost += u64::from(!arrived);
-            self.counters.residual_lost += u64::from(state == 0);
+            let c = &mut self.counters;
+            c.judged = c.judged.saturating_add(1);
+            c.wire_lost = c.wire_lost.saturating_add(u64::from(!arrived));
+            c.residual_lost = c.residual_lost.saturating_add(u64::from(state == 0));
         }
         let skipped = end - ring_end;
         if skipped > 0 {
             self.bursts.push_run(true, skipped);
-            self.counters.judged += skipped;
-            self.counters.wire_lost += skipped;
-            self.counters.residual_lost += skipped;
+            let c = &mut self.counters;
+            c.judged = c.judged.saturating_add(skipped);
+            c.wire_lost = c.wire_lost.saturating_add(skipped);
+            c.residual_lost = c.residual_lost.saturating_add(skipped);
         }
         self.judged_below = end;
     }
@@ -481,7 +489,7 @@ impl ChannelMeter {
     /// Judges every sequence number up to the newest (the end of a run).
     pub fn finish(&mut self) {
         if let Some(n) = self.newest {
-            self.judge_until(n + 1);
+            self.judge_until(n.saturating_add(1));
         }
     }
 

@@ -316,5 +316,36 @@ mod channel {
             let delivered: u64 = s.paths.values().sum();
             prop_assert_eq!(delivered + s.loss.duplicates, 1 + s.latency_total.count);
         }
+
+        /// A hostile peer's sequence numbers (anywhere in u64, up to its
+        /// end, restarted at will) never make the meter panic, and what it
+        /// reports stays consistent.
+        #[test]
+        fn any_sequence_numbers_are_safe(
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    8 => any::<u64>().prop_map(Some),
+                    2 => (u64::MAX - 3..=u64::MAX).prop_map(Some),
+                    1 => Just(None),
+                ],
+                1..60,
+            ),
+            window in 1u64..16,
+        ) {
+            let mut m = ChannelMeter::with_window("h", LatencyKind::OneWay, Instant::ZERO, window);
+            for op in ops {
+                match op {
+                    Some(seq) => {
+                        m.delivered(seq, Path::Arrived, ms(1));
+                        m.judge_through(seq);
+                    }
+                    None => m.restart_numbering(),
+                }
+            }
+            m.finish();
+            let s = m.snapshot(Instant::ZERO);
+            prop_assert!(s.loss.residual_lost <= s.loss.judged);
+            prop_assert!(s.burst.max_run <= s.loss.wire_lost.max(1));
+        }
     }
 }
