@@ -16,7 +16,6 @@
 )]
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +27,9 @@ use groupwire_proto::xor::{DecoderConfig, MediaOutcome, XorDecoder, XorEncoder, 
 
 mod common;
 
-use common::gst::{Pipeline, bind, free_port, gst_launch};
+use common::gst::{
+    Pipeline, bind, drain, drain_until, emulate_trace as emulate, free_port, gst_launch,
+};
 
 /// Media packet `seq`: SSRC 0 and consecutive numbers as SMPTE 2022-1
 /// (and GStreamer's encoder) require, MP2T's payload type, and a payload
@@ -46,47 +47,6 @@ fn media(seq: u16) -> Vec<u8> {
         ..RtpHeader::default()
     }
     .to_packet(&body)
-}
-
-/// Every datagram `sock` receives until it has been quiet for `quiet`
-/// after `done` is set.
-fn drain_until(sock: &UdpSocket, quiet: Duration, done: &AtomicBool) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let mut last = Instant::now();
-    while !done.load(Ordering::Relaxed) || last.elapsed() < quiet {
-        if let Ok(n) = sock.recv(&mut buf) {
-            got.push(buf[..n].to_vec());
-            last = Instant::now();
-        }
-    }
-    got
-}
-
-/// Every datagram `sock` receives until it has been quiet for `quiet`.
-fn drain(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
-    drain_until(sock, quiet, &AtomicBool::new(true))
-}
-
-/// `groupwire emulate` in front of `target`, losing the media packets a
-/// looping trace says.
-fn emulate(target: SocketAddr, trace: &str, dir: &tempfile::TempDir) -> common::Proc {
-    let path = dir.path().join("loss.trace");
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(trace.as_bytes()))
-        .unwrap();
-    common::spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target.to_string(),
-        "--loss",
-        &format!("trace:{}", path.display()),
-        "--duration",
-        "60s",
-        "--quiet",
-    ])
 }
 
 /// A loss pattern over 48 packets (three 4x4 matrices): a burst of 4 that

@@ -109,6 +109,10 @@ pub const TARGETS: &[Target] = &[
         name: "afec_red_endpoint",
         check: afec_red_endpoint,
     },
+    Target {
+        name: "ulpfec",
+        check: ulpfec,
+    },
 ];
 
 /// RFC 2198 payloads (the whole input, and the payload of the input read
@@ -229,6 +233,66 @@ pub fn rtp_fec(data: &[u8]) {
         assert_eq!(buf.len(), data.len());
         assert_eq!(FecPacket::parse(&buf), Ok(p));
         assert!(p.parity.len() + RTP_HEADER_LEN <= data.len());
+    }
+}
+
+/// RFC 5109 ULPFEC: what parses as a FEC packet's payload re-emits and
+/// parses back to the same value; a ULPFEC decoder fed a real protected
+/// stream with hostile packets mixed in (the input split at 0xFF; a
+/// chunk's first byte picks: a FEC packet with that payload, a media packet
+/// with that body, or the next real packets, every other one lost) never
+/// panics and never rebuilds a packet longer than RTP can carry. (A
+/// hostile FEC packet can make it rebuild a wrong one: ULPFEC has no
+/// checksum; the application's own checks or SRTP catch that.)
+pub fn ulpfec(data: &[u8]) {
+    use bytes::Bytes;
+    use groupwire_proto::wire::rtp::RtpHeader;
+    use groupwire_proto::wire::ulpfec::UlpfecPacket;
+    use groupwire_proto::xor::ulpfec::{UlpfecDecoder, UlpfecEncoder};
+    if let Ok(f) = UlpfecPacket::parse(data) {
+        let mut buf = vec![0u8; f.buffer_len()];
+        f.emit(&mut buf);
+        assert_eq!(UlpfecPacket::parse(&buf), Ok(f));
+    }
+    let mut enc = UlpfecEncoder::new(3, 122).expect("valid group");
+    let mut dec = UlpfecDecoder::new(122, 64);
+    let mut next = 0u16;
+    for chunk in data.split(|&b| b == 0xFF).filter(|d| !d.is_empty()) {
+        let (&kind, rest) = chunk.split_first().expect("non-empty");
+        let seq = u16::from_be_bytes([kind, rest.first().copied().unwrap_or(0)]);
+        match kind % 3 {
+            0 | 1 => {
+                let h = RtpHeader {
+                    payload_type: if kind % 3 == 0 { 122 } else { 96 },
+                    seq,
+                    ..RtpHeader::default()
+                };
+                dec.on_packet(Bytes::from(h.to_packet(rest)));
+            }
+            _ => {
+                for _ in 0..rest.len().min(8) {
+                    let h = RtpHeader {
+                        payload_type: 96,
+                        seq: next,
+                        timestamp: u32::from(next) * 90,
+                        ..RtpHeader::default()
+                    };
+                    enc.push(&h.to_packet(&next.to_be_bytes().repeat(usize::from(next % 9))))
+                        .expect("RTP media");
+                    next = next.wrapping_add(1);
+                    while let Some(p) = enc.poll() {
+                        // Every other real packet is lost.
+                        let s = RtpHeader::parse(&p).expect("RTP").0.seq;
+                        if s % 2 == 0 {
+                            dec.on_packet(Bytes::from(p));
+                        }
+                    }
+                }
+            }
+        }
+        while let Some(r) = dec.poll_recovered() {
+            assert!(r.packet.len() <= 12 + 65535);
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! GStreamer for the interop tests: installed by `scripts/gstreamer.sh`,
 //! pipelines as processes killed when dropped, loopback sockets.
 
-use std::net::UdpSocket;
+use std::io::Write;
+use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// gst-launch-1.0's path, or `None` (said on stderr) where GStreamer
 /// cannot be installed.
@@ -60,4 +62,53 @@ pub(crate) fn bind() -> UdpSocket {
     let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     s
+}
+
+/// Every datagram `sock` receives until it has been quiet for `quiet`
+/// after `done` is set.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "real sockets, timed by the wall clock"
+)]
+pub(crate) fn drain_until(sock: &UdpSocket, quiet: Duration, done: &AtomicBool) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut last = Instant::now();
+    while !done.load(Ordering::Relaxed) || last.elapsed() < quiet {
+        if let Ok(n) = sock.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+            last = Instant::now();
+        }
+    }
+    got
+}
+
+/// Every datagram `sock` receives until it has been quiet for `quiet`.
+pub(crate) fn drain(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
+    drain_until(sock, quiet, &AtomicBool::new(true))
+}
+
+/// `groupwire emulate` in front of `target`, losing the packets a looping
+/// trace says (`trace` is the file's text: 0 delivers, 1 loses).
+pub(crate) fn emulate_trace(
+    target: SocketAddr,
+    trace: &str,
+    dir: &tempfile::TempDir,
+) -> super::Proc {
+    let path = dir.path().join("loss.trace");
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(trace.as_bytes()))
+        .unwrap();
+    super::spawn(&[
+        "emulate",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &target.to_string(),
+        "--loss",
+        &format!("trace:{}", path.display()),
+        "--duration",
+        "60s",
+        "--quiet",
+    ])
 }

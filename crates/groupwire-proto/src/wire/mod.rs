@@ -15,6 +15,7 @@ pub mod header;
 pub mod red;
 pub mod rtcp;
 pub mod rtp;
+pub mod ulpfec;
 
 /// Declares a `#[repr(u8)]` wire enum with each variant's byte once, and
 /// derives `TryFrom<u8>` (an unknown byte is the error `$unknown` makes of

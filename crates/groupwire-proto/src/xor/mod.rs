@@ -40,6 +40,7 @@ mod encoder;
 mod endpoint;
 #[cfg(test)]
 mod tests;
+pub mod ulpfec;
 
 pub use decoder::{
     DEFAULT_MAX_BYTES, DEFAULT_WINDOW, DecoderConfig, MediaOutcome, Recovered, Via, XorDecoder,
