@@ -16,7 +16,8 @@ use groupwire_units::duration;
 use crate::UsageError;
 use crate::net::{runtime, shutdown_signal};
 
-/// Forward UDP through emulated lossy links (real sockets).
+/// Forward UDP through emulated lossy links (real sockets), or run a
+/// command whose every packet crosses them (`emulate shell`).
 ///
 /// Every datagram a client sends to ADDR is forwarded to the target from a
 /// socket of its own (one per client address), and the target's replies go
@@ -40,16 +41,52 @@ use crate::net::{runtime, shutdown_signal};
 ///   groupwire emulate --listen 127.0.0.1:7401 --forward 127.0.0.1:7400 \
 ///       --loss burst:start=0.08,len=1..5 --rate 256kbit/s --delay 10ms
 #[derive(Debug, Args)]
-#[command(verbatim_doc_comment)]
+#[command(
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub(crate) struct EmulateArgs {
+    #[command(subcommand)]
+    command: Option<EmulateCommand>,
     /// Address clients send to.
-    #[arg(long, value_name = "ADDR")]
-    listen: SocketAddr,
+    #[arg(long, value_name = "ADDR", required = true)]
+    listen: Option<SocketAddr>,
     /// Address datagrams are forwarded to (the target).
-    #[arg(long, value_name = "ADDR")]
-    forward: SocketAddr,
-    /// Loss model client → target: none, bernoulli:0.1, burst:start=0.04,len=1..5,
-    /// gilbert:p=..,r=.., ge:p=..,r=..,good=..,bad=.., ber:1e-5, trace:FILE.
+    #[arg(long, value_name = "ADDR", required = true)]
+    forward: Option<SocketAddr>,
+    #[command(flatten)]
+    link: LinkArgs,
+    /// What happens to corrupted datagrams.
+    #[arg(long, value_enum, default_value_t = Corrupt::Drop)]
+    corrupt: Corrupt,
+    /// Stop after this long (default: run until Ctrl-C).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    duration: Option<Duration>,
+    /// No per-second progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Once bound, print one JSON line on stdout for scripts:
+    /// `{"ready":"emulate","listen":ADDR,"forward":ADDR}`.
+    #[arg(long)]
+    ready_json: bool,
+    /// Write the final counters as JSON to FILE (per direction: received,
+    /// delivered, lost, queue_drops, corrupted, socket_drops, ...).
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum EmulateCommand {
+    Shell(ShellArgs),
+}
+
+/// Each direction's link model, as the simulator's links.
+#[derive(Debug, Args)]
+struct LinkArgs {
+    /// Loss model client → target (in a shell: the command's sends): none,
+    /// bernoulli:0.1, burst:start=0.04,len=1..5, gilbert:p=..,r=..,
+    /// ge:p=..,r=..,good=..,bad=.., ber:1e-5, trace:FILE.
     #[arg(long, value_name = "MODEL", default_value = "none")]
     loss: LossModel,
     /// Loss model target → client (default: none).
@@ -70,23 +107,66 @@ pub(crate) struct EmulateArgs {
     /// Seed of the forward link; the reverse link uses SEED + 1.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// What happens to corrupted datagrams.
-    #[arg(long, value_enum, default_value_t = Corrupt::Drop)]
-    corrupt: Corrupt,
-    /// Stop after this long (default: run until Ctrl-C).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
-    duration: Option<Duration>,
-    /// No per-second progress lines.
-    #[arg(long, short)]
-    quiet: bool,
-    /// Once bound, print one JSON line on stdout for scripts:
-    /// `{"ready":"emulate","listen":ADDR,"forward":ADDR}`.
-    #[arg(long)]
-    ready_json: bool,
-    /// Write the final counters as JSON to FILE (per direction: received,
-    /// delivered, lost, queue_drops, corrupted, socket_drops, ...).
+}
+
+impl LinkArgs {
+    /// The forward and reverse links.
+    fn links(&self) -> (LinkConfig, LinkConfig) {
+        let link = |loss: &LossModel, seed: u64| {
+            let mut l = LinkConfig::new()
+                .latency(self.delay)
+                .jitter(self.jitter)
+                .loss(loss.clone())
+                .seed(seed);
+            if let Some(r) = self.rate {
+                l = l.rate(r);
+            }
+            if let Some(q) = self.queue {
+                l = l.queue(QueueLimit::Packets(q));
+            }
+            l
+        };
+        (
+            link(&self.loss, self.seed),
+            link(&self.reverse_loss, self.seed.wrapping_add(1)),
+        )
+    }
+}
+
+/// Run a command whose IP traffic crosses the emulated links (Mahimahi's
+/// shells): kernel TCP, QUIC, iperf3, anything.
+///
+/// The command runs in a network namespace of its own whose only route is
+/// a TUN device; every packet it sends crosses the forward link (--loss),
+/// every packet to it the reverse link (--reverse-loss). The host is
+/// reachable from inside at the address in $GROUPWIRE_SHELL_HOST (a
+/// private 100.64.0.0/10 address, printed at the start): run servers
+/// there, listening on that address. Nothing beyond this host is
+/// reachable. Needs Linux, root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and
+/// iproute2's ip. Exits with the command's status; the counters of both
+/// directions follow on stderr.
+///
+/// Example (the paper's long fat path, 100 Mbit/s, 150 ms RTT, 1% loss):
+///   groupwire emulate shell --rate 100Mbit/s --delay 75ms \
+///       --loss bernoulli:0.01 -- sh -c 'iperf3 -c $GROUPWIRE_SHELL_HOST'
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+struct ShellArgs {
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Packets in flight at most, both directions (more are dropped).
+    #[arg(long, value_name = "N", default_value_t = groupwire_tokio::shell::DEFAULT_MAX_HELD)]
+    max_held: usize,
+    /// Write the final counters as JSON to FILE (uplink and downlink:
+    /// received, delivered, lost, queue_drops, ...).
     #[arg(long, value_name = "FILE")]
     stats_json: Option<std::path::PathBuf>,
+    /// No line on stderr before the command starts.
+    #[arg(long, short)]
+    quiet: bool,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    command: Vec<std::ffi::OsString>,
 }
 
 /// `--ready-json`: where the emulator listens and where it forwards.
@@ -106,23 +186,16 @@ enum Corrupt {
 }
 
 pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
-    let link = |loss: &LossModel, seed: u64| {
-        let mut l = LinkConfig::new()
-            .latency(args.delay)
-            .jitter(args.jitter)
-            .loss(loss.clone())
-            .seed(seed);
-        if let Some(r) = args.rate {
-            l = l.rate(r);
-        }
-        if let Some(q) = args.queue {
-            l = l.queue(QueueLimit::Packets(q));
-        }
-        l
+    if let Some(EmulateCommand::Shell(shell)) = args.command {
+        return run_shell(shell);
+    }
+    let (Some(listen), Some(forward)) = (args.listen, args.forward) else {
+        unreachable!("clap requires --listen and --forward without a subcommand")
     };
-    let cfg = EmulatorConfig::new(args.listen, args.forward)
-        .forward_link(link(&args.loss, args.seed))
-        .reverse_link(link(&args.reverse_loss, args.seed.wrapping_add(1)))
+    let (fwd, rev) = args.link.links();
+    let cfg = EmulatorConfig::new(listen, forward)
+        .forward_link(fwd)
+        .reverse_link(rev)
         .corrupt(match args.corrupt {
             Corrupt::Drop => CorruptPolicy::Drop,
             Corrupt::Forward => CorruptPolicy::Forward,
@@ -130,7 +203,7 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async move {
         let emu = Emulator::bind(cfg)
             .await
-            .with_context(|| format!("cannot start the emulator on {}", args.listen))
+            .with_context(|| format!("cannot start the emulator on {}", listen))
             .map_err(UsageError)?;
         let addr = emu.local_addr().context("listen socket")?;
         let b = emu.buffers();
@@ -148,12 +221,12 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
                 "emulate",
                 &Ready {
                     listen: addr,
-                    forward: args.forward,
+                    forward,
                 },
             )?;
         }
         if !args.quiet {
-            eprintln!("emulating {addr} → {} (Ctrl-C to stop)", args.forward);
+            eprintln!("emulating {addr} → {} (Ctrl-C to stop)", forward);
         }
         let mut stats = emu.stats();
         let clock = Clock::start();
@@ -186,7 +259,7 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         let mut out = std::io::stdout().lock();
-        writeln!(out, "emulator summary ({addr} → {}):", args.forward)?;
+        writeln!(out, "emulator summary ({addr} → {}):", forward)?;
         for (name, d) in [
             ("client → target", &final_stats.forward),
             ("target → client", &final_stats.reverse),
@@ -212,6 +285,60 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
         )?;
         Ok(())
     })
+}
+
+/// `groupwire emulate shell`.
+#[cfg(target_os = "linux")]
+fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
+    use groupwire_tokio::shell::{Shell, ShellConfig};
+    let (up, down) = args.link.links();
+    let mut cfg = ShellConfig::new(up, down);
+    cfg.max_held = args.max_held;
+    let (status, stats) = runtime()?.block_on(async {
+        let mut shell = Shell::create(cfg).map_err(|e| UsageError(e.into()))?;
+        if !args.quiet {
+            eprintln!(
+                "emulate shell: the command runs at {} in namespace {}; the host is {} ($GROUPWIRE_SHELL_HOST)",
+                shell.inner_addr(),
+                shell.namespace(),
+                shell.host_addr()
+            );
+        }
+        shell.run(&args.command).await.context("emulate shell")
+    })?;
+    if let Some(path) = &args.stats_json {
+        std::fs::write(path, serde_json::to_string_pretty(&stats)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    for (name, d) in [("uplink", &stats.uplink), ("downlink", &stats.downlink)] {
+        eprintln!(
+            "emulate shell {name}: {} packets in, {} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors",
+            d.received,
+            d.delivered,
+            d.lost,
+            percent(d.lost, d.received),
+            d.queue_drops,
+            d.corrupted,
+            d.overflow,
+            d.send_errors
+        );
+    }
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => std::process::exit(code),
+        None => Err(anyhow::anyhow!(
+            "the command was killed by a signal ({status})"
+        )),
+    }
+}
+
+/// `groupwire emulate shell` needs Linux's network namespaces and TUN.
+#[cfg(not(target_os = "linux"))]
+fn run_shell(_: ShellArgs) -> anyhow::Result<()> {
+    Err(UsageError(anyhow::anyhow!(
+        "emulate shell needs Linux (network namespaces and TUN devices)"
+    ))
+    .into())
 }
 
 /// One direction's counters over the last second.

@@ -498,42 +498,20 @@ impl State {
             Dir::Forward => &mut self.stats.forward,
             Dir::Reverse => &mut self.stats.reverse,
         };
-        stats.received += 1;
-        stats.received_bytes += data.len() as u64;
+        let room = stats.held < self.cfg.max_held as u64;
         // The link sees the datagram as it is on the wire, headers included,
         // as the simulator does.
-        let fate = self.links[dir as usize].offer(now, data.len() + IP_UDP_OVERHEAD);
-        let at = match fate {
-            Fate::Deliver { at } => at,
-            Fate::Corrupt { at, errors } => {
-                stats.corrupted += 1;
-                match self.cfg.corrupt {
-                    CorruptPolicy::Drop => return,
-                    CorruptPolicy::Forward => {
-                        let mut wire = vec![0u8; IP_UDP_OVERHEAD];
-                        wire.extend_from_slice(&data);
-                        errors.apply(&mut wire);
-                        data.copy_from_slice(&wire[IP_UDP_OVERHEAD..]);
-                    }
-                }
-                at
-            }
-            Fate::Lost => {
-                stats.lost += 1;
-                return;
-            }
-            Fate::QueueDrop => {
-                stats.queue_drops += 1;
-                return;
-            }
-        };
-        if stats.held >= self.cfg.max_held as u64 {
-            stats.overflow += 1;
-            trace!(?dir, "held-datagram limit reached; dropped");
+        let Some(at) = admit(
+            &mut self.links[dir as usize],
+            now,
+            &mut data,
+            IP_UDP_OVERHEAD,
+            self.cfg.corrupt,
+            room,
+            stats,
+        ) else {
             return;
-        }
-        stats.held += 1;
-        stats.max_held = stats.max_held.max(stats.held);
+        };
         let seq = self.next_seq;
         self.next_seq += 1;
         self.held.push(Reverse(Held {
@@ -629,6 +607,56 @@ impl State {
         self.stats.clients = self.clients.len() as u64;
         Ok(socket)
     }
+}
+
+/// Offers one datagram (`overhead` bytes of headers below it on the wire)
+/// to `link` and counts its fate in `stats`: its delivery time if it
+/// survives and there is `room` to hold it (then counted as held), else
+/// `None`. A corrupted one is dropped or has its bits flipped per
+/// `corrupt`. The one admission rule of the UDP emulator and the shell.
+pub(crate) fn admit(
+    link: &mut Link,
+    now: Instant,
+    data: &mut [u8],
+    overhead: usize,
+    corrupt: CorruptPolicy,
+    room: bool,
+    stats: &mut DirectionStats,
+) -> Option<Instant> {
+    stats.received += 1;
+    stats.received_bytes += data.len() as u64;
+    let at = match link.offer(now, data.len() + overhead) {
+        Fate::Deliver { at } => at,
+        Fate::Corrupt { at, errors } => {
+            stats.corrupted += 1;
+            match corrupt {
+                CorruptPolicy::Drop => return None,
+                CorruptPolicy::Forward => {
+                    let mut wire = vec![0u8; overhead];
+                    wire.extend_from_slice(data);
+                    errors.apply(&mut wire);
+                    data.copy_from_slice(&wire[overhead..]);
+                }
+            }
+            at
+        }
+        Fate::Lost => {
+            stats.lost += 1;
+            return None;
+        }
+        Fate::QueueDrop => {
+            stats.queue_drops += 1;
+            return None;
+        }
+    };
+    if !room {
+        stats.overflow += 1;
+        trace!("held-datagram limit reached; dropped");
+        return None;
+    }
+    stats.held += 1;
+    stats.max_held = stats.max_held.max(stats.held);
+    Some(at)
 }
 
 /// Reads the target's replies to `client` and hands them to the main loop.

@@ -50,6 +50,8 @@ mod driver;
 pub mod emulator;
 pub mod metrics_http;
 mod send;
+#[cfg(target_os = "linux")]
+pub mod shell;
 mod socket;
 pub mod tunnel;
 
