@@ -34,6 +34,7 @@ pub mod afec;
 pub mod block;
 pub mod control;
 pub mod machine;
+pub mod rbudp;
 pub mod tunnel;
 pub mod wire;
 pub mod xor;
@@ -43,4 +44,4 @@ pub use groupwire_units::{Bitrate, DataSize, Instant, Probability, UnitError};
 /// instant and the unit newtypes so the link models need not depend on
 /// this crate.
 pub use groupwire_units::{time, units};
-pub use machine::{Machine, Transmit, Transport};
+pub use machine::{Machine, StreamMachine, Transmit, Transport};

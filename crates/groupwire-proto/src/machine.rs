@@ -58,3 +58,17 @@ pub trait Machine {
     /// May change after any `handle_*`, command, or `poll_transmit` returning `Some`.
     fn poll_timeout(&self) -> Option<Instant>;
 }
+
+/// A [`Machine`] that also talks to its peer over a reliable, ordered
+/// message stream (one TCP connection, or anything the driver makes as
+/// reliable): it emits those messages as [`Transmit`]s with
+/// [`Transport::TcpFrame`], beside its UDP datagrams, and the driver hands
+/// every frame that arrives on the stream, whole and in order, to
+/// [`handle_frame`](StreamMachine::handle_frame). The drain contract is
+/// [`Machine`]'s.
+pub trait StreamMachine: Machine {
+    /// Feed one whole frame from the stream with `src`. Malformed or
+    /// unexpected frames are counted in the machine's stats and dropped; it
+    /// never panics.
+    fn handle_frame(&mut self, now: Instant, src: SocketAddr, frame: &[u8]);
+}
