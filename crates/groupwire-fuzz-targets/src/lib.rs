@@ -113,7 +113,121 @@ pub const TARGETS: &[Target] = &[
         name: "ulpfec",
         check: ulpfec,
     },
+    Target {
+        name: "rbudp_control",
+        check: rbudp_control,
+    },
 ];
+
+/// Reliable Blast UDP: every control message and data datagram that parses
+/// re-emits to bytes that parse to the same value; then a receiver (past a
+/// valid Start of 100 ten-byte packets) and a sender (past its Accept) are
+/// fed the input as hostile traffic, split at 0xFF bytes: a chunk whose
+/// first byte is 0 is a control frame, 1 a datagram, anything else a valid
+/// data packet of the index it names, its round and whether an
+/// end-of-blast follows taken from the next bytes. Neither panics, the
+/// receiver stores nothing past the payload, and every frame either emits
+/// parses and stays under the largest control message.
+pub fn rbudp_control(data: &[u8]) {
+    use groupwire_proto::rbudp::{
+        Pattern, RbudpReceiver, RbudpSender, ReceiverConfig, SenderConfig,
+    };
+    use groupwire_proto::wire::rbudp::{
+        Accept, Control, ControlRepr, DataRepr, EndOfBlast, MAX_CONTROL_LEN, Start,
+    };
+    use groupwire_proto::{Bitrate, StreamMachine, Transport};
+    if let Ok(r) = ControlRepr::parse(data) {
+        let bytes = r.to_vec();
+        assert_eq!(ControlRepr::parse(&bytes), Ok(r));
+    }
+    if let Ok(r) = DataRepr::parse(data) {
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(DataRepr::parse(&buf), Ok(r));
+    }
+    let tx_addr: SocketAddr = "10.0.0.1:7400".parse().expect("valid address");
+    let rx_addr: SocketAddr = "10.0.0.2:7400".parse().expect("valid address");
+    const SIZE: u64 = 1000;
+    let pattern = Pattern::new(3, SIZE);
+    let frame = |msg| ControlRepr { session: 1, msg }.to_vec();
+    let check = |t: groupwire_proto::Transmit| {
+        if t.transport == Transport::TcpFrame {
+            assert!(t.payload.len() <= MAX_CONTROL_LEN);
+            ControlRepr::parse(&t.payload).expect("our own frames parse");
+        } else {
+            DataRepr::parse(&t.payload).expect("our own data parses");
+        }
+    };
+    let mut rx = RbudpReceiver::new(ReceiverConfig::new(tx_addr), Vec::new());
+    let start = Start {
+        packet_size: 10,
+        size: SIZE,
+        rate_bps: 1_000_000,
+        hash: Some(pattern.hash()),
+    };
+    let mut now = Instant::ZERO;
+    rx.handle_frame(now, tx_addr, &frame(Control::Start(start)));
+    let mut tx = RbudpSender::new(SenderConfig::new(rx_addr, Bitrate::gbps(1)), pattern);
+    tx.start(now);
+    let accept = Accept {
+        packet_size: 10,
+        size: SIZE,
+    };
+    tx.handle_frame(now, rx_addr, &frame(Control::Accept(accept)));
+    for chunk in data.split(|&b| b == 0xFF) {
+        now += Duration::from_millis(3);
+        match chunk.split_first() {
+            Some((0, rest)) => {
+                rx.handle_frame(now, tx_addr, rest);
+                tx.handle_frame(now, rx_addr, rest);
+            }
+            Some((1, rest)) => rx.handle_datagram(now, tx_addr, rest),
+            Some((&index, rest)) => {
+                let index = u64::from(index) % 110;
+                let round = u32::from(rest.first().copied().unwrap_or(0) % 4);
+                let mut payload = [0u8; 10];
+                pattern.fill(index * 10, &mut payload);
+                let d = DataRepr {
+                    session: 1,
+                    round,
+                    index,
+                    payload: &payload,
+                };
+                let mut buf = vec![0u8; d.buffer_len()];
+                d.emit(&mut buf);
+                rx.handle_datagram(now, tx_addr, &buf);
+                if rest.get(1).is_some_and(|b| b % 2 == 1) {
+                    let eob = EndOfBlast {
+                        round,
+                        sent: 100,
+                        hash: Some(pattern.hash()),
+                    };
+                    rx.handle_frame(now, tx_addr, &frame(Control::EndOfBlast(eob)));
+                }
+            }
+            None => {}
+        }
+        for m in [&mut rx as &mut dyn DrainCheck, &mut tx] {
+            m.drain(now, &check);
+        }
+        assert!(rx.sink().len() as u64 <= SIZE);
+    }
+}
+
+/// Drains a machine after a timeout, checking each transmit.
+trait DrainCheck {
+    fn drain(&mut self, now: Instant, check: &dyn Fn(groupwire_proto::Transmit));
+}
+
+impl<M: Machine> DrainCheck for M {
+    fn drain(&mut self, now: Instant, check: &dyn Fn(groupwire_proto::Transmit)) {
+        self.handle_timeout(now);
+        while let Some(t) = self.poll_transmit(now) {
+            check(t);
+        }
+        while self.poll_event().is_some() {}
+    }
+}
 
 /// RFC 2198 payloads (the whole input, and the payload of the input read
 /// as an RTP packet) and RTCP compounds: what parses re-emits to the same
