@@ -7,6 +7,7 @@
 #   scripts/results.sh link-models
 #   scripts/results.sh miyoshi    # Miyoshi et al.'s tables and figures, about 10 s
 #   scripts/results.sh leigh      # Leigh et al.'s Figures 3-5 and the XOR layouts, a few seconds
+#   scripts/results.sh bulk       # Leigh et al.'s Figure 6 (RBUDP against TCP), about a minute
 #   scripts/results.sh tunnel     # real processes on loopback, about 4 minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
 set -euo pipefail
@@ -142,6 +143,15 @@ if selected leigh; then
   rm -f "$dir/report.md"
   python3 scripts/leigh_doc.py "$dir" docs/results/leigh.md \
     "groupwire sim run leigh --seed 1 --out $dir"
+fi
+
+if selected bulk; then
+  dir=docs/results/bulk
+  rm -rf "$dir"
+  "$gw" sim run bulk --seed 1 --out "$dir" --quiet
+  rm -f "$dir/report.md"
+  python3 scripts/bulk_doc.py "$dir" docs/results/bulk.md \
+    "groupwire sim run bulk --seed 1 --out $dir"
 fi
 
 if selected geneva; then

@@ -8,7 +8,9 @@
 //!   the same bytes.
 //! - **Nodes** ([`Node`]) are hosts: a TCP endpoint, a traffic
 //!   source, a sink, or an adapter around a sans-IO
-//!   [`Machine`](groupwire_proto::Machine) from `groupwire-proto`. A node
+//!   [`Machine`](groupwire_proto::Machine) from `groupwire-proto` (with a
+//!   TCP control stream for a [`StreamMachine`](groupwire_proto::StreamMachine):
+//!   [`stream_node`]). A node
 //!   reacts to packets and to its own deadline, and sends packets through a
 //!   [`Ctx`].
 //! - **Links** are `groupwire-link` models (rate, delay, jitter, drop-tail
@@ -30,6 +32,7 @@ pub mod metrics;
 pub mod miyoshi;
 pub mod rng;
 pub mod scenario;
+pub mod stream_node;
 pub mod sweep;
 pub mod tcp;
 pub mod tcpnode;

@@ -7,6 +7,7 @@
 //! (written as CSV) and plots (written as CSV and PNG by the CLI).
 
 mod awareness_path;
+mod bulk;
 mod dyck;
 mod geneva;
 mod leigh;
@@ -23,6 +24,7 @@ use groupwire_proto::Instant;
 use serde::{Deserialize, Serialize};
 
 pub use self::awareness_path::AwarenessPath;
+pub use self::bulk::Bulk;
 pub use self::dyck::{Dyck, Protocol};
 pub use self::geneva::Geneva;
 pub use self::leigh::Leigh;
@@ -57,6 +59,9 @@ pub enum Scenario {
     /// Leigh et al.'s experiments: XOR FEC over UDP (Figures 4 and 5) and
     /// the latency price of spreading parity, and DiffServ (Figure 3).
     Leigh(Box<Leigh>),
+    /// Bulk data over a long fat network: Leigh et al.'s Reliable Blast
+    /// UDP (Figure 6) against TCP.
+    Bulk(Box<Bulk>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -112,6 +117,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "leigh",
             about: "Leigh et al.'s tele-immersion experiments: XOR FEC over UDP in Figure 5 (UDP vs one parity per 3, with and without congestion), SMPTE 2022-1 columns and their latency price, Figure 4 (latency and jitter of TCP, UDP and FEC against packet size), and Figure 3 (DiffServ EF through priority and WFQ routers and an interior router that ignores the mark)",
             make: || Scenario::Leigh(Box::default()),
+        },
+        Builtin {
+            name: "bulk",
+            about: "bulk data over a long fat network: Leigh et al.'s Figure 6, Reliable Blast UDP moving 50 MB at 20-90 Mbit/s over 100 Mbit/s and 150 ms with competing traffic (fixed and adaptive rate), against TCP with a default and a BDP window",
+            make: || Scenario::Bulk(Box::default()),
         },
     ]
 }
@@ -181,6 +191,7 @@ impl Scenario {
             Self::Tunnel(_) => "tunnel",
             Self::Miyoshi(_) => "miyoshi",
             Self::Leigh(_) => "leigh",
+            Self::Bulk(_) => "bulk",
         }
     }
 
@@ -236,6 +247,7 @@ impl Scenario {
             Self::Tunnel(s) => s.validate(),
             Self::Miyoshi(s) => s.validate(),
             Self::Leigh(s) => s.validate(),
+            Self::Bulk(s) => s.validate(),
         }
     }
 
@@ -251,6 +263,7 @@ impl Scenario {
             Self::Tunnel(s) => Duration::from_nanos(s.total_runs()),
             Self::Miyoshi(s) => Duration::from_nanos(s.total_work()),
             Self::Leigh(s) => Duration::from_nanos(s.total_runs()),
+            Self::Bulk(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -264,7 +277,8 @@ impl Scenario {
             | Self::Geneva(_)
             | Self::Tunnel(_)
             | Self::Miyoshi(_)
-            | Self::Leigh(_) => ProgressUnit::Count,
+            | Self::Leigh(_)
+            | Self::Bulk(_) => ProgressUnit::Count,
         }
     }
 
@@ -284,6 +298,7 @@ impl Scenario {
             Self::Tunnel(s) => s.run(seed, progress),
             Self::Miyoshi(s) => s.run(seed, progress),
             Self::Leigh(s) => s.run(seed, progress),
+            Self::Bulk(s) => s.run(seed, progress),
         }
     }
 }
