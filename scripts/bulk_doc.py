@@ -54,6 +54,10 @@ def rng(lo, hi, fmt="{:.1f}"):
     return fmt.format(lo) if abs(hi - lo) < 0.05 else f"{fmt.format(lo)}-{fmt.format(hi)}"
 
 
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def naks(r):
     lo, hi = int(num(r["nak_rounds_min"])), int(num(r["nak_rounds_max"]))
     return str(lo) if lo == hi else f"{lo}-{hi}"
@@ -112,7 +116,7 @@ for r in rows:
              f"({num(r['effective_mean_mbps']):.1f}) | {naks(r)} | {100 * num(r['first_blast_loss']):.1f}% | "
              + (f"{rng(a['effective_min_mbps'], a['effective_max_mbps'])} ({num(a['effective_mean_mbps']):.1f}) | "
                 f"{naks(a)} |" if a else "- | - |"))
-L += ["", "![Figure 6](bulk/fig6.png)", "", "![NAK rounds](bulk/fig6_naks.png)", "",
+L += ["", "![Figure 6](bulk/fig6_effective.png)", "", "![NAK rounds](bulk/fig6_naks.png)", "",
       "Per-run numbers are in `bulk/fig6_runs.csv`, the table above in `bulk/fig6.csv`.", ""]
 
 
@@ -164,11 +168,15 @@ for rate, (plo, phi, pn) in ((60, (54, 57, 1)), (80, (56, 70, 2)), (90, (61, 77,
         text += (f", {over:.1f} Mbit/s more than it carries: once the {queue}-packet queue is full "
                  f"({queue * wire * 8 / link * 1e3:.0f} ms of it), the excess is dropped, and the first blast lost "
                  f"{100 * loss:.1f}% of its packets.")
-    if n_hi < pn:
-        text += (f" Fewer NAK rounds than the paper: each retransmission round here is short "
+    if n_hi < pn and loss == 0:
+        text += (f" So no NAK round, where the paper needed {plural(pn, 'round')}: its blast at 60 Mbit/s "
+                 f"lost packets, so its competing traffic must at times have been heavier than the "
+                 f"{link / 1e6 - wire_rate:.0f} Mbit/s the blast left, or burstier than Poisson.")
+    elif n_hi < pn:
+        text += (f" Fewer NAK rounds than the paper: the retransmission round here is short "
                  f"({100 * loss:.1f}% of the file), so it fits in the queue and loses almost nothing. The "
-                 f"paper's {pn} rounds mean its re-blasts kept losing, as competing traffic that was heavier "
-                 f"or burstier at times than a steady {competing / 1e6:.0f} Mbit/s would make them.")
+                 f"paper's {plural(pn, 'round')} mean its re-blasts kept losing, as competing traffic that was "
+                 f"heavier or burstier at times than a steady {competing / 1e6:.0f} Mbit/s would make them.")
     elif n_lo > pn:
         text += (" More NAK rounds than the paper: the model's competing traffic keeps the queue fuller than the "
                  "paper's did, so re-blasts keep losing.")
@@ -185,6 +193,23 @@ for rate, (plo, phi, pn) in ((60, (54, 57, 1)), (80, (56, 70, 2)), (90, (61, 77,
         text += " The effective bandwidth lies within the paper's range."
     L += [text, ""]
 
+# The end-of-blast message on TCP through a full queue.
+slow = [x for x in runs if x["scheme"] == "rbudp fixed" and int(num(x["control_timeouts"] or 0)) > 0]
+hit = [x for x in runs if x["scheme"] == "rbudp fixed" and num(x["first_blast_loss"]) > 0]
+if slow and hit:
+    fast = [x for x in hit if int(num(x["control_timeouts"] or 0)) == 0]
+    mean = lambda v: sum(v) / len(v)
+    L += [f"**Why the lossy rates spread.** In {len(slow)} of the {len(hit)} fixed-rate runs whose blast lost "
+          "packets, the control connection had a retransmission timeout: the end-of-blast message leaves right "
+          "behind the blast's last packet, reaches the bottleneck while its queue is still full and is dropped "
+          "with the blast's tail, and TCP resends it only when its timer fires (about one second: the connection "
+          "has carried a single message, the Start, so its round-trip estimate is young and its timer long). "
+          f"Those runs took {mean([num(x['elapsed_s']) for x in slow]):.2f} s on average, the others "
+          + (f"{mean([num(x['elapsed_s']) for x in fast]):.2f} s" if fast else "-") +
+          ". The paper's own end-of-blast went over TCP on the same congested path, so its ranges may hold the "
+          "same effect; a sender that repeats the end-of-blast over UDP, or waits for the queue to drain before "
+          "sending it, would avoid it.", ""]
+
 # Adaptive.
 if any(r["scheme"] == "rbudp adaptive" for r in rows):
     lossy = [rate for rate in rates if fixed(rate, "first_blast_loss") >= 0.01]
@@ -200,13 +225,16 @@ if any(r["scheme"] == "rbudp adaptive" for r in rows):
             nr = [num(x["next_rate_mbps"]) for x in runs
                   if x["scheme"] == "rbudp adaptive" and num(x["rate_mbps"]) == rate]
             nr = [x for x in nr if x == x]
-            parts.append(f"from {rate:.0f} Mbit/s it chose {min(nr) * ps / wire:.0f}-{max(nr) * ps / wire:.0f} "
+            parts.append(f"from {rate:.0f} Mbit/s it chose {rng(min(nr) * ps / wire, max(nr) * ps / wire, '{:.0f}')} "
                          f"Mbit/s of payload for the re-blasts, {fixed(rate, 'nak_rounds_mean'):.1f} NAK rounds "
                          f"on average became {adapt(rate, 'nak_rounds_mean'):.1f}, and the effective bandwidth "
                          f"went from {fixed(rate, 'effective_mean_mbps'):.1f} to "
                          f"{adapt(rate, 'effective_mean_mbps'):.1f} Mbit/s" if nr else f"at {rate:.0f} Mbit/s no "
                          "estimate was made")
         L += ["", "Where the first blast lost 1% or more, " + "; ".join(parts) + ".", "",
+              ("Here the adaptive rate gained nothing in time: the fixed rate's single re-blast was short enough to "
+               "fit in the bottleneck's queue, so sending it slower only made it take longer. " if all(
+                  adapt(r, "effective_mean_mbps") <= fixed(r, "effective_mean_mbps") for r in lossy) else "") +
               "The gain in time is small by construction: the first blast, sent at the user's rate, carries the "
               "whole file, and what the bottleneck drops of it must be sent again at any rate. The adaptive rate "
               "saves round trips and the load that the fixed rate's re-blasts put on the other traffic, not the "

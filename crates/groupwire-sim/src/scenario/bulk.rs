@@ -161,6 +161,8 @@ struct Outcome {
     next_rate: Option<f64>,
     datagrams: u64,
     retransmitted: u64,
+    /// Retransmission timeouts of the control connection (both ways).
+    control_timeouts: u64,
     events: u64,
 }
 
@@ -367,6 +369,11 @@ impl Bulk {
                 let view = sim.view();
                 let node = view.node::<Tx>(a).expect("node a is the RBUDP sender");
                 let stats = node.machine().stats();
+                let rx = view
+                    .node::<StreamMachineNode<RbudpReceiver<PatternSink>>>(b)
+                    .expect("node b is the RBUDP receiver");
+                out.control_timeouts =
+                    node.control_sender().stats().timeouts + rx.control_sender().stats().timeouts;
                 out.datagrams = stats.datagrams;
                 out.retransmitted = stats.retransmitted;
                 let mut sent0 = None;
@@ -472,6 +479,7 @@ impl Bulk {
                     json!(o.next_rate),
                     json!(o.datagrams),
                     json!(o.retransmitted),
+                    json!(o.control_timeouts),
                 ]);
                 cell.push(o);
             }
@@ -598,6 +606,7 @@ impl Bulk {
                     "next_rate_mbps",
                     "datagrams",
                     "retransmitted",
+                    "control_timeouts",
                 ]
                 .map(String::from)
                 .to_vec(),
@@ -606,7 +615,7 @@ impl Bulk {
         ];
         let plots = vec![
             Plot {
-                file: "fig6".into(),
+                file: "fig6_effective".into(),
                 title: "RBUDP, 50 MB over 100 Mbit/s at 150 ms (Leigh et al. Figure 6)".into(),
                 x_label: "sending rate (Mbit/s)".into(),
                 y_label: "effective bandwidth (Mbit/s)".into(),
