@@ -118,6 +118,48 @@ pub struct XorDecoderStats {
     pub fec_full: u64,
 }
 
+impl std::ops::AddAssign for XorDecoderStats {
+    /// Adds another decoder's counters (saturating): totals over the
+    /// endpoints an [`XorListener`](super::XorListener) has replaced.
+    fn add_assign(&mut self, o: Self) {
+        // Destructured, so a new field cannot be forgotten here.
+        let XorDecoderStats {
+            media,
+            media_duplicate,
+            media_late,
+            media_malformed,
+            fec,
+            fec_malformed,
+            fec_mismatched,
+            fec_out_of_window,
+            fec_duplicate,
+            bad_length,
+            recovered_row,
+            recovered_column,
+            evicted,
+            fec_full,
+        } = o;
+        for (a, b) in [
+            (&mut self.media, media),
+            (&mut self.media_duplicate, media_duplicate),
+            (&mut self.media_late, media_late),
+            (&mut self.media_malformed, media_malformed),
+            (&mut self.fec, fec),
+            (&mut self.fec_malformed, fec_malformed),
+            (&mut self.fec_mismatched, fec_mismatched),
+            (&mut self.fec_out_of_window, fec_out_of_window),
+            (&mut self.fec_duplicate, fec_duplicate),
+            (&mut self.bad_length, bad_length),
+            (&mut self.recovered_row, recovered_row),
+            (&mut self.recovered_column, recovered_column),
+            (&mut self.evicted, evicted),
+            (&mut self.fec_full, fec_full),
+        ] {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
 impl XorDecoderStats {
     /// Packets rebuilt either way.
     pub fn recovered(&self) -> u64 {

@@ -143,6 +143,38 @@ pub struct XorEndpointStats {
     pub unrecovered: u64,
 }
 
+impl std::ops::AddAssign for XorEndpointStats {
+    /// Adds another endpoint's counters (saturating): totals over the
+    /// endpoints an [`XorListener`](super::XorListener) has replaced.
+    fn add_assign(&mut self, o: Self) {
+        // Destructured, so a new field cannot be forgotten here.
+        let XorEndpointStats {
+            foreign,
+            malformed,
+            too_large,
+            delivered,
+            recovered,
+            media_sent,
+            media_bytes,
+            lost,
+            unrecovered,
+        } = o;
+        for (a, b) in [
+            (&mut self.foreign, foreign),
+            (&mut self.malformed, malformed),
+            (&mut self.too_large, too_large),
+            (&mut self.delivered, delivered),
+            (&mut self.recovered, recovered),
+            (&mut self.media_sent, media_sent),
+            (&mut self.media_bytes, media_bytes),
+            (&mut self.lost, lost),
+            (&mut self.unrecovered, unrecovered),
+        ] {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
 /// Why [`XorEndpoint::send`] refused a payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("payload of {len} bytes is more than the {max} an XOR FEC packet carries")]

@@ -27,6 +27,11 @@
 //! column is complete, at most `L·D` packets after. The simulator's `leigh`
 //! scenario measures both.
 //!
+//! Machines: [`XorEndpoint`] toward a known peer (the tunnel, the
+//! simulator, `groupwire awareness send`), and [`XorListener`], which
+//! learns its peer from the first media packet (`groupwire awareness
+//! recv`).
+//!
 //! Wire format: [`crate::wire::rtp`]. Media packets are plain RTP with
 //! consecutive sequence numbers; FEC packets are separate RTP streams
 //! (column and row, SMPTE's port+2 and port+4), so a receiver that knows
@@ -38,6 +43,7 @@ use std::str::FromStr;
 mod decoder;
 mod encoder;
 mod endpoint;
+mod listener;
 #[cfg(test)]
 mod tests;
 pub mod ulpfec;
@@ -50,6 +56,7 @@ pub use encoder::{EncodedFec, EncoderStats, FecStream, XorEncoder};
 pub use endpoint::{
     FEC_PT, MEDIA_PT, TooLarge, XorDelivery, XorEndpoint, XorEndpointConfig, XorEndpointStats,
 };
+pub use listener::{XorListener, XorListenerEvent, XorListenerStats};
 
 /// The largest `L × D` a layout may have (SMPTE 2022-1 allows `L·D <= 100`;
 /// GStreamer does not check; we allow more for research, within the

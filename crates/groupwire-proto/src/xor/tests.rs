@@ -521,3 +521,128 @@ mod endpoint {
         assert!(a.send(now, &vec![0; max]).is_ok());
     }
 }
+
+mod listener {
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use super::super::*;
+    use crate::{Instant, Machine, Transmit};
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, 1], port))
+    }
+
+    /// A sender toward the listener's address, SSRC 7.
+    fn sender(layout: XorLayout) -> XorEndpoint {
+        let mut c = XorEndpointConfig::new(addr(2), layout);
+        c.ssrc = 7;
+        XorEndpoint::new(c).unwrap()
+    }
+
+    /// A listener for SSRC 7 whose peer may be replaced after 5 s.
+    fn listener(layout: XorLayout) -> XorListener {
+        let mut c = XorEndpointConfig::new(addr(0), layout);
+        c.ssrc = 7;
+        c.peer_ssrc = Some(7);
+        XorListener::new(c, Duration::from_secs(5)).unwrap()
+    }
+
+    fn drain(ep: &mut XorEndpoint, now: Instant) -> Vec<Transmit> {
+        std::iter::from_fn(|| ep.poll_transmit(now)).collect()
+    }
+
+    fn events(l: &mut XorListener) -> Vec<XorListenerEvent> {
+        std::iter::from_fn(|| l.poll_event()).collect()
+    }
+
+    #[test]
+    fn learns_its_peer_from_the_first_media_packet_and_rebuilds_its_losses() {
+        let layout = XorLayout::row(3);
+        let (mut a, mut l) = (sender(layout), listener(layout));
+        let now = Instant::ZERO;
+        for i in 0..6u8 {
+            a.send(now, &vec![i; 10 + usize::from(i)]).unwrap();
+        }
+        let out = drain(&mut a, now);
+        assert_eq!(out.len(), 8, "6 media and 2 parity");
+        // Junk, another stream's media and parity claim nothing.
+        l.handle_datagram(now, addr(9), b"not rtp");
+        let mut other = out[0].payload.to_vec();
+        other[8..12].copy_from_slice(&99u32.to_be_bytes());
+        l.handle_datagram(now, addr(9), &other);
+        l.handle_datagram(now, addr(9), &out[6].payload);
+        assert_eq!(l.peer(), None);
+        assert_eq!(l.stats().invalid_before_peer, 3);
+        // The first media packet claims the slot; the second is lost and
+        // rebuilt from its row's parity.
+        for (i, t) in out.iter().enumerate() {
+            if i != 1 {
+                l.handle_datagram(now, addr(1), &t.payload);
+            }
+        }
+        assert_eq!(l.peer(), Some(addr(1)));
+        let ev = events(&mut l);
+        assert_eq!(ev[0], XorListenerEvent::NewPeer(addr(1)));
+        let got: Vec<_> = ev[1..]
+            .iter()
+            .map(|e| match e {
+                XorListenerEvent::Delivered(d) => (d.payload.to_vec(), d.recovered.is_some()),
+                XorListenerEvent::NewPeer(p) => panic!("a second peer {p}"),
+            })
+            .collect();
+        assert_eq!(got.len(), 6);
+        assert!(got.contains(&(vec![1; 11], true)), "{got:?}");
+        assert_eq!(
+            (l.endpoint_stats().delivered, l.endpoint_stats().recovered),
+            (5, 1)
+        );
+        assert_eq!(l.decoder_stats().recovered_row, 1);
+        // A stranger while the peer is alive: counted, not delivered.
+        let mut b = sender(layout);
+        b.send(now, b"intruder").unwrap();
+        for t in drain(&mut b, now) {
+            l.handle_datagram(now, addr(3), &t.payload);
+        }
+        assert!(events(&mut l).is_empty());
+        assert_eq!((l.stats().foreign, l.peer()), (1, Some(addr(1))));
+        // Open loop: a listener sends nothing.
+        assert!(l.poll_transmit(now).is_none());
+    }
+
+    #[test]
+    fn a_new_sender_takes_over_a_silent_peer_and_numbers_afresh() {
+        let layout = XorLayout::matrix(2, 2);
+        let (mut a, mut l) = (sender(layout), listener(layout));
+        let t0 = Instant::ZERO;
+        for i in 0..3u8 {
+            a.send(t0, &[i; 20]).unwrap();
+        }
+        for t in drain(&mut a, t0) {
+            l.handle_datagram(t0, addr(1), &t.payload);
+        }
+        let first = events(&mut l);
+        assert_eq!(first.len(), 4, "{first:?}");
+        // A restarted sender (another port, its numbering from zero) before
+        // and after the peer's silence reached 5 s.
+        let mut b = sender(layout);
+        b.send(t0, b"again").unwrap();
+        let restarted = drain(&mut b, t0);
+        let soon = t0 + Duration::from_secs(4);
+        l.handle_datagram(soon, addr(4), &restarted[0].payload);
+        assert_eq!(l.stats().foreign, 1);
+        let later = t0 + Duration::from_secs(5);
+        l.handle_datagram(later, addr(4), &restarted[0].payload);
+        assert_eq!(l.peer(), Some(addr(4)));
+        let ev = events(&mut l);
+        assert_eq!(ev[0], XorListenerEvent::NewPeer(addr(4)));
+        let XorListenerEvent::Delivered(d) = &ev[1] else {
+            panic!("{ev:?}")
+        };
+        assert_eq!((&d.payload[..], d.seq), (&b"again"[..], 0));
+        assert_eq!(l.stats().restarts, 1);
+        // Counters add up over both senders.
+        assert_eq!(l.endpoint_stats().delivered, 4);
+        assert_eq!(l.decoder_stats().media, 4);
+    }
+}
