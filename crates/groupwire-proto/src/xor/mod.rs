@@ -149,6 +149,9 @@ impl XorLayout {
     /// `L·D <= MAX_MATRIX`.
     pub fn validate(&self) -> Result<(), XorLayoutError> {
         let bad = |why: String| Err(XorLayoutError(why));
+        if !self.columns && self.l == 0 {
+            return bad("N must be at least 1 (got 0)".into());
+        }
         if self.l == 0 || self.d == 0 {
             return bad(format!(
                 "L and D must be at least 1 (got {}x{})",
