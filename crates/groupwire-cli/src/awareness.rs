@@ -446,9 +446,11 @@ fn send_xor(args: SendArgs, layout: XorLayout) -> anyhow::Result<()> {
         // synchronized one) measures one-way latency, as in the tunnel.
         cfg.shared_clock_micros = Some(clock.wall_micros(Instant::ZERO));
         let endpoint = XorEndpoint::new(cfg).expect("the layout was validated when parsed");
-        // Open loop: nothing comes back, so there are no events to read.
-        let (driver, handle, _events) =
+        let (driver, handle, events) =
             Driver::new(endpoint, socket, clock).context("socket has no local address")?;
+        // Open loop: nothing should come back. Whatever does is counted and
+        // dropped by the driver, which never waits for a reader.
+        drop(events);
         let task = driver.spawn();
         if !quiet {
             eprintln!(
