@@ -20,6 +20,10 @@
 //! - [`tunnel::Tunnel`] runs the tunnel's machine
 //!   ([`groupwire_proto::tunnel::TunnelEndpoint`]) over its two sockets and
 //!   returns a typed [`tunnel::TunnelReport`] (`groupwire tunnel`).
+//! - [`rbudp`] moves files (any [`groupwire_proto::rbudp::BlastSource`])
+//!   with Reliable Blast UDP: [`rbudp::send`] and [`rbudp::RbudpListener`]
+//!   run the sans-IO RBUDP machines over a UDP socket and a TCP control
+//!   connection (`groupwire bulk`).
 //! - [`Emulator`] forwards UDP between clients and a target through two
 //!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
 //!
@@ -49,6 +53,7 @@ mod clock;
 mod driver;
 pub mod emulator;
 pub mod metrics_http;
+pub mod rbudp;
 mod send;
 #[cfg(target_os = "linux")]
 pub mod shell;

@@ -221,6 +221,22 @@ impl<K: BlastSink> RbudpReceiver<K> {
         self.state == State::Over
     }
 
+    /// The payload's size and bytes per packet, once a Start came in.
+    pub fn transfer(&self) -> Option<(u64, u32)> {
+        self.start.map(|(_, s)| (s.size, s.packet_size))
+    }
+
+    /// The blast now arriving: 0 for the first, one more after each
+    /// missing list sent.
+    pub fn round(&self) -> u32 {
+        self.answered.map_or(0, |a| a.saturating_add(1))
+    }
+
+    /// Ends the machine, giving back its sink.
+    pub fn into_sink(self) -> K {
+        self.sink
+    }
+
     fn session(&self) -> u32 {
         self.start.map_or(0, |(s, _)| s)
     }
