@@ -8,6 +8,7 @@
 #   scripts/results.sh miyoshi    # Miyoshi et al.'s tables and figures, about 10 s
 #   scripts/results.sh leigh      # Leigh et al.'s Figures 3-5 and the XOR layouts, a few seconds
 #   scripts/results.sh bulk       # Leigh et al.'s Figure 6 (RBUDP against TCP), about a minute
+#   scripts/results.sh bulk-real  # groupwire bulk beside iperf3 on real sockets, about 10 minutes (root)
 #   scripts/results.sh tunnel     # real processes on loopback, about 6 minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
 set -euo pipefail
@@ -152,6 +153,12 @@ if selected bulk; then
   rm -f "$dir/report.md"
   python3 scripts/bulk_doc.py "$dir" docs/results/bulk.md \
     "groupwire sim run bulk --seed 1 --out $dir"
+fi
+
+if selected bulk-real; then
+  # Not a simulation: groupwire bulk and iperf3 as processes, through
+  # groupwire emulate shell's namespace (root) and on plain loopback.
+  python3 scripts/bulk_bench.py docs/results/bulk-real.md
 fi
 
 if selected geneva; then

@@ -5,6 +5,7 @@
 
 mod args;
 mod awareness;
+mod bulk;
 mod emulate;
 mod error;
 mod metrics;
@@ -48,6 +49,8 @@ enum Command {
     Relay(Box<relay::RelayArgs>),
     Group(relay::GroupArgs),
     Tunnel(tunnel::TunnelArgs),
+    #[command(subcommand)]
+    Bulk(bulk::BulkCommand),
     Plot(plot::PlotArgs),
 }
 
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Relay(args) => relay::run_relay(*args),
         Command::Group(args) => relay::run_group(args),
         Command::Tunnel(args) => tunnel::run(args),
+        Command::Bulk(cmd) => bulk::run(cmd),
         Command::Plot(args) => plot::run_plot(args),
     };
     error::exit_code(result)
