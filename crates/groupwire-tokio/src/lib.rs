@@ -20,6 +20,10 @@
 //! - [`tunnel::Tunnel`] runs the tunnel's machine
 //!   ([`groupwire_proto::tunnel::TunnelEndpoint`]) over its two sockets and
 //!   returns a typed [`tunnel::TunnelReport`] (`groupwire tunnel`).
+//! - [`striped`] moves one payload over N parallel TCP connections (Leigh
+//!   et al. §4.2, Park et al.), N and the socket buffers from the path's
+//!   bandwidth-delay product ([`striped::plan`]), checked end to end with
+//!   BLAKE3 ([`striped::send_file`], [`striped::StripedListener`]).
 //! - [`Emulator`] forwards UDP between clients and a target through two
 //!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
 //!
@@ -53,6 +57,8 @@ mod send;
 #[cfg(target_os = "linux")]
 pub mod shell;
 mod socket;
+#[cfg(unix)]
+pub mod striped;
 pub mod tunnel;
 
 pub use clock::{Clock, wall_micros};
