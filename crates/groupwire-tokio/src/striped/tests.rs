@@ -535,3 +535,103 @@ async fn a_transfer_too_large_for_the_receivers_memory_is_refused() {
     let rx = rx.await.expect("no panic");
     assert!(matches!(rx, Err(StripedError::Timeout { .. })), "{rx:?}");
 }
+
+/// A source that takes 2 ms per chunk, so a transfer lasts long enough to
+/// be cut in the middle.
+struct SlowSource(Pattern);
+
+impl groupwire_proto::rbudp::BlastSource for SlowSource {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        std::thread::sleep(Duration::from_millis(2));
+        self.0.read_at(offset, buf)
+    }
+}
+
+/// A sink that takes 2 ms per write.
+struct SlowSink(Vec<u8>);
+
+impl BlastSink for SlowSink {
+    fn prepare(&mut self, size: u64) -> io::Result<()> {
+        self.0.prepare(size)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        std::thread::sleep(Duration::from_millis(2));
+        self.0.write_at(offset, data)
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        BlastSink::read_at(&mut self.0, offset, buf)
+    }
+}
+
+/// Polls `seen` until it passes zero.
+async fn until_moving(seen: &std::sync::atomic::AtomicU64) {
+    while seen.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_killed_mid_transfer_is_a_stream_closed_early() {
+    let (l, addr) = listener().await;
+    let stored = Arc::new(AtomicU64::new(0));
+    let seen = stored.clone();
+    let rx = tokio::spawn(async move {
+        let cfg = StripedConfig::new().timeout(Duration::from_secs(60));
+        l.accept(Vec::new(), &cfg, |b| seen.store(b, Ordering::Relaxed))
+            .await
+    });
+    let cfg = StripedConfig::new().streams(4).chunk_size(16 * 1024);
+    // 2 000 chunks at 2 ms each: seconds of transfer, cut after the first.
+    let source = SlowSource(Pattern::new(8, 2000 * 16 * 1024));
+    let tx = tokio::spawn(async move { send(addr, source, &cfg, |_| {}).await });
+    tokio::time::timeout(LIMIT, until_moving(&stored))
+        .await
+        .expect("the transfer starts");
+    tx.abort();
+    // Well before the 60 s timeout: the streams close, they do not fall silent.
+    let r = tokio::time::timeout(Duration::from_secs(30), rx)
+        .await
+        .expect("an error well before the timeout")
+        .expect("no panic");
+    assert!(
+        matches!(r, Err(StripedError::StreamClosedEarly { .. })),
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_killed_mid_transfer_is_a_peer_gone() {
+    let (l, addr) = listener().await;
+    let stored = Arc::new(AtomicU64::new(0));
+    let seen = stored.clone();
+    let rx = tokio::spawn(async move {
+        let cfg = StripedConfig::new().timeout(Duration::from_secs(60));
+        l.accept(SlowSink(Vec::new()), &cfg, |b| {
+            seen.store(b, Ordering::Relaxed)
+        })
+        .await
+    });
+    let cfg = StripedConfig::new()
+        .streams(4)
+        .chunk_size(16 * 1024)
+        .timeout(Duration::from_secs(60));
+    let tx = tokio::spawn(async move { send(addr, Pattern::new(9, 64 << 20), &cfg, |_| {}).await });
+    tokio::time::timeout(LIMIT, until_moving(&stored))
+        .await
+        .expect("the transfer starts");
+    rx.abort();
+    let r = tokio::time::timeout(Duration::from_secs(30), tx)
+        .await
+        .expect("an error well before the timeout")
+        .expect("no panic");
+    assert!(
+        matches!(
+            r,
+            Err(StripedError::PeerGone { .. } | StripedError::StreamClosedEarly { stream: 0, .. })
+        ),
+        "{r:?}"
+    );
+}
