@@ -25,7 +25,11 @@
 //!   ◀── Done(ok | mismatch | error, receiver's BLAKE3) on stream 0
 //! ```
 //!
-//! The frames are [`groupwire_proto::wire::striped`].
+//! The frames are [`groupwire_proto::wire::striped`]. Unlike RBUDP this
+//! is not a sans-IO machine: reliability, ordering and congestion control
+//! are each connection's TCP, and what is left (dealing chunks, checking
+//! each arrives once, the hash) is bookkeeping around the sockets, so it
+//! lives with them here.
 //!
 //! - **Dealing chunks.** The sender reads the source in order on one
 //!   blocking thread (hashing it as it goes) into a queue a few chunks

@@ -132,10 +132,10 @@ async fn twenty_mb_file_over(streams: u16) {
     assert_eq!(json["hash"].as_str().map(str::len), Some(64));
     // Measured, not asserted: the machine may be loaded.
     eprintln!(
-        "striped N={streams}: {} bytes in {:.3} s = {} (sender), per-stream bytes {:?}",
+        "striped N={streams}: {} bytes in {:.3} s = {:.0} bytes/s (sender), per-stream bytes {:?}",
         tx.bytes,
         tx.elapsed.as_secs_f64(),
-        tx.effective_rate(),
+        tx.rate_bps as f64 / 8.0,
         tx.per_stream.iter().map(|s| s.bytes).collect::<Vec<_>>()
     );
 }
