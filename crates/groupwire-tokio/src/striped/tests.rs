@@ -635,3 +635,56 @@ async fn a_receiver_killed_mid_transfer_is_a_peer_gone() {
         "{r:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_truncated_while_it_is_sent_is_a_changed_source() {
+    // At the slow sink's 8 MB/s, seconds of transfer: the reader is still
+    // well inside the file when it is cut, so its next read fails.
+    const LEN: u64 = 32 * 1024 * 1024;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, _) = pattern_file(dir.path(), "src.bin", 12, LEN);
+    // Small buffers and a slow sink: the sender's reader cannot run ahead.
+    let small = StripedConfig::new()
+        .socket_buffer(64 * 1024)
+        .timeout(Duration::from_secs(60));
+    let l = StripedListener::bind_with(localhost(), &small)
+        .await
+        .expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let stored = Arc::new(AtomicU64::new(0));
+    let seen = stored.clone();
+    let rx_cfg = small.clone();
+    let rx = tokio::spawn(async move {
+        l.accept(SlowSink(Vec::new()), &rx_cfg, |b| {
+            seen.store(b, Ordering::Relaxed);
+        })
+        .await
+    });
+    let cfg = small.streams(2).chunk_size(16 * 1024);
+    let path = src.clone();
+    let tx = tokio::spawn(async move { send_file(addr, &path, &cfg, |_| {}).await });
+    tokio::time::timeout(LIMIT, until_moving(&stored))
+        .await
+        .expect("the transfer starts");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&src)
+        .and_then(|f| f.set_len(1024 * 1024))
+        .expect("truncate the source");
+    let tx = tokio::time::timeout(LIMIT, tx)
+        .await
+        .expect("in time")
+        .expect("no panic");
+    assert!(matches!(tx, Err(StripedError::SourceChanged)), "{tx:?}");
+    let rx = tokio::time::timeout(LIMIT, rx)
+        .await
+        .expect("in time")
+        .expect("no panic");
+    assert!(
+        matches!(
+            rx,
+            Err(StripedError::SenderAborted(AbortReason::SourceChanged))
+        ),
+        "{rx:?}"
+    );
+}
