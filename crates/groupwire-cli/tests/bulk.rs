@@ -90,13 +90,7 @@ fn usage_errors_say_what_to_do_and_exit_2() {
     std::fs::write(&src, b"hello").unwrap();
 
     // RBUDP needs a rate.
-    let o = groupwire(&[
-        "bulk",
-        "send",
-        src.to_str().unwrap(),
-        "--to",
-        "127.0.0.1:9",
-    ]);
+    let o = groupwire(&["bulk", "send", src.to_str().unwrap(), "--to", "127.0.0.1:9"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"));
 

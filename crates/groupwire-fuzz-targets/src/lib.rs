@@ -117,6 +117,10 @@ pub const TARGETS: &[Target] = &[
         name: "rbudp_control",
         check: rbudp_control,
     },
+    Target {
+        name: "striped_frame",
+        check: striped_frame,
+    },
 ];
 
 /// Reliable Blast UDP: every control message and data datagram that parses
@@ -211,6 +215,42 @@ pub fn rbudp_control(data: &[u8]) {
             m.drain(now, &check);
         }
         assert!(rx.sink().len() as u64 <= SIZE);
+    }
+}
+
+/// Parallel TCP striping's frames: every frame that parses re-emits to
+/// bytes that parse to the same value and whose length [`frame_len`]
+/// gives; then the input is read as one TCP stream the way a receiver
+/// reads it (a prefix, the frame's length from it, the frame, and for a
+/// chunk its payload), and every step stays inside the input, every frame
+/// under the longest frame, every chunk within its bounds.
+///
+/// [`frame_len`]: groupwire_proto::wire::striped::frame_len
+pub fn striped_frame(data: &[u8]) {
+    use groupwire_proto::wire::striped::{
+        Frame, MAX_CHUNK_SIZE, MAX_FRAME_LEN, PREFIX_LEN, Repr, frame_len,
+    };
+    if let Ok(r) = Repr::parse(data) {
+        let bytes = r.to_vec();
+        assert_eq!(Repr::parse(&bytes), Ok(r));
+        assert_eq!(frame_len(&bytes), Ok(bytes.len()));
+    }
+    let mut rest = data;
+    while rest.len() >= PREFIX_LEN {
+        let Ok(len) = frame_len(rest) else { break };
+        assert!((PREFIX_LEN..=MAX_FRAME_LEN).contains(&len));
+        let Some(frame) = rest.get(..len) else { break };
+        let Ok(r) = Repr::parse(frame) else { break };
+        assert_eq!(Repr::parse(&r.to_vec()), Ok(r));
+        rest = &rest[len..];
+        if let Frame::Chunk(c) = r.frame {
+            assert!(c.length > 0 && c.length <= MAX_CHUNK_SIZE);
+            assert!(c.offset.checked_add(u64::from(c.length)).is_some());
+            let Some(after) = rest.get(c.length as usize..) else {
+                break;
+            };
+            rest = after;
+        }
     }
 }
 

@@ -24,6 +24,10 @@
 //!   with Reliable Blast UDP: [`rbudp::send`] and [`rbudp::RbudpListener`]
 //!   run the sans-IO RBUDP machines over a UDP socket and a TCP control
 //!   connection (`groupwire bulk`).
+//! - [`striped`] moves one payload over N parallel TCP connections (Leigh
+//!   et al. §4.2, Park et al.), N and the socket buffers from the path's
+//!   bandwidth-delay product ([`striped::plan`]), checked end to end with
+//!   BLAKE3 ([`striped::send_file`], [`striped::StripedListener`]).
 //! - [`Emulator`] forwards UDP between clients and a target through two
 //!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
 //!
@@ -52,12 +56,16 @@
 mod clock;
 mod driver;
 pub mod emulator;
+#[cfg(unix)]
+pub mod file;
 pub mod metrics_http;
 pub mod rbudp;
 mod send;
 #[cfg(target_os = "linux")]
 pub mod shell;
 mod socket;
+#[cfg(unix)]
+pub mod striped;
 pub mod tunnel;
 
 pub use clock::{Clock, wall_micros};

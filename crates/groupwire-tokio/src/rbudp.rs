@@ -32,8 +32,6 @@
 //! one [`groupwire_proto::wire::rbudp`] control message; a frame longer
 //! than [`MAX_CONTROL_LEN`] ends the connection.
 
-mod file;
-
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -53,7 +51,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
-pub use file::{FileSink, FileSource};
+#[cfg(unix)]
+pub use crate::file::{FileSink, FileSource};
 
 use crate::clock::Clock;
 use crate::driver::GRO_BUFFER;

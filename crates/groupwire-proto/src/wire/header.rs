@@ -61,6 +61,9 @@ crate::wire_enum! {
         Blast = 6,
         /// Active probe for the resource monitor (RTT, loss, bandwidth).
         Probe = 7,
+        /// Parallel TCP striping's frames (Leigh et al. §4.2, Park et al.),
+        /// on each of the transfer's TCP connections.
+        Striped = 10,
     }
 }
 
@@ -272,8 +275,8 @@ mod tests {
     }
 
     fn any_kind() -> impl Strategy<Value = Kind> {
-        prop_oneof![1u8..=2, 5u8..=9]
-            .prop_map(|k| Kind::try_from(k).expect("1, 2 and 5..=9 are all defined kinds"))
+        prop_oneof![1u8..=2, 5u8..=10]
+            .prop_map(|k| Kind::try_from(k).expect("1, 2 and 5..=10 are all defined kinds"))
     }
 
     proptest! {

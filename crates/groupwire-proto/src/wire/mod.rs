@@ -6,7 +6,9 @@
 //! RTP (RFC 3550, version 2 in the top bits of byte 0, where groupwire's
 //! own version 1 leaves them zero) with the payload formats in [`rtp`]
 //! (SMPTE 2022-1 FEC) and [`red`] (RFC 2198 redundancy), and [`rtcp`].
-//! Reliable Blast UDP's data and control messages are in [`rbudp`].
+//! Reliable Blast UDP's data and control messages are in [`rbudp`];
+//! parallel TCP striping's frames (one TCP byte stream per connection)
+//! are in [`striped`].
 //! Parsing never panics and never allocates more than the datagram's size;
 //! unknown versions and kinds are errors the caller counts and drops.
 
@@ -17,6 +19,7 @@ pub mod rbudp;
 pub mod red;
 pub mod rtcp;
 pub mod rtp;
+pub mod striped;
 pub mod ulpfec;
 
 /// Declares a `#[repr(u8)]` wire enum with each variant's byte once, and

@@ -1,6 +1,7 @@
-//! Files as RBUDP payloads: a [`FileSource`] that reads ahead and a
-//! [`FileSink`] that writes behind, so a blast of 1400-byte packets costs
-//! one system call per megabyte, not one per packet.
+//! Files as bulk payloads ([`crate::rbudp`], [`crate::striped`]): a
+//! [`FileSource`] that reads ahead and a [`FileSink`] that writes behind,
+//! so a blast of 1400-byte packets costs one system call per megabyte, not
+//! one per packet.
 
 use std::fs::File;
 use std::io;
@@ -36,6 +37,13 @@ impl FileSource {
             buf: Vec::new(),
             buf_at: 0,
         })
+    }
+}
+
+impl FileSource {
+    /// The open file (to check its metadata, say whether it changed).
+    pub fn file(&self) -> &File {
+        &self.file
     }
 }
 
@@ -104,11 +112,11 @@ impl FileSink {
             .create(true)
             .truncate(true)
             .open(path)?;
-        Ok(Self::new(file))
+        Ok(Self::from_file(file))
     }
 
     /// Writes into an open file (opened for reading and writing).
-    pub fn new(file: File) -> Self {
+    pub fn from_file(file: File) -> Self {
         Self {
             file,
             pending: Vec::with_capacity(WRITE_BEHIND),
