@@ -299,6 +299,7 @@ pub struct TcpSinkHost {
     deadlines: BTreeSet<(Instant, NodeId, u32)>,
     expected: BTreeMap<(NodeId, u32), Vec<Message>>,
     delivered: BTreeMap<(NodeId, u32), u64>,
+    complete: BTreeMap<(NodeId, u32), Instant>,
     /// Latency of every message of message-stream connections.
     pub latency: LatencyStats,
     /// Per-message latency over time (ms), for message streams.
@@ -316,6 +317,7 @@ impl TcpSinkHost {
             deadlines: BTreeSet::new(),
             expected: BTreeMap::new(),
             delivered: BTreeMap::new(),
+            complete: BTreeMap::new(),
             latency: LatencyStats::new(),
             latency_series: TimeSeries::new("latency_ms"),
         }
@@ -337,6 +339,13 @@ impl TcpSinkHost {
         self.delivered.values().sum()
     }
 
+    /// When connection (`src`, `flow`) had delivered, in order, its last
+    /// byte and its FIN (which rides on the last data segment); `None`
+    /// while it has not.
+    pub fn completed_at(&self, src: NodeId, flow: u32) -> Option<Instant> {
+        self.complete.get(&(src, flow)).copied()
+    }
+
     fn ack_out(&mut self, ctx: &mut Ctx<'_>, key: (NodeId, u32)) {
         let now = ctx.now();
         let Some(c) = self.conns.get_mut(&key) else {
@@ -348,6 +357,9 @@ impl TcpSinkHost {
         }
         let got = c.tcp.delivered();
         self.delivered.insert(key, got);
+        if c.tcp.is_complete() {
+            self.complete.entry(key).or_insert(now);
+        }
         while let Some(&(end, sent)) = c.messages.get(c.next_msg) {
             if end > got {
                 break;
