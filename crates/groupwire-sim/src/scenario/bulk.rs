@@ -1013,6 +1013,7 @@ impl Bulk {
                         json!(o.elapsed),
                         json!(o.nak_rounds),
                         json!(o.retransmitted),
+                        json!(o.control_timeouts),
                     ]);
                     cell.push(o);
                 }
@@ -1105,6 +1106,7 @@ impl Bulk {
                     "elapsed_s",
                     "nak_rounds",
                     "retransmitted",
+                    "control_timeouts",
                 ]
                 .map(String::from)
                 .to_vec(),
@@ -1112,10 +1114,10 @@ impl Bulk {
             },
         ]);
         report.plots.push(Plot {
-            file: "lfn".into(),
+            file: "lfn_throughput".into(),
             title: format!(
-                "{} over {} at {} ms round trip, by random loss (Leigh et al. §4.2)",
-                self.lfn_size,
+                "{} MB over {} at {} ms round trip, by random loss (Leigh et al. §4.2)",
+                self.lfn_size.as_bytes() as f64 / 1e6,
                 self.lfn_rate,
                 self.lfn_rtt.as_millis()
             ),
@@ -1305,6 +1307,10 @@ mod tests {
     #[test]
     fn on_the_papers_lfn_a_64k_window_is_window_limited_and_striping_and_rbudp_are_not() {
         let r = lfn(&[0.0]).run(1, &mut |_| {}).expect("runs");
+        // The CLI writes tables and plots as FILE.csv side by side.
+        for p in &r.plots {
+            assert!(r.tables.iter().all(|t| t.file != p.file), "{}", p.file);
+        }
         let link = 45.0;
         // At most one 64 KiB window per 150 ms round trip: 3.495 Mbit/s. At
         // least 44 full segments (64 240 bytes, 98% of the window) per round
