@@ -61,12 +61,12 @@
 //!   and with a window of the path's bandwidth-delay product
 //!   (`tcp_tuned_window`, default 843 750 bytes);
 //! - **striped TCP** over N = `lfn_streams` connections of the same TCP
-//!   model and 64 KiB window each, started together, carrying consecutive
-//!   stripes of the payload. The split is **static** (stripe i is the i-th
-//!   of N equal parts), a first model of the real socket code, which lets
-//!   whichever stream is free take the next chunk from a shared offset:
-//!   under loss the static split waits for its slowest stream, so it
-//!   understates striping there;
+//!   model and 64 KiB window each, started together, sharing the payload
+//!   as the real socket code does, by work stealing from a shared offset:
+//!   a stream takes the next `lfn_chunk` (64 KiB) whenever it is free, that
+//!   is when its unacknowledged bytes fit in a send buffer the size of its
+//!   window ([`TcpHost::connect_striped`]), so a stream slowed by loss
+//!   holds at most a buffer and a chunk and the others carry the rest;
 //! - **RBUDP** at a fixed rate of `lfn_rbudp_share` (95%) of the link,
 //!   counted as payload (98.5% of the link on the wire with 1400-byte
 //!   packets): the paper's "just below the available bandwidth" on a path
@@ -178,6 +178,8 @@ pub struct Bulk {
     pub lfn_queue: Option<DataSize>,
     /// LFN part: the numbers of parallel TCP streams to stripe over.
     pub lfn_streams: Vec<u32>,
+    /// LFN part: the chunk a free stream takes from the striped payload.
+    pub lfn_chunk: DataSize,
     /// LFN part: random (Bernoulli) loss rates on the bottleneck, one row
     /// set each.
     pub lfn_loss: Vec<Probability>,
@@ -215,6 +217,7 @@ impl Default for Bulk {
             lfn_size: DataSize::bytes(50_000_000),
             lfn_queue: None,
             lfn_streams: vec![2, 4, 8],
+            lfn_chunk: DataSize::kib(64),
             lfn_loss: [0.0, 0.001, 0.01]
                 .map(|p| Probability::new(p).expect("in [0, 1]"))
                 .to_vec(),
@@ -266,8 +269,8 @@ enum Scheme {
         window: u64,
         tuned: bool,
     },
-    /// `streams` TCP connections, each with `window`, carrying
-    /// consecutive stripes of the payload.
+    /// `streams` TCP connections, each with `window`, taking chunks of
+    /// the payload by work stealing.
     Striped {
         streams: u32,
         window: u64,
@@ -486,6 +489,9 @@ impl Bulk {
                 format!("name 1 to {MAX_STREAMS} streams, each with at least a byte to carry"),
             );
         }
+        if self.lfn_chunk.as_bytes() == 0 {
+            return invalid("lfn_chunk", "must be positive".into());
+        }
         if self.lfn_loss.is_empty() || self.lfn_loss.iter().any(|p| p.get() >= 0.5) {
             return invalid("lfn_loss", "name loss rates from 0 to below 0.5".into());
         }
@@ -696,12 +702,14 @@ impl Bulk {
                 }
                 let mut host = TcpHost::new(a, cfg.clone());
                 let streams = scheme.streams();
-                // Consecutive stripes, the first `size % streams` one byte
-                // longer; a static split (see the module docs).
-                let (stripe, extra) = (size / u64::from(streams), size % u64::from(streams));
-                for i in 0..streams {
-                    let len = stripe + u64::from(u64::from(i) < extra);
-                    host.connect(1 + i, b, TcpApp::Bytes(len), Instant::ZERO);
+                if let Scheme::Striped { .. } = scheme {
+                    // Chunks to whichever stream is free, each stream's
+                    // send buffer the size of its window.
+                    let flows: Vec<u32> = (1..=streams).collect();
+                    let chunk = self.lfn_chunk.as_bytes();
+                    host.connect_striped(&flows, b, size, chunk, window, Instant::ZERO);
+                } else {
+                    host.connect(1, b, TcpApp::Bytes(size), Instant::ZERO);
                 }
                 sim.add_node(Box::new(host));
                 sim.add_node(Box::new(cross));
