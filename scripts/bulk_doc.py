@@ -343,17 +343,18 @@ if os.path.exists(f"{src}/lfn.csv"):
           f"- **Single TCP**: the simulator's TCP (NewReno with SACK, 1460-byte segments, 200 ms delayed ACKs) "
           f"with the {dwin / 1024:.0f} KiB default window of the paper's era, and with a window of the capacity.",
           f"- **Striped TCP**: N connections of the same model, each with the {dwin / 1024:.0f} KiB window, started "
-          "together, carrying N consecutive stripes of the payload. The split is static (stripe i is the i-th "
-          "of N equal parts), a first model of the real socket code, where whichever stream is free takes the "
-          "next chunk from a shared offset; under loss a static split waits for its slowest stream, so these "
-          "rows understate striping there.",
+          f"together, sharing the payload as the real socket code does, by work stealing from a shared offset: a "
+          f"stream takes the next {size_bytes(cfg['lfn_chunk']) / 1024:.0f} KiB chunk whenever it is free, that is "
+          f"when its unacknowledged bytes fit in a send buffer the size of its window "
+          "(`TcpHost::connect_striped`). A stream slowed by loss holds at most a buffer and a chunk; the others "
+          "carry the rest.",
           f"- **RBUDP**: the fixed rate is {share:.0%} of the link in payload ({share * lrate / 1e6:.2f} Mbit/s, "
           f"{share * lrate * wire / ps / 1e6:.1f} Mbit/s on the wire with {ps}-byte packets), the paper's "
           "\"just below the available bandwidth\" on a path with nothing else on it; the adaptive rate starts "
           "there too.",
-          "- **Time** runs until the receiver has the last byte in order (for striping, the last stripe's; for "
+          "- **Time** runs until the receiver has the last byte in order (for striping, every stream's; for "
           "RBUDP, the receiver's Complete); TCP's starts one round trip before its first segment, for the "
-          "handshake the model skips (the stripes' connections open in parallel).",
+          "handshake the model skips (the streams' connections open in parallel).",
           f"- **TCP's minimum RTO is {min_rto:g} s** here (RFC 6298 §2.4), not the model's ns-3 default of "
           "200 ms: with that floor and 200 ms delayed ACKs on a 150 ms path, the ACK for a lone segment "
           "returns after 350 ms while the RTO is about 280 ms, so a flow that has once timed out times out "
@@ -416,7 +417,7 @@ if os.path.exists(f"{src}/lfn.csv"):
              f"loss, not the window, sets the rate now (Mathis et al.'s MSS/RTT x sqrt(3/(2bp)) with delayed ACKs, "
              f"b = 2, gives {mathis:.2f} Mbit/s). ")
         if maxstripe:
-            t += (f"{n} stripes move {xp:.2f} Mbit/s, {xp / sp:.1f} times one stream: each stream has its own "
+            t += (f"{n} streams move {xp:.2f} Mbit/s, {xp / sp:.1f} times one stream: each stream has its own "
                   "share of the loss-limited rate. ")
         t += (f"RBUDP keeps {fp:.1f} Mbit/s ({fp * 1e6 / lrate:.1%} of the link) fixed and {ap:.1f} adaptive, "
               f"with {nk:g} NAK rounds on average: it resends what was lost, once per round, and the loss does "
