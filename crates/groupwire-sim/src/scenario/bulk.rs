@@ -77,7 +77,7 @@
 //! (`lfn_queue`), the classic sizing for one loss-based TCP flow: a
 //! slow-start burst of the BDP-window flow fits, and a lost segment, not a
 //! short queue, is what the loss rows measure. The time of a transfer ends
-//! when the receiver has the last byte in order (every stripe's last byte,
+//! when the receiver has the last byte in order (every stream's last byte,
 //! for striping; RBUDP's receiver's Complete) and, for TCP, begins one
 //! round trip earlier than the first segment, for the handshake the model
 //! skips (the streams of a striped transfer open in parallel). A lossless
