@@ -7,7 +7,7 @@
 #   scripts/results.sh link-models
 #   scripts/results.sh miyoshi    # Miyoshi et al.'s tables and figures, about 10 s
 #   scripts/results.sh leigh      # Leigh et al.'s Figures 3-5 and the XOR layouts, a few seconds
-#   scripts/results.sh bulk       # Leigh et al.'s Figure 6 (RBUDP against TCP), about a minute
+#   scripts/results.sh bulk       # Leigh et al.'s Figure 6 and the LFN table (RBUDP, striped TCP, TCP), about a minute
 #   scripts/results.sh bulk-real  # groupwire bulk beside iperf3 on real sockets, about 10 minutes (root)
 #   scripts/results.sh tunnel     # real processes on loopback, about 6 minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes

@@ -50,6 +50,22 @@ struct Conn {
     started: Instant,
     begun: bool,
     deadline: Option<Instant>,
+    /// The striped payload this connection takes chunks from, if any.
+    pool: Option<usize>,
+    /// Bytes the application has written.
+    written: u64,
+}
+
+/// A payload dealt in chunks to whichever connection of a group is free
+/// (see [`TcpHost::connect_striped`]).
+#[derive(Debug, Clone)]
+struct Pool {
+    remaining: u64,
+    chunk: u64,
+    sndbuf: u64,
+    flows: Vec<u32>,
+    /// Every connection has been told to close.
+    closed: bool,
 }
 
 impl Conn {
@@ -84,6 +100,7 @@ pub struct TcpHost {
     deadlines: BTreeSet<(Instant, u32)>,
     short: Option<(ShortFlows, NodeId, Instant)>,
     next_short_id: u32,
+    pools: Vec<Pool>,
     /// Completion times of finished finite flows: (start, duration, bytes).
     pub completed: Vec<(Instant, Duration, u64)>,
     /// Retransmissions on connections that have finished.
@@ -102,6 +119,7 @@ impl TcpHost {
             deadlines: BTreeSet::new(),
             short: None,
             next_short_id: SHORT_FLOW_BASE,
+            pools: Vec::new(),
             completed: Vec::new(),
             retransmits_done: 0,
             timeouts_done: 0,
@@ -123,9 +141,45 @@ impl TcpHost {
             started: start,
             begun: false,
             deadline: None,
+            pool: None,
+            written: 0,
         };
         self.conns.insert(flow, conn);
         self.update_deadline(flow);
+    }
+
+    /// Parallel socket striping: `total` bytes dealt in chunks of `chunk`
+    /// to connections `flows` (to `dst`, all starting at `start`) by work
+    /// stealing, as a sender with one thread per socket and a shared
+    /// offset does: a connection takes the next chunk whenever it is free,
+    /// that is when its written but unacknowledged bytes fit in a send
+    /// buffer of `sndbuf` (a blocking `send` of the chunk has returned).
+    /// Each connection closes once every chunk is dealt. A connection
+    /// slowed by loss keeps what it holds (at most `sndbuf + chunk`) and
+    /// the others take the rest.
+    pub fn connect_striped(
+        &mut self,
+        flows: &[u32],
+        dst: NodeId,
+        total: u64,
+        chunk: u64,
+        sndbuf: u64,
+        start: Instant,
+    ) {
+        let pool = self.pools.len();
+        self.pools.push(Pool {
+            remaining: total,
+            chunk: chunk.max(1),
+            sndbuf,
+            flows: flows.to_vec(),
+            closed: false,
+        });
+        for &flow in flows {
+            self.connect(flow, dst, TcpApp::Bytes(0), start);
+            if let Some(c) = self.conns.get_mut(&flow) {
+                c.pool = Some(pool);
+            }
+        }
     }
 
     /// Generates short-lived flows to `dst` from `flows.start` on.
@@ -160,12 +214,31 @@ impl TcpHost {
         let Some(c) = self.conns.get_mut(&flow) else {
             return;
         };
+        let mut drained = None;
         if c.started <= now {
             if !c.begun {
                 c.begun = true;
-                if let TcpApp::Bytes(n) = c.app {
-                    c.tcp.write(now, n);
+                if let (TcpApp::Bytes(n), None) = (&c.app, c.pool) {
+                    c.tcp.write(now, *n);
                     c.tcp.close();
+                }
+            }
+            if let Some(p) = c.pool {
+                let pool = &mut self.pools[p];
+                while pool.remaining > 0
+                    && c.written - c.tcp.snd_una().min(c.written) <= pool.sndbuf
+                {
+                    let n = pool.chunk.min(pool.remaining);
+                    c.tcp.write(now, n);
+                    c.written += n;
+                    pool.remaining -= n;
+                }
+                if pool.remaining == 0 {
+                    c.tcp.close();
+                    if !pool.closed {
+                        pool.closed = true;
+                        drained = Some(p);
+                    }
                 }
             }
             if let TcpApp::Messages(msgs) = &c.app {
@@ -198,6 +271,15 @@ impl TcpHost {
                 self.timeouts_done += c.tcp.stats().timeouts;
                 self.completed
                     .push((c.started, now - c.started, c.tcp.stats().bytes_acked));
+            }
+        }
+        // The last chunk is dealt: the other connections close too, idle
+        // ones with a bare FIN now.
+        if let Some(p) = drained {
+            for other in self.pools[p].flows.clone() {
+                if other != flow && self.conns.get(&other).is_some_and(|c| c.begun) {
+                    self.drive(ctx, other, false);
+                }
             }
         }
     }
@@ -299,6 +381,7 @@ pub struct TcpSinkHost {
     deadlines: BTreeSet<(Instant, NodeId, u32)>,
     expected: BTreeMap<(NodeId, u32), Vec<Message>>,
     delivered: BTreeMap<(NodeId, u32), u64>,
+    complete: BTreeMap<(NodeId, u32), Instant>,
     /// Latency of every message of message-stream connections.
     pub latency: LatencyStats,
     /// Per-message latency over time (ms), for message streams.
@@ -316,6 +399,7 @@ impl TcpSinkHost {
             deadlines: BTreeSet::new(),
             expected: BTreeMap::new(),
             delivered: BTreeMap::new(),
+            complete: BTreeMap::new(),
             latency: LatencyStats::new(),
             latency_series: TimeSeries::new("latency_ms"),
         }
@@ -337,6 +421,13 @@ impl TcpSinkHost {
         self.delivered.values().sum()
     }
 
+    /// When connection (`src`, `flow`) had delivered, in order, its last
+    /// byte and its FIN (which rides on the last data segment); `None`
+    /// while it has not.
+    pub fn completed_at(&self, src: NodeId, flow: u32) -> Option<Instant> {
+        self.complete.get(&(src, flow)).copied()
+    }
+
     fn ack_out(&mut self, ctx: &mut Ctx<'_>, key: (NodeId, u32)) {
         let now = ctx.now();
         let Some(c) = self.conns.get_mut(&key) else {
@@ -348,6 +439,9 @@ impl TcpSinkHost {
         }
         let got = c.tcp.delivered();
         self.delivered.insert(key, got);
+        if c.tcp.is_complete() {
+            self.complete.entry(key).or_insert(now);
+        }
         while let Some(&(end, sent)) = c.messages.get(c.next_msg) {
             if end > got {
                 break;
@@ -449,4 +543,51 @@ fn send_segment(ctx: &mut Ctx<'_>, me: NodeId, key: (NodeId, u32), seg: Segment)
         seg.wire_len(),
         Payload::Tcp(seg),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use groupwire_link::link::LinkConfig;
+    use groupwire_proto::Bitrate;
+
+    use super::*;
+    use crate::core::Simulator;
+    use crate::tcp::TcpConfig;
+    use crate::topology::PointToPoint;
+
+    /// Work stealing over a lossy path: every byte arrives, the streams
+    /// together carry exactly the payload in whole chunks (one of them
+    /// also the short last chunk), and they do not carry equal shares.
+    #[test]
+    fn a_striped_payload_goes_to_whichever_stream_is_free() {
+        let mut sim = Simulator::new(5);
+        let a = sim.next_node_id();
+        let b = NodeId(a.0 + 1);
+        let cfg = TcpConfig::default()
+            .rwnd(65536)
+            .min_rto(Duration::from_secs(1));
+        let mut host = TcpHost::new(a, cfg.clone());
+        let (total, chunk) = (4_000_000, 65536);
+        host.connect_striped(&[1, 2, 3, 4], b, total, chunk, 65536, Instant::ZERO);
+        sim.add_node(Box::new(host));
+        sim.add_node(Box::new(TcpSinkHost::new(b, cfg)));
+        let rev = LinkConfig::new()
+            .latency(Duration::from_millis(50))
+            .rate(Bitrate::mbps(50));
+        let fwd = rev
+            .clone()
+            .loss("bernoulli:0.01".parse().expect("a loss model"));
+        PointToPoint::build(&mut sim, a, b, fwd, rev).expect("links");
+        sim.run_until(Instant::from_secs(600), &mut |_| {});
+        let view = sim.view();
+        let sink = view.node::<TcpSinkHost>(b).expect("the sink");
+        let got: Vec<u64> = (1..=4).map(|f| sink.delivered(a, f)).collect();
+        assert_eq!(got.iter().sum::<u64>(), total, "{got:?}");
+        let short = got.iter().filter(|&&g| g % chunk != 0).count();
+        assert_eq!(short, 1, "{got:?}");
+        assert!((1..=4).all(|f| sink.completed_at(a, f).is_some()));
+        let host = view.node::<TcpHost>(a).expect("the host");
+        assert_eq!(host.completed.len(), 4);
+        assert!(got.iter().max() > got.iter().min(), "{got:?}");
+    }
 }

@@ -60,7 +60,8 @@ pub enum Scenario {
     /// the latency price of spreading parity, and DiffServ (Figure 3).
     Leigh(Box<Leigh>),
     /// Bulk data over a long fat network: Leigh et al.'s Reliable Blast
-    /// UDP (Figure 6) against TCP.
+    /// UDP (Figure 6) against TCP, and the paper's 45 Mbit/s x 150 ms LFN
+    /// example with parallel TCP striping.
     Bulk(Box<Bulk>),
 }
 
@@ -120,7 +121,7 @@ pub fn builtins() -> Vec<Builtin> {
         },
         Builtin {
             name: "bulk",
-            about: "bulk data over a long fat network: Leigh et al.'s Figure 6, Reliable Blast UDP moving 50 MB at 20-90 Mbit/s over 100 Mbit/s and 150 ms with competing traffic (fixed and adaptive rate), against TCP with a default and a BDP window",
+            about: "bulk data over a long fat network: Leigh et al.'s Figure 6, Reliable Blast UDP moving 50 MB at 20-90 Mbit/s over 100 Mbit/s and 150 ms with competing traffic (fixed and adaptive rate), against TCP with a default and a BDP window (part fig6); and the paper's 45 Mbit/s x 150 ms LFN example: TCP with a 64 KiB and a BDP window, striped TCP over 2, 4, 8 streams and RBUDP, at 0, 0.1% and 1% random loss (part lfn)",
             make: || Scenario::Bulk(Box::default()),
         },
     ]
