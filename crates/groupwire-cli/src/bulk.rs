@@ -10,9 +10,11 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use groupwire_proto::Bitrate;
 use groupwire_proto::rbudp::{BlastSource, DEFAULT_PACKET_SIZE, MAX_PACKET_SIZE, RateControl};
+use groupwire_tokio::file::{FileSink, FileSource};
 use groupwire_tokio::rbudp::{
-    self, FileSink, FileSource, Progress, RbudpListener, RbudpReport, ReceiveConfig, SendConfig,
+    self, Progress, RbudpListener, RbudpReport, ReceiveConfig, SendConfig,
 };
+use groupwire_tokio::striped::{self, StripedConfig, StripedListener, StripedReport};
 use groupwire_units::duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
@@ -51,12 +53,35 @@ pub(crate) enum BulkCommand {
 enum Via {
     /// Reliable Blast UDP.
     Rbudp,
+    /// TCP striped over this many connections (`None`: from the path's
+    /// bandwidth-delay product, or the library's default).
+    Striped(Option<u16>),
 }
+
+const VIA_CHOICES: &str =
+    "rbudp, tcp (one connection), striped (N from --rate and --rtt) or striped:N";
 
 fn parse_via(s: &str) -> Result<Via, String> {
     match s {
         "rbudp" => Ok(Via::Rbudp),
-        _ => Err(format!("unknown mechanism {s:?}: use rbudp")),
+        "tcp" => Ok(Via::Striped(Some(1))),
+        "striped" => Ok(Via::Striped(None)),
+        _ => match s.strip_prefix("striped:").map(str::parse::<u16>) {
+            Some(Ok(n)) if (1..=64).contains(&n) => Ok(Via::Striped(Some(n))),
+            Some(_) => Err(format!("{s:?}: striped:N takes N from 1 to 64")),
+            None => Err(format!("unknown mechanism {s:?}: use {VIA_CHOICES}")),
+        },
+    }
+}
+
+fn parse_recv_via(s: &str) -> Result<Via, String> {
+    match s {
+        "rbudp" => Ok(Via::Rbudp),
+        // The sender's Hello says how many connections; any number is taken.
+        "tcp" | "striped" => Ok(Via::Striped(None)),
+        _ => Err(format!(
+            "unknown mechanism {s:?}: use rbudp or tcp (any striping)"
+        )),
     }
 }
 
@@ -67,13 +92,20 @@ pub(crate) struct SendArgs {
     /// The receiver's address (`groupwire bulk recv --listen`).
     #[arg(long, value_name = "ADDR")]
     to: SocketAddr,
-    /// The mechanism: rbudp.
+    /// The mechanism: rbudp, tcp (one connection), striped (N and the
+    /// socket buffers from the bandwidth-delay product of --rate and --rtt,
+    /// else 4 connections) or striped:N.
     #[arg(long, value_name = "HOW", default_value = "rbudp", value_parser = parse_via)]
     via: Via,
-    /// RBUDP's blast rate on the wire (IP and UDP headers counted), e.g.
-    /// 90Mbit/s: the paper's "just below the available bandwidth".
+    /// RBUDP: the blast rate on the wire (IP and UDP headers counted), e.g.
+    /// 90Mbit/s, the paper's "just below the available bandwidth".
+    /// Striped TCP: the path's rate, for the bandwidth-delay product.
     #[arg(long, value_name = "RATE")]
     rate: Option<Bitrate>,
+    /// Striped TCP: the path's round-trip time, e.g. 150ms, for the
+    /// bandwidth-delay product.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    rtt: Option<Duration>,
     /// RBUDP: after a blast that lost 1% or more, blast again just below
     /// the rate the receiver measured it arriving at (beyond the paper,
     /// which leaves the rate to the user).
@@ -105,8 +137,9 @@ pub(crate) struct RecvArgs {
     /// Replace --out if it exists.
     #[arg(long)]
     force: bool,
-    /// The mechanism the sender uses: rbudp.
-    #[arg(long, value_name = "HOW", default_value = "rbudp", value_parser = parse_via)]
+    /// The mechanism the sender uses: rbudp, or tcp (one connection or
+    /// striped over any number).
+    #[arg(long, value_name = "HOW", default_value = "rbudp", value_parser = parse_recv_via)]
     via: Via,
     /// Refuse files larger than this many bytes.
     #[arg(long, value_name = "BYTES")]
@@ -137,7 +170,35 @@ fn send(args: &SendArgs) -> anyhow::Result<()> {
     let source = FileSource::open(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))
         .map_err(UsageError::new)?;
-    let Via::Rbudp = args.via;
+    let bar = bar(source.len(), args.quiet);
+    let what = || format!("sending {} to {}", args.file.display(), args.to);
+    let report = match args.via {
+        Via::Rbudp => {
+            let cfg = rbudp_config(args)?;
+            let r = runtime()?
+                .block_on(rbudp::send(&cfg, source, |p| show(&bar, p)))
+                .with_context(what);
+            Report::Rbudp(r?)
+        }
+        Via::Striped(streams) => {
+            let mut cfg = StripedConfig::new();
+            cfg.streams = streams;
+            cfg.path_rate = args.rate;
+            cfg.path_rtt = args.rtt;
+            cfg.timeout = cfg.timeout.max(args.connect_timeout);
+            let r = runtime()?
+                .block_on(striped::send(args.to, source, &cfg, |b| {
+                    bar.set_position(b)
+                }))
+                .with_context(what);
+            Report::Striped(r?)
+        }
+    };
+    bar.finish_and_clear();
+    report.finish("send", args.stats_json.as_deref())
+}
+
+fn rbudp_config(args: &SendArgs) -> anyhow::Result<SendConfig> {
     let Some(rate) = args.rate else {
         return Err(UsageError::new(anyhow::anyhow!(
             "RBUDP blasts at a rate you choose: give --rate, just below the path's available \
@@ -152,12 +213,7 @@ fn send(args: &SendArgs) -> anyhow::Result<()> {
     if args.adaptive {
         cfg.rate_control = RateControl::adaptive();
     }
-    let bar = bar(source.len(), args.quiet);
-    let report = runtime()?
-        .block_on(rbudp::send(&cfg, source, |p| show(&bar, p)))
-        .with_context(|| format!("sending {} to {}", args.file.display(), args.to));
-    bar.finish_and_clear();
-    finish(&report?, args.stats_json.as_deref())
+    Ok(cfg)
 }
 
 fn recv(args: &RecvArgs) -> anyhow::Result<()> {
@@ -168,34 +224,46 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let Via::Rbudp = args.via;
     let rt = runtime()?;
-    let listener = rt
-        .block_on(RbudpListener::bind(args.listen))
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let listen = listener.local_addr()?;
-    if args.ready_json {
-        ready::announce(
-            "bulk-recv",
-            &Ready {
-                listen,
-                via: "rbudp",
-            },
-        )?;
-    }
-    if !args.quiet {
-        eprintln!(
-            "listening on {listen} (rbudp; UDP receive buffer {} KiB)",
-            listener.socket_buffer() / 1024
-        );
-    }
-    let sink = FileSink::create(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let mut cfg = ReceiveConfig::default();
-    cfg.max_size = args.max_size.unwrap_or(u64::MAX);
-    cfg.accept_timeout = args.timeout;
     let bar = bar(0, args.quiet);
-    let got = rt.block_on(listener.receive(&cfg, sink, |p| show(&bar, p)));
+    let sink = || {
+        FileSink::create(&args.out).with_context(|| format!("cannot create {}", args.out.display()))
+    };
+    let got = match args.via {
+        Via::Rbudp => {
+            let listener = rt
+                .block_on(RbudpListener::bind(args.listen))
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            announce(
+                args,
+                listener.local_addr()?,
+                "rbudp",
+                Some(listener.socket_buffer()),
+            )?;
+            let mut cfg = ReceiveConfig::default();
+            cfg.max_size = args.max_size.unwrap_or(u64::MAX);
+            cfg.accept_timeout = args.timeout;
+            rt.block_on(listener.receive(&cfg, sink()?, |p| show(&bar, p)))
+                .map(|(r, sink)| (Report::Rbudp(r), sink))
+                .map_err(anyhow::Error::from)
+        }
+        Via::Striped(_) => {
+            let mut cfg = StripedConfig::new();
+            cfg.wait = args.timeout;
+            let listener = rt
+                .block_on(StripedListener::bind_with(args.listen, &cfg))
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            announce(args, listener.local_addr()?, "tcp", None)?;
+            // The listener keeps the sink (it writes behind and flushes
+            // when dropped); the file is opened again to put it on disk.
+            rt.block_on(listener.accept(sink()?, &cfg, |b| bar.set_position(b)))
+                .map_err(anyhow::Error::from)
+                .and_then(|r| {
+                    let file = std::fs::OpenOptions::new().write(true).open(&args.out)?;
+                    Ok((Report::Striped(r), FileSink::from_file(file)))
+                })
+        }
+    };
     bar.finish_and_clear();
     let (report, mut sink) = match got {
         Ok(ok) => ok,
@@ -207,7 +275,28 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
     };
     sink.sync()
         .with_context(|| format!("cannot write {}", args.out.display()))?;
-    finish(&report, args.stats_json.as_deref())
+    report.finish("receive", args.stats_json.as_deref())
+}
+
+fn announce(
+    args: &RecvArgs,
+    listen: SocketAddr,
+    via: &'static str,
+    udp_buffer: Option<usize>,
+) -> anyhow::Result<()> {
+    if args.ready_json {
+        ready::announce("bulk-recv", &Ready { listen, via })?;
+    }
+    if !args.quiet {
+        match udp_buffer {
+            Some(b) => eprintln!(
+                "listening on {listen} ({via}; UDP receive buffer {} KiB)",
+                b / 1024
+            ),
+            None => eprintln!("listening on {listen} ({via})"),
+        }
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -245,37 +334,94 @@ fn show(bar: &ProgressBar, p: Progress) {
     bar.set_message(format!("blast {}{rate}", p.round + 1));
 }
 
-/// Prints the summary on stdout and writes it as JSON if asked.
-fn finish(r: &RbudpReport, json: Option<&Path>) -> anyhow::Result<()> {
-    println!(
-        "{}: {} bytes in {:.3} s = {} effective, {} blast(s) ({} NAK round(s)), blake3 {}",
-        if r.role == "send" { "sent" } else { "received" },
-        r.size,
-        r.seconds,
-        Bitrate::bps(r.effective_bps),
-        r.rounds,
-        r.nak_rounds,
-        &r.blake3[..16],
-    );
-    if let Some(s) = &r.sender {
+/// A finished transfer's report, whichever the mechanism.
+enum Report {
+    Rbudp(RbudpReport),
+    Striped(StripedReport),
+}
+
+impl Report {
+    /// Prints the summary on stdout and writes it as JSON if asked: the
+    /// mechanism's own report with `via`, `role`, `size`, `seconds` and
+    /// `effective_bps` common to both.
+    fn finish(&self, role: &str, json: Option<&Path>) -> anyhow::Result<()> {
+        let (via, size, seconds, bps, hash) = match self {
+            Self::Rbudp(r) => (
+                "rbudp",
+                r.size,
+                r.seconds,
+                r.effective_bps,
+                r.blake3.clone(),
+            ),
+            Self::Striped(r) => (
+                "tcp",
+                r.bytes,
+                r.elapsed.as_secs_f64(),
+                r.rate_bps,
+                r.hash.iter().map(|b| format!("{b:02x}")).collect(),
+            ),
+        };
         println!(
-            "  datagrams {} ({} again), first rate {}, last rate {}",
-            s.datagrams,
-            s.retransmitted,
-            Bitrate::bps(r.first_rate_bps),
-            Bitrate::bps(r.final_rate_bps),
+            "{}: {size} bytes in {seconds:.3} s = {} effective, blake3 {}",
+            if role == "send" { "sent" } else { "received" },
+            Bitrate::bps(bps),
+            &hash[..16],
         );
+        match self {
+            Self::Rbudp(r) => {
+                println!(
+                    "  rbudp: {} blast(s), {} NAK round(s)",
+                    r.rounds, r.nak_rounds
+                );
+                if let Some(s) = &r.sender {
+                    println!(
+                        "  datagrams {} ({} again), first rate {}, last rate {}",
+                        s.datagrams,
+                        s.retransmitted,
+                        Bitrate::bps(r.first_rate_bps),
+                        Bitrate::bps(r.final_rate_bps),
+                    );
+                }
+                if let Some(s) = &r.receiver {
+                    println!(
+                        "  datagrams {} stored {} duplicate {} foreign {} malformed {}",
+                        s.datagrams, s.stored, s.duplicates, s.foreign, s.malformed
+                    );
+                }
+            }
+            Self::Striped(r) => {
+                let buffer = r.socket_buffer.map_or_else(
+                    || "system default".to_owned(),
+                    |b| format!("{} KiB", b / 1024),
+                );
+                println!("  tcp: {} stream(s), socket buffer {buffer}", r.streams);
+                for st in &r.per_stream {
+                    println!(
+                        "  stream {}: {} bytes in {} chunks, {}",
+                        st.index,
+                        st.bytes,
+                        st.chunks,
+                        Bitrate::bps(st.rate_bps)
+                    );
+                }
+            }
+        }
+        if let Some(path) = json {
+            let mut v = match self {
+                Self::Rbudp(r) => serde_json::to_value(r)?,
+                Self::Striped(r) => serde_json::to_value(r)?,
+            };
+            if let Some(m) = v.as_object_mut() {
+                m.insert("via".into(), via.into());
+                m.insert("role".into(), role.into());
+                m.insert("size".into(), size.into());
+                m.insert("seconds".into(), seconds.into());
+                m.insert("effective_bps".into(), bps.into());
+            }
+            let text = serde_json::to_string_pretty(&v)?;
+            std::fs::write(path, text + "\n")
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(())
     }
-    if let Some(s) = &r.receiver {
-        println!(
-            "  datagrams {} stored {} duplicate {} foreign {} malformed {}",
-            s.datagrams, s.stored, s.duplicates, s.foreign, s.malformed
-        );
-    }
-    if let Some(path) = json {
-        let text = serde_json::to_string_pretty(r)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
 }

@@ -84,6 +84,65 @@ fn a_file_crosses_with_rbudp_and_both_summaries_agree() {
 }
 
 #[test]
+fn a_file_crosses_striped_over_tcp_and_both_summaries_agree() {
+    for via in ["striped:4", "tcp"] {
+        let dir = temp_dir(&via.replace(':', "-"));
+        let (src, dst) = (dir.join("in.bin"), dir.join("out.bin"));
+        let data = payload(3_000_001);
+        std::fs::write(&src, &data).unwrap();
+        let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
+        let recv = spawn(&[
+            "bulk",
+            "recv",
+            "--via",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--out",
+            dst.to_str().unwrap(),
+            "--timeout",
+            "60s",
+            "--quiet",
+            "--stats-json",
+            recv_json.to_str().unwrap(),
+        ]);
+        assert_eq!(recv.ready["via"], "tcp");
+        let to = recv.addr("listen").to_string();
+        let sent = groupwire(&[
+            "bulk",
+            "send",
+            src.to_str().unwrap(),
+            "--to",
+            &to,
+            "--via",
+            via,
+            "--quiet",
+            "--stats-json",
+            send_json.to_str().unwrap(),
+        ]);
+        let out = String::from_utf8_lossy(&sent.stdout);
+        assert!(
+            sent.status.success(),
+            "{via}: {out}{}",
+            String::from_utf8_lossy(&sent.stderr)
+        );
+        let streams = if via == "tcp" { 1 } else { 4 };
+        assert!(out.contains(&format!("tcp: {streams} stream(s)")), "{out}");
+        let (rout, _) = recv.finish();
+        assert!(rout.contains("received: 3000001 bytes"), "{rout}");
+        assert_eq!(std::fs::read(&dst).unwrap(), data, "{via}");
+        let (s, r) = (stats(&send_json), stats(&recv_json));
+        assert_eq!(s["hash"], r["hash"]);
+        assert_eq!(
+            (s["via"].as_str(), s["size"].as_u64()),
+            (Some("tcp"), Some(3_000_001))
+        );
+        assert_eq!(s["per_stream"].as_array().unwrap().len(), streams);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
 fn usage_errors_say_what_to_do_and_exit_2() {
     let dir = temp_dir("usage");
     let src = dir.join("in.bin");
@@ -93,6 +152,19 @@ fn usage_errors_say_what_to_do_and_exit_2() {
     let o = groupwire(&["bulk", "send", src.to_str().unwrap(), "--to", "127.0.0.1:9"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"));
+
+    // A mechanism that does not exist names the ones that do.
+    let o = groupwire(&[
+        "bulk",
+        "send",
+        src.to_str().unwrap(),
+        "--to",
+        "127.0.0.1:9",
+        "--via",
+        "carrier-pigeon",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("striped:N"));
 
     // A file that is not there.
     let o = groupwire(&[
