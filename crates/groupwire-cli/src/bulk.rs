@@ -327,11 +327,16 @@ fn show(bar: &ProgressBar, p: Progress) {
     }
     bar.set_position(p.bytes);
     let rate = if p.rate_bps > 0 {
-        format!(" at {}", Bitrate::bps(p.rate_bps))
+        format!(" at {}", mbps(p.rate_bps))
     } else {
         String::new()
     };
     bar.set_message(format!("blast {}{rate}", p.round + 1));
+}
+
+/// A rate for people: `93.4 Mbit/s`.
+fn mbps(bps: u64) -> String {
+    format!("{:.1} Mbit/s", bps as f64 / 1e6)
 }
 
 /// A finished transfer's report, whichever the mechanism.
@@ -364,7 +369,7 @@ impl Report {
         println!(
             "{}: {size} bytes in {seconds:.3} s = {} effective, blake3 {}",
             if role == "send" { "sent" } else { "received" },
-            Bitrate::bps(bps),
+            mbps(bps),
             &hash[..16],
         );
         match self {
@@ -378,8 +383,8 @@ impl Report {
                         "  datagrams {} ({} again), first rate {}, last rate {}",
                         s.datagrams,
                         s.retransmitted,
-                        Bitrate::bps(r.first_rate_bps),
-                        Bitrate::bps(r.final_rate_bps),
+                        mbps(r.first_rate_bps),
+                        mbps(r.final_rate_bps),
                     );
                 }
                 if let Some(s) = &r.receiver {
@@ -401,7 +406,7 @@ impl Report {
                         st.index,
                         st.bytes,
                         st.chunks,
-                        Bitrate::bps(st.rate_bps)
+                        mbps(st.rate_bps)
                     );
                 }
             }
