@@ -3,7 +3,7 @@
 //! of a snapshot into columns is `groupwire_metrics::ChannelSnapshot::columns`;
 //! this module only reads the file and writes the outputs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ use crate::plot::line_chart;
 /// watch` write their channel measures with `--metrics-json FILE`: one JSON
 /// object per channel each second. This command writes, for each channel
 /// NAME in FILE (characters other than letters, digits, `.`, `_` and `-`
-/// become `-`):
+/// become `-`; a name another channel took gets `-2`):
 ///
 ///   DIR/channel-NAME.csv            one row per record: t_s and every
 ///                                   numeric measure (empty cell: not known)
@@ -72,7 +72,7 @@ pub(crate) fn run(a: SeriesArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))
         .map_err(UsageError::new)?;
-    let mut used: BTreeMap<String, usize> = BTreeMap::new();
+    let mut used: BTreeSet<String> = BTreeSet::new();
     for (name, snaps) in &read.channels {
         let stem = unique_stem(&mut used, name);
         let csv_path = a.out.join(format!("{stem}.csv"));
@@ -159,9 +159,9 @@ fn read_records(path: &Path) -> Result<Records> {
     Ok(rec)
 }
 
-/// `channel-NAME`, with NAME made safe for a file name and distinct from
-/// the stems already used.
-fn unique_stem(used: &mut BTreeMap<String, usize>, channel: &str) -> String {
+/// `channel-NAME`, with NAME made safe for a file name; `-2`, `-3`, ...
+/// appended when another channel already took it (`a b` and `a:b`).
+fn unique_stem(used: &mut BTreeSet<String>, channel: &str) -> String {
     let safe: String = channel
         .chars()
         .map(|c| {
@@ -172,10 +172,16 @@ fn unique_stem(used: &mut BTreeMap<String, usize>, channel: &str) -> String {
             }
         })
         .collect();
-    let stem = format!("channel-{safe}");
-    let n = used.entry(stem.clone()).or_insert(0);
-    *n += 1;
-    if *n == 1 { stem } else { format!("{stem}-{n}") }
+    let base = format!("channel-{safe}");
+    let stem = (1..)
+        .map(|n| match n {
+            1 => base.clone(),
+            n => format!("{base}-{n}"),
+        })
+        .find(|s| !used.contains(s))
+        .expect("one of infinitely many stems is free");
+    used.insert(stem.clone());
+    stem
 }
 
 fn write_csv(path: &Path, snaps: &[ChannelSnapshot]) -> Result<()> {
@@ -265,4 +271,30 @@ fn charts(channel: &str, snaps: &[ChannelSnapshot]) -> Vec<(&'static str, Plot)>
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::unique_stem;
+
+    #[test]
+    fn channel_names_become_distinct_file_stems() {
+        let mut used = BTreeSet::new();
+        let stems: Vec<String> = ["tunnel xor:3", "a b", "a:b", "a-b-2", "../x"]
+            .iter()
+            .map(|c| unique_stem(&mut used, c))
+            .collect();
+        assert_eq!(
+            stems,
+            [
+                "channel-tunnel-xor-3",
+                "channel-a-b",
+                "channel-a-b-2",
+                "channel-a-b-2-2",
+                "channel-..-x",
+            ]
+        );
+    }
 }
