@@ -17,6 +17,7 @@ mod relay;
 mod relay_bench;
 mod sim;
 mod sweep;
+mod timeseries;
 mod tunnel;
 
 use std::process::ExitCode;
@@ -52,6 +53,7 @@ enum Command {
     #[command(subcommand)]
     Bulk(bulk::BulkCommand),
     Plot(plot::PlotArgs),
+    Metrics(timeseries::SeriesArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Tunnel(args) => tunnel::run(args),
         Command::Bulk(cmd) => bulk::run(cmd),
         Command::Plot(args) => plot::run_plot(args),
+        Command::Metrics(args) => timeseries::run(args),
     };
     error::exit_code(result)
 }

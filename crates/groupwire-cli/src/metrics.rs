@@ -28,6 +28,7 @@ pub(crate) struct MetricsArgs {
     /// per line (fields: channel, t_s, interval_s, out, in, latency_kind,
     /// latency, latency_total, jitter_fig4_ms, jitter_fig4_total_ms,
     /// jitter_rfc3550_ms, loss, burst, paths), and once more at the end.
+    /// `groupwire metrics FILE --out DIR` turns it into CSV and PNG charts.
     #[arg(long, value_name = "FILE")]
     metrics_json: Option<PathBuf>,
 }

@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use groupwire_units::Instant;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::{LatencyStats, LatencySummary};
 
@@ -76,7 +76,7 @@ impl Path {
 }
 
 /// What a channel's latency figures mean.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LatencyKind {
     /// Receive time minus send time on one clock (the simulator, or wall
@@ -264,7 +264,7 @@ impl BurstStats {
 }
 
 /// A [`BurstStats`] summarized.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BurstSummary {
     /// Loss runs.
     pub runs: u64,
@@ -558,7 +558,7 @@ impl ChannelMeter {
 }
 
 /// Traffic one way.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Direction {
     /// Datagrams since the start.
     pub packets: u64,
@@ -569,7 +569,7 @@ pub struct Direction {
 }
 
 /// Loss as judged so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LossSummary {
     /// Sequence numbers judged.
     pub judged: u64,
@@ -588,8 +588,11 @@ pub struct LossSummary {
 }
 
 /// One channel's measures at one time: the JSON-lines record and the
-/// source of the Prometheus text ([`prometheus_text`]).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// source of the Prometheus text ([`prometheus_text`]). A record read back
+/// (`serde_json::from_str`) is the snapshot that was written;
+/// [`columns`](Self::columns) flattens it into named numbers for a CSV row
+/// or a chart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChannelSnapshot {
     /// The channel's name.
     pub channel: String,
@@ -619,10 +622,154 @@ pub struct ChannelSnapshot {
     /// Burstiness of the wire's loss.
     pub burst: BurstSummary,
     /// Units delivered by each path, since the start.
+    #[serde(deserialize_with = "path_counts")]
     pub paths: BTreeMap<&'static str, u64>,
 }
 
+/// Reads `paths` back: every key must be one of [`Path::ALL`]'s names (so
+/// the map can keep its `&'static str` keys).
+fn path_counts<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<&'static str, u64>, D::Error> {
+    BTreeMap::<String, u64>::deserialize(d)?
+        .into_iter()
+        .map(|(k, n)| {
+            Path::ALL
+                .iter()
+                .find(|p| p.name() == k)
+                .map(|p| (p.name(), n))
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown recovery path {k:?}")))
+        })
+        .collect()
+}
+
+/// The names of [`ChannelSnapshot::columns`], in order: a CSV header.
+///
+/// Rates are per interval (`out_mbps`, `in_mbps`, `latency_*`,
+/// `jitter_fig4_ms`); counters, loss ratios, burstiness and path counts are
+/// since the start, as in the snapshot; `jitter_rfc3550_ms` is the running
+/// estimate.
+pub const COLUMNS: [&str; 43] = [
+    "t_s",
+    "interval_s",
+    "out_packets",
+    "out_bytes",
+    "out_mbps",
+    "in_packets",
+    "in_bytes",
+    "in_mbps",
+    "latency_count",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "latency_p99_ms",
+    "latency_max_ms",
+    "latency_total_count",
+    "latency_total_mean_ms",
+    "latency_total_p50_ms",
+    "latency_total_p95_ms",
+    "latency_total_p99_ms",
+    "latency_total_max_ms",
+    "jitter_fig4_ms",
+    "jitter_fig4_total_ms",
+    "jitter_rfc3550_ms",
+    "loss_judged",
+    "loss_wire_lost",
+    "loss_wire",
+    "loss_residual_lost",
+    "loss_residual",
+    "loss_late",
+    "loss_duplicates",
+    "burst_runs",
+    "burst_mean",
+    "burst_max",
+    "gilbert_p",
+    "gilbert_r",
+    // One per `Path::ALL`, in order.
+    "path_arrived",
+    "path_piggyback",
+    "path_block",
+    "path_xor_row",
+    "path_xor_column",
+    "path_retransmit",
+    // The last two, apart from the paths: every delivered unit and the
+    // rebuilt ones among them.
+    "delivered",
+    "rebuilt",
+];
+
 impl ChannelSnapshot {
+    /// The snapshot as named numbers, in [`COLUMNS`]' order: a CSV row or
+    /// the points of a time series at `t_s`. Bit rates are in Mbit/s,
+    /// latency and jitter in ms, loss ratios from 0 to 1. A measure not
+    /// known yet is `None`: the jitters and ratios the snapshot leaves
+    /// `null`, and the latency figures of an interval (or run) with no
+    /// sample, which the snapshot gives as zeros.
+    pub fn columns(&self) -> [(&'static str, Option<f64>); COLUMNS.len()] {
+        let n = |v: u64| Some(v as f64);
+        let latency = |l: &LatencySummary| {
+            let known = |v: f64| (l.count > 0).then_some(v);
+            [
+                n(l.count),
+                known(l.mean_ms),
+                known(l.p50_ms),
+                known(l.p95_ms),
+                known(l.p99_ms),
+                known(l.max_ms),
+            ]
+        };
+        let path = |p: Path| n(self.paths.get(p.name()).copied().unwrap_or(0));
+        // Saturating: a record read back from a file may claim anything.
+        let delivered = self.paths.values().fold(0u64, |a, &b| a.saturating_add(b));
+        let arrived = self.paths.get(Path::Arrived.name()).copied().unwrap_or(0);
+        let [lc, lmean, l50, l95, l99, lmax] = latency(&self.latency);
+        let [tc, tmean, t50, t95, t99, tmax] = latency(&self.latency_total);
+        let values = [
+            Some(self.t_s),
+            Some(self.interval_s),
+            n(self.out.packets),
+            n(self.out.bytes),
+            Some(self.out.bitrate / 1e6),
+            n(self.inbound.packets),
+            n(self.inbound.bytes),
+            Some(self.inbound.bitrate / 1e6),
+            lc,
+            lmean,
+            l50,
+            l95,
+            l99,
+            lmax,
+            tc,
+            tmean,
+            t50,
+            t95,
+            t99,
+            tmax,
+            self.jitter_fig4_ms,
+            self.jitter_fig4_total_ms,
+            self.jitter_rfc3550_ms,
+            n(self.loss.judged),
+            n(self.loss.wire_lost),
+            self.loss.wire_loss,
+            n(self.loss.residual_lost),
+            self.loss.residual_loss,
+            n(self.loss.late),
+            n(self.loss.duplicates),
+            n(self.burst.runs),
+            self.burst.mean_run,
+            n(self.burst.max_run),
+            self.burst.gilbert_p,
+            self.burst.gilbert_r,
+            path(Path::Arrived),
+            path(Path::Piggyback),
+            path(Path::Block),
+            path(Path::XorRow),
+            path(Path::XorColumn),
+            path(Path::Retransmit),
+            n(delivered),
+            n(delivered.saturating_sub(arrived)),
+        ];
+        std::array::from_fn(|i| (COLUMNS[i], values[i]))
+    }
+
     /// One line for a terminal: rates, latency, both jitters, loss and
     /// burstiness, and what recovery rebuilt.
     pub fn line(&self) -> String {

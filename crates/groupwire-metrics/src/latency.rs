@@ -21,7 +21,7 @@ impl Default for LatencyStats {
 }
 
 /// A summary of a [`LatencyStats`], in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LatencySummary {
     /// Samples.
     pub count: u64,

@@ -11,7 +11,9 @@
 //!   [`jain_fairness`];
 //! - [`ChannelMeter`]: one channel's bandwidth, latency, jitter (Leigh et
 //!   al.'s Figure 4 and RFC 3550), burstiness and recovery paths, as a
-//!   serializable [`ChannelSnapshot`] and Prometheus text;
+//!   serializable [`ChannelSnapshot`] (read back from JSON lines too, and
+//!   flattened into named numbers by [`ChannelSnapshot::columns`]) and
+//!   Prometheus text;
 //! - [`Report`], [`Table`], [`Plot`]: what a run produced, written by the
 //!   CLI as a text table, JSON, CSV and PNG, and as Markdown by
 //!   [`Report::to_markdown`].
@@ -23,7 +25,7 @@ mod rate;
 mod report;
 mod series;
 
-pub use channel::{ChannelMeter, ChannelSnapshot, LatencyKind, Path, prometheus_text};
+pub use channel::{COLUMNS, ChannelMeter, ChannelSnapshot, LatencyKind, Path, prometheus_text};
 pub use format::{format_cell, format_quantity};
 pub use latency::{LatencyStats, LatencySummary};
 pub use rate::{ArrivalWindow, BucketMeter};

@@ -237,6 +237,76 @@ mod channel {
     }
 
     #[test]
+    fn columns_flatten_a_snapshot_and_survive_a_json_round_trip() {
+        let t0 = Instant::ZERO;
+        let mut m = ChannelMeter::with_window("x", LatencyKind::OneWay, t0, 8);
+        for seq in 0..30u64 {
+            m.sent(1250);
+            if seq % 10 == 4 {
+                m.delivered(seq, Path::XorRow, ms(30));
+            } else if seq != 7 {
+                m.received(1000);
+                m.delivered(seq, Path::Arrived, ms(10 + seq % 3));
+            }
+        }
+        m.finish();
+        let s = m.snapshot(t0 + Duration::from_secs(1));
+        let col = |s: &ChannelSnapshot, name: &str| {
+            s.columns()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("no column {name}"))
+                .1
+        };
+        // Names are unique and in COLUMNS' order.
+        let names: Vec<&str> = s.columns().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, COLUMNS);
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), COLUMNS.len());
+        assert_eq!(col(&s, "t_s"), Some(1.0));
+        assert_eq!(col(&s, "out_packets"), Some(30.0));
+        assert_eq!(col(&s, "out_mbps"), Some(30.0 * 1250.0 * 8.0 / 1e6));
+        assert_eq!(col(&s, "in_mbps"), Some(26.0 * 1000.0 * 8.0 / 1e6));
+        assert_eq!(col(&s, "latency_count"), Some(29.0));
+        assert_eq!(col(&s, "latency_max_ms"), Some(30.0));
+        assert_eq!(col(&s, "latency_total_max_ms"), Some(30.0));
+        assert_eq!(col(&s, "jitter_fig4_ms"), s.jitter_fig4_ms);
+        assert!(col(&s, "jitter_rfc3550_ms").is_some());
+        assert_eq!(col(&s, "loss_judged"), Some(30.0));
+        assert_eq!(col(&s, "loss_wire_lost"), Some(4.0));
+        assert_eq!(col(&s, "loss_wire"), Some(4.0 / 30.0));
+        assert_eq!(col(&s, "loss_residual"), Some(1.0 / 30.0));
+        assert_eq!(col(&s, "burst_mean"), Some(1.0));
+        assert_eq!(col(&s, "gilbert_p"), s.burst.gilbert_p);
+        assert_eq!(col(&s, "gilbert_r"), Some(1.0));
+        assert_eq!(col(&s, "path_arrived"), Some(26.0));
+        assert_eq!(col(&s, "path_xor_row"), Some(3.0));
+        assert_eq!(col(&s, "path_block"), Some(0.0));
+        assert_eq!(
+            (col(&s, "delivered"), col(&s, "rebuilt")),
+            (Some(29.0), Some(3.0))
+        );
+
+        // The JSON-lines record reads back as the snapshot written.
+        let line = serde_json::to_string(&s).expect("a snapshot serializes");
+        let back: ChannelSnapshot = serde_json::from_str(&line).expect("and reads back");
+        assert_eq!(back, s);
+
+        // An empty interval: latency unknown rather than zero, rates zero.
+        let e = m.snapshot(t0 + Duration::from_secs(2));
+        assert_eq!(col(&e, "latency_count"), Some(0.0));
+        assert_eq!(col(&e, "latency_p50_ms"), None);
+        assert_eq!(col(&e, "latency_total_p50_ms"), s.columns()[16].1);
+        assert_eq!(col(&e, "out_mbps"), Some(0.0));
+        assert_eq!(col(&e, "jitter_fig4_ms"), None);
+
+        // A record naming a path groupwire does not know is refused.
+        let odd = line.replace("\"xor_row\"", "\"carrier_pigeon\"");
+        let err = serde_json::from_str::<ChannelSnapshot>(&odd).expect_err("unknown path");
+        assert!(err.to_string().contains("carrier_pigeon"), "{err}");
+    }
+
+    #[test]
     fn a_hostile_jump_is_judged_in_one_step_and_memory_stays_fixed() {
         let mut m = ChannelMeter::with_window("x", LatencyKind::AboveBase, Instant::ZERO, 16);
         m.delivered(0, Path::Arrived, None);
