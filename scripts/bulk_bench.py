@@ -30,6 +30,9 @@ IPERF_SECONDS = 20
 # Striped TCP at 1% loss moves a smaller file for the same reason.
 STRIPED_SIZE_AT = {"1%": 40_000_000}
 PORT = 7700
+# This host's default congestion control (striped TCP and iperf3 use it
+# unless told otherwise); CUBIC rows are measured beside it.
+DEFAULT_CC = open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
 IPERF_PORT = 5201
 
 PATHS = [
@@ -93,11 +96,13 @@ def recv_via(via_args):
     return ["--via", "rbudp" if via == "rbudp" else "tcp"]
 
 
-def iperf(link, streams):
+def iperf(link, streams, cc=None):
     server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
     cmd = f"iperf3 -c $GROUPWIRE_SHELL_HOST -p {IPERF_PORT} -P {streams} -t {IPERF_SECONDS} -J"
+    if cc:
+        cmd += f" -C {cc}"
     r = run(in_path(link, cmd), timeout=IPERF_SECONDS + 120)
     try:
         server.wait(timeout=30)
@@ -117,6 +122,8 @@ def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     out_md = sys.argv[1]
+    # The commit whose build runs (read before anything can move HEAD).
+    commit = run(["git", "rev-parse", "--short", "HEAD"]).stdout.strip()
     iperf3 = run(["scripts/iperf3.sh"]).stdout.strip()
     if not iperf3:
         raise SystemExit("iperf3 is missing and could not be installed (scripts/iperf3.sh)")
@@ -143,27 +150,34 @@ def main():
                 (f"groupwire RBUDP, adaptive from {start}",
                  ["--via", "rbudp", "--rate", start, "--adaptive"], SIZE),
             ]
-            if striped:
-                ssize = STRIPED_SIZE_AT.get(loss, SIZE) if link else SIZE
-                cases.append(("groupwire striped TCP, N from the BDP", ["--via", "striped"], ssize))
+            if striped and link:
+                # N and buffers from the path's bandwidth-delay product.
+                ssize = STRIPED_SIZE_AT.get(loss, SIZE)
+                cases.append(("groupwire striped TCP, N from the BDP",
+                              ["--via", "striped", "--rate", "100Mbit/s", "--rtt", "150ms"], ssize))
+            elif striped:
+                cases.append(("groupwire striped TCP", ["--via", "striped:4"], SIZE))
             for label, via_args, size in cases:
                 print(f"{name}: {label} ...", file=sys.stderr, flush=True)
                 r = gw_bulk(tmp, link, files[size], via_args, size)
+                if "streams" in r:
+                    label += f" ({r['streams']} connections)"
                 rows.append((name, label, size, r["effective_bps"],
                              str(r.get("nak_rounds", "")) if "rbudp" in via_args else "",
                              f"{r['seconds']:.1f}"))
-            for streams, label in [(1, "kernel TCP, one flow, default buffers (iperf3 -P 1)"),
-                                   (8, "kernel TCP, 8 flows (iperf3 -P 8)")]:
+            for streams, cc in [(1, None), (1, "cubic"), (8, "cubic")]:
+                label = (f"kernel TCP ({cc or DEFAULT_CC}), "
+                         + ("one flow, default buffers (iperf3 -P 1)" if streams == 1
+                            else f"{streams} flows (iperf3 -P {streams})"))
                 print(f"{name}: {label} ...", file=sys.stderr, flush=True)
-                bps, nbytes = iperf(link, streams)
+                bps, nbytes = iperf(link, streams, cc)
                 rows.append((name, label, nbytes, bps, "", f"{IPERF_SECONDS} (bounded)"))
-        write(out_md, rows, striped)
+        write(out_md, rows, striped, commit)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write(path, rows, striped):
-    commit = run(["git", "rev-parse", "--short", "HEAD"]).stdout.strip()
+def write(path, rows, striped, commit):
     lines = [
         "# Bulk transfers on real sockets, beside kernel TCP",
         "",
@@ -179,6 +193,15 @@ def write(path, rows, striped):
         "confirmation of the BLAKE3 hash, as its `--stats-json` reports; iperf3: its received "
         f"rate over a {IPERF_SECONDS} s run, since one kernel flow at 1% loss would need "
         "far longer than a bench can wait for the whole payload).",
+        "",
+        f"Kernel TCP on this host defaults to {DEFAULT_CC.upper()} (`net.ipv4.tcp_congestion_control`), "
+        "which groupwire's striped TCP also uses. "
+        + ("BBR paces to the bottleneck's rate and does not take random loss for congestion, "
+           "so one BBR flow keeps most of a lossy link; the paper's TCP (and CUBIC, the default "
+           "on most hosts) halves or cuts its window at each loss, so the CUBIC rows show what "
+           "the paper's LFN problem looks like on today's loss-based TCP. "
+           if DEFAULT_CC == "bbr" else "")
+        + "The LFN table of the simulator ([bulk.md](bulk.md)) models loss-based TCP.",
         "",
         "| path | mechanism | payload (MB) | effective rate (Mbit/s) | NAK rounds | seconds |",
         "|---|---|---:|---:|---:|---:|",
