@@ -27,17 +27,31 @@ fn groupwire(args: &[&str]) -> std::process::Output {
         .expect("groupwire runs")
 }
 
-#[test]
-fn a_file_crosses_with_rbudp_and_both_summaries_agree() {
-    let dir = temp_dir("rbudp");
+/// What one transfer between a `bulk recv` and a `bulk send` left.
+struct Transfer {
+    /// The sender's stdout.
+    sent: String,
+    /// The receiver's stdout.
+    received: String,
+    /// The two `--stats-json` reports.
+    send_json: serde_json::Value,
+    recv_json: serde_json::Value,
+}
+
+/// Moves `len` bytes from a file to a file: a receiver with `recv_via`,
+/// then a sender with `send_args`; checks both exit well, the file arrives
+/// byte for byte, and both summaries name its size.
+fn transfer(name: &str, len: usize, recv_via: &str, send_args: &[&str]) -> Transfer {
+    let dir = temp_dir(name);
     let (src, dst) = (dir.join("in.bin"), dir.join("out.bin"));
-    let data = payload(5_000_123);
+    let data = payload(len);
     std::fs::write(&src, &data).unwrap();
     let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
-
     let recv = spawn(&[
         "bulk",
         "recv",
+        "--via",
+        recv_via,
         "--listen",
         "127.0.0.1:0",
         "--out",
@@ -48,97 +62,65 @@ fn a_file_crosses_with_rbudp_and_both_summaries_agree() {
         "--stats-json",
         recv_json.to_str().unwrap(),
     ]);
-    assert_eq!(recv.ready["via"], "rbudp");
+    assert_eq!(recv.ready["via"], recv_via);
     let to = recv.addr("listen").to_string();
-    let sent = groupwire(&[
-        "bulk",
-        "send",
-        src.to_str().unwrap(),
-        "--to",
-        &to,
-        "--rate",
-        "200Mbit/s",
-        "--adaptive",
-        "--quiet",
-        "--stats-json",
-        send_json.to_str().unwrap(),
-    ]);
-    let out = String::from_utf8_lossy(&sent.stdout);
+    let mut args = vec!["bulk", "send", src.to_str().unwrap(), "--to", &to];
+    args.extend_from_slice(send_args);
+    args.extend_from_slice(&["--quiet", "--stats-json", send_json.to_str().unwrap()]);
+    let out = groupwire(&args);
+    let sent = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        sent.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&sent.stderr)
+        out.status.success(),
+        "{send_args:?}: {sent}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.starts_with("sent: 5000123 bytes"), "{out}");
-    let (rout, _) = recv.finish();
-    assert!(rout.contains("received: 5000123 bytes"), "{rout}");
-
-    assert_eq!(std::fs::read(&dst).unwrap(), data);
-    let (s, r) = (stats(&send_json), stats(&recv_json));
-    assert_eq!(s["blake3"], r["blake3"]);
-    assert_eq!(s["size"], 5_000_123);
-    assert_eq!(s["role"], "send");
-    assert_eq!(r["role"], "receive");
-    assert!(s["effective_bps"].as_u64().unwrap() > 0);
+    assert!(sent.starts_with(&format!("sent: {len} bytes")), "{sent}");
+    let (received, _) = recv.finish();
+    assert!(
+        received.contains(&format!("received: {len} bytes")),
+        "{received}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), data, "{send_args:?}");
+    let t = Transfer {
+        sent,
+        received,
+        send_json: stats(&send_json),
+        recv_json: stats(&recv_json),
+    };
+    assert_eq!(t.send_json["size"], len);
+    assert_eq!(t.send_json["role"], "send");
+    assert_eq!(t.recv_json["role"], "receive");
+    assert!(t.send_json["effective_bps"].as_u64().unwrap() > 0);
     std::fs::remove_dir_all(&dir).unwrap();
+    t
+}
+
+#[test]
+fn a_file_crosses_with_rbudp_and_both_summaries_agree() {
+    let t = transfer(
+        "rbudp",
+        5_000_123,
+        "rbudp",
+        &["--rate", "200Mbit/s", "--adaptive"],
+    );
+    assert_eq!(t.send_json["blake3"], t.recv_json["blake3"]);
+    assert_eq!(t.send_json["via"], "rbudp");
+    assert!(t.sent.contains("rbudp: "), "{}", t.sent);
+    assert!(t.received.contains("stored"), "{}", t.received);
 }
 
 #[test]
 fn a_file_crosses_striped_over_tcp_and_both_summaries_agree() {
-    for via in ["striped:4", "tcp"] {
-        let dir = temp_dir(&via.replace(':', "-"));
-        let (src, dst) = (dir.join("in.bin"), dir.join("out.bin"));
-        let data = payload(3_000_001);
-        std::fs::write(&src, &data).unwrap();
-        let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
-        let recv = spawn(&[
-            "bulk",
-            "recv",
-            "--via",
-            "tcp",
-            "--listen",
-            "127.0.0.1:0",
-            "--out",
-            dst.to_str().unwrap(),
-            "--timeout",
-            "60s",
-            "--quiet",
-            "--stats-json",
-            recv_json.to_str().unwrap(),
-        ]);
-        assert_eq!(recv.ready["via"], "tcp");
-        let to = recv.addr("listen").to_string();
-        let sent = groupwire(&[
-            "bulk",
-            "send",
-            src.to_str().unwrap(),
-            "--to",
-            &to,
-            "--via",
-            via,
-            "--quiet",
-            "--stats-json",
-            send_json.to_str().unwrap(),
-        ]);
-        let out = String::from_utf8_lossy(&sent.stdout);
+    for (via, streams) in [("striped:4", 4), ("tcp", 1)] {
+        let t = transfer(&via.replace(':', "-"), 3_000_001, "tcp", &["--via", via]);
         assert!(
-            sent.status.success(),
-            "{via}: {out}{}",
-            String::from_utf8_lossy(&sent.stderr)
+            t.sent.contains(&format!("tcp: {streams} stream(s)")),
+            "{}",
+            t.sent
         );
-        let streams = if via == "tcp" { 1 } else { 4 };
-        assert!(out.contains(&format!("tcp: {streams} stream(s)")), "{out}");
-        let (rout, _) = recv.finish();
-        assert!(rout.contains("received: 3000001 bytes"), "{rout}");
-        assert_eq!(std::fs::read(&dst).unwrap(), data, "{via}");
-        let (s, r) = (stats(&send_json), stats(&recv_json));
-        assert_eq!(s["hash"], r["hash"]);
-        assert_eq!(
-            (s["via"].as_str(), s["size"].as_u64()),
-            (Some("tcp"), Some(3_000_001))
-        );
-        assert_eq!(s["per_stream"].as_array().unwrap().len(), streams);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(t.send_json["hash"], t.recv_json["hash"]);
+        assert_eq!(t.send_json["via"], "tcp");
+        assert_eq!(t.send_json["per_stream"].as_array().unwrap().len(), streams);
     }
 }
 
