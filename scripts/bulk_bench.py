@@ -36,15 +36,16 @@ DEFAULT_CC = open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
 IPERF_PORT = 5201
 
 PATHS = [
-    # (name, shell link args or None for plain loopback, RBUDP fixed rate,
+    # (name, shell link args or None for plain loopback, RBUDP fixed rates
+    #  (the paper's "just below the available bandwidth", at two margins),
     #  adaptive start rate)
-    ("loopback, lossless", None, "3Gbit/s", "10Gbit/s"),
+    ("loopback, lossless", None, ["3Gbit/s"], "10Gbit/s"),
     ("100 Mbit/s, 150 ms RTT, 0.1% loss",
      ["--rate", "100Mbit/s", "--delay", "75ms", "--queue", "1000", "--loss", "bernoulli:0.001"],
-     "95Mbit/s", "200Mbit/s"),
+     ["95Mbit/s", "99Mbit/s"], "200Mbit/s"),
     ("100 Mbit/s, 150 ms RTT, 1% loss",
      ["--rate", "100Mbit/s", "--delay", "75ms", "--queue", "1000", "--loss", "bernoulli:0.01"],
-     "95Mbit/s", "200Mbit/s"),
+     ["95Mbit/s", "99Mbit/s"], "200Mbit/s"),
 ]
 
 
@@ -143,13 +144,12 @@ def main():
             files[s] = path
         striped = has_striped()
         rows = []
-        for name, link, fixed, start in PATHS:
+        for name, link, fixed_rates, start in PATHS:
             loss = name.rsplit(", ", 1)[-1].split(" ")[0]
-            cases = [
-                (f"groupwire RBUDP, fixed {fixed}", ["--via", "rbudp", "--rate", fixed], SIZE),
-                (f"groupwire RBUDP, adaptive from {start}",
-                 ["--via", "rbudp", "--rate", start, "--adaptive"], SIZE),
-            ]
+            cases = [(f"groupwire RBUDP, fixed {fixed}", ["--via", "rbudp", "--rate", fixed], SIZE)
+                     for fixed in fixed_rates]
+            cases.append((f"groupwire RBUDP, adaptive from {start}",
+                          ["--via", "rbudp", "--rate", start, "--adaptive"], SIZE))
             if striped and link:
                 # N and buffers from the path's bandwidth-delay product.
                 ssize = STRIPED_SIZE_AT.get(loss, SIZE)
