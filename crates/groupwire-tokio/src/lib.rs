@@ -77,3 +77,13 @@ pub use emulator::{
 pub use metrics_http::{MetricsEndpoint, MetricsPublisher};
 pub use send::{Deadline, sleep_until};
 pub use socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
+
+/// Lower-case hex of `bytes` (the BLAKE3 hashes in the bulk transports'
+/// reports).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}

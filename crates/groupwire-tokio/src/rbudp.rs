@@ -56,6 +56,7 @@ pub use crate::file::{FileSink, FileSource};
 
 use crate::clock::Clock;
 use crate::driver::GRO_BUFFER;
+use crate::hex;
 use crate::send::{send_transmits, sleep_until};
 use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
 
@@ -202,14 +203,6 @@ impl RbudpReport {
             receiver: None,
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Why a transfer did not complete.

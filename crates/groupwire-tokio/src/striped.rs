@@ -89,8 +89,8 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinSet};
 use tracing::debug;
 
-use crate::Clock;
 pub use crate::file::{FileSink, FileSource};
+use crate::{Clock, hex};
 
 #[cfg(test)]
 mod tests;
@@ -1558,10 +1558,6 @@ fn rate(bytes: u64, elapsed: Duration) -> u64 {
     } else {
         0
     }
-}
-
-fn hex(h: &Hash) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn as_hex<S: serde::Serializer>(h: &Hash, s: S) -> Result<S::Ok, S::Error> {

@@ -117,9 +117,9 @@
 //!   dropped from the history and counted
 //!   ([`AfecStats::red_uncarriable`](crate::afec::AfecStats::red_uncarriable)).
 
-use super::WireError;
 use super::header::{self, HEADER_LEN, Kind};
 use super::rtcp;
+use super::{WireError, be16, be32};
 
 mod field {
     use core::ops::Range;
@@ -698,14 +698,6 @@ fn write_entry(e: &Entry, out: &mut [u8]) {
     out[field::ENTRY_TYPE].copy_from_slice(&e.msg_type.0.to_be_bytes());
     out[field::ENTRY_SEQ].copy_from_slice(&e.seq.to_be_bytes());
     out[field::ENTRY_VALUE].copy_from_slice(&e.value.to_be_bytes());
-}
-
-fn be16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
 #[cfg(test)]

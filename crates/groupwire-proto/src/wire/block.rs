@@ -104,8 +104,8 @@
 //! Parsing never panics and rejects anything inconsistent; the receiver
 //! counts and drops it.
 
-use super::WireError;
 use super::header::{self, HEADER_LEN, Kind};
+use super::{WireError, be32, be64};
 
 /// Data packet flag: the payload is a repair symbol.
 pub const FLAG_REPAIR: u8 = 0x01;
@@ -462,16 +462,6 @@ impl ReportRepr {
         buf[rfield::P].copy_from_slice(&t.p.to_be_bytes());
         seal_report(buf);
     }
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn be64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
 }
 
 #[cfg(test)]

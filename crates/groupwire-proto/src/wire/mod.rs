@@ -104,3 +104,21 @@ pub enum WireError {
     #[error("checksum mismatch")]
     Checksum,
 }
+
+/// The big-endian `u16` at the start of `b`; the caller has checked the
+/// length (as every `parse` does before it reads a field).
+pub(crate) fn be16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+
+/// The big-endian `u32` at the start of `b`; the length is checked.
+pub(crate) fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// The big-endian `u64` at the start of `b`; the length is checked.
+pub(crate) fn be64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}

@@ -78,8 +78,8 @@
 
 use core::ops::Range;
 
-use super::WireError;
 use super::header::{self, HEADER_LEN, Kind};
+use super::{WireError, be32, be64};
 
 /// Bytes before a data datagram's payload.
 pub const DATA_HEADER_LEN: usize = HEADER_LEN + 16;
@@ -696,16 +696,6 @@ fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
         });
     }
     Ok(())
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn be64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
 }
 
 #[cfg(test)]

@@ -63,8 +63,8 @@
 
 use core::ops::Range;
 
-use super::WireError;
 use super::header::{self, HEADER_LEN, Kind};
+use super::{WireError, be16, be32, be64};
 
 pub use super::rbudp::Hash;
 
@@ -450,20 +450,6 @@ fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
         });
     }
     Ok(())
-}
-
-fn be16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn be64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
 }
 
 #[cfg(test)]
