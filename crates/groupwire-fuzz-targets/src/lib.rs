@@ -168,14 +168,20 @@ pub fn rbudp_control(data: &[u8]) {
         size: SIZE,
         rate_bps: 1_000_000,
         hash: Some(pattern.hash()),
+        version: Some(1),
     };
     let mut now = Instant::ZERO;
     rx.handle_frame(now, tx_addr, &frame(Control::Start(start)));
-    let mut tx = RbudpSender::new(SenderConfig::new(rx_addr, Bitrate::gbps(1)), pattern);
+    let mut cfg = SenderConfig::new(rx_addr, Bitrate::gbps(1));
+    // Resumable, and (on odd inputs) accepted as a resume, so the hostile
+    // frames also meet a sender waiting for its resume list.
+    cfg.version = Some(1);
+    let mut tx = RbudpSender::new(cfg, pattern);
     tx.start(now);
     let accept = Accept {
         packet_size: 10,
         size: SIZE,
+        resumed: data.first().is_some_and(|b| b & 1 == 1),
     };
     tx.handle_frame(now, rx_addr, &frame(Control::Accept(accept)));
     for chunk in data.split(|&b| b == 0xFF) {

@@ -92,8 +92,9 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
 }
 
 /// A file written at any offset: consecutive writes are gathered into one
-/// of up to a megabyte; reading back (the receiver's final hash) writes
-/// what is gathered first.
+/// of up to a megabyte; reading back (the receiver's hash) serves bytes
+/// still gathered from memory, and writes what is gathered before reading
+/// anything else.
 #[derive(Debug)]
 pub struct FileSink {
     file: File,
@@ -160,6 +161,14 @@ impl BlastSink for FileSink {
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        // The receiver hashes a segment as soon as it is complete, usually
+        // from bytes still gathered here: serve those without breaking up
+        // the gathered write.
+        let from = offset.checked_sub(self.pending_at).map(|d| d as usize);
+        if let Some(held) = from.and_then(|d| self.pending.get(d..d.checked_add(buf.len())?)) {
+            buf.copy_from_slice(held);
+            return Ok(());
+        }
         self.flush()?;
         read_exact_at(&self.file, buf, offset)
     }

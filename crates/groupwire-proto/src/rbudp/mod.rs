@@ -75,6 +75,7 @@ mod receiver;
 mod sender;
 #[cfg(test)]
 mod tests;
+mod tree_hash;
 
 pub use receiver::{RbudpReceiver, ReceiverConfig, ReceiverEvent, ReceiverStats};
 pub use sender::{RateControl, RbudpSender, SenderConfig, SenderEvent, SenderStats};
@@ -112,6 +113,56 @@ pub trait BlastSink {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Reads back what was stored from `offset` (for the hash).
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// A transfer that may resume is starting: what this sink holds of the
+    /// payload `key` names, from an earlier transfer that was interrupted.
+    /// On [`Partial::Held`] the transfer goes on from there and
+    /// [`prepare`](Self::prepare) is not called. The default holds nothing
+    /// (a sink that keeps no state between transfers).
+    fn resume(&mut self, key: &ResumeKey) -> io::Result<Partial> {
+        let _ = key;
+        Ok(Partial::None)
+    }
+    /// Records which packets are stored, for a later [`resume`](Self::resume):
+    /// bit `i % 64` of `tally[i / 64]` is set when packet `i` is. Called
+    /// about once a second while packets arrive, after each round, and
+    /// when a transfer stops unfinished; what it records must not claim a
+    /// packet whose bytes could still be lost when the process dies (write
+    /// them first). The default records nothing.
+    fn checkpoint(&mut self, key: &ResumeKey, tally: &[u64]) -> io::Result<()> {
+        let _ = (key, tally);
+        Ok(())
+    }
+    /// The transfer completed and its hash matched: forget what
+    /// [`checkpoint`](Self::checkpoint) recorded. The default does nothing.
+    fn completed(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Names a resumable transfer's payload (its [`Start`](crate::wire::rbudp::Start)):
+/// a partial is only resumed by a transfer with the same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResumeKey {
+    /// Payload bytes.
+    pub size: u64,
+    /// Bytes per packet (the tally counts packets).
+    pub packet_size: u32,
+    /// The payload's version, as the sender gives it.
+    pub version: u64,
+}
+
+/// What a [`BlastSink`] holds of a payload before its transfer starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Partial {
+    /// Nothing: the transfer starts from the beginning.
+    None,
+    /// What was held belonged to another payload, or another version of
+    /// it (the file changed since the interrupted transfer), and was
+    /// discarded: the transfer starts from the beginning.
+    Discarded,
+    /// The packets held, as [`BlastSink::checkpoint`] recorded them.
+    Held(Vec<u64>),
 }
 
 impl BlastSource for Vec<u8> {
@@ -399,6 +450,26 @@ impl Bitmap {
             len,
             ones: 0,
         })
+    }
+
+    /// `len` bits from `words` (bit `i % 64` of word `i / 64`), bits past
+    /// `len` cleared; `None` unless there are exactly enough words.
+    pub(crate) fn from_words(len: u64, mut words: Vec<u64>) -> Option<Self> {
+        if words.len() as u64 != len.div_ceil(64) {
+            return None;
+        }
+        if let Some(last) = words.last_mut() {
+            if len % 64 != 0 {
+                *last &= (1u64 << (len % 64)) - 1;
+            }
+        }
+        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
+        Some(Self { words, len, ones })
+    }
+
+    /// The bits, as [`from_words`](Self::from_words) takes them.
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.words
     }
 
     pub(crate) fn ones(&self) -> u64 {

@@ -8,11 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{
-    Bitmap, BlastError, BlastSink, MAX_PACKET_SIZE, TransferSummary, packet_count, packet_len,
+    Bitmap, BlastError, BlastSink, MAX_PACKET_SIZE, Partial, ResumeKey, TransferSummary,
+    packet_count, packet_len, tree_hash::TreeHasher,
 };
 use crate::wire::rbudp::{
     Abort, Accept, Control, ControlRepr, DataRepr, Done, DoneStatus, EndOfBlast, Hash,
-    MAX_LIST_BYTES, Missing, MissingList, RANGE_LEN, Start, push_range,
+    MAX_LIST_BYTES, Missing, MissingList, RANGE_LEN, RESUME_ROUND, Start, push_range,
 };
 use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
 
@@ -37,13 +38,18 @@ pub struct ReceiverConfig {
     /// With a transfer under way, how long without any datagram or frame
     /// from the sender before it fails with [`BlastError::PeerSilent`].
     pub idle_timeout: Duration,
+    /// While packets of a resumable transfer arrive, how often the tally
+    /// goes to [`BlastSink::checkpoint`] (also after every round and when
+    /// the transfer stops unfinished).
+    pub checkpoint_every: Duration,
 }
 
 impl ReceiverConfig {
     /// Defaults: any session, any size up to 2^31 packets, answers 5 ms
     /// after the last datagram, gives up after 90 s of silence (longer
     /// than a default sender's 63 s of repeats, so a live sender gives up
-    /// first, with the clearer error, and tells this side).
+    /// first, with the clearer error, and tells this side), records a
+    /// resumable transfer's progress every second.
     pub fn new(peer: SocketAddr) -> Self {
         Self {
             peer,
@@ -52,6 +58,7 @@ impl ReceiverConfig {
             max_packets: 1 << 31,
             settle: Duration::from_millis(5),
             idle_timeout: Duration::from_secs(90),
+            checkpoint_every: Duration::from_secs(1),
         }
     }
 }
@@ -68,6 +75,12 @@ pub enum ReceiverEvent {
         size: u64,
         /// Bytes per packet.
         packet_size: u32,
+        /// Packets already held from an interrupted transfer of the same
+        /// payload (0 for a fresh start).
+        held: u64,
+        /// A partial of another payload or version was discarded (the
+        /// file changed since the interrupted transfer).
+        discarded: bool,
     },
     /// A blast was answered with a missing list.
     Answered {
@@ -126,9 +139,6 @@ enum State {
     Over,
 }
 
-/// Bytes read back at a time for the final hash.
-const HASH_READ: usize = 256 * 1024;
-
 /// The receiving side of Reliable Blast UDP (Leigh et al. §4.2).
 ///
 /// - Getters: [`stats`](Self::stats), [`sink`](Self::sink),
@@ -145,10 +155,11 @@ const HASH_READ: usize = 256 * 1024;
 ///
 /// Packets go to the [`BlastSink`] as they arrive, in any order; the tally
 /// (one bit per packet) is the only state that grows with the payload. The
-/// BLAKE3 hash runs over the packets that arrive in order, as they arrive,
-/// and at the end over the rest, read back from the sink once (from the
-/// first packet that came after a gap): it checks the bytes the network
-/// delivered, and for the part read back, what the sink kept.
+/// BLAKE3 hash is computed a segment at a time as each segment's last
+/// packet is stored, read back from the sink (so it checks what the sink
+/// kept), and merged along BLAKE3's tree at the end: only the segments the
+/// last round completes are hashed between the last datagram and the Done
+/// (beyond the paper, whose receiver has no hash; see `tree_hash`).
 #[derive(Debug)]
 pub struct RbudpReceiver<K: BlastSink> {
     cfg: ReceiverConfig,
@@ -157,9 +168,12 @@ pub struct RbudpReceiver<K: BlastSink> {
     start: Option<(u32, Start)>,
     packets: u64,
     tally: Bitmap,
-    hasher: blake3::Hasher,
-    /// Packets hashed, in order from 0.
-    hashed: u64,
+    hasher: TreeHasher,
+    /// A resumable transfer's key, and when its tally was last recorded.
+    resume: Option<(ResumeKey, Instant)>,
+    /// Resumed with part of the payload held: the Accept is followed by
+    /// the list of what is missing.
+    resumed: bool,
     sender_hash: Option<Hash>,
     answered: Option<u32>,
     /// A round to answer, and when.
@@ -185,8 +199,9 @@ impl<K: BlastSink> RbudpReceiver<K> {
             start: None,
             packets: 0,
             tally: Bitmap::default(),
-            hasher: blake3::Hasher::new(),
-            hashed: 0,
+            hasher: TreeHasher::default(),
+            resume: None,
+            resumed: false,
             sender_hash: None,
             answered: None,
             answer: None,
@@ -237,6 +252,22 @@ impl<K: BlastSink> RbudpReceiver<K> {
         self.sink
     }
 
+    /// Records which packets are stored, for a later resume
+    /// ([`BlastSink::checkpoint`]), if the transfer is resumable. The
+    /// machine does this itself about once a second, after each round and
+    /// when it fails; a driver that abandons a transfer the machine still
+    /// thinks is under way (its connection dropped) calls it once more.
+    pub fn checkpoint(&mut self, now: Instant) -> std::io::Result<()> {
+        let Some((key, at)) = &mut self.resume else {
+            return Ok(());
+        };
+        if self.start.is_none() || self.tally.ones() == self.packets {
+            return Ok(());
+        }
+        *at = now;
+        self.sink.checkpoint(key, self.tally.words())
+    }
+
     fn session(&self) -> u32 {
         self.start.map_or(0, |(s, _)| s)
     }
@@ -265,6 +296,11 @@ impl<K: BlastSink> RbudpReceiver<K> {
             self.control(Control::Abort(Abort {
                 reason: err.abort_reason(),
             }));
+        }
+        if self.state == State::Receiving {
+            // Keep what arrived for a resume; a failure to record it is
+            // secondary to the error at hand.
+            let _ = self.checkpoint(self.last_input);
         }
         self.state = State::Over;
         self.answer = None;
@@ -311,15 +347,55 @@ impl<K: BlastSink> RbudpReceiver<K> {
             self.fail(BlastError::Refused(why), true);
             return;
         }
-        let Some(tally) = Bitmap::new(packets) else {
-            self.fail(BlastError::Refused("no memory for the tally".into()), true);
-            return;
+        let key = s.version.map(|version| ResumeKey {
+            size: s.size,
+            packet_size: s.packet_size,
+            version,
+        });
+        let partial = match key.map(|k| self.sink.resume(&k)) {
+            None => Partial::None,
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                self.fail(BlastError::Storage(e.to_string()), true);
+                return;
+            }
         };
-        if let Err(e) = self.sink.prepare(s.size) {
-            self.fail(BlastError::Storage(e.to_string()), true);
-            return;
+        let discarded = partial == Partial::Discarded;
+        // A held tally of the wrong length is not this payload's: start over.
+        let held = match partial {
+            Partial::Held(words) => Bitmap::from_words(packets, words),
+            _ => None,
+        };
+        self.resumed = held.is_some();
+        let tally = match held {
+            Some(t) => t,
+            None => {
+                let Some(t) = Bitmap::new(packets) else {
+                    self.fail(BlastError::Refused("no memory for the tally".into()), true);
+                    return;
+                };
+                if let Err(e) = self.sink.prepare(s.size) {
+                    self.fail(BlastError::Storage(e.to_string()), true);
+                    return;
+                }
+                t
+            }
+        };
+        self.hasher = TreeHasher::new(s.size);
+        if self.resumed {
+            // What is held counts toward its segments; they are hashed
+            // (read back) at the end.
+            let mut i = 0;
+            while let Some(p) = tally.next(i, true) {
+                let offset = p * u64::from(s.packet_size);
+                self.hasher
+                    .stored(offset, packet_len(s.size, s.packet_size, p) as u64);
+                i = p + 1;
+            }
+            self.hasher.forget_ready();
         }
         self.tally = tally;
+        self.resume = key.map(|k| (k, now));
         self.packets = packets;
         self.sender_hash = s.hash;
         self.state = State::Receiving;
@@ -328,14 +404,22 @@ impl<K: BlastSink> RbudpReceiver<K> {
             session,
             size: s.size,
             packet_size: s.packet_size,
+            held: self.tally.ones(),
+            discarded,
         });
     }
 
+    /// Accepts `s`; resuming, follows with what is missing
+    /// ([`RESUME_ROUND`]), so the first blast sends only that.
     fn accept(&mut self, s: &Start) {
         self.control(Control::Accept(Accept {
             packet_size: s.packet_size,
             size: s.size,
+            resumed: self.resumed,
         }));
+        if self.resumed {
+            self.send_lists(RESUME_ROUND, Arrivals::default());
+        }
     }
 
     fn on_end_of_blast(&mut self, now: Instant, e: EndOfBlast) {
@@ -424,9 +508,19 @@ impl<K: BlastSink> RbudpReceiver<K> {
         }
         self.tally.set(d.index);
         self.stats.stored += 1;
-        if d.index == self.hashed {
-            self.hasher.update(d.payload);
-            self.hashed += 1;
+        self.hasher.stored(offset, d.payload.len() as u64);
+        let sink = &mut self.sink;
+        if let Err(e) = self.hasher.hash_ready(&mut |at, buf| sink.read_at(at, buf)) {
+            self.fail(BlastError::Storage(e.to_string()), true);
+            return;
+        }
+        let due = self
+            .resume
+            .is_some_and(|(_, at)| at.saturating_add(self.cfg.checkpoint_every) <= now);
+        if due {
+            if let Err(e) = self.checkpoint(now) {
+                self.fail(BlastError::Storage(e.to_string()), true);
+            }
         }
     }
 
@@ -436,12 +530,34 @@ impl<K: BlastSink> RbudpReceiver<K> {
             self.finish(now, round);
             return;
         }
+        if let Err(e) = self.checkpoint(now) {
+            self.fail(BlastError::Storage(e.to_string()), true);
+            return;
+        }
         let a = self.arrivals;
+        self.send_lists(round, a);
+        if self.answered.is_none_or(|r| round > r) {
+            self.answered = Some(round);
+            self.events.push_back(ReceiverEvent::Answered {
+                round,
+                missing: self.missing(),
+                arrived: a.count,
+            });
+            self.arrivals = Arrivals::default();
+        }
+    }
+
+    /// Sends the list of what is missing after `round`, with the round's
+    /// arrivals, in chunks (one empty chunk if nothing is missing).
+    fn send_lists(&mut self, round: u32, a: Arrivals) {
         let span_us = a.first.map_or(0, |f| {
             a.last.saturating_duration_since(f).as_micros() as u64
         });
         let total = self.missing();
-        let lists = self.missing_lists();
+        let mut lists = self.missing_lists();
+        if lists.is_empty() {
+            lists.push((0, None, Vec::new()));
+        }
         let n = lists.len();
         for (seq, (base, bits, bytes)) in lists.iter().enumerate() {
             let list = match bits {
@@ -463,15 +579,6 @@ impl<K: BlastSink> RbudpReceiver<K> {
                 list,
             }));
             self.stats.chunks += 1;
-        }
-        if self.answered.is_none_or(|r| round > r) {
-            self.answered = Some(round);
-            self.events.push_back(ReceiverEvent::Answered {
-                round,
-                missing: total,
-                arrived: a.count,
-            });
-            self.arrivals = Arrivals::default();
         }
     }
 
@@ -526,18 +633,14 @@ impl<K: BlastSink> RbudpReceiver<K> {
             );
             return;
         };
-        let mut at = self.hashed * u64::from(start.packet_size);
-        let mut buf = vec![0u8; HASH_READ];
-        while at < start.size {
-            let n = (start.size - at).min(HASH_READ as u64) as usize;
-            if let Err(e) = self.sink.read_at(at, &mut buf[..n]) {
+        let sink = &mut self.sink;
+        let ours = match self.hasher.finish(&mut |at, buf| sink.read_at(at, buf)) {
+            Ok(h) => h,
+            Err(e) => {
                 self.fail(BlastError::Storage(e.to_string()), true);
                 return;
             }
-            self.hasher.update(&buf[..n]);
-            at += n as u64;
-        }
-        let ours = *self.hasher.finalize().as_bytes();
+        };
         let status = if ours == theirs {
             DoneStatus::Ok
         } else {
@@ -546,6 +649,13 @@ impl<K: BlastSink> RbudpReceiver<K> {
         let done = self.control(Control::Done(Done { status, hash: ours }));
         self.done = Some(done);
         self.answered = Some(round);
+        if self.resume.is_some() {
+            // Whole and checked, or whole and wrong (what was held cannot
+            // be trusted): either way nothing is left to resume. A record
+            // that cannot be removed is harmless: a transfer that resumes
+            // from it finds everything held and checks the hash again.
+            let _ = self.sink.completed();
+        }
         if status == DoneStatus::Ok {
             self.state = State::Over;
             self.events

@@ -13,8 +13,8 @@ use super::{
 };
 use crate::units::IP_UDP_OVERHEAD;
 use crate::wire::rbudp::{
-    Abort, Control, ControlRepr, DATA_HEADER_LEN, DataRepr, Done, DoneStatus, EndOfBlast, Hash,
-    Missing, Start,
+    Abort, Accept, Control, ControlRepr, DATA_HEADER_LEN, DataRepr, Done, DoneStatus, EndOfBlast,
+    Hash, Missing, RESUME_ROUND, Start,
 };
 use crate::{Bitrate, Instant, Machine, StreamMachine, Transmit, Transport};
 
@@ -71,6 +71,13 @@ pub struct SenderConfig {
     /// [`BlastError::SourceChanged`]); otherwise the sender computes it
     /// while reading the first blast.
     pub hash: Option<Hash>,
+    /// The payload's version (for a file: from its length and modification
+    /// time), which makes the transfer resumable: a receiver still holding
+    /// part of the same version from an interrupted transfer sends its
+    /// list of what is missing, and the first blast sends only that.
+    /// Resumed, the sender reads the whole payload once more for its hash
+    /// (after that blast). `None`: never resumed.
+    pub version: Option<u64>,
     /// The least time to wait for an answer (Accept, missing list, Done)
     /// before asking again; the wait is at least 4 measured round trips and
     /// doubles with every retry.
@@ -85,7 +92,7 @@ pub struct SenderConfig {
 
 impl SenderConfig {
     /// Defaults: session 1, [`DEFAULT_PACKET_SIZE`], a fixed rate,
-    /// no known hash, answers awaited at least 1 s and asked for 5 more
+    /// no known hash, not resumable, answers awaited at least 1 s and asked for 5 more
     /// times (1 + 2 + 4 + 8 + 16 + 32 s of silence in all), at most 1000
     /// blasts.
     pub fn new(peer: SocketAddr, rate: Bitrate) -> Self {
@@ -96,6 +103,7 @@ impl SenderConfig {
             rate,
             rate_control: RateControl::Fixed,
             hash: None,
+            version: None,
             response_timeout: Duration::from_secs(1),
             max_retries: 5,
             max_rounds: 1000,
@@ -111,6 +119,14 @@ pub enum SenderEvent {
     Accepted {
         /// From the Start to the Accept.
         rtt: Duration,
+    },
+    /// The receiver holds part of the payload from an interrupted
+    /// transfer: the first blast sends only the rest.
+    Resuming {
+        /// Packets the receiver already holds.
+        held: u64,
+        /// Packets the first blast sends.
+        missing: u64,
     },
     /// A blast ended; its end-of-blast message is on its way.
     BlastEnded {
@@ -178,6 +194,8 @@ enum State {
     Idle,
     /// Start sent, waiting for Accept.
     Opening,
+    /// Accepted as a resume, waiting for the list of what is missing.
+    Resuming,
     /// Sending a blast.
     Blasting,
     /// End-of-blast sent, waiting for the missing list or Done.
@@ -213,8 +231,12 @@ pub struct RbudpSender<S: BlastSource> {
     cursor: u64,
     sent_in_round: u64,
     next_at: Instant,
-    /// Packets to send in this blast (rounds after the first).
+    /// Packets to send in this blast (rounds after the first, and the
+    /// first of a resumed transfer).
     todo: Option<Bitmap>,
+    /// The receiver held part of the payload: the first blast sends only
+    /// what it lacked, and the hash is read separately.
+    resumed: bool,
     hasher: Option<blake3::Hasher>,
     hash: Option<Hash>,
     /// The next chunk of the missing list expected.
@@ -251,6 +273,7 @@ impl<S: BlastSource> RbudpSender<S> {
             sent_in_round: 0,
             next_at: Instant::ZERO,
             todo: None,
+            resumed: false,
             hasher: Some(blake3::Hasher::new()),
             hash: None,
             list_seq: 0,
@@ -305,6 +328,7 @@ impl<S: BlastSource> RbudpSender<S> {
             size: self.size,
             rate_bps: self.rate.as_bps(),
             hash: self.cfg.hash,
+            version: self.cfg.version,
         });
         self.request(now, start);
     }
@@ -374,7 +398,9 @@ impl<S: BlastSource> RbudpSender<S> {
     /// The next packet of this blast at or after the cursor.
     fn next_packet(&self) -> Option<u64> {
         match &self.todo {
-            _ if self.round == 0 => (self.cursor < self.packets).then_some(self.cursor),
+            _ if self.round == 0 && !self.resumed => {
+                (self.cursor < self.packets).then_some(self.cursor)
+            }
             Some(todo) => todo.next(self.cursor, true),
             None => None,
         }
@@ -397,7 +423,7 @@ impl<S: BlastSource> RbudpSender<S> {
             return None;
         }
         // The first blast reads every packet in order: hash as it goes.
-        if self.round == 0 {
+        if self.round == 0 && !self.resumed {
             if let Some(h) = &mut self.hasher {
                 h.update(&buf[DATA_HEADER_LEN..]);
             }
@@ -407,7 +433,16 @@ impl<S: BlastSource> RbudpSender<S> {
 
     /// The blast has sent everything: end it and await the answer.
     fn end_blast(&mut self, now: Instant) {
-        if self.round == 0 {
+        if self.round == 0 && self.resumed && self.hash.is_none() {
+            // The blast read only what the receiver lacked.
+            match self.cfg.hash.map_or_else(|| self.hash_source(), Ok) {
+                Ok(h) => self.hash = Some(h),
+                Err(e) => {
+                    self.fail(BlastError::Storage(e.to_string()), true);
+                    return;
+                }
+            }
+        } else if self.round == 0 {
             let hash = *self.hasher.take().unwrap_or_default().finalize().as_bytes();
             if self.cfg.hash.is_some_and(|given| given != hash) {
                 self.fail(BlastError::SourceChanged, true);
@@ -433,6 +468,21 @@ impl<S: BlastSource> RbudpSender<S> {
         self.request(now, eob);
     }
 
+    /// The payload's hash, read from the source in one pass.
+    fn hash_source(&mut self) -> std::io::Result<Hash> {
+        const READ: u64 = 256 * 1024;
+        let mut h = blake3::Hasher::new();
+        let mut buf = vec![0u8; READ as usize];
+        let mut at = 0;
+        while at < self.size {
+            let n = (self.size - at).min(READ) as usize;
+            self.source.read_at(at, &mut buf[..n])?;
+            h.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(*h.finalize().as_bytes())
+    }
+
     fn begin_blast(&mut self, now: Instant) {
         self.state = State::Blasting;
         self.cursor = 0;
@@ -445,12 +495,12 @@ impl<S: BlastSource> RbudpSender<S> {
         }
     }
 
-    fn on_accept(&mut self, now: Instant, size: u64, packet_size: u32) {
+    fn on_accept(&mut self, now: Instant, a: &Accept) {
         if self.state != State::Opening {
             self.stats.stale += 1;
             return;
         }
-        if size != self.size || packet_size != self.cfg.packet_size {
+        if a.size != self.size || a.packet_size != self.cfg.packet_size {
             self.fail(
                 BlastError::Protocol("the Accept does not echo the Start".into()),
                 true,
@@ -463,11 +513,24 @@ impl<S: BlastSource> RbudpSender<S> {
         self.events.push_back(SenderEvent::Accepted {
             rtt: rtt.unwrap_or_default(),
         });
+        if a.resumed && self.cfg.version.is_some() {
+            // The list of what the receiver lacks follows; a timeout
+            // repeats the Start.
+            self.state = State::Resuming;
+            self.list_seq = 0;
+            self.deadline = Some(now.saturating_add(self.timeout));
+            return;
+        }
         self.begin_blast(now);
     }
 
     fn on_missing(&mut self, now: Instant, m: &Missing<'_>) {
-        if self.state != State::Waiting || m.round != self.round || m.seq != self.list_seq {
+        let expected = match self.state {
+            State::Waiting => m.round == self.round,
+            State::Resuming => m.round == RESUME_ROUND,
+            _ => false,
+        };
+        if !expected || m.seq != self.list_seq {
             // A repeated answer, or one to an earlier round.
             self.stats.stale += 1;
             return;
@@ -504,6 +567,15 @@ impl<S: BlastSource> RbudpSender<S> {
             return;
         }
         let missing = self.todo.as_ref().map_or(0, Bitmap::ones);
+        if self.state == State::Resuming {
+            self.resumed = true;
+            self.events.push_back(SenderEvent::Resuming {
+                held: self.packets - missing,
+                missing,
+            });
+            self.begin_blast(now);
+            return;
+        }
         let arrival_rate = arrival_rate(m);
         let sent = self.sent_in_round;
         if let (RateControl::Adaptive { margin, min_loss }, Some(r)) =
@@ -592,6 +664,10 @@ impl<S: BlastSource> Machine for RbudpSender<S> {
             self.deadline = None;
             return;
         };
+        if self.state == State::Resuming {
+            // The list never came whole: ask again from the Start.
+            self.state = State::Opening;
+        }
         self.retries += 1;
         self.stats.repeated += 1;
         self.stats.control_sent += 1;
@@ -645,7 +721,7 @@ impl<S: BlastSource> Machine for RbudpSender<S> {
     fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Blasting => Some(self.next_at),
-            State::Opening | State::Waiting => self.deadline,
+            State::Opening | State::Resuming | State::Waiting => self.deadline,
             State::Idle | State::Over => None,
         }
     }
@@ -674,7 +750,7 @@ impl<S: BlastSource> StreamMachine for RbudpSender<S> {
             return;
         }
         match r.msg {
-            Control::Accept(a) => self.on_accept(now, a.size, a.packet_size),
+            Control::Accept(a) => self.on_accept(now, &a),
             Control::Missing(m) => self.on_missing(now, &m),
             Control::Done(d) => self.on_done(now, &d),
             Control::Abort(a) => {

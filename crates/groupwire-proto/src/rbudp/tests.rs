@@ -324,8 +324,8 @@ fn an_empty_payload_completes() {
 
 #[test]
 fn the_hash_catches_a_corrupted_byte() {
-    // Once in a packet hashed as it arrives (in order), once in one read
-    // back at the end (it came after a loss).
+    // Once in a segment completed by the first blast, once in one
+    // completed by a re-blast (a packet of it was lost).
     for (index, lossy) in [(3, false), (700, true)] {
         let mut p = Pair::new(config(Bitrate::mbps(100)), pattern(1_000_000), Vec::new());
         if lossy {
@@ -442,6 +442,7 @@ fn waiting_sender() -> RbudpSender<Pattern> {
     let accept = frame(Control::Accept(crate::wire::rbudp::Accept {
         packet_size: 1400,
         size: 14_000,
+        resumed: false,
     }));
     let now = Instant::from_millis(150);
     tx.handle_frame(now, addr(RECEIVER), &accept);
@@ -524,6 +525,7 @@ fn the_receiver_answers_repeats_and_drops_stale_messages() {
         size: 3000,
         rate_bps: 1_000_000,
         hash: None,
+        version: None,
     }));
     let t = Instant::ZERO;
     rx.handle_frame(t, addr(SENDER), &start);
@@ -590,6 +592,7 @@ fn long_lists_are_cut_into_bounded_chunks() {
         size: n,
         rate_bps: 1,
         hash: None,
+        version: None,
     }));
     let t = Instant::ZERO;
     rx.handle_frame(t, addr(SENDER), &start);
@@ -664,6 +667,7 @@ fn offsets_past_four_gibibytes_are_stored_where_they_belong() {
             size,
             rate_bps: 1,
             hash: None,
+            version: None,
         })),
     );
     let last = packet_count(size, ps) - 1;
@@ -693,6 +697,7 @@ fn refuses_what_it_cannot_take() {
             size,
             rate_bps: 1,
             hash: None,
+            version: None,
         }))
     };
     rx.handle_frame(Instant::ZERO, addr(SENDER), &start(1001, 100));
@@ -800,4 +805,229 @@ fn pattern_fills_any_range_consistently() {
     let mut h = blake3::Hasher::new();
     h.update(&whole);
     assert_eq!(p.hash(), *h.finalize().as_bytes());
+}
+
+/// A memory sink that keeps a resume record, as a file sink keeps one on
+/// disk.
+#[derive(Debug, Default)]
+struct Keeping {
+    data: Vec<u8>,
+    record: Option<(ResumeKey, Vec<u64>)>,
+    checkpoints: u32,
+}
+
+impl BlastSink for Keeping {
+    fn prepare(&mut self, size: u64) -> io::Result<()> {
+        self.record = None;
+        self.data.prepare(size)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.data.write_at(offset, data)
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        BlastSink::read_at(&mut self.data, offset, buf)
+    }
+    fn resume(&mut self, key: &ResumeKey) -> io::Result<Partial> {
+        Ok(match self.record.take() {
+            Some((k, words)) if k == *key => Partial::Held(words),
+            Some(_) => Partial::Discarded,
+            None => Partial::None,
+        })
+    }
+    fn checkpoint(&mut self, key: &ResumeKey, tally: &[u64]) -> io::Result<()> {
+        self.checkpoints += 1;
+        self.record = Some((*key, tally.to_vec()));
+        Ok(())
+    }
+    fn completed(&mut self) -> io::Result<()> {
+        self.record = None;
+        Ok(())
+    }
+}
+
+fn resumable(version: u64) -> SenderConfig {
+    let mut cfg = config(Bitrate::mbps(100));
+    cfg.version = Some(version);
+    cfg
+}
+
+/// A transfer of `len` bytes cut off `after` into its first blast (both
+/// ends gone; the driver records the receiver's tally): the sink it left.
+fn interrupted(len: u64, version: u64, after: Duration) -> Keeping {
+    let mut p = Pair::new(resumable(version), pattern(len), Keeping::default());
+    p.loss = Box::new(|_, index| index % 10 == 3);
+    p.tx.start(Instant::ZERO);
+    p.run(after);
+    assert!(p.receiver_outcome().is_none(), "still under way");
+    let now = p.now;
+    p.rx.checkpoint(now).unwrap();
+    p.rx.into_sink()
+}
+
+#[test]
+fn an_interrupted_transfer_resumes_with_only_what_is_missing() {
+    let len = 3_000_000;
+    let sink = interrupted(len, 42, Duration::from_millis(320));
+    let (_, held) = sink.record.clone().expect("the tally was recorded");
+    let held: u64 = held.iter().map(|w| u64::from(w.count_ones())).sum();
+    let packets = packet_count(len, DEFAULT_PACKET_SIZE);
+    assert!(held > 0 && held < packets, "{held} of {packets}");
+    assert!(sink.checkpoints >= 1);
+
+    let mut p = Pair::new(resumable(42), pattern(len), sink);
+    p.tx.start(Instant::ZERO);
+    p.run(Duration::from_secs(60));
+    p.summary();
+    assert!(p.tx_events.iter().any(|(_, e)| *e
+        == SenderEvent::Resuming {
+            held,
+            missing: packets - held
+        }));
+    assert!(p.rx_events.iter().any(|(_, e)| matches!(
+        e,
+        ReceiverEvent::Started { held: h, discarded: false, .. } if *h == held
+    )));
+    // Only what was missing crossed the path.
+    assert_eq!(p.tx.stats().datagrams, packets - held);
+    let sink = p.rx.into_sink();
+    assert_eq!(sink.data, expected(len));
+    assert_eq!(sink.record, None, "a completed transfer forgets its record");
+}
+
+#[test]
+fn a_changed_payload_starts_over_and_says_so() {
+    let len = 1_000_000;
+    let sink = interrupted(len, 1, Duration::from_millis(260));
+    // Version 2: the file changed since the interruption.
+    let mut p = Pair::new(resumable(2), pattern(len), sink);
+    p.tx.start(Instant::ZERO);
+    p.run(Duration::from_secs(60));
+    p.summary();
+    assert!(p.rx_events.iter().any(|(_, e)| matches!(
+        e,
+        ReceiverEvent::Started {
+            held: 0,
+            discarded: true,
+            ..
+        }
+    )));
+    assert!(
+        !p.tx_events
+            .iter()
+            .any(|(_, e)| matches!(e, SenderEvent::Resuming { .. }))
+    );
+    assert_eq!(
+        p.tx.stats().datagrams,
+        packet_count(len, DEFAULT_PACKET_SIZE)
+    );
+    assert_eq!(p.rx.into_sink().data, expected(len));
+}
+
+#[test]
+fn a_resume_with_everything_held_sends_nothing_and_checks_the_hash() {
+    let len = 500_000;
+    let packets = packet_count(len, DEFAULT_PACKET_SIZE);
+    let mut sink = Keeping::default();
+    sink.data = expected(len);
+    let key = ResumeKey {
+        size: len,
+        packet_size: DEFAULT_PACKET_SIZE,
+        version: 9,
+    };
+    let mut all = Bitmap::new(packets).unwrap();
+    for i in 0..packets {
+        all.set(i);
+    }
+    sink.record = Some((key, all.words().to_vec()));
+    let mut p = Pair::new(resumable(9), pattern(len), sink);
+    p.tx.start(Instant::ZERO);
+    p.run(Duration::from_secs(60));
+    assert_eq!(p.summary().hash, pattern(len).hash());
+    assert_eq!(p.tx.stats().datagrams, 0);
+
+    // The same, but what is held is not what the record claims (a power
+    // cut lost it): the hash catches it and the record is forgotten.
+    let mut sink = Keeping::default();
+    sink.data = vec![0; len as usize];
+    sink.record = Some((key, all.words().to_vec()));
+    let mut p = Pair::new(resumable(9), pattern(len), sink);
+    p.tx.start(Instant::ZERO);
+    p.run(Duration::from_secs(60));
+    assert_eq!(
+        p.sender_outcome(),
+        Some(&SenderEvent::Failed(BlastError::HashMismatch))
+    );
+    assert_eq!(p.rx.into_sink().record, None);
+}
+
+#[test]
+fn a_sender_that_cannot_resume_ignores_a_held_partial() {
+    // No version: the receiver is not asked to resume, and starts over.
+    let len = 200_000;
+    let mut sink = interrupted(len, 5, Duration::from_millis(232));
+    sink.record = None;
+    let mut p = Pair::new(config(Bitrate::mbps(100)), pattern(len), sink);
+    p.tx.start(Instant::ZERO);
+    p.run(Duration::from_secs(60));
+    p.summary();
+    assert_eq!(p.rx.into_sink().data, expected(len));
+}
+
+#[test]
+fn a_resume_list_cut_short_is_asked_for_again() {
+    let mut tx = RbudpSender::new(resumable(7), pattern(14_000));
+    tx.start(Instant::ZERO);
+    while tx.poll_transmit(Instant::ZERO).is_some() {}
+    let accept = frame(Control::Accept(crate::wire::rbudp::Accept {
+        packet_size: 1400,
+        size: 14_000,
+        resumed: true,
+    }));
+    let mut ranges = Vec::new();
+    push_range(&mut ranges, 2, 3);
+    let first = missing(
+        crate::wire::rbudp::RESUME_ROUND,
+        0,
+        false,
+        MissingList::Ranges { bytes: &ranges },
+    );
+    let t = Instant::from_millis(150);
+    tx.handle_frame(t, addr(RECEIVER), &accept);
+    tx.handle_frame(t, addr(RECEIVER), &first);
+    // The rest of the list never comes: nothing is blasted, and the Start
+    // goes again.
+    assert!(tx.poll_transmit(t).is_none());
+    let later = tx.poll_timeout().expect("a deadline for the list");
+    tx.handle_timeout(later);
+    let again = tx.poll_transmit(later).expect("the Start, repeated");
+    assert!(matches!(
+        ControlRepr::parse(&again.payload).unwrap().msg,
+        Control::Start(Start {
+            version: Some(7),
+            ..
+        })
+    ));
+    // A repeat of the whole answer: the first blast sends exactly 2..5.
+    let last = missing(
+        crate::wire::rbudp::RESUME_ROUND,
+        0,
+        true,
+        MissingList::Ranges { bytes: &ranges },
+    );
+    tx.handle_frame(later, addr(RECEIVER), &accept);
+    tx.handle_frame(later, addr(RECEIVER), &last);
+    let mut sent = Vec::new();
+    let mut now = later;
+    while let Some(t) = tx.poll_transmit(now) {
+        if t.transport == Transport::Udp {
+            sent.push(DataRepr::parse(&t.payload).unwrap().index);
+        }
+        now += Duration::from_millis(1);
+    }
+    assert_eq!(sent, [2, 3, 4]);
+    assert!(std::iter::from_fn(|| tx.poll_event()).any(|e| e
+        == SenderEvent::Resuming {
+            held: 7,
+            missing: 3
+        }));
 }

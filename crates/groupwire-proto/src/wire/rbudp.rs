@@ -40,11 +40,18 @@
 //! After the common header and the type byte (and 3 reserved bytes):
 //!
 //! ```text
-//! Start (2), 64 bytes: sender → receiver, opens the transfer
+//! Start (2), 72 bytes: sender → receiver, opens the transfer
 //!   12 packet_size u32 | 16 size u64 | 24 rate (bit/s) u64 | 32 hash [32]
+//!   64 version u64
 //!   flags bit 0 (FLAG_HASH): the hash is present (else zero, ignored)
+//!   flags bit 1 (FLAG_VERSION): the version is present (else zero,
+//!     ignored): the payload's version, so a receiver holding part of it
+//!     from an interrupted transfer may resume
 //! Accept (3), 24 bytes: receiver → sender, ready for the blast
 //!   12 packet_size u32 | 16 size u64            (echoes the Start)
+//!   flags bit 0 (FLAG_RESUMED): the receiver holds part of this version
+//!     of the payload; a missing list for round RESUME_ROUND follows, and
+//!     the first blast sends only what it names
 //! EndOfBlast (4), 56 bytes: sender → receiver, a blast is over
 //!   12 round u32 | 16 sent (datagrams in the round) u64 | 24 hash [32]
 //!   flags bit 0 (FLAG_HASH): the hash is present (else zero, ignored)
@@ -84,7 +91,7 @@ use super::{WireError, be32, be64};
 /// Bytes before a data datagram's payload.
 pub const DATA_HEADER_LEN: usize = HEADER_LEN + 16;
 /// Bytes of a [`Start`].
-pub const START_LEN: usize = 64;
+pub const START_LEN: usize = 72;
 /// Bytes of an [`Accept`].
 pub const ACCEPT_LEN: usize = 24;
 /// Bytes of an [`EndOfBlast`].
@@ -105,6 +112,13 @@ pub const RANGE_LEN: usize = 12;
 
 /// [`Start`] and [`EndOfBlast`] flag: the hash field holds the hash.
 pub const FLAG_HASH: u8 = 0x01;
+/// [`Start`] flag: the version field holds the payload's version.
+pub const FLAG_VERSION: u8 = 0x02;
+/// [`Accept`] flag: the receiver resumes an interrupted transfer.
+pub const FLAG_RESUMED: u8 = 0x01;
+/// The round of the missing list that follows a resumed [`Accept`]: what
+/// the receiver lacks before any blast.
+pub const RESUME_ROUND: u32 = u32::MAX;
 /// [`Missing`] flag: the last chunk of its round's list.
 pub const FLAG_LAST: u8 = 0x01;
 /// [`Missing`] flag: the list is a bitmap (else ranges).
@@ -182,6 +196,7 @@ mod field {
     pub(super) const SIZE: Range<usize> = 16..24;
     pub(super) const RATE: Range<usize> = 24..32;
     pub(super) const START_HASH: Range<usize> = 32..64;
+    pub(super) const VERSION: Range<usize> = 64..72;
     // EndOfBlast (round at ROUND).
     pub(super) const SENT: Range<usize> = 16..24;
     pub(super) const EOB_HASH: Range<usize> = 24..56;
@@ -267,6 +282,11 @@ pub struct Start {
     /// The BLAKE3 hash of the payload, when the sender knows it before the
     /// first blast (otherwise it comes with the first [`EndOfBlast`]).
     pub hash: Option<Hash>,
+    /// The payload's version (for a file: from its length and modification
+    /// time), when the transfer may resume: a receiver that holds part of
+    /// the same size, packet size and version from an interrupted transfer
+    /// keeps it.
+    pub version: Option<u64>,
 }
 
 /// The receiver is ready (receiver → sender), echoing the [`Start`].
@@ -276,6 +296,9 @@ pub struct Accept {
     pub packet_size: u32,
     /// As in the [`Start`].
     pub size: u64,
+    /// Part of the payload is held from an interrupted transfer: a
+    /// [`Missing`] list for [`RESUME_ROUND`] follows.
+    pub resumed: bool,
 }
 
 /// A blast is over (sender → receiver): time to answer with what is missing.
@@ -473,6 +496,7 @@ impl<'a> ControlRepr<'a> {
                     size: be64(&buf[field::SIZE]),
                     rate_bps: be64(&buf[field::RATE]),
                     hash: hash_at(field::START_HASH),
+                    version: (h.flags & FLAG_VERSION != 0).then(|| be64(&buf[field::VERSION])),
                 })
             }
             MsgType::Accept => {
@@ -480,6 +504,7 @@ impl<'a> ControlRepr<'a> {
                 Control::Accept(Accept {
                     packet_size: be32(&buf[field::PACKET_SIZE]),
                     size: be64(&buf[field::SIZE]),
+                    resumed: h.flags & FLAG_RESUMED != 0,
                 })
             }
             MsgType::EndOfBlast => {
@@ -537,15 +562,22 @@ impl<'a> ControlRepr<'a> {
         let put = |buf: &mut [u8], at: Range<usize>, v: &[u8]| buf[at].copy_from_slice(v);
         match &self.msg {
             Control::Start(s) => {
-                let flags = if s.hash.is_some() { FLAG_HASH } else { 0 };
+                let flags = if s.hash.is_some() { FLAG_HASH } else { 0 }
+                    | if s.version.is_some() { FLAG_VERSION } else { 0 };
                 emit_header(buf, MsgType::Start, flags, self.session);
                 put(buf, field::PACKET_SIZE, &s.packet_size.to_be_bytes());
                 put(buf, field::SIZE, &s.size.to_be_bytes());
                 put(buf, field::RATE, &s.rate_bps.to_be_bytes());
                 put(buf, field::START_HASH, &s.hash.unwrap_or_default());
+                put(
+                    buf,
+                    field::VERSION,
+                    &s.version.unwrap_or_default().to_be_bytes(),
+                );
             }
             Control::Accept(a) => {
-                emit_header(buf, MsgType::Accept, 0, self.session);
+                let flags = if a.resumed { FLAG_RESUMED } else { 0 };
+                emit_header(buf, MsgType::Accept, flags, self.session);
                 put(buf, field::PACKET_SIZE, &a.packet_size.to_be_bytes());
                 put(buf, field::SIZE, &a.size.to_be_bytes());
             }
@@ -804,6 +836,7 @@ mod tests {
                 size: 50_000_000,
                 rate_bps: 90_000_000,
                 hash: None,
+                version: None,
             }),
         }
         .to_vec();
@@ -880,15 +913,16 @@ mod tests {
         fn control_round_trips(session: u32, packet_size: u32, size: u64, rate_bps: u64,
                                hash in any_hash(), round: u32, seq: u32, last: bool,
                                arrived: u64, arrived_bytes: u64, span_us: u64, total: u64,
-                               (bitmap, base, body, bits) in any_list(), which in 0u8..6) {
+                               (bitmap, base, body, bits) in any_list(), which in 0u8..6,
+                               version in proptest::option::of(any::<u64>())) {
             let list = if bitmap {
                 MissingList::Bitmap { base, bits, bytes: &body }
             } else {
                 MissingList::Ranges { bytes: &body }
             };
             let msg = match which {
-                0 => Control::Start(Start { packet_size, size, rate_bps, hash }),
-                1 => Control::Accept(Accept { packet_size, size }),
+                0 => Control::Start(Start { packet_size, size, rate_bps, hash, version }),
+                1 => Control::Accept(Accept { packet_size, size, resumed: last }),
                 2 => Control::EndOfBlast(EndOfBlast { round, sent: size, hash }),
                 3 => Control::Missing(Missing { round, seq, last, arrived, arrived_bytes, span_us, total, list }),
                 4 => Control::Done(Done { status: if last { DoneStatus::Ok } else { DoneStatus::HashMismatch }, hash: hash.unwrap_or_default() }),
