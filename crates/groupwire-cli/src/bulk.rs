@@ -174,7 +174,10 @@ fn send(args: &SendArgs) -> anyhow::Result<()> {
     let what = || format!("sending {} to {}", args.file.display(), args.to);
     let report = match args.via {
         Via::Rbudp => {
-            let cfg = rbudp_config(args)?;
+            let mut cfg = rbudp_config(args)?;
+            // Resumable: a receiver that kept part of this version of the
+            // file from an interrupted transfer asks only for the rest.
+            cfg.version = source.version().ok();
             let r = runtime()?
                 .block_on(rbudp::send(&cfg, source, |p| show(&bar, p)))
                 .with_context(what);
@@ -226,8 +229,18 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
     }
     let rt = runtime()?;
     let bar = bar(0, args.quiet);
-    let sink = || {
-        FileSink::create(&args.out).with_context(|| format!("cannot create {}", args.out.display()))
+    // The file arrives as PATH.part and takes its name once its hash
+    // matched, so a partial file never passes for the real one.
+    let part = part_path(&args.out);
+    // RBUDP keeps a record beside it and resumes; striped TCP starts over.
+    let sink = |resumable: bool| {
+        let s = if resumable {
+            FileSink::resumable(&part)
+        } else {
+            let _ = std::fs::remove_file(FileSink::record_path(&part));
+            FileSink::create(&part)
+        };
+        s.with_context(|| format!("cannot create {}", part.display()))
     };
     let got = match args.via {
         Via::Rbudp => {
@@ -243,7 +256,7 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
             let mut cfg = ReceiveConfig::default();
             cfg.max_size = args.max_size.unwrap_or(u64::MAX);
             cfg.accept_timeout = args.timeout;
-            rt.block_on(listener.receive(&cfg, sink()?, |p| show(&bar, p)))
+            rt.block_on(listener.receive(&cfg, sink(true)?, |p| show(&bar, p)))
                 .map(|(r, sink)| (Report::Rbudp(r), sink))
                 .map_err(anyhow::Error::from)
         }
@@ -256,26 +269,54 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
             announce(args, listener.local_addr()?, "tcp", None)?;
             // The listener keeps the sink (it writes behind and flushes
             // when dropped); the file is opened again to put it on disk.
-            rt.block_on(listener.accept(sink()?, &cfg, |b| bar.set_position(b)))
+            rt.block_on(listener.accept(sink(false)?, &cfg, |b| bar.set_position(b)))
                 .map_err(anyhow::Error::from)
                 .and_then(|r| {
-                    let file = std::fs::OpenOptions::new().write(true).open(&args.out)?;
+                    let file = std::fs::OpenOptions::new().write(true).open(&part)?;
                     Ok((Report::Striped(r), FileSink::from_file(file)))
                 })
         }
     };
     bar.finish_and_clear();
-    let (report, mut sink) = match got {
+    let (report, sink) = match got {
         Ok(ok) => ok,
-        Err(e) => {
-            // A partial file would pass for the real one: remove it.
-            let _ = std::fs::remove_file(&args.out);
-            return Err(e).with_context(|| format!("receiving into {}", args.out.display()));
-        }
+        Err(e) => return Err(e).with_context(|| interrupted(&part)),
     };
-    sink.sync()
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    land(sink, &part, &args.out)?;
     report.finish("receive", args.stats_json.as_deref())
+}
+
+/// Where a file bound for `out` is written until it is whole: `OUT.part`.
+fn part_path(out: &Path) -> PathBuf {
+    let mut p = out.as_os_str().to_owned();
+    p.push(".part");
+    PathBuf::from(p)
+}
+
+/// What a failed receive says about the partial file it leaves: kept with
+/// its record for a resume (RBUDP), else removed.
+fn interrupted(part: &Path) -> String {
+    let record = FileSink::record_path(part);
+    if record.exists() {
+        format!(
+            "receiving into {}: kept it; run the same bulk recv and bulk send again to resume \
+             (only what is missing is sent), or delete it and {} to start over",
+            part.display(),
+            record.display()
+        )
+    } else {
+        let _ = std::fs::remove_file(part);
+        format!("receiving into {} (removed)", part.display())
+    }
+}
+
+/// Puts a received file on disk and gives it its name.
+fn land(mut sink: FileSink, part: &Path, out: &Path) -> anyhow::Result<()> {
+    sink.sync()
+        .with_context(|| format!("cannot write {}", part.display()))?;
+    drop(sink);
+    std::fs::rename(part, out)
+        .with_context(|| format!("cannot rename {} to {}", part.display(), out.display()))
 }
 
 fn announce(
@@ -378,6 +419,18 @@ impl Report {
                     "  rbudp: {} blast(s), {} NAK round(s)",
                     r.rounds, r.nak_rounds
                 );
+                if r.held_packets > 0 {
+                    println!(
+                        "  resumed: {} of {} packets were already at the receiver",
+                        r.held_packets, r.packets
+                    );
+                }
+                if r.discarded_partial {
+                    println!(
+                        "  a partial file of another version (the file changed since the \
+                         interrupted transfer) was discarded; started over"
+                    );
+                }
                 if let Some(s) = &r.sender {
                     println!(
                         "  datagrams {} ({} again), first rate {}, last rate {}",

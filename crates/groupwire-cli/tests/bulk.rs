@@ -192,3 +192,150 @@ fn usage_errors_say_what_to_do_and_exit_2() {
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bulk recv` of `dst` on a free port, with `--stats-json` to `json`.
+fn receiver(dst: &std::path::Path, json: &std::path::Path) -> common::Proc {
+    spawn(&[
+        "bulk",
+        "recv",
+        "--via",
+        "rbudp",
+        "--listen",
+        "127.0.0.1:0",
+        "--out",
+        dst.to_str().unwrap(),
+        "--timeout",
+        "60s",
+        "--quiet",
+        "--stats-json",
+        json.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn an_interrupted_rbudp_transfer_resumes_with_what_is_missing() {
+    use std::io::Read;
+    use std::time::Duration;
+
+    let dir = temp_dir("resume");
+    let (src, dst) = (dir.join("in.bin"), dir.join("out.bin"));
+    let part = dir.join("out.bin.part");
+    let record = dir.join("out.bin.part.resume");
+    let len = 8_000_000;
+    let data = payload(len);
+    std::fs::write(&src, &data).unwrap();
+    let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
+
+    // A slow sender (8 s of blast at 8 Mbit/s), killed once the receiver
+    // has recorded some of the file: the receiver keeps it and says how
+    // to go on.
+    let mut recv = receiver(&dst, &recv_json);
+    let to = recv.addr("listen").to_string();
+    let mut sender = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(["bulk", "send", src.to_str().unwrap(), "--to", &to])
+        .args(["--via", "rbudp", "--rate", "8Mbit/s", "--quiet"])
+        .spawn()
+        .unwrap();
+    // At most 60 s (3000 polls of 20 ms): the first record is due 1 s
+    // after the first datagram.
+    let recorded = (0..3000).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        record.exists()
+    });
+    assert!(recorded, "no resume record");
+    sender.kill().unwrap();
+    sender.wait().unwrap();
+    let status = recv.child.wait().unwrap();
+    let mut err = String::new();
+    recv.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("to resume"), "{err}");
+    assert!(part.exists() && record.exists() && !dst.exists());
+
+    // The same two commands again (a fast sender this time): only what
+    // was missing crosses, and the file is whole.
+    let recv = receiver(&dst, &recv_json);
+    let to = recv.addr("listen").to_string();
+    let out = groupwire(&[
+        "bulk",
+        "send",
+        src.to_str().unwrap(),
+        "--to",
+        &to,
+        "--via",
+        "rbudp",
+        "--rate",
+        "200Mbit/s",
+        "--quiet",
+        "--stats-json",
+        send_json.to_str().unwrap(),
+    ]);
+    let sent = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{sent}");
+    assert!(sent.contains("resumed: "), "{sent}");
+    let (received, _) = recv.finish();
+    assert!(received.contains("resumed: "), "{received}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    assert!(!part.exists() && !record.exists());
+    let s = stats(&send_json);
+    let held = s["held_packets"].as_u64().unwrap();
+    let packets = s["packets"].as_u64().unwrap();
+    assert!(held > 0 && held < packets, "{held} of {packets}");
+    assert_eq!(
+        s["sender"]["datagrams"].as_u64().unwrap(),
+        packets - held,
+        "only what was missing was sent"
+    );
+    assert_eq!(stats(&recv_json)["held_packets"], held);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_changed_since_the_interruption_starts_over() {
+    let dir = temp_dir("changed");
+    let (src, dst) = (dir.join("in.bin"), dir.join("out.bin"));
+    let len = 300_000;
+    std::fs::write(&src, payload(len)).unwrap();
+    // What an interrupted transfer of another version left.
+    let part = dir.join("out.bin.part");
+    std::fs::write(&part, vec![0u8; len]).unwrap();
+    let packets = len.div_ceil(1400) as u64;
+    let words = packets.div_ceil(64);
+    let mut record = b"GWRBRES1".to_vec();
+    record.extend_from_slice(&(len as u64).to_be_bytes());
+    record.extend_from_slice(&1400u32.to_be_bytes());
+    record.extend_from_slice(&[0; 4]);
+    record.extend_from_slice(&12345u64.to_be_bytes());
+    record.extend_from_slice(&words.to_be_bytes());
+    for _ in 0..words {
+        record.extend_from_slice(&u64::MAX.to_be_bytes());
+    }
+    std::fs::write(dir.join("out.bin.part.resume"), record).unwrap();
+
+    let recv_json = dir.join("recv.json");
+    let recv = receiver(&dst, &recv_json);
+    let to = recv.addr("listen").to_string();
+    let out = groupwire(&[
+        "bulk",
+        "send",
+        src.to_str().unwrap(),
+        "--to",
+        &to,
+        "--via",
+        "rbudp",
+        "--rate",
+        "200Mbit/s",
+        "--quiet",
+    ]);
+    assert!(out.status.success());
+    let (received, _) = recv.finish();
+    assert!(received.contains("another version"), "{received}");
+    assert_eq!(std::fs::read(&dst).unwrap(), payload(len));
+    assert_eq!(stats(&recv_json)["held_packets"], 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,10 +5,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
-use groupwire_proto::rbudp::{BlastSink, BlastSource};
+use groupwire_proto::rbudp::{BlastSink, BlastSource, Partial, ResumeKey};
 
 /// Bytes a [`FileSource`] reads per system call.
 const READ_AHEAD: usize = 1 << 20;
@@ -44,6 +44,23 @@ impl FileSource {
     /// The open file (to check its metadata, say whether it changed).
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// The file's version, for a resumable transfer: a hash of its device,
+    /// inode, length and modification time (as rsync and make decide a
+    /// file changed). Writing to the file changes it; a partial kept by a
+    /// receiver for another version is discarded, not resumed.
+    pub fn version(&self) -> io::Result<u64> {
+        let m = self.file.metadata()?;
+        let mut h = blake3::Hasher::new();
+        for v in [m.dev(), m.ino(), m.len()] {
+            h.update(&v.to_be_bytes());
+        }
+        h.update(&m.mtime().to_be_bytes());
+        h.update(&m.mtime_nsec().to_be_bytes());
+        let mut out = [0u8; 8];
+        out.copy_from_slice(&h.finalize().as_bytes()[..8]);
+        Ok(u64::from_be_bytes(out))
     }
 }
 
@@ -95,13 +112,25 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
 /// of up to a megabyte; reading back (the receiver's hash) serves bytes
 /// still gathered from memory, and writes what is gathered before reading
 /// anything else.
+///
+/// Made with [`resumable`](Self::resumable), it keeps a record of which
+/// packets are stored next to the file ([`record_path`](Self::record_path)),
+/// so an interrupted Reliable Blast UDP transfer resumes where it stopped.
 #[derive(Debug)]
 pub struct FileSink {
     file: File,
     pending: Vec<u8>,
     /// The file offset of `pending[0]`.
     pending_at: u64,
+    /// Where the resume record goes, for a resumable sink.
+    record: Option<PathBuf>,
 }
+
+/// The resume record's first bytes.
+const RECORD_MAGIC: &[u8; 8] = b"GWRBRES1";
+/// Bytes of the record before the tally: magic, size, packet size (and 4
+/// reserved), version, words.
+const RECORD_HEADER: usize = 40;
 
 impl FileSink {
     /// Creates `path` (truncating a file that is there), for writing and
@@ -122,9 +151,91 @@ impl FileSink {
             file,
             pending: Vec::with_capacity(WRITE_BEHIND),
             pending_at: 0,
+            record: None,
         }
     }
 
+    /// Opens `path` for a transfer that may resume: a file that is there
+    /// is kept (not truncated) and, with its record
+    /// ([`record_path`](Self::record_path)), resumed by a transfer of the
+    /// same payload and version, or overwritten by any other.
+    ///
+    /// The record is written after the bytes it claims (about once a
+    /// second), so a killed process or a dropped connection loses at most
+    /// the last second. It is not synced to disk: after a power cut the
+    /// file may lack bytes the record claims; the end-to-end hash catches
+    /// that, the transfer fails, and the record is forgotten, so the next
+    /// attempt starts over.
+    pub fn resumable(path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let mut sink = Self::from_file(file);
+        sink.record = Some(Self::record_path(path));
+        Ok(sink)
+    }
+
+    /// Where [`resumable`](Self::resumable) keeps the record of a
+    /// transfer into `path`: `PATH.resume`.
+    pub fn record_path(path: impl AsRef<Path>) -> PathBuf {
+        let mut p = path.as_ref().as_os_str().to_owned();
+        p.push(".resume");
+        PathBuf::from(p)
+    }
+
+    /// Reads the record at `path` if it is `key`'s: the tally's words.
+    fn read_record(&self, path: &Path, key: &ResumeKey) -> io::Result<Option<Vec<u64>>> {
+        let packets = key.size.div_ceil(u64::from(key.packet_size.max(1)));
+        let words = packets.div_ceil(64);
+        let want = words
+            .checked_mul(8)
+            .and_then(|w| w.checked_add(RECORD_HEADER as u64));
+        // Only a record of exactly the right length is read at all.
+        if want != Some(std::fs::metadata(path)?.len()) || self.file.metadata()?.len() != key.size {
+            return Ok(None);
+        }
+        let bytes = std::fs::read(path)?;
+        let be64 = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_be_bytes(b)
+        };
+        let mut ps = [0u8; 4];
+        ps.copy_from_slice(&bytes[16..20]);
+        let matches = &bytes[..8] == RECORD_MAGIC
+            && be64(8) == key.size
+            && u32::from_be_bytes(ps) == key.packet_size
+            && be64(24) == key.version
+            && be64(32) == words;
+        if !matches {
+            return Ok(None);
+        }
+        Ok(Some(
+            bytes[RECORD_HEADER..]
+                .chunks_exact(8)
+                .map(|c| {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(c);
+                    u64::from_be_bytes(b)
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// Removes `path`; one that is not there is no error.
+fn remove_if_there(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+impl FileSink {
     /// Writes what is gathered.
     pub fn flush(&mut self) -> io::Result<()> {
         if !self.pending.is_empty() {
@@ -158,6 +269,52 @@ impl BlastSink for FileSink {
         }
         self.pending.extend_from_slice(data);
         Ok(())
+    }
+
+    fn resume(&mut self, key: &ResumeKey) -> io::Result<Partial> {
+        let Some(path) = self.record.clone() else {
+            return Ok(Partial::None);
+        };
+        if !path.exists() {
+            return Ok(Partial::None);
+        }
+        match self.read_record(&path, key)? {
+            Some(words) => Ok(Partial::Held(words)),
+            None => {
+                remove_if_there(&path)?;
+                Ok(Partial::Discarded)
+            }
+        }
+    }
+
+    fn checkpoint(&mut self, key: &ResumeKey, tally: &[u64]) -> io::Result<()> {
+        let Some(path) = self.record.clone() else {
+            return Ok(());
+        };
+        // The bytes first, then the record that claims them.
+        self.flush()?;
+        let mut out = Vec::with_capacity(RECORD_HEADER + tally.len() * 8);
+        out.extend_from_slice(RECORD_MAGIC);
+        out.extend_from_slice(&key.size.to_be_bytes());
+        out.extend_from_slice(&key.packet_size.to_be_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&key.version.to_be_bytes());
+        out.extend_from_slice(&(tally.len() as u64).to_be_bytes());
+        for w in tally {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        // Replace the record whole: a crash leaves the old one or the new.
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        std::fs::write(&tmp, &out)?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    fn completed(&mut self) -> io::Result<()> {
+        match self.record.clone() {
+            Some(path) => remove_if_there(&path),
+            None => Ok(()),
+        }
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -234,6 +391,57 @@ mod tests {
         };
         let err = src2.read_at(2_000_000, &mut [0u8; 1000]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_resumable_sink_keeps_its_record_for_the_same_version_only() {
+        let dir = std::env::temp_dir().join(format!("gw-resume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("payload.part");
+        let record = FileSink::record_path(&path);
+        let key = ResumeKey {
+            size: 5000,
+            packet_size: 1000,
+            version: 77,
+        };
+        let mut sink = FileSink::resumable(&path).unwrap();
+        assert_eq!(sink.resume(&key).unwrap(), Partial::None);
+        sink.prepare(5000).unwrap();
+        sink.write_at(1000, &[7; 1000]).unwrap();
+        sink.write_at(2000, &[8; 1000]).unwrap();
+        // Bytes still gathered are read back from memory.
+        let mut back = [0u8; 1500];
+        sink.read_at(1200, &mut back).unwrap();
+        assert_eq!(&back[..800], &[7; 800]);
+        assert_eq!(&back[800..], &[8; 700]);
+        sink.checkpoint(&key, &[0b110]).unwrap();
+        drop(sink);
+
+        // The same payload and version: the tally comes back, the bytes
+        // are where they were.
+        let mut sink = FileSink::resumable(&path).unwrap();
+        assert_eq!(sink.resume(&key).unwrap(), Partial::Held(vec![0b110]));
+        let mut back = [0u8; 1000];
+        sink.read_at(2000, &mut back).unwrap();
+        assert_eq!(back, [8; 1000]);
+        drop(sink);
+
+        // Another version: discarded, and the record is gone.
+        let mut sink = FileSink::resumable(&path).unwrap();
+        let changed = ResumeKey { version: 78, ..key };
+        assert_eq!(sink.resume(&changed).unwrap(), Partial::Discarded);
+        assert!(!record.exists());
+        sink.checkpoint(&key, &[1]).unwrap();
+        sink.completed().unwrap();
+        assert!(!record.exists(), "a completed transfer leaves no record");
+
+        // A record cut short is not read.
+        let mut sink = FileSink::resumable(&path).unwrap();
+        sink.checkpoint(&key, &[1]).unwrap();
+        let bytes = std::fs::read(&record).unwrap();
+        std::fs::write(&record, &bytes[..bytes.len() - 3]).unwrap();
+        assert_eq!(sink.resume(&key).unwrap(), Partial::Discarded);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -89,12 +89,15 @@ pub struct SendConfig {
     /// The least wait for an answer before asking again (the sender's
     /// [`SenderConfig::response_timeout`]).
     pub response_timeout: Duration,
+    /// The payload's version, which makes the transfer resumable
+    /// ([`SenderConfig::version`]; [`FileSource::version`] for a file).
+    pub version: Option<u64>,
 }
 
 impl SendConfig {
     /// Defaults: a fixed rate, [`DEFAULT_PACKET_SIZE`],
     /// [`DEFAULT_SOCKET_BUFFER`], a 10 s connect timeout, answers awaited
-    /// at least 1 s.
+    /// at least 1 s, not resumable.
     pub fn new(to: SocketAddr, rate: Bitrate) -> Self {
         Self {
             to,
@@ -104,6 +107,7 @@ impl SendConfig {
             socket_buffer: DEFAULT_SOCKET_BUFFER,
             connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(1),
+            version: None,
         }
     }
 }
@@ -168,6 +172,12 @@ pub struct RbudpReport {
     pub effective_bps: u64,
     /// Blasts, the first included.
     pub rounds: u32,
+    /// Packets the receiver already held from an interrupted transfer (0
+    /// unless the transfer resumed).
+    pub held_packets: u64,
+    /// The receiver discarded a partial of another version of the payload
+    /// (the file changed since the interrupted transfer; receiver only).
+    pub discarded_partial: bool,
     /// Missing lists that asked for a re-blast (the paper's NAK rounds).
     pub nak_rounds: u32,
     /// The first blast's rate (the sender's; 0 on the receiver).
@@ -194,6 +204,8 @@ impl RbudpReport {
             seconds,
             effective_bps: s.effective_rate().map_or(0, Bitrate::as_bps),
             rounds: s.rounds,
+            held_packets: 0,
+            discarded_partial: false,
             nak_rounds: s.nak_rounds(),
             first_rate_bps: 0,
             final_rate_bps: 0,
@@ -265,18 +277,20 @@ async fn send_over<S: BlastSource, U: DatagramSocket>(
     scfg.packet_size = cfg.packet_size;
     scfg.rate_control = cfg.rate_control;
     scfg.response_timeout = cfg.response_timeout;
+    scfg.version = cfg.version;
     let packet_size = u64::from(scfg.packet_size);
     let total = source.len();
     let mut sender = RbudpSender::new(scfg, source);
     let clock = Clock::start();
     sender.start(clock.now());
     let mut conn = ControlStream::new(tcp);
-    // Bytes known delivered once a missing list came in; the later
-    // blasts' progress counts from there.
-    // Atomics only to share them between the two callbacks in a `Send`
-    // future; one task touches them.
-    let confirmed = AtomicU64::new(0);
-    let resent_base = AtomicU64::new(0);
+    // Bytes known delivered once a missing list came in (or a resume's
+    // list: what the receiver held); the later blasts' progress counts
+    // from there. Atomics only to share them between the two callbacks in
+    // a `Send` future; one task touches them.
+    let confirmed = AtomicU64::new(u64::MAX);
+    let sent_base = AtomicU64::new(0);
+    let held = AtomicU64::new(0);
     let mut summary = None;
     let mut failure = None;
     let end = drive(
@@ -288,7 +302,13 @@ async fn send_over<S: BlastSource, U: DatagramSocket>(
         |s: &mut RbudpSender<S>, ev| match ev {
             SenderEvent::Missing { missing, .. } => {
                 confirmed.store(total.saturating_sub(missing * packet_size), Relaxed);
-                resent_base.store(s.stats().retransmitted, Relaxed);
+                sent_base.store(s.stats().datagrams, Relaxed);
+                true
+            }
+            SenderEvent::Resuming { held: h, missing } => {
+                held.store(h, Relaxed);
+                confirmed.store(total.saturating_sub(missing * packet_size), Relaxed);
+                sent_base.store(s.stats().datagrams, Relaxed);
                 true
             }
             SenderEvent::Complete(sum) => {
@@ -303,11 +323,10 @@ async fn send_over<S: BlastSource, U: DatagramSocket>(
         },
         |s: &RbudpSender<S>| {
             let st = s.stats();
-            let bytes = if s.round() == 0 {
-                st.datagrams * packet_size
-            } else {
-                confirmed.load(Relaxed)
-                    + st.retransmitted.saturating_sub(resent_base.load(Relaxed)) * packet_size
+            let since = st.datagrams.saturating_sub(sent_base.load(Relaxed)) * packet_size;
+            let bytes = match confirmed.load(Relaxed) {
+                u64::MAX => since,
+                c => c + since,
             };
             progress(Progress {
                 bytes: bytes.min(total),
@@ -329,6 +348,7 @@ async fn send_over<S: BlastSource, U: DatagramSocket>(
     let mut r = RbudpReport::new("send", &sum, granted);
     r.first_rate_bps = cfg.rate.as_bps();
     r.final_rate_bps = sender.rate().as_bps();
+    r.held_packets = held.load(Relaxed);
     r.sender = Some(sender.stats());
     Ok(r)
 }
@@ -452,6 +472,8 @@ impl RbudpListener {
             let clock = Clock::start();
             let start_by = clock.now().saturating_add(cfg.start_timeout);
             let mut started = false;
+            let mut held = 0;
+            let mut discarded = false;
             let mut summary = None;
             let mut failure = None;
             let end = drive(
@@ -461,8 +483,14 @@ impl RbudpListener {
                 peer,
                 clock,
                 |_: &mut RbudpReceiver<K>, ev| match ev {
-                    ReceiverEvent::Started { .. } => {
+                    ReceiverEvent::Started {
+                        held: h,
+                        discarded: d,
+                        ..
+                    } => {
                         started = true;
+                        held = h;
+                        discarded = d;
                         true
                     }
                     ReceiverEvent::Complete(sum) => {
@@ -477,7 +505,7 @@ impl RbudpListener {
                 },
                 |r: &RbudpReceiver<K>| {
                     if let Some((total, packet)) = r.transfer() {
-                        let stored = (r.stats().stored * u64::from(packet)).min(total);
+                        let stored = total.saturating_sub(r.missing() * u64::from(packet));
                         progress(Progress {
                             bytes: stored,
                             total,
@@ -490,11 +518,20 @@ impl RbudpListener {
             )
             .await;
             let stats = receiver.stats();
+            if summary.is_none() {
+                // Cut off (the connection dropped): keep what arrived for
+                // a resume.
+                if let Err(e) = receiver.checkpoint(clock.now()) {
+                    tracing::warn!(error = %e, "could not record the transfer for a resume");
+                }
+            }
             sink = receiver.into_sink();
             if let Some(sum) = summary {
                 conn.linger().await;
                 let mut r = RbudpReport::new("receive", &sum, self.socket_buffer);
                 r.receiver = Some(stats);
+                r.held_packets = held;
+                r.discarded_partial = discarded;
                 return Ok((r, sink));
             }
             if !started {

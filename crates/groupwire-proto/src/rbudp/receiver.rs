@@ -261,7 +261,9 @@ impl<K: BlastSink> RbudpReceiver<K> {
         let Some((key, at)) = &mut self.resume else {
             return Ok(());
         };
-        if self.start.is_none() || self.tally.ones() == self.packets {
+        // Nothing yet is nothing to resume; everything is a transfer about
+        // to complete (or one whose hash is being checked).
+        if self.start.is_none() || self.tally.ones() == 0 || self.tally.ones() == self.packets {
             return Ok(());
         }
         *at = now;

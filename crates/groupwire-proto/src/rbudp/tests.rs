@@ -927,8 +927,6 @@ fn a_changed_payload_starts_over_and_says_so() {
 fn a_resume_with_everything_held_sends_nothing_and_checks_the_hash() {
     let len = 500_000;
     let packets = packet_count(len, DEFAULT_PACKET_SIZE);
-    let mut sink = Keeping::default();
-    sink.data = expected(len);
     let key = ResumeKey {
         size: len,
         packet_size: DEFAULT_PACKET_SIZE,
@@ -938,7 +936,11 @@ fn a_resume_with_everything_held_sends_nothing_and_checks_the_hash() {
     for i in 0..packets {
         all.set(i);
     }
-    sink.record = Some((key, all.words().to_vec()));
+    let sink = Keeping {
+        data: expected(len),
+        record: Some((key, all.words().to_vec())),
+        checkpoints: 0,
+    };
     let mut p = Pair::new(resumable(9), pattern(len), sink);
     p.tx.start(Instant::ZERO);
     p.run(Duration::from_secs(60));
@@ -947,9 +949,11 @@ fn a_resume_with_everything_held_sends_nothing_and_checks_the_hash() {
 
     // The same, but what is held is not what the record claims (a power
     // cut lost it): the hash catches it and the record is forgotten.
-    let mut sink = Keeping::default();
-    sink.data = vec![0; len as usize];
-    sink.record = Some((key, all.words().to_vec()));
+    let sink = Keeping {
+        data: vec![0; len as usize],
+        record: Some((key, all.words().to_vec())),
+        checkpoints: 0,
+    };
     let mut p = Pair::new(resumable(9), pattern(len), sink);
     p.tx.start(Instant::ZERO);
     p.run(Duration::from_secs(60));
