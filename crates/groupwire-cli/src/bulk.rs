@@ -2,6 +2,7 @@
 //! §4.2) with Reliable Blast UDP or striped TCP. Argument parsing, the
 //! progress bar and the summary; the transports live in `groupwire-tokio`.
 
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,6 +11,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use groupwire_proto::Bitrate;
 use groupwire_proto::rbudp::{BlastSource, DEFAULT_PACKET_SIZE, MAX_PACKET_SIZE, RateControl};
+use groupwire_tokio::Clock;
+use groupwire_tokio::bulk::{BulkListener, BulkReceiveConfig, Mechanism, Received};
 use groupwire_tokio::file::{FileSink, FileSource};
 use groupwire_tokio::rbudp::{
     self, Progress, RbudpListener, RbudpReport, ReceiveConfig, SendConfig,
@@ -32,13 +35,28 @@ use crate::ready;
 ///          blast with the list of what is missing (over a TCP control
 ///          connection on the same port), and exactly that is blasted
 ///          again until nothing is missing. Good where a rate is reserved
-///          or known, and on lossy paths where TCP collapses.
+///          or known, and on lossy paths where TCP collapses. It takes
+///          the rate it is given whatever else is on the path.
 ///   tcp    Plain TCP striped over one or more connections (parallel
-///          socket striping, as iperf3 -P and GridFTP do).
+///          socket striping, as iperf3 -P and GridFTP do), congestion
+///          controlled.
+///
+/// The receiver takes either on one port (--via auto, the default). The
+/// sender's --via auto (the default) picks by one rule:
+///
+///   RBUDP at --rate  if --rate is given and the round trip (--rtt, else
+///                    the fastest of 3 TCP connects to the receiver) is at
+///                    least 5 ms: a long path whose rate you know;
+///   striped TCP      otherwise (N from --rate x --rtt when both are
+///                    given, else 4): without a rate to blast at, or on a
+///                    short path, where kernel TCP keeps up.
+///
+/// It says which and why on stderr and in --stats-json.
 ///
 /// Start the receiver first, then the sender:
 ///   groupwire bulk recv --listen 0.0.0.0:7700 --out model.bin
-///   groupwire bulk send model.bin --to 203.0.113.7:7700 --rate 90Mbit/s
+///   groupwire bulk send model.bin --to 203.0.113.7:7700 --rate 90Mbit/s --rtt 150ms
+///   groupwire bulk send model.bin --to 203.0.113.7:7700 --via rbudp --rate 90Mbit/s
 #[derive(Debug, Subcommand)]
 #[command(verbatim_doc_comment)]
 pub(crate) enum BulkCommand {
@@ -56,13 +74,27 @@ enum Via {
     /// TCP striped over this many connections (`None`: from the path's
     /// bandwidth-delay product, or the library's default).
     Striped(Option<u16>),
+    /// The sender: by [`choose`]'s rule; the receiver: whichever comes.
+    Auto,
 }
 
 const VIA_CHOICES: &str =
-    "rbudp, tcp (one connection), striped (N from --rate and --rtt) or striped:N";
+    "auto, rbudp, tcp (one connection), striped (N from --rate and --rtt) or striped:N";
+
+/// The least round trip at which `--via auto` blasts with RBUDP. LAN and
+/// data-centre paths are well under a millisecond and there kernel TCP
+/// fills the path (on loopback striped TCP moved ~7 Gbit/s against
+/// RBUDP's ~3); the long fat networks RBUDP is for (Leigh et al. §4.2:
+/// Chicago–Amsterdam, 150 ms) are tens of milliseconds and more.
+const AUTO_RBUDP_MIN_RTT: Duration = Duration::from_millis(5);
+
+/// TCP connects `--via auto` times to measure the round trip; the fastest
+/// counts (a busy host only makes a connect slower).
+const RTT_PROBES: u32 = 3;
 
 fn parse_via(s: &str) -> Result<Via, String> {
     match s {
+        "auto" => Ok(Via::Auto),
         "rbudp" => Ok(Via::Rbudp),
         "tcp" => Ok(Via::Striped(Some(1))),
         "striped" => Ok(Via::Striped(None)),
@@ -76,11 +108,12 @@ fn parse_via(s: &str) -> Result<Via, String> {
 
 fn parse_recv_via(s: &str) -> Result<Via, String> {
     match s {
+        "auto" => Ok(Via::Auto),
         "rbudp" => Ok(Via::Rbudp),
         // The sender's Hello says how many connections; any number is taken.
         "tcp" | "striped" => Ok(Via::Striped(None)),
         _ => Err(format!(
-            "unknown mechanism {s:?}: use rbudp or tcp (any striping)"
+            "unknown mechanism {s:?}: use auto (either), rbudp or tcp (any striping)"
         )),
     }
 }
@@ -92,18 +125,20 @@ pub(crate) struct SendArgs {
     /// The receiver's address (`groupwire bulk recv --listen`).
     #[arg(long, value_name = "ADDR")]
     to: SocketAddr,
-    /// The mechanism: rbudp, tcp (one connection), striped (N and the
-    /// socket buffers from the bandwidth-delay product of --rate and --rtt,
-    /// else 4 connections) or striped:N.
-    #[arg(long, value_name = "HOW", default_value = "rbudp", value_parser = parse_via)]
+    /// The mechanism: auto, rbudp, tcp (one connection), striped (N and
+    /// the socket buffers from the bandwidth-delay product of --rate and
+    /// --rtt, else 4 connections) or striped:N. auto: RBUDP at --rate when
+    /// --rate is given and the round trip (--rtt, else measured with TCP
+    /// connects to the receiver) is at least 5 ms, else striped.
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = parse_via)]
     via: Via,
     /// RBUDP: the blast rate on the wire (IP and UDP headers counted), e.g.
     /// 90Mbit/s, the paper's "just below the available bandwidth".
     /// Striped TCP: the path's rate, for the bandwidth-delay product.
     #[arg(long, value_name = "RATE")]
     rate: Option<Bitrate>,
-    /// Striped TCP: the path's round-trip time, e.g. 150ms, for the
-    /// bandwidth-delay product.
+    /// The path's round-trip time, e.g. 150ms. Striped TCP: for the
+    /// bandwidth-delay product; auto: instead of measuring it.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     rtt: Option<Duration>,
     /// RBUDP: after a blast that lost 1% or more, blast again just below
@@ -128,7 +163,7 @@ pub(crate) struct SendArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RecvArgs {
-    /// Where to listen (TCP, and UDP on the same port for rbudp).
+    /// Where to listen (TCP, and UDP on the same port for rbudp and auto).
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
     /// Where to store the file.
@@ -137,9 +172,10 @@ pub(crate) struct RecvArgs {
     /// Replace --out if it exists.
     #[arg(long)]
     force: bool,
-    /// The mechanism the sender uses: rbudp, or tcp (one connection or
-    /// striped over any number).
-    #[arg(long, value_name = "HOW", default_value = "rbudp", value_parser = parse_recv_via)]
+    /// The mechanisms to take: auto (whichever the sender uses, told
+    /// apart by its first byte), rbudp, or tcp (one connection or striped
+    /// over any number).
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = parse_recv_via)]
     via: Via,
     /// Refuse files larger than this many bytes.
     #[arg(long, value_name = "BYTES")]
@@ -151,7 +187,8 @@ pub(crate) struct RecvArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Once listening, print one JSON line on stdout for scripts:
-    /// `{"ready":"bulk-recv","listen":ADDR,"via":"rbudp"}`.
+    /// `{"ready":"bulk-recv","listen":ADDR,"via":"auto"}` (or the --via
+    /// given: "rbudp", "tcp").
     #[arg(long)]
     ready_json: bool,
     /// Write the summary as JSON to FILE.
@@ -170,15 +207,20 @@ fn send(args: &SendArgs) -> anyhow::Result<()> {
     let source = FileSource::open(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))
         .map_err(UsageError::new)?;
+    let rt = runtime()?;
+    let choice = choose(args, &rt)?;
+    if args.via == Via::Auto && !args.quiet {
+        eprintln!("via {}: {}", choice.name(), choice.because);
+    }
     let bar = bar(source.len(), args.quiet);
     let what = || format!("sending {} to {}", args.file.display(), args.to);
-    let report = match args.via {
+    let report = match choice.via {
         Via::Rbudp => {
             let mut cfg = rbudp_config(args)?;
             // Resumable: a receiver that kept part of this version of the
             // file from an interrupted transfer asks only for the rest.
             cfg.version = source.version().ok();
-            let r = runtime()?
+            let r = rt
                 .block_on(rbudp::send(&cfg, source, |p| show(&bar, p)))
                 .with_context(what);
             Report::Rbudp(r?)
@@ -189,16 +231,122 @@ fn send(args: &SendArgs) -> anyhow::Result<()> {
             cfg.path_rate = args.rate;
             cfg.path_rtt = args.rtt;
             cfg.timeout = cfg.timeout.max(args.connect_timeout);
-            let r = runtime()?
+            let r = rt
                 .block_on(striped::send(args.to, source, &cfg, |b| {
                     bar.set_position(b)
                 }))
                 .with_context(what);
             Report::Striped(r?)
         }
+        Via::Auto => unreachable!("choose picks a mechanism"),
     };
     bar.finish_and_clear();
-    report.finish("send", args.stats_json.as_deref())
+    let mut extra = vec![("chosen_because", choice.because.into())];
+    if let Some(rtt) = choice.rtt {
+        extra.push(("path_rtt_seconds", rtt.as_secs_f64().into()));
+    }
+    report.finish("send", args.stats_json.as_deref(), &extra)
+}
+
+/// The mechanism a sender uses, and why.
+struct Choice {
+    /// [`Via::Rbudp`] or [`Via::Striped`].
+    via: Via,
+    /// For people and `--stats-json`'s `chosen_because`.
+    because: String,
+    /// The round trip the rule looked at, if it did.
+    rtt: Option<Duration>,
+}
+
+impl Choice {
+    fn name(&self) -> &'static str {
+        match self.via {
+            Via::Rbudp => "rbudp",
+            _ => "tcp",
+        }
+    }
+}
+
+/// The sender's mechanism: the one given, or for `--via auto` RBUDP at
+/// `--rate` when `--rate` is given and the round trip (`--rtt`, else the
+/// fastest of [`RTT_PROBES`] TCP connects to the receiver) is at least
+/// [`AUTO_RBUDP_MIN_RTT`]; else striped TCP as `--via striped` (N from
+/// `--rate` × `--rtt` when both are given, else the library's default).
+///
+/// RBUDP needs a rate and keeps to it whatever else is on the path (the
+/// paper's use: a reserved or known path), and it pays off where TCP's
+/// window, not the link, is the limit: a long round trip. Striped TCP is
+/// congestion-controlled and finds the rate itself.
+fn choose(args: &SendArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<Choice> {
+    let given = |via| Choice {
+        via,
+        because: "given with --via".into(),
+        rtt: None,
+    };
+    if args.via != Via::Auto {
+        return Ok(given(args.via));
+    }
+    let Some(rate) = args.rate else {
+        return Ok(Choice {
+            via: Via::Striped(None),
+            because: "no --rate: RBUDP needs a rate to blast at, striped TCP finds the path's \
+                      rate itself (congestion control)"
+                .into(),
+            rtt: None,
+        });
+    };
+    let (rtt, from) = match args.rtt {
+        Some(rtt) => (rtt, "given with --rtt"),
+        None => (
+            rt.block_on(measure_rtt(args.to, args.connect_timeout))
+                .with_context(|| format!("measuring the round trip to {}", args.to))?,
+            "measured",
+        ),
+    };
+    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+    let (via, because) = if rtt >= AUTO_RBUDP_MIN_RTT {
+        (
+            Via::Rbudp,
+            format!(
+                "--rate {rate} given and the round trip, {} ({from}), is at least {}: a long \
+                 path, blasted at the rate you know",
+                ms(rtt),
+                ms(AUTO_RBUDP_MIN_RTT)
+            ),
+        )
+    } else {
+        (
+            Via::Striped(None),
+            format!(
+                "the round trip, {} ({from}), is under {}: a short path, where kernel TCP keeps \
+                 up without a blast rate",
+                ms(rtt),
+                ms(AUTO_RBUDP_MIN_RTT)
+            ),
+        )
+    };
+    Ok(Choice {
+        via,
+        because,
+        rtt: Some(rtt),
+    })
+}
+
+/// The fastest of [`RTT_PROBES`] TCP connects to `to`: one round trip
+/// each (the handshake), closed at once (a receiver drops a connection
+/// that closes without a byte and waits for the next).
+async fn measure_rtt(to: SocketAddr, timeout: Duration) -> io::Result<Duration> {
+    let clock = Clock::start();
+    let mut best = Duration::MAX;
+    for _ in 0..RTT_PROBES {
+        let t0 = clock.now();
+        let conn = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(to))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+        best = best.min(clock.now().saturating_duration_since(t0));
+        drop(conn);
+    }
+    Ok(best)
 }
 
 fn rbudp_config(args: &SendArgs) -> anyhow::Result<SendConfig> {
@@ -242,7 +390,47 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
         };
         s.with_context(|| format!("cannot create {}", part.display()))
     };
+    let mut extra = Vec::new();
+    if args.via != Via::Auto {
+        extra.push(("chosen_because", "given with --via".into()));
+    }
     let got = match args.via {
+        Via::Auto => {
+            let listener = rt
+                .block_on(BulkListener::bind(args.listen))
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            announce(
+                args,
+                listener.local_addr()?,
+                "auto",
+                Some(listener.socket_buffer()),
+            )?;
+            let mut cfg = BulkReceiveConfig::default();
+            cfg.rbudp.max_size = args.max_size.unwrap_or(u64::MAX);
+            cfg.rbudp.accept_timeout = args.timeout;
+            // Resumable if the sender blasts; a striped sender overwrites.
+            let got = rt.block_on(listener.receive(&cfg, sink(true)?, |m, p| match m {
+                Mechanism::Rbudp => show(&bar, p),
+                _ => {
+                    bar.set_length(p.total);
+                    bar.set_position(p.bytes);
+                }
+            }));
+            extra.push(("dropped_connections", listener.dropped().into()));
+            if let Ok(r) = &got {
+                let because = match r.mechanism() {
+                    Mechanism::Rbudp => "the sender opened with an RBUDP control frame",
+                    _ => "the sender opened with a striped TCP Hello",
+                };
+                extra.push(("chosen_because", because.into()));
+            }
+            match got {
+                Ok(Received::Rbudp(r, sink)) => Ok((Report::Rbudp(r), sink)),
+                Ok(Received::Striped(r)) => reopen(&part).map(|f| (Report::Striped(r), f)),
+                Ok(_) => Err(anyhow::anyhow!("a mechanism this build does not know")),
+                Err(e) => Err(e.into()),
+            }
+        }
         Via::Rbudp => {
             let listener = rt
                 .block_on(RbudpListener::bind(args.listen))
@@ -267,14 +455,9 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
                 .block_on(StripedListener::bind_with(args.listen, &cfg))
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
             announce(args, listener.local_addr()?, "tcp", None)?;
-            // The listener keeps the sink (it writes behind and flushes
-            // when dropped); the file is opened again to put it on disk.
             rt.block_on(listener.accept(sink(false)?, &cfg, |b| bar.set_position(b)))
                 .map_err(anyhow::Error::from)
-                .and_then(|r| {
-                    let file = std::fs::OpenOptions::new().write(true).open(&part)?;
-                    Ok((Report::Striped(r), FileSink::from_file(file)))
-                })
+                .and_then(|r| reopen(&part).map(|f| (Report::Striped(r), f)))
         }
     };
     bar.finish_and_clear();
@@ -283,7 +466,14 @@ fn recv(args: &RecvArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e).with_context(|| interrupted(&part)),
     };
     land(sink, &part, &args.out)?;
-    report.finish("receive", args.stats_json.as_deref())
+    report.finish("receive", args.stats_json.as_deref(), &extra)
+}
+
+/// The striped receiver keeps its sink (it writes behind and flushes
+/// when dropped); the file is opened again to put it on disk.
+fn reopen(out: &Path) -> anyhow::Result<FileSink> {
+    let file = std::fs::OpenOptions::new().write(true).open(out)?;
+    Ok(FileSink::from_file(file))
 }
 
 /// Where a file bound for `out` is written until it is whole: `OUT.part`.
@@ -315,6 +505,8 @@ fn land(mut sink: FileSink, part: &Path, out: &Path) -> anyhow::Result<()> {
     sink.sync()
         .with_context(|| format!("cannot write {}", part.display()))?;
     drop(sink);
+    // A record an RBUDP transfer left, overwritten by a striped one.
+    let _ = std::fs::remove_file(FileSink::record_path(part));
     std::fs::rename(part, out)
         .with_context(|| format!("cannot rename {} to {}", part.display(), out.display()))
 }
@@ -329,12 +521,13 @@ fn announce(
         ready::announce("bulk-recv", &Ready { listen, via })?;
     }
     if !args.quiet {
+        let what = if via == "auto" { "rbudp or tcp" } else { via };
         match udp_buffer {
             Some(b) => eprintln!(
-                "listening on {listen} ({via}; UDP receive buffer {} KiB)",
+                "listening on {listen} ({what}; UDP receive buffer {} KiB)",
                 b / 1024
             ),
-            None => eprintln!("listening on {listen} ({via})"),
+            None => eprintln!("listening on {listen} ({what})"),
         }
     }
     Ok(())
@@ -389,8 +582,13 @@ enum Report {
 impl Report {
     /// Prints the summary on stdout and writes it as JSON if asked: the
     /// mechanism's own report with `via`, `role`, `size`, `seconds` and
-    /// `effective_bps` common to both.
-    fn finish(&self, role: &str, json: Option<&Path>) -> anyhow::Result<()> {
+    /// `effective_bps` common to both, and the `extra` fields.
+    fn finish(
+        &self,
+        role: &str,
+        json: Option<&Path>,
+        extra: &[(&str, serde_json::Value)],
+    ) -> anyhow::Result<()> {
         let (via, size, seconds, bps, hash) = match self {
             Self::Rbudp(r) => (
                 "rbudp",
@@ -408,7 +606,7 @@ impl Report {
             ),
         };
         println!(
-            "{}: {size} bytes in {seconds:.3} s = {} effective, blake3 {}",
+            "{}: {size} bytes via {via} in {seconds:.3} s = {} effective, blake3 {}",
             if role == "send" { "sent" } else { "received" },
             mbps(bps),
             &hash[..16],
@@ -475,6 +673,9 @@ impl Report {
                 m.insert("size".into(), size.into());
                 m.insert("seconds".into(), seconds.into());
                 m.insert("effective_bps".into(), bps.into());
+                for (k, v) in extra {
+                    m.insert((*k).into(), v.clone());
+                }
             }
             let text = serde_json::to_string_pretty(&v)?;
             std::fs::write(path, text + "\n")

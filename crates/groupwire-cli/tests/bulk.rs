@@ -101,7 +101,7 @@ fn a_file_crosses_with_rbudp_and_both_summaries_agree() {
         "rbudp",
         5_000_123,
         "rbudp",
-        &["--rate", "200Mbit/s", "--adaptive"],
+        &["--via", "rbudp", "--rate", "200Mbit/s", "--adaptive"],
     );
     assert_eq!(t.send_json["blake3"], t.recv_json["blake3"]);
     assert_eq!(t.send_json["via"], "rbudp");
@@ -125,13 +125,113 @@ fn a_file_crosses_striped_over_tcp_and_both_summaries_agree() {
 }
 
 #[test]
+fn an_auto_receiver_takes_an_rbudp_sender_and_a_striped_sender() {
+    let t = transfer(
+        "auto-rx-rbudp",
+        2_000_003,
+        "auto",
+        &["--via", "rbudp", "--rate", "200Mbit/s"],
+    );
+    assert_eq!(t.recv_json["via"], "rbudp");
+    assert_eq!(t.send_json["blake3"], t.recv_json["blake3"]);
+    assert!(t.received.contains("via rbudp"), "{}", t.received);
+    assert_eq!(t.recv_json["dropped_connections"], 0);
+
+    let t = transfer(
+        "auto-rx-striped",
+        2_000_003,
+        "auto",
+        &["--via", "striped:3"],
+    );
+    assert_eq!(t.recv_json["via"], "tcp");
+    assert_eq!(t.send_json["hash"], t.recv_json["hash"]);
+    assert!(t.received.contains("via tcp"), "{}", t.received);
+    assert_eq!(t.recv_json["per_stream"].as_array().unwrap().len(), 3);
+    assert_eq!(t.recv_json["dropped_connections"], 0);
+}
+
+#[test]
+fn an_auto_sender_without_a_rate_stripes_over_tcp() {
+    let t = transfer("auto-no-rate", 1_500_001, "auto", &[]);
+    assert_eq!(t.send_json["via"], "tcp");
+    assert_eq!(t.recv_json["via"], "tcp");
+    let why = t.send_json["chosen_because"].as_str().unwrap();
+    assert!(why.contains("no --rate"), "{why}");
+    // No plan without the path: the library's 4 connections.
+    assert_eq!(t.send_json["per_stream"].as_array().unwrap().len(), 4);
+    // Nothing to measure: no probe connections.
+    assert!(t.send_json.get("path_rtt_seconds").is_none());
+    assert_eq!(t.recv_json["dropped_connections"], 0);
+}
+
+#[test]
+fn an_auto_sender_with_a_rate_blasts_on_a_long_round_trip_only() {
+    // A round trip given with --rtt: 40 ms is a long path.
+    let t = transfer(
+        "auto-long",
+        1_500_001,
+        "auto",
+        &["--rate", "200Mbit/s", "--rtt", "40ms"],
+    );
+    assert_eq!(t.send_json["via"], "rbudp");
+    assert_eq!(t.recv_json["via"], "rbudp");
+    assert_eq!(t.send_json["path_rtt_seconds"], 0.04);
+    let why = t.send_json["chosen_because"].as_str().unwrap();
+    assert!(why.contains("given with --rtt"), "{why}");
+    assert_eq!(t.recv_json["dropped_connections"], 0);
+
+    // A given round trip under 5 ms: striped, planned from --rate x --rtt.
+    let t = transfer(
+        "auto-short",
+        1_500_001,
+        "auto",
+        &["--rate", "200Mbit/s", "--rtt", "1ms"],
+    );
+    assert_eq!(t.send_json["via"], "tcp");
+    let why = t.send_json["chosen_because"].as_str().unwrap();
+    assert!(why.contains("under 5.00 ms"), "{why}");
+
+    // Measured: loopback is far under 5 ms, but a loaded machine may slow
+    // a connect, so check the choice against the round trip it reports.
+    let t = transfer("auto-measured", 1_500_001, "auto", &["--rate", "200Mbit/s"]);
+    let rtt = t.send_json["path_rtt_seconds"].as_f64().unwrap();
+    let expected = if rtt >= 0.005 { "rbudp" } else { "tcp" };
+    assert_eq!(t.send_json["via"], expected, "round trip {rtt} s");
+    assert_eq!(t.recv_json["via"], expected);
+    let why = t.send_json["chosen_because"].as_str().unwrap();
+    assert!(why.contains("measured"), "{why}");
+    // The receiver dropped the three probe connections and took the sender.
+    assert_eq!(t.recv_json["dropped_connections"], 3);
+}
+
+#[test]
+fn help_states_the_auto_rule() {
+    let o = groupwire(&["bulk", "send", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(help.contains("[default: auto]"), "{help}");
+    assert!(help.contains("at least 5 ms"), "{help}");
+    let o = groupwire(&["bulk", "recv", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("[default: auto]"), "{help}");
+}
+
+#[test]
 fn usage_errors_say_what_to_do_and_exit_2() {
     let dir = temp_dir("usage");
     let src = dir.join("in.bin");
     std::fs::write(&src, b"hello").unwrap();
 
     // RBUDP needs a rate.
-    let o = groupwire(&["bulk", "send", src.to_str().unwrap(), "--to", "127.0.0.1:9"]);
+    let o = groupwire(&[
+        "bulk",
+        "send",
+        src.to_str().unwrap(),
+        "--to",
+        "127.0.0.1:9",
+        "--via",
+        "rbudp",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"));
 

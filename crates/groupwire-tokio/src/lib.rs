@@ -28,6 +28,9 @@
 //!   et al. §4.2, Park et al.), N and the socket buffers from the path's
 //!   bandwidth-delay product ([`striped::plan`]), checked end to end with
 //!   BLAKE3 ([`striped::send_file`], [`striped::StripedListener`]).
+//! - [`bulk::BulkListener`] takes either on one port: it tells an RBUDP
+//!   control connection from a striped stream by its first byte
+//!   (`groupwire bulk recv --via auto`).
 //! - [`Emulator`] forwards UDP between clients and a target through two
 //!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
 //!
@@ -53,6 +56,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(unix)]
+pub mod bulk;
 mod clock;
 mod driver;
 pub mod emulator;

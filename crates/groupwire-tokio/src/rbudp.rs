@@ -406,27 +406,12 @@ impl RbudpListener {
     /// Listens at `addr` (TCP and UDP, the same port; port 0 picks one
     /// free for both).
     pub async fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let mut last = None;
-        for _ in 0..8 {
-            let tcp = TcpListener::bind(addr).await?;
-            match BatchedUdpSocket::bind(tcp.local_addr()?).await {
-                Ok(udp) => {
-                    let _ = udp.set_recv_buffer_size(DEFAULT_SOCKET_BUFFER);
-                    let socket_buffer = socket2::SockRef::from(udp.get_ref())
-                        .recv_buffer_size()
-                        .unwrap_or(0);
-                    return Ok(Self {
-                        tcp,
-                        udp,
-                        socket_buffer,
-                    });
-                }
-                // A fixed port taken for UDP: say so; a picked one: retry.
-                Err(e) if addr.port() != 0 => return Err(e),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::other("no port free for both TCP and UDP")))
+        let (tcp, udp, socket_buffer) = bind_pair(addr).await?;
+        Ok(Self {
+            tcp,
+            udp,
+            socket_buffer,
+        })
     }
 
     /// The address senders connect to.
@@ -463,89 +448,153 @@ impl RbudpListener {
                 Err(e) if is_transient(&e) => continue,
                 Err(e) => return Err(e.into()),
             };
-            let _ = tcp.set_nodelay(true);
-            let mut rcfg = ReceiverConfig::new(peer);
-            rcfg.max_size = cfg.max_size;
-            rcfg.idle_timeout = cfg.idle_timeout;
-            let mut receiver = RbudpReceiver::new(rcfg, sink);
-            let mut conn = ControlStream::new(tcp);
-            let clock = Clock::start();
-            let start_by = clock.now().saturating_add(cfg.start_timeout);
-            let mut started = false;
-            let mut held = 0;
-            let mut discarded = false;
-            let mut summary = None;
-            let mut failure = None;
-            let end = drive(
-                &mut receiver,
+            match receive_on(
                 &self.udp,
-                &mut conn,
+                self.socket_buffer,
+                tcp,
                 peer,
-                clock,
-                |_: &mut RbudpReceiver<K>, ev| match ev {
-                    ReceiverEvent::Started {
-                        held: h,
-                        discarded: d,
-                        ..
-                    } => {
-                        started = true;
-                        held = h;
-                        discarded = d;
-                        true
-                    }
-                    ReceiverEvent::Complete(sum) => {
-                        summary = Some(sum);
-                        false
-                    }
-                    ReceiverEvent::Failed(e) => {
-                        failure = Some(e);
-                        false
-                    }
-                    _ => true,
-                },
-                |r: &RbudpReceiver<K>| {
-                    if let Some((total, packet)) = r.transfer() {
-                        let stored = total.saturating_sub(r.missing() * u64::from(packet));
-                        progress(Progress {
-                            bytes: stored,
-                            total,
-                            round: r.round(),
-                            rate_bps: 0,
-                        });
-                    }
-                },
-                Some(start_by),
+                cfg,
+                sink,
+                &mut progress,
             )
-            .await;
-            let stats = receiver.stats();
-            if summary.is_none() {
-                // Cut off (the connection dropped): keep what arrived for
-                // a resume.
-                if let Err(e) = receiver.checkpoint(clock.now()) {
-                    tracing::warn!(error = %e, "could not record the transfer for a resume");
-                }
-            }
-            sink = receiver.into_sink();
-            if let Some(sum) = summary {
-                conn.linger().await;
-                let mut r = RbudpReport::new("receive", &sum, self.socket_buffer);
-                r.receiver = Some(stats);
-                r.held_packets = held;
-                r.discarded_partial = discarded;
-                return Ok((r, sink));
-            }
-            if !started {
+            .await?
+            {
+                Taken::Done(r, k) => return Ok((r, k)),
                 // Not a sender, or not one that got going: wait for the next.
-                tracing::debug!(%peer, ?end, "control connection dropped before a Start");
-                continue;
+                Taken::NotStarted(k) => sink = k,
             }
-            if let Some(e) = failure {
-                return Err(e.into());
-            }
-            end.map_err(gone)?;
-            return Err(RbudpError::PeerGone);
         }
     }
+}
+
+/// Binds a TCP listener and a UDP socket on one port (port 0 picks one
+/// free for both); the UDP socket with [`DEFAULT_SOCKET_BUFFER`] asked
+/// for, and the `SO_RCVBUF` granted.
+pub(crate) async fn bind_pair(
+    addr: SocketAddr,
+) -> io::Result<(TcpListener, BatchedUdpSocket, usize)> {
+    let mut last = None;
+    for _ in 0..8 {
+        let tcp = TcpListener::bind(addr).await?;
+        match BatchedUdpSocket::bind(tcp.local_addr()?).await {
+            Ok(udp) => {
+                let _ = udp.set_recv_buffer_size(DEFAULT_SOCKET_BUFFER);
+                let socket_buffer = socket2::SockRef::from(udp.get_ref())
+                    .recv_buffer_size()
+                    .unwrap_or(0);
+                return Ok((tcp, udp, socket_buffer));
+            }
+            // A fixed port taken for UDP: say so; a picked one: retry.
+            Err(e) if addr.port() != 0 => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no port free for both TCP and UDP")))
+}
+
+/// What one accepted control connection came to.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per connection, returned once"
+)]
+pub(crate) enum Taken<K> {
+    /// The transfer completed: its report and the sink.
+    Done(RbudpReport, K),
+    /// No valid Start came in time, or the connection ended before one:
+    /// not a sender (or not one that got going). The sink is untouched.
+    NotStarted(K),
+}
+
+/// Takes one transfer on an accepted control connection from `peer`, the
+/// blast arriving on `udp` (whose `SO_RCVBUF` is `socket_buffer`).
+pub(crate) async fn receive_on<K: BlastSink>(
+    udp: &BatchedUdpSocket,
+    socket_buffer: usize,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    cfg: &ReceiveConfig,
+    sink: K,
+    progress: &mut impl FnMut(Progress),
+) -> Result<Taken<K>, RbudpError> {
+    let _ = tcp.set_nodelay(true);
+    let mut rcfg = ReceiverConfig::new(peer);
+    rcfg.max_size = cfg.max_size;
+    rcfg.idle_timeout = cfg.idle_timeout;
+    let mut receiver = RbudpReceiver::new(rcfg, sink);
+    let mut conn = ControlStream::new(tcp);
+    let clock = Clock::start();
+    let start_by = clock.now().saturating_add(cfg.start_timeout);
+    let mut started = false;
+    let mut held = 0;
+    let mut discarded = false;
+    let mut summary = None;
+    let mut failure = None;
+    let end = drive(
+        &mut receiver,
+        udp,
+        &mut conn,
+        peer,
+        clock,
+        |_: &mut RbudpReceiver<K>, ev| match ev {
+            ReceiverEvent::Started {
+                held: h,
+                discarded: d,
+                ..
+            } => {
+                started = true;
+                held = h;
+                discarded = d;
+                true
+            }
+            ReceiverEvent::Complete(sum) => {
+                summary = Some(sum);
+                false
+            }
+            ReceiverEvent::Failed(e) => {
+                failure = Some(e);
+                false
+            }
+            _ => true,
+        },
+        |r: &RbudpReceiver<K>| {
+            if let Some((total, packet)) = r.transfer() {
+                let stored = total.saturating_sub(r.missing() * u64::from(packet));
+                progress(Progress {
+                    bytes: stored,
+                    total,
+                    round: r.round(),
+                    rate_bps: 0,
+                });
+            }
+        },
+        Some(start_by),
+    )
+    .await;
+    let stats = receiver.stats();
+    if summary.is_none() {
+        // Cut off (the connection dropped): keep what arrived for a resume.
+        if let Err(e) = receiver.checkpoint(clock.now()) {
+            tracing::warn!(error = %e, "could not record the transfer for a resume");
+        }
+    }
+    let sink = receiver.into_sink();
+    if let Some(sum) = summary {
+        conn.linger().await;
+        let mut r = RbudpReport::new("receive", &sum, socket_buffer);
+        r.receiver = Some(stats);
+        r.held_packets = held;
+        r.discarded_partial = discarded;
+        return Ok(Taken::Done(r, sink));
+    }
+    if !started {
+        tracing::debug!(%peer, ?end, "control connection dropped before a Start");
+        return Ok(Taken::NotStarted(sink));
+    }
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    end.map_err(gone)?;
+    Err(RbudpError::PeerGone)
 }
 
 /// The length-prefixed control connection.

@@ -570,13 +570,46 @@ impl StripedListener {
         &self,
         dest: D,
         cfg: &StripedConfig,
+        progress: impl FnMut(u64),
+    ) -> Result<StripedReport, StripedError>
+    where
+        D: BlastSink + Send + 'static,
+    {
+        self.accept_with(None, dest, cfg, progress).await
+    }
+
+    /// A listener on an already bound TCP listener, with the system's
+    /// default receive buffer.
+    pub(crate) fn from_listener(listener: TcpListener) -> Self {
+        Self {
+            listener,
+            buffer: None,
+        }
+    }
+
+    /// The next TCP connection, for a listener that looks at its first
+    /// bytes before handing it here.
+    pub(crate) async fn tcp_accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        self.listener.accept().await
+    }
+
+    /// [`accept`](Self::accept), the transfer's first stream already
+    /// taken (by a listener that tells protocols apart on one port).
+    pub(crate) async fn accept_with<D>(
+        &self,
+        first: Option<FirstStream>,
+        dest: D,
+        cfg: &StripedConfig,
         mut progress: impl FnMut(u64),
     ) -> Result<StripedReport, StripedError>
     where
         D: BlastSink + Send + 'static,
     {
-        let clock = Clock::start();
-        let gathered = self.gather(cfg, &clock).await?;
+        let (clock, candidates) = match first {
+            Some(f) => (f.clock, vec![f.candidate]),
+            None => (Clock::start(), Vec::new()),
+        };
+        let gathered = self.gather(candidates, cfg, &clock).await?;
         let started = gathered.started;
         let Gathered {
             session,
@@ -701,11 +734,16 @@ impl StripedListener {
         })
     }
 
-    /// Accepts connections until one session has all its streams.
-    async fn gather(&self, cfg: &StripedConfig, clock: &Clock) -> Result<Gathered, StripedError> {
+    /// Accepts connections until one session (of `candidates` or a new
+    /// one) has all its streams.
+    async fn gather(
+        &self,
+        mut candidates: Vec<Candidate>,
+        cfg: &StripedConfig,
+        clock: &Clock,
+    ) -> Result<Gathered, StripedError> {
         let first_deadline = cfg.wait.map(|w| clock.now().saturating_add(w));
         let mut pending = JoinSet::new();
-        let mut candidates: Vec<Candidate> = Vec::new();
         loop {
             if let Some(i) = candidates.iter().position(Candidate::complete) {
                 let c = candidates.swap_remove(i);
@@ -1243,6 +1281,36 @@ async fn admit(
         started: now,
         deadline: now.saturating_add(cfg.timeout),
     });
+}
+
+/// A striped transfer's first stream, its Hello read and its session
+/// admitted: what a listener that tells protocols apart on one port hands
+/// to [`StripedListener::accept_with`].
+pub(crate) struct FirstStream {
+    candidate: Candidate,
+    clock: Clock,
+}
+
+impl FirstStream {
+    /// Reads `s`'s Hello (within [`StripedConfig::timeout`], at most
+    /// 5 s) and admits its session; why not, when it is not a striped
+    /// sender's stream or its transfer is refused.
+    pub(crate) async fn open(s: TcpStream, cfg: &StripedConfig) -> Result<Self, String> {
+        let clock = Clock::start();
+        let (s, hello) = read_hello(s, cfg.timeout.min(HELLO_TIMEOUT)).await;
+        let (session, h) = hello?;
+        let mut candidates = Vec::with_capacity(1);
+        admit(&mut candidates, s, session, h, cfg, &clock).await;
+        match candidates.pop() {
+            Some(candidate) => Ok(Self { candidate, clock }),
+            None => Err(format!("session {session}: transfer refused")),
+        }
+    }
+
+    /// The transfer's payload bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.candidate.hello.size
+    }
 }
 
 /// Reads a connection's first frame, which must be a Hello.
