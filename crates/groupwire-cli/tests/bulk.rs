@@ -312,6 +312,14 @@ fn receiver(dst: &std::path::Path, json: &std::path::Path) -> common::Proc {
     ])
 }
 
+/// `bulk send SRC --to TO --via rbudp --rate 200Mbit/s --quiet EXTRA...`.
+fn fast_rbudp(src: &std::path::Path, to: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["bulk", "send", src.to_str().unwrap(), "--to", to];
+    args.extend_from_slice(&["--via", "rbudp", "--rate", "200Mbit/s", "--quiet"]);
+    args.extend_from_slice(extra);
+    groupwire(&args)
+}
+
 #[test]
 fn an_interrupted_rbudp_transfer_resumes_with_what_is_missing() {
     use std::io::Read;
@@ -361,20 +369,7 @@ fn an_interrupted_rbudp_transfer_resumes_with_what_is_missing() {
     // was missing crosses, and the file is whole.
     let recv = receiver(&dst, &recv_json);
     let to = recv.addr("listen").to_string();
-    let out = groupwire(&[
-        "bulk",
-        "send",
-        src.to_str().unwrap(),
-        "--to",
-        &to,
-        "--via",
-        "rbudp",
-        "--rate",
-        "200Mbit/s",
-        "--quiet",
-        "--stats-json",
-        send_json.to_str().unwrap(),
-    ]);
+    let out = fast_rbudp(&src, &to, &["--stats-json", send_json.to_str().unwrap()]);
     let sent = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{sent}");
     assert!(sent.contains("resumed: "), "{sent}");
@@ -420,18 +415,7 @@ fn a_file_changed_since_the_interruption_starts_over() {
     let recv_json = dir.join("recv.json");
     let recv = receiver(&dst, &recv_json);
     let to = recv.addr("listen").to_string();
-    let out = groupwire(&[
-        "bulk",
-        "send",
-        src.to_str().unwrap(),
-        "--to",
-        &to,
-        "--via",
-        "rbudp",
-        "--rate",
-        "200Mbit/s",
-        "--quiet",
-    ]);
+    let out = fast_rbudp(&src, &to, &[]);
     assert!(out.status.success());
     let (received, _) = recv.finish();
     assert!(received.contains("another version"), "{received}");

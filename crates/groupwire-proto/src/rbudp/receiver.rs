@@ -13,7 +13,7 @@ use super::{
 };
 use crate::wire::rbudp::{
     Abort, Accept, Control, ControlRepr, DataRepr, Done, DoneStatus, EndOfBlast, Hash,
-    MAX_LIST_BYTES, Missing, MissingList, RANGE_LEN, RESUME_ROUND, Start, push_range,
+    MAX_LIST_BYTES, Missing, MissingList, RANGE_LEN, RESUME_ROUND, Start, push_gap_run, push_range,
 };
 use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
 
@@ -121,6 +121,22 @@ pub struct ReceiverStats {
     pub stale: u64,
     /// Missing-list chunks sent.
     pub chunks: u64,
+}
+
+/// One chunk of a missing list, built ([`MissingList`] borrows it).
+#[derive(Debug)]
+enum Chunk {
+    Ranges(Vec<u8>),
+    Bitmap {
+        base: u64,
+        bits: u32,
+        bytes: Vec<u8>,
+    },
+    Gaps {
+        base: u64,
+        runs: u32,
+        bytes: Vec<u8>,
+    },
 }
 
 /// One round's arrivals, for the sender's adaptive rate.
@@ -558,17 +574,22 @@ impl<K: BlastSink> RbudpReceiver<K> {
         let total = self.missing();
         let mut lists = self.missing_lists();
         if lists.is_empty() {
-            lists.push((0, None, Vec::new()));
+            lists.push(Chunk::Ranges(Vec::new()));
         }
         let n = lists.len();
-        for (seq, (base, bits, bytes)) in lists.iter().enumerate() {
-            let list = match bits {
-                Some(bits) => MissingList::Bitmap {
+        for (seq, chunk) in lists.iter().enumerate() {
+            let list = match chunk {
+                Chunk::Ranges(bytes) => MissingList::Ranges { bytes },
+                Chunk::Bitmap { base, bits, bytes } => MissingList::Bitmap {
                     base: *base,
                     bits: *bits,
                     bytes,
                 },
-                None => MissingList::Ranges { bytes },
+                Chunk::Gaps { base, runs, bytes } => MissingList::Gaps {
+                    base: *base,
+                    runs: *runs,
+                    bytes,
+                },
             };
             self.control(Control::Missing(Missing {
                 round,
@@ -584,32 +605,44 @@ impl<K: BlastSink> RbudpReceiver<K> {
         }
     }
 
-    /// The missing packets as chunks: `(base, Some(bits), bitmap)` or
-    /// `(0, None, ranges)`, whichever is shorter for each window of
-    /// [`MAX_LIST_BYTES`]` · 8` packets that has a missing packet.
-    fn missing_lists(&self) -> Vec<(u64, Option<u32>, Vec<u8>)> {
+    /// The missing packets as chunks, one for each window of
+    /// [`MAX_LIST_BYTES`]` · 8` packets that has a missing packet, each in
+    /// whichever of the three list forms is shortest.
+    fn missing_lists(&self) -> Vec<Chunk> {
         let window = MAX_LIST_BYTES as u64 * 8;
         let mut out = Vec::new();
         let mut from = 0;
         while let Some(first) = self.tally.next(from, false) {
             let end = (first + window).min(self.packets);
-            let mut ranges = Vec::new();
+            let (mut ranges, mut gaps) = (Vec::new(), Vec::new());
+            let (mut runs, mut gap_end) = (0u32, first);
             let mut last = first;
             let mut i = first;
             while let Some(s) = self.tally.next(i, false).filter(|&s| s < end) {
                 let e = self.tally.next(s, true).unwrap_or(self.packets).min(end);
+                // Past a chunk's length a form has lost; stop growing it.
                 if ranges.len() <= MAX_LIST_BYTES {
                     // A window is at most 2^18 packets: one u32 length each.
                     push_range(&mut ranges, s, (e - s) as u32);
+                }
+                if gaps.len() <= MAX_LIST_BYTES {
+                    push_gap_run(&mut gaps, &mut gap_end, s, e - s);
+                    runs += 1;
                 }
                 last = e - 1;
                 i = e;
             }
             let bits = last - first + 1;
             let bitmap_len = bits.div_ceil(8) as usize;
-            if ranges.len() <= bitmap_len {
+            if gaps.len() <= ranges.len().min(bitmap_len) {
+                out.push(Chunk::Gaps {
+                    base: first,
+                    runs,
+                    bytes: gaps,
+                });
+            } else if ranges.len() <= bitmap_len {
                 debug_assert_eq!(ranges.len() % RANGE_LEN, 0);
-                out.push((0, None, ranges));
+                out.push(Chunk::Ranges(ranges));
             } else {
                 let mut bytes = vec![0u8; bitmap_len];
                 for j in 0..bits {
@@ -617,7 +650,11 @@ impl<K: BlastSink> RbudpReceiver<K> {
                         bytes[(j / 8) as usize] |= 0x80 >> (j % 8);
                     }
                 }
-                out.push((first, Some(bits as u32), bytes));
+                out.push(Chunk::Bitmap {
+                    base: first,
+                    bits: bits as u32,
+                    bytes,
+                });
             }
             from = end;
         }
