@@ -17,7 +17,21 @@ default buffers, and -P 8) on the same path in the same run:
   on the data direction.
 
 Needs root (the shell's namespace), iperf3 (installed by scripts/iperf3.sh)
-and about 10 minutes. Set SIZE_MB to change the 200 MB payload.
+and about 12 minutes. Set SIZE_MB to change the 200 MB payload.
+
+UDT (Gu & Grossman's UDP-based data transfer, the peer issue 14 names) is
+measured too when UDT_DIR names a UDT4 build: a directory with
+app/sendfile, app/recvfile and src/libudt.so. It is never part of this
+repository; to build one outside it (UDT4 from any of its GitHub mirrors,
+e.g. alanyee/udt, which builds with today's g++ as it is):
+
+  git clone https://github.com/alanyee/udt /opt/udt && make -C /opt/udt os=LINUX arch=AMD64
+  UDT_DIR=/opt/udt scripts/results.sh bulk-real
+
+UDT's sendfile is the server holding the file and recvfile the client
+fetching it, so for UDT the data crosses the shell's reverse link: its
+rows put the random loss there (--reverse-loss) instead of on the forward
+link, the same path otherwise.
 """
 import datetime, json, os, shutil, subprocess, sys, tempfile, time
 
@@ -115,6 +129,46 @@ def iperf(link, streams, cc=None):
     return end["sum_received"]["bits_per_second"], end["sum_received"]["bytes"]
 
 
+UDT_DIR = os.environ.get("UDT_DIR")
+UDT_PORT = 9000
+
+
+def has_udt():
+    return bool(UDT_DIR) and all(
+        os.path.exists(os.path.join(UDT_DIR, f))
+        for f in ("app/sendfile", "app/recvfile", "src/libudt.so"))
+
+
+def udt(tmp, link, src, size):
+    """One UDT4 transfer of `src`: sendfile serving it on the host,
+    recvfile fetching it through the path (loss on the data direction);
+    returns the rate over recvfile's whole run (connect included)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(UDT_DIR, "src"))
+    server = subprocess.Popen([os.path.join(UDT_DIR, "app/sendfile"), str(UDT_PORT)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        time.sleep(0.5)
+        out = os.path.join(tmp, "udt.bin")
+        if os.path.exists(out):
+            os.remove(out)
+        if link:
+            # The data flows host -> shell: move the loss to that direction.
+            at = link.index("--loss")
+            link = link[:at] + ["--reverse-loss", link[at + 1]] + link[at + 2:]
+        inner = (f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']} "
+                 f"t0=$(date +%s.%N); {os.path.join(UDT_DIR, 'app/recvfile')} "
+                 f"$GROUPWIRE_SHELL_HOST {UDT_PORT} {src} {out} >/dev/null && "
+                 f"t1=$(date +%s.%N) && echo $t0 $t1")
+        r = run(in_path(link, inner), timeout=600)
+        if r.returncode != 0 or not os.path.exists(out) or os.path.getsize(out) != size:
+            raise SystemExit(f"udt: exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
+        t0, t1 = map(float, r.stdout.split()[-2:])
+        return size * 8 / (t1 - t0), t1 - t0
+    finally:
+        server.kill()
+        server.wait()
+
+
 def has_striped():
     return "striped" in run([GW, "bulk", "send", "--help"]).stdout
 
@@ -165,6 +219,11 @@ def main():
                 rows.append((name, label, size, r["effective_bps"],
                              str(r.get("nak_rounds", "")) if "rbudp" in via_args else "",
                              f"{r['seconds']:.1f}"))
+            if has_udt():
+                label = "UDT4 sendfile/recvfile (built outside the repository)"
+                print(f"{name}: {label} ...", file=sys.stderr, flush=True)
+                bps, secs = udt(tmp, link, files[SIZE], SIZE)
+                rows.append((name, label, SIZE, bps, "", f"{secs:.1f}"))
             for streams, cc in [(1, None), (1, "cubic"), (8, "cubic")]:
                 label = (f"kernel TCP ({cc or DEFAULT_CC}), "
                          + ("one flow, default buffers (iperf3 -P 1)" if streams == 1
@@ -211,11 +270,24 @@ def write(path, rows, striped, commit):
     lines += [""]
     if not striped:
         lines += ["Striped TCP is not in this build's `groupwire bulk send`; its rows are missing.", ""]
-    lines += [
-        "Not compared: UDT's `sendfile`/`recvfile` and Tsunami UDP (no package of either in "
-        "the registries this project can reach).",
-        "",
-    ]
+    if has_udt():
+        lines += [
+            "UDT4 (Gu & Grossman's UDP-based data transfer, with its own rate-based congestion "
+            f"control) was built outside the repository from `{UDT_DIR}` (how: the docstring of "
+            "`scripts/bulk_bench.py`); its rate is the file's bits over `recvfile`'s whole run, "
+            "connection set-up included. Its `sendfile` serves the file, so on the emulated "
+            "paths its data crossed the reverse link, where its rows put the same random loss.",
+            "",
+            "Not compared: Tsunami UDP (no package or buildable source reachable here).",
+            "",
+        ]
+    else:
+        lines += [
+            "Not compared: UDT's `sendfile`/`recvfile` (set UDT_DIR to a UDT4 build to add its "
+            "rows; see `scripts/bulk_bench.py`) and Tsunami UDP (no package or buildable source "
+            "reachable here).",
+            "",
+        ]
     with open(path, "w") as f:
         f.write("\n".join(lines))
     print(f"wrote {path}", file=sys.stderr)
