@@ -155,7 +155,7 @@ def udt(tmp, link, src, size):
             # The data flows host -> shell: move the loss to that direction.
             at = link.index("--loss")
             link = link[:at] + ["--reverse-loss", link[at + 1]] + link[at + 2:]
-        inner = (f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']} "
+        inner = (f"export LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}; "
                  f"t0=$(date +%s.%N); {os.path.join(UDT_DIR, 'app/recvfile')} "
                  f"$GROUPWIRE_SHELL_HOST {UDT_PORT} {src} {out} >/dev/null && "
                  f"t1=$(date +%s.%N) && echo $t0 $t1")
