@@ -37,7 +37,7 @@ use tokio::net::TcpStream;
 
 use crate::Clock;
 use crate::rbudp::{self, Progress, RbudpError, RbudpReport, ReceiveConfig, Taken};
-use crate::socket::{BatchedUdpSocket, is_transient};
+use crate::socket::BatchedUdpSocket;
 use crate::striped::{FirstStream, StripedConfig, StripedError, StripedListener, StripedReport};
 
 /// The two mechanisms a [`BulkListener`] tells apart.
@@ -184,17 +184,9 @@ impl BulkListener {
         let wait = cfg.rbudp.accept_timeout;
         let deadline = wait.map(|d| Clock::start().tokio_after(d));
         loop {
-            let accepted = match deadline {
-                Some(d) => tokio::time::timeout_at(d, self.striped.tcp_accept())
-                    .await
-                    .map_err(|_| BulkError::NoSender(wait.unwrap_or_default()))?,
-                None => self.striped.tcp_accept().await,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) if is_transient(&e) => continue,
-                Err(e) => return Err(e.into()),
-            };
+            let (tcp, peer) = rbudp::accept_until(self.striped.tcp(), deadline)
+                .await?
+                .ok_or_else(|| BulkError::NoSender(wait.unwrap_or_default()))?;
             let why = match sniff(&tcp, cfg.rbudp.start_timeout).await {
                 Ok(Mechanism::Rbudp) => {
                     let mut on_progress = |p| progress(Mechanism::Rbudp, p);

@@ -199,32 +199,31 @@ impl FileSink {
             return Ok(None);
         }
         let bytes = std::fs::read(path)?;
-        let be64 = |at: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[at..at + 8]);
-            u64::from_be_bytes(b)
-        };
-        let mut ps = [0u8; 4];
-        ps.copy_from_slice(&bytes[16..20]);
-        let matches = &bytes[..8] == RECORD_MAGIC
-            && be64(8) == key.size
-            && u32::from_be_bytes(ps) == key.packet_size
-            && be64(24) == key.version
-            && be64(32) == words;
-        if !matches {
+        let (header, tally) = bytes.split_at(RECORD_HEADER);
+        if header != record_header(key, words) {
             return Ok(None);
         }
         Ok(Some(
-            bytes[RECORD_HEADER..]
+            tally
                 .chunks_exact(8)
-                .map(|c| {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(c);
-                    u64::from_be_bytes(b)
-                })
+                .map(|c| c.try_into().map_or(0, u64::from_be_bytes))
                 .collect(),
         ))
     }
+}
+
+/// The resume record's first [`RECORD_HEADER`] bytes for `key` and a
+/// tally of `words` words: what [`FileSink::checkpoint`] writes, and what
+/// a record must start with to be resumed.
+fn record_header(key: &ResumeKey, words: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_HEADER);
+    out.extend_from_slice(RECORD_MAGIC);
+    out.extend_from_slice(&key.size.to_be_bytes());
+    out.extend_from_slice(&key.packet_size.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&key.version.to_be_bytes());
+    out.extend_from_slice(&words.to_be_bytes());
+    out
 }
 
 /// Removes `path`; one that is not there is no error.
@@ -293,13 +292,8 @@ impl BlastSink for FileSink {
         };
         // The bytes first, then the record that claims them.
         self.flush()?;
-        let mut out = Vec::with_capacity(RECORD_HEADER + tally.len() * 8);
-        out.extend_from_slice(RECORD_MAGIC);
-        out.extend_from_slice(&key.size.to_be_bytes());
-        out.extend_from_slice(&key.packet_size.to_be_bytes());
-        out.extend_from_slice(&[0; 4]);
-        out.extend_from_slice(&key.version.to_be_bytes());
-        out.extend_from_slice(&(tally.len() as u64).to_be_bytes());
+        let mut out = record_header(key, tally.len() as u64);
+        out.reserve(tally.len() * 8);
         for w in tally {
             out.extend_from_slice(&w.to_be_bytes());
         }

@@ -437,17 +437,9 @@ impl RbudpListener {
     ) -> Result<(RbudpReport, K), RbudpError> {
         let deadline = cfg.accept_timeout.map(|d| Clock::start().tokio_after(d));
         loop {
-            let accepted = match deadline {
-                Some(d) => tokio::time::timeout_at(d, self.tcp.accept())
-                    .await
-                    .map_err(|_| RbudpError::NoSender(cfg.accept_timeout.unwrap_or_default()))?,
-                None => self.tcp.accept().await,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) if is_transient(&e) => continue,
-                Err(e) => return Err(e.into()),
-            };
+            let (tcp, peer) = accept_until(&self.tcp, deadline)
+                .await?
+                .ok_or_else(|| RbudpError::NoSender(cfg.accept_timeout.unwrap_or_default()))?;
             match receive_on(
                 &self.udp,
                 self.socket_buffer,
@@ -463,6 +455,28 @@ impl RbudpListener {
                 // Not a sender, or not one that got going: wait for the next.
                 Taken::NotStarted(k) => sink = k,
             }
+        }
+    }
+}
+
+/// The next connection on `tcp`, skipping transient accept errors;
+/// `None` once `deadline` (if any) has passed.
+pub(crate) async fn accept_until(
+    tcp: &TcpListener,
+    deadline: Option<tokio::time::Instant>,
+) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+    loop {
+        let accepted = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, tcp.accept()).await {
+                Ok(a) => a,
+                Err(_) => return Ok(None),
+            },
+            None => tcp.accept().await,
+        };
+        match accepted {
+            Ok(a) => return Ok(Some(a)),
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
         }
     }
 }
@@ -572,7 +586,8 @@ pub(crate) async fn receive_on<K: BlastSink>(
     .await;
     let stats = receiver.stats();
     if summary.is_none() {
-        // Cut off (the connection dropped): keep what arrived for a resume.
+        // Cut off (the connection dropped): keep what arrived for a resume
+        // (a machine that failed has recorded it already).
         if let Err(e) = receiver.checkpoint(clock.now()) {
             tracing::warn!(error = %e, "could not record the transfer for a resume");
         }

@@ -587,10 +587,10 @@ impl StripedListener {
         }
     }
 
-    /// The next TCP connection, for a listener that looks at its first
-    /// bytes before handing it here.
-    pub(crate) async fn tcp_accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        self.listener.accept().await
+    /// The TCP listener, for a listener that looks at each connection's
+    /// first bytes before handing it here.
+    pub(crate) fn tcp(&self) -> &TcpListener {
+        &self.listener
     }
 
     /// [`accept`](Self::accept), the transfer's first stream already

@@ -277,9 +277,13 @@ impl<K: BlastSink> RbudpReceiver<K> {
         let Some((key, at)) = &mut self.resume else {
             return Ok(());
         };
-        // Nothing yet is nothing to resume; everything is a transfer about
-        // to complete (or one whose hash is being checked).
-        if self.start.is_none() || self.tally.ones() == 0 || self.tally.ones() == self.packets {
+        // Only a transfer under way (a failing one records before it is
+        // over); nothing yet is nothing to resume; everything is a
+        // transfer about to complete (or one whose hash is being checked).
+        if self.state != State::Receiving
+            || self.tally.ones() == 0
+            || self.tally.ones() == self.packets
+        {
             return Ok(());
         }
         *at = now;
@@ -315,11 +319,9 @@ impl<K: BlastSink> RbudpReceiver<K> {
                 reason: err.abort_reason(),
             }));
         }
-        if self.state == State::Receiving {
-            // Keep what arrived for a resume; a failure to record it is
-            // secondary to the error at hand.
-            let _ = self.checkpoint(self.last_input);
-        }
+        // Keep what arrived for a resume; a failure to record it is
+        // secondary to the error at hand.
+        let _ = self.checkpoint(self.last_input);
         self.state = State::Over;
         self.answer = None;
         self.events.push_back(ReceiverEvent::Failed(err));

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::{
     Bitmap, BlastError, BlastSource, DEFAULT_PACKET_SIZE, MAX_PACKET_SIZE, TransferSummary,
-    packet_count, packet_len,
+    packet_count, packet_len, tree_hash::hash_range,
 };
 use crate::units::IP_UDP_OVERHEAD;
 use crate::wire::rbudp::{
@@ -470,16 +470,10 @@ impl<S: BlastSource> RbudpSender<S> {
 
     /// The payload's hash, read from the source in one pass.
     fn hash_source(&mut self) -> std::io::Result<Hash> {
-        const READ: u64 = 256 * 1024;
         let mut h = blake3::Hasher::new();
-        let mut buf = vec![0u8; READ as usize];
-        let mut at = 0;
-        while at < self.size {
-            let n = (self.size - at).min(READ) as usize;
-            self.source.read_at(at, &mut buf[..n])?;
-            h.update(&buf[..n]);
-            at += n as u64;
-        }
+        let source = &mut self.source;
+        let mut read = |at, buf: &mut [u8]| source.read_at(at, buf);
+        hash_range(&mut h, 0, self.size, &mut Vec::new(), &mut read)?;
         Ok(*h.finalize().as_bytes())
     }
 

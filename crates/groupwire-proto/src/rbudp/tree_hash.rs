@@ -128,28 +128,8 @@ impl TreeHasher {
         let to = (from + self.segment).min(self.size);
         let mut h = blake3::Hasher::new();
         h.set_input_offset(from);
-        self.read_into(&mut h, from, to, read)?;
+        hash_range(&mut h, from, to, &mut self.buf, read)?;
         Ok(h.finalize_non_root())
-    }
-
-    fn read_into(
-        &mut self,
-        h: &mut blake3::Hasher,
-        from: u64,
-        to: u64,
-        read: ReadAt<'_>,
-    ) -> io::Result<()> {
-        if self.buf.is_empty() {
-            self.buf = vec![0; READ];
-        }
-        let mut at = from;
-        while at < to {
-            let n = (to - at).min(READ as u64) as usize;
-            read(at, &mut self.buf[..n])?;
-            h.update(&self.buf[..n]);
-            at += n as u64;
-        }
-        Ok(())
     }
 
     /// The hash of the whole payload. Call once every byte is stored:
@@ -159,7 +139,7 @@ impl TreeHasher {
         if self.cvs.len() == 1 {
             // One segment is the whole tree: its hash is the root.
             let mut h = blake3::Hasher::new();
-            self.read_into(&mut h, 0, self.size, read)?;
+            hash_range(&mut h, 0, self.size, &mut self.buf, read)?;
             return Ok(*h.finalize().as_bytes());
         }
         self.ready.clear();
@@ -190,6 +170,28 @@ impl TreeHasher {
             Mode::Hash,
         )
     }
+}
+
+/// Feeds `h` the bytes `from .. to`, read through `read` into `buf` a
+/// [`READ`] at a time (`buf` grows to that on first use).
+pub(crate) fn hash_range(
+    h: &mut blake3::Hasher,
+    from: u64,
+    to: u64,
+    buf: &mut Vec<u8>,
+    read: ReadAt<'_>,
+) -> io::Result<()> {
+    if buf.len() < READ {
+        buf.resize(READ, 0);
+    }
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(READ as u64) as usize;
+        read(at, &mut buf[..n])?;
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
