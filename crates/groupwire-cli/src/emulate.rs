@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use groupwire_link::{LinkConfig, LossModel, QueueLimit};
+use groupwire_link::{LinkConfig, LossModel, QueueLimit, Varying};
 use groupwire_proto::Bitrate;
 use groupwire_tokio::{
     Clock, CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorStats,
@@ -86,18 +86,24 @@ enum EmulateCommand {
 struct LinkArgs {
     /// Loss model client → target (in a shell: the command's sends): none,
     /// bernoulli:0.1, burst:start=0.04,len=1..5, gilbert:p=..,r=..,
-    /// ge:p=..,r=..,good=..,bad=.., ber:1e-5, trace:FILE.
+    /// ge:p=..,r=..,good=..,bad=.., ber:1e-5, trace:FILE, or one that
+    /// changes over time: "schedule:60s bernoulli:1%; 60s
+    /// gilbert:p=0.025,r=0.2; repeat" (hold for 60 s; "A -> B" ramps),
+    /// schedule:alternating, schedule:fading.
     #[arg(long, value_name = "MODEL", default_value = "none")]
     loss: LossModel,
     /// Loss model target → client (default: none).
     #[arg(long, value_name = "MODEL", default_value = "none")]
     reverse_loss: LossModel,
-    /// Bit rate of each direction, e.g. 256kbit/s, 2Mbps (default: unlimited).
+    /// Bit rate of each direction, e.g. 256kbit/s, 2Mbps (default:
+    /// unlimited), or a schedule: "schedule:30s 10Mbit/s; 30s 10Mbit/s ->
+    /// 1Mbit/s; repeat".
     #[arg(long, value_name = "RATE")]
-    rate: Option<Bitrate>,
-    /// One-way delay of each direction, e.g. 20ms.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "0ms")]
-    delay: Duration,
+    rate: Option<Varying<Bitrate>>,
+    /// One-way delay of each direction, e.g. 20ms, or a schedule:
+    /// "schedule:20s 20ms; 20s 200ms; repeat".
+    #[arg(long, value_name = "DURATION", default_value = "0ms")]
+    delay: Varying<Duration>,
     /// Extra delay per datagram, uniform up to this, without reordering.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "0ms")]
     jitter: Duration,
@@ -114,12 +120,12 @@ impl LinkArgs {
     fn links(&self) -> (LinkConfig, LinkConfig) {
         let link = |loss: &LossModel, seed: u64| {
             let mut l = LinkConfig::new()
-                .latency(self.delay)
+                .varying_delay(self.delay.clone())
                 .jitter(self.jitter)
                 .loss(loss.clone())
                 .seed(seed);
-            if let Some(r) = self.rate {
-                l = l.rate(r);
+            if let Some(r) = &self.rate {
+                l = l.varying_rate(r.clone());
             }
             if let Some(q) = self.queue {
                 l = l.queue(QueueLimit::Packets(q));

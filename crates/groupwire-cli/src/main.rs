@@ -43,7 +43,7 @@ enum Command {
     /// Run and inspect experiments in the deterministic network simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
-    Emulate(emulate::EmulateArgs),
+    Emulate(Box<emulate::EmulateArgs>),
     /// Stream telepointer updates over real UDP with adaptive FEC, or receive them.
     #[command(subcommand)]
     Awareness(awareness::AwarenessCommand),
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
-        Command::Emulate(args) => emulate::run(args),
+        Command::Emulate(args) => emulate::run(*args),
         Command::Awareness(cmd) => awareness::run(cmd),
         Command::Relay(args) => relay::run_relay(*args),
         Command::Group(args) => relay::run_group(args),

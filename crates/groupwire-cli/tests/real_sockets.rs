@@ -24,6 +24,7 @@ fn help_shows_a_loopback_example() {
         "--reverse-loss",
         "--rate",
         "--queue",
+        "schedule:alternating",
         "groupwire emulate --listen 127.0.0.1:7401",
     ] {
         assert!(out.contains(needle), "emulate --help lacks {needle}: {out}");
@@ -107,6 +108,24 @@ fn bad_arguments_exit_with_code_2() {
             "127.0.0.1:9",
             "--loss",
             "bernoulli:2",
+        ],
+        &[
+            "emulate",
+            "--listen",
+            "127.0.0.1:0",
+            "--forward",
+            "127.0.0.1:9",
+            "--rate",
+            "schedule:1s fast",
+        ],
+        &[
+            "emulate",
+            "--listen",
+            "127.0.0.1:0",
+            "--forward",
+            "127.0.0.1:9",
+            "--loss",
+            "schedule:1s bernoulli:1% -> gilbert:p=0.1,r=0.5",
         ],
         // XOR parity needs a group of at least one message, and carries
         // RTP of its own.

@@ -710,7 +710,7 @@ pub fn loss_model(data: &[u8]) {
                 .expect("a parsed trace builds");
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
             for _ in 0..n.min(64) + 1 {
-                let _ = process.on_packet(40, &mut rng);
+                let _ = process.on_packet(Instant::ZERO, 40, &mut rng);
             }
         }
         return;
@@ -725,8 +725,10 @@ pub fn loss_model(data: &[u8]) {
     assert_eq!(again, model, "{text:?} printed as {printed:?}");
     if let Ok(mut process) = model.build() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        for len in [1, 40, 1500] {
-            let _ = process.on_packet(len, &mut rng);
+        // Times that cross segment boundaries of a `schedule:` model.
+        for (i, len) in [1, 40, 1500].into_iter().enumerate() {
+            let now = Instant::from_secs(i as u64 * 37);
+            let _ = process.on_packet(now, len, &mut rng);
         }
     }
 }

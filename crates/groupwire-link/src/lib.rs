@@ -50,9 +50,11 @@
 pub mod link;
 pub mod loss;
 pub mod qdisc;
+pub mod schedule;
 pub mod stats;
 
 pub use link::{Admission, Departure, Fate, Jitter, Link, LinkConfig, LinkStats, QueueLimit};
 pub use loss::{BitErrors, LossError, LossModel, LossProcess, LossTrace, PacketFate};
 pub use qdisc::{ClassConfig, ClassStats, Classes, Dscp, Qdisc, QdiscError};
+pub use schedule::{Schedule, ScheduleError, ScheduleValue, Segment, Varying};
 pub use stats::LossStats;

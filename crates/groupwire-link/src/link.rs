@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::loss::{BitErrors, LossError, LossModel, LossProcess, PacketFate};
 use crate::qdisc::{ClassStats, Dscp, Qdisc, Scheduler};
+use crate::schedule::{Schedule, Varying};
 
 /// The drop-tail queue's capacity. It counts the packets not yet fully
 /// serialized, the one being transmitted included (like an ns-3 queue plus
@@ -81,6 +82,14 @@ pub struct LinkConfig {
     pub qdisc: Qdisc,
     /// Loss process applied to every serialized packet.
     pub loss: LossModel,
+    /// A time-varying rate: while set, it replaces `rate` (a packet is
+    /// serialized at the rate in force when its serialization starts).
+    pub rate_schedule: Option<Schedule<Bitrate>>,
+    /// A time-varying one-way delay: while set, it replaces `delay` (a
+    /// packet takes the delay in force when it finishes serializing; a
+    /// falling delay does not reorder packets unless reordering is
+    /// allowed).
+    pub delay_schedule: Option<Schedule<Duration>>,
     /// Seed of the link's RNG.
     pub seed: u64,
 }
@@ -103,6 +112,8 @@ impl LinkConfig {
             queue: QueueLimit::Unlimited,
             qdisc: Qdisc::Fifo,
             loss: LossModel::None,
+            rate_schedule: None,
+            delay_schedule: None,
             seed: 0,
         }
     }
@@ -147,6 +158,65 @@ impl LinkConfig {
     pub fn loss(mut self, loss: LossModel) -> Self {
         self.loss = loss;
         self
+    }
+
+    /// A time-varying rate (see [`crate::schedule`]), replacing
+    /// [`LinkConfig::rate`].
+    pub fn rate_schedule(mut self, schedule: Schedule<Bitrate>) -> Self {
+        self.rate_schedule = Some(schedule);
+        self
+    }
+
+    /// A time-varying one-way delay (see [`crate::schedule`]), replacing
+    /// [`LinkConfig::latency`].
+    pub fn delay_schedule(mut self, schedule: Schedule<Duration>) -> Self {
+        self.delay_schedule = Some(schedule);
+        self
+    }
+
+    /// A fixed rate or a rate schedule (what `--rate` accepts).
+    pub fn varying_rate(self, rate: Varying<Bitrate>) -> Self {
+        match rate {
+            Varying::Fixed(r) => self.rate(r),
+            Varying::Schedule(s) => self.rate_schedule(s),
+        }
+    }
+
+    /// A fixed delay or a delay schedule (what `--delay` accepts).
+    pub fn varying_delay(self, delay: Varying<Duration>) -> Self {
+        match delay {
+            Varying::Fixed(d) => self.latency(d),
+            Varying::Schedule(s) => self.delay_schedule(s),
+        }
+    }
+
+    /// Both schedules at once, each only if given (a scenario's optional
+    /// `rate_schedule` and `delay_schedule` keys).
+    pub fn schedules(
+        mut self,
+        rate: Option<&Schedule<Bitrate>>,
+        delay: Option<&Schedule<Duration>>,
+    ) -> Self {
+        self.rate_schedule = rate.cloned().or(self.rate_schedule);
+        self.delay_schedule = delay.cloned().or(self.delay_schedule);
+        self
+    }
+
+    /// The rate in force at `now`: the schedule's value, else `rate`.
+    pub fn rate_at(&self, now: Instant) -> Option<Bitrate> {
+        match &self.rate_schedule {
+            Some(s) => Some(s.value_at(since_epoch(now.as_nanos()))),
+            None => self.rate,
+        }
+    }
+
+    /// The one-way delay in force at `now`: the schedule's value, else
+    /// `delay`.
+    pub fn delay_at(&self, now: Instant) -> Duration {
+        match &self.delay_schedule {
+            Some(s) => s.value_at(since_epoch(now.as_nanos())),
+            None => self.delay,
+        }
     }
 
     /// Seed of the link's RNG.
@@ -438,7 +508,7 @@ impl Link {
         self.stats.offered_bytes += bytes;
 
         let start = now.max(self.last_departure);
-        let departure = match self.config.rate {
+        let departure = match self.config.rate_at(Instant::from_nanos(start)) {
             None => start,
             Some(rate) => {
                 self.drain(now);
@@ -468,16 +538,24 @@ impl Link {
     /// `departure`: the loss process, then delay and jitter. Called in
     /// serialization order.
     fn serialized(&mut self, departure: u64, len: usize) -> Fate {
-        let errors = match self.loss.on_packet(len, &mut self.loss_rng) {
-            PacketFate::Lost => {
-                self.stats.lost += 1;
-                return Fate::Lost;
-            }
-            PacketFate::Delivered => None,
-            PacketFate::Corrupted(errors) => Some(errors),
-        };
+        let errors =
+            match self
+                .loss
+                .on_packet(Instant::from_nanos(departure), len, &mut self.loss_rng)
+            {
+                PacketFate::Lost => {
+                    self.stats.lost += 1;
+                    return Fate::Lost;
+                }
+                PacketFate::Delivered => None,
+                PacketFate::Corrupted(errors) => Some(errors),
+            };
 
-        let mut arrival = departure.saturating_add(self.delay_nanos);
+        let delay = match &self.config.delay_schedule {
+            Some(_) => duration_nanos(self.config.delay_at(Instant::from_nanos(departure))),
+            None => self.delay_nanos,
+        };
+        let mut arrival = departure.saturating_add(delay);
         if self.jitter_nanos > 0 {
             let extra = self.jitter_rng.random_range(0..=self.jitter_nanos);
             arrival = arrival.saturating_add(extra);
@@ -557,7 +635,7 @@ impl Link {
                 break;
             };
             let start = at.max(self.last_departure);
-            let departure = match self.config.rate {
+            let departure = match self.config.rate_at(Instant::from_nanos(start)) {
                 None => start,
                 Some(rate) => start.saturating_add(transmit_nanos(rate, len)),
             };
@@ -590,10 +668,21 @@ impl Link {
         Ok(())
     }
 
-    /// Changes the rate for packets offered from now on; queued packets keep
-    /// their departure times.
+    /// Changes the rate for packets offered from now on (ending any rate
+    /// schedule); queued packets keep their departure times.
     pub fn set_rate(&mut self, rate: Option<Bitrate>) {
         self.config.rate = rate;
+        self.config.rate_schedule = None;
+    }
+
+    /// The rate in force at `now` ([`LinkConfig::rate_at`]).
+    pub fn rate_at(&self, now: Instant) -> Option<Bitrate> {
+        self.config.rate_at(now)
+    }
+
+    /// The one-way delay in force at `now` ([`LinkConfig::delay_at`]).
+    pub fn delay_at(&self, now: Instant) -> Duration {
+        self.config.delay_at(now)
     }
 
     /// Forgets the packets fully serialized by `now`.
@@ -660,6 +749,12 @@ const DIALUP_DELAY_MS: u64 = 60;
 const CABLE_DELAY_MS: u64 = 10;
 /// ns-3's `DropTailQueue` default `MaxSize` ("100p").
 const NS3_DEFAULT_QUEUE_PACKETS: u32 = 100;
+
+/// A driver time in nanoseconds as the time since the epoch, which is
+/// what schedules are indexed by.
+fn since_epoch(nanos: u64) -> Duration {
+    Duration::from_nanos(nanos)
+}
 
 /// [`Bitrate::transmit_time`] in nanoseconds, in 64-bit arithmetic when it
 /// cannot overflow (every datagram), since this runs once per packet.

@@ -179,11 +179,11 @@ impl Ctx<'_> {
             .map_or(bits, |c| c.wire_bits(bits))
             .div_ceil(8) as u64;
         let queued = slot.link.queue_bytes(now);
-        let config = slot.link.config();
-        let sending = config
-            .rate
+        let sending = slot
+            .link
+            .rate_at(now)
             .map_or(std::time::Duration::ZERO, |r| r.transmit_time(queued + air));
-        now + sending + config.delay
+        now + sending + slot.link.delay_at(now)
     }
     /// The link-layer reports of link `id` for frames that have arrived by
     /// now, oldest first (empty unless [`Simulator::enable_link_feedback`]).

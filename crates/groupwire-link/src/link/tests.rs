@@ -278,3 +278,69 @@ fn presets_build_and_describe_the_paper_links() {
     assert_eq!(LinkConfig::default(), LinkConfig::new());
     assert_eq!(LinkConfig::new().jitter(Duration::ZERO).jitter, None);
 }
+
+#[test]
+fn rate_and_delay_schedules_apply_at_each_packets_time() {
+    let mut link = LinkConfig::new()
+        .rate_schedule(
+            "schedule:1s 1Mbit/s; 1s 2Mbit/s; repeat"
+                .parse()
+                .expect("valid"),
+        )
+        .delay_schedule("schedule:10s 20ms -> 200ms".parse().expect("valid"))
+        .build()
+        .expect("valid");
+    // 1250 bytes = 10,000 bits: 10 ms at 1 Mbit/s, 5 ms at 2 Mbit/s.
+    let fate = |link: &mut Link, t_ms: u64| link.offer(Instant::from_millis(t_ms), 1250);
+    // At 0: 10 ms serialization, then the delay in force at 10 ms (20.18 ms).
+    assert_eq!(fate(&mut link, 0), at(10_000_000 + 20_180_000));
+    // At 1.5 s: 5 ms serialization; the delay ramps 18 ms per second.
+    assert_eq!(fate(&mut link, 1500), at(1_505_000_000 + 47_090_000));
+    // The rate repeats; the delay, played once, holds 200 ms after 10 s.
+    assert_eq!(fate(&mut link, 20_000), at(20_010_000_000 + 200_000_000));
+    assert_eq!(
+        link.rate_at(Instant::from_millis(2500)),
+        Some(Bitrate::mbps(1))
+    );
+    assert_eq!(link.delay_at(Instant::from_secs(5)), ms(110));
+    // set_rate ends the schedule.
+    link.set_rate(Some(Bitrate::mbps(10)));
+    assert_eq!(
+        link.rate_at(Instant::from_millis(2500)),
+        Some(Bitrate::mbps(10))
+    );
+}
+
+#[test]
+fn a_falling_delay_does_not_reorder_without_permission() {
+    let mut link = LinkConfig::new()
+        .delay_schedule("schedule:1s 500ms; 1s 10ms".parse().expect("valid"))
+        .build()
+        .expect("valid");
+    let first = link.offer(Instant::from_millis(999), 100);
+    let second = link.offer(Instant::from_millis(1000), 100);
+    assert_eq!(first, at(1_499_000_000));
+    // It would arrive at 1.01 s, before the first: held behind it.
+    assert_eq!(second, at(1_499_000_000));
+}
+
+#[test]
+fn schedules_travel_in_the_config_file_as_text() {
+    let config = LinkConfig::new()
+        .loss(LossModel::alternating())
+        .rate_schedule(
+            "schedule:30s 10Mbit/s -> 2Mbit/s; repeat"
+                .parse()
+                .expect("valid"),
+        );
+    let text = toml::to_string(&config).expect("serializes");
+    assert!(
+        text.contains("rate_schedule = \"schedule:30s 10Mbit/s -> 2Mbit/s; repeat\""),
+        "{text}"
+    );
+    assert!(text.contains("loss = \"schedule:alternating\""), "{text}");
+    let back: LinkConfig = toml::from_str(&text).expect("parses");
+    assert_eq!(back, config);
+    let bad: Result<LinkConfig, _> = toml::from_str("rate_schedule = \"schedule:1s fast\"");
+    assert!(bad.expect_err("rejected").to_string().contains("bit rate"));
+}

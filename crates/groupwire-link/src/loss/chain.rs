@@ -54,6 +54,16 @@ impl Chain {
         }
     }
 
+    /// Whether the chain is in Bad.
+    pub(super) fn is_bad(&self) -> bool {
+        self.bad
+    }
+
+    /// Puts the chain in Bad (`true`) or Good.
+    pub(super) fn set_bad(&mut self, bad: bool) {
+        self.bad = bad;
+    }
+
     /// Makes one transition; returns whether the new state is Bad.
     pub(super) fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> bool {
         self.bad = if self.bad {

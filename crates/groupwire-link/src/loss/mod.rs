@@ -22,6 +22,8 @@
 //! | `ber:p=0.006,r=0.05,good=1e-6,bad=1e-3` | [`LossModel::BitError`] with two states |
 //! | `ber:miyoshi-lower`, `ber:miyoshi-higher` | [`LossModel::miyoshi_lower`], [`LossModel::miyoshi_higher`] |
 //! | `trace:losses.txt` | [`LossModel::Trace`] |
+//! | `schedule:60s bernoulli:1%; 60s gilbert:p=0.025,r=0.2; repeat` | [`LossModel::Schedule`] (see [`crate::schedule`]) |
+//! | `schedule:alternating`, `schedule:fading` | [`LossModel::alternating`], [`LossModel::fading`] |
 //!
 //! Keys may come in any order; probabilities accept `0.1`, `1e-5` or `10%`.
 
@@ -34,12 +36,13 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use groupwire_units::Probability;
+use groupwire_units::{Instant, Probability};
 use rand::Rng;
 
 pub use self::bits::BitErrors;
 use self::bits::{BitChannel, packet_bits};
 use self::chain::{Chain, Chance, Markov2};
+use crate::schedule::{Schedule, ScheduleValue};
 
 /// Configuration of a loss process.
 ///
@@ -120,7 +123,27 @@ pub enum LossModel {
     /// loader's job ([`LossTrace::read`], or parsing the text form
     /// `trace:FILE`), so [`LossModel::build`] does no I/O.
     Trace(LossTrace),
+    /// A time-varying channel: plain models held for a while or ramped
+    /// linearly from one to another, played once or repeated (see
+    /// [`crate::schedule`]). The time is the packet's, from the driver's
+    /// epoch; every numeric parameter of a ramp moves linearly, its ends
+    /// being the same kind of model.
+    ///
+    /// The running process changes model at each segment's start (a fresh
+    /// process, in its initial state) and, along a ramp, every
+    /// [`RAMP_STEP`] keeping the Markov chain's state, so a ramp does not
+    /// reset a burst in progress.
+    ///
+    /// Analytic figures are those of the long run: time-weighted over one
+    /// pass for a repeating schedule (which assumes packets evenly spread
+    /// in time), the final model's for one played once.
+    Schedule(Schedule<LossModel>),
 }
+
+/// How often a ramping [`LossModel::Schedule`] retunes its running process:
+/// its parameters move in steps this long (the value at each step's
+/// midpoint), since rebuilding per packet would cost more than it tells.
+pub const RAMP_STEP: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A recorded loss pattern: one decision per packet, `true` = lost.
 ///
@@ -358,6 +381,41 @@ impl LossModel {
         )
     }
 
+    /// A channel that alternates every minute between light random loss
+    /// and heavy bursts: 60 s of 1% Bernoulli loss, then 60 s of a Gilbert
+    /// channel losing 11.1% in bursts of 5 packets on average (`p = 0.025`,
+    /// `r = 0.2`), repeated. The closed-loop issue's test channel; the
+    /// settings are our choice. Text form `schedule:alternating`.
+    pub fn alternating() -> Self {
+        Self::preset(ALTERNATING, "alternating")
+    }
+
+    /// A slowly fading (shadowed) radio channel: a Gilbert-Elliott channel
+    /// (`p = 0.01`, `r = 0.1`: fades of 10 packets on average, 9.1% of the
+    /// time; 0.1% loss outside them) whose loss inside a fade swells from
+    /// 10% to 90% over 10 s, stays there 5 s, ebbs over 10 s and rests at
+    /// 10% for 15 s: a 40 s cycle (its long-run loss, time-weighted, is in
+    /// `docs/results/link-models.md`). Our choice of settings. Text form
+    /// `schedule:fading`.
+    pub fn fading() -> Self {
+        Self::preset(FADING, "fading")
+    }
+
+    /// A named schedule preset from its body.
+    fn preset(body: &str, name: &'static str) -> Self {
+        let schedule = Schedule::parse_body(body).expect("a valid preset");
+        Self::Schedule(schedule.named(name))
+    }
+
+    /// The preset named `name` (`alternating`, `fading`), if any.
+    pub(crate) fn schedule_preset(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "alternating" => Some(Self::alternating()),
+            "fading" => Some(Self::fading()),
+            _ => None,
+        }
+    }
+
     /// Builds the running process.
     ///
     /// Validates the parameters (burst lengths `1 <= min_len <= max_len`,
@@ -399,6 +457,14 @@ impl LossModel {
                 pattern: Arc::clone(&trace.pattern),
                 next: 0,
             },
+            Self::Schedule(ref schedule) => {
+                let first = &schedule.segments()[0];
+                State::Schedule(Box::new(Scheduled {
+                    schedule: schedule.clone(),
+                    current: first.value_at(0.0).build()?,
+                    key: None,
+                }))
+            }
         };
         Ok(LossProcess { state })
     }
@@ -431,6 +497,11 @@ impl LossModel {
                 Some(if total > 0.0 { lost / total } else { 0.0 })
             }
             Self::Trace(_) => None,
+            Self::Schedule(ref s) => s
+                .long_run_weights()
+                .iter()
+                .map(|(w, m)| Some(w * m.mean_loss_rate(packet_len)?))
+                .sum(),
             _ => self.markov(packet_len).map(|m| m.loss_rate()),
         }
     }
@@ -460,6 +531,12 @@ impl LossModel {
                     return None;
                 }
                 Some((f64::from(min_len) + f64::from(max_len)) / 2.0 / (1.0 - q))
+            }
+            Self::Schedule(ref s) => {
+                let parts = lossy_parts(s, packet_len)?;
+                let lost: f64 = parts.iter().map(|p| p.weight * p.loss).sum();
+                let runs: f64 = parts.iter().map(LossyPart::runs).sum();
+                (runs > 0.0).then(|| lost / runs)
             }
             _ => self.markov(packet_len).and_then(|m| m.mean_run()),
         }
@@ -508,6 +585,21 @@ impl LossModel {
                 f.remove(0);
                 Some(f)
             }
+            Self::Schedule(ref s) => {
+                // A mixture of the parts' run-length distributions, each
+                // weighted by how many runs it starts.
+                let parts = lossy_parts(s, packet_len)?;
+                let runs: f64 = parts.iter().map(LossyPart::runs).sum();
+                let mut pmf = vec![0.0; n];
+                for part in &parts {
+                    let share = part.runs() / runs;
+                    let own = part.model.burst_len_pmf(packet_len, max_len)?;
+                    for (acc, p) in pmf.iter_mut().zip(own) {
+                        *acc += share * p;
+                    }
+                }
+                Some(pmf)
+            }
             _ => self.markov(packet_len).map(|m| m.run_pmf(n)),
         }
     }
@@ -542,7 +634,7 @@ impl LossModel {
                 h_good: ber_loss(good),
                 h_bad: ber_loss(bad),
             }),
-            Self::None | Self::Burst { .. } | Self::Trace(_) => None,
+            Self::None | Self::Burst { .. } | Self::Trace(_) | Self::Schedule(_) => None,
         }
     }
 
@@ -585,6 +677,20 @@ impl LossModel {
                                  it must be between 0 and 1, e.g. 1e-5"
                             )));
                         }
+                    }
+                }
+            }
+            Self::Schedule(ref schedule) => {
+                for (i, seg) in schedule.segments().iter().enumerate() {
+                    for m in std::iter::once(&seg.from).chain(&seg.to) {
+                        if matches!(m, Self::Schedule(_)) {
+                            return Err(invalid(format!(
+                                "segment {} is itself a schedule: a schedule's segments \
+                                 are plain models",
+                                i + 1
+                            )));
+                        }
+                        m.validate()?;
                     }
                 }
             }
@@ -654,19 +760,27 @@ pub enum LossError {
 
 /// A running loss process, built by [`LossModel::build`].
 ///
-/// Deterministic: its decisions depend only on its state and the RNG passed
-/// to [`LossProcess::on_packet`].
+/// Deterministic: its decisions depend only on its state, the packets'
+/// times and the RNG passed to [`LossProcess::on_packet`].
 #[derive(Debug, Clone)]
 pub struct LossProcess {
     state: State,
 }
 
 impl LossProcess {
-    /// Decides the fate of one packet of `len` bytes, drawing randomness
-    /// only from `rng`. Only bit-error models look at `len`.
+    /// Decides the fate of one packet of `len` bytes sent (serialized) at
+    /// `now`, drawing randomness only from `rng`. Only bit-error models look
+    /// at `len`, and only schedules at `now`, which must not decrease from
+    /// call to call.
     ///
-    /// Allocates only to report the bit errors of a corrupted packet.
-    pub fn on_packet<R: Rng + ?Sized>(&mut self, len: usize, rng: &mut R) -> PacketFate {
+    /// Allocates only to report the bit errors of a corrupted packet, and
+    /// when a schedule changes model.
+    pub fn on_packet<R: Rng + ?Sized>(
+        &mut self,
+        now: Instant,
+        len: usize,
+        rng: &mut R,
+    ) -> PacketFate {
         let lost = match &mut self.state {
             State::None => false,
             State::Bernoulli { lose } => lose.sample(rng),
@@ -719,6 +833,7 @@ impl LossProcess {
                     None => PacketFate::Delivered,
                 };
             }
+            State::Schedule(scheduled) => return scheduled.on_packet(now, len, rng),
             State::Trace { pattern, next } => {
                 let lost = pattern[*next];
                 *next += 1;
@@ -733,6 +848,54 @@ impl LossProcess {
         } else {
             PacketFate::Delivered
         }
+    }
+}
+
+/// The running state of a [`LossModel::Schedule`].
+#[derive(Debug, Clone)]
+struct Scheduled {
+    schedule: Schedule<LossModel>,
+    /// The process of the current segment (and ramp step).
+    current: LossProcess,
+    /// (segment, ramp step, ended) the current process was built for;
+    /// `None` before the first packet.
+    key: Option<(usize, u64, bool)>,
+}
+
+impl Scheduled {
+    fn on_packet<R: Rng + ?Sized>(&mut self, now: Instant, len: usize, rng: &mut R) -> PacketFate {
+        let pos = self
+            .schedule
+            .position(std::time::Duration::from_nanos(now.as_nanos()));
+        let seg = &self.schedule.segments()[pos.index];
+        let step = if seg.to.is_some() && !pos.ended {
+            u64::try_from(pos.into.as_nanos() / RAMP_STEP.as_nanos()).unwrap_or(u64::MAX)
+        } else {
+            0
+        };
+        let key = (pos.index, step, pos.ended);
+        if self.key != Some(key) {
+            let model = if pos.ended {
+                seg.end().clone()
+            } else if seg.to.is_some() {
+                // The value at the step's midpoint.
+                let mid = (step as f64 + 0.5) * RAMP_STEP.as_secs_f64();
+                seg.value_at(mid / seg.duration.as_secs_f64())
+            } else {
+                seg.from.clone()
+            };
+            let mut next = model
+                .build()
+                .expect("a schedule's models were validated when it was built");
+            // Along the same ramp, keep the chain's state (a burst in
+            // progress goes on); a new segment starts afresh.
+            if self.key.is_some_and(|(i, _, _)| i == pos.index) {
+                next.state.carry_from(&self.current.state);
+            }
+            self.current = next;
+            self.key = Some(key);
+        }
+        self.current.on_packet(now, len, rng)
     }
 }
 
@@ -794,7 +957,176 @@ enum State {
         pattern: Arc<[bool]>,
         next: usize,
     },
+    Schedule(Box<Scheduled>),
 }
+
+impl State {
+    /// The Markov chain, if the model has one.
+    fn chain_mut(&mut self) -> Option<&mut Chain> {
+        match self {
+            Self::Markov { chain, .. } | Self::BitError { chain, .. } => Some(chain),
+            _ => None,
+        }
+    }
+
+    /// Takes over the memory of `old` (the chain's state, a burst's
+    /// remaining packets) where both are of a kind that has it.
+    fn carry_from(&mut self, old: &Self) {
+        match (self, old) {
+            (Self::Burst { remaining, .. }, Self::Burst { remaining: was, .. }) => {
+                *remaining = *was;
+            }
+            (new, old) => {
+                let old_bad = match old {
+                    Self::Markov { chain, .. } | Self::BitError { chain, .. } => chain.is_bad(),
+                    _ => return,
+                };
+                if let Some(chain) = new.chain_mut() {
+                    chain.set_bad(old_bad);
+                }
+            }
+        }
+    }
+}
+
+/// A part of a schedule's long run that loses packets: its share of the
+/// time, long-run loss rate and mean run length.
+struct LossyPart {
+    weight: f64,
+    loss: f64,
+    run: f64,
+    model: LossModel,
+}
+
+impl LossyPart {
+    /// How many runs of losses it starts, per packet of the whole schedule.
+    fn runs(&self) -> f64 {
+        self.weight * self.loss / self.run
+    }
+}
+
+/// The parts of a schedule's long run that lose packets; `None` if some
+/// part has no analytic figures (a trace, or a part losing every packet).
+fn lossy_parts(s: &Schedule<LossModel>, packet_len: usize) -> Option<Vec<LossyPart>> {
+    let mut parts = Vec::new();
+    for (weight, model) in s.long_run_weights() {
+        let loss = model.mean_loss_rate(packet_len)?;
+        if loss > 0.0 {
+            let run = model.mean_burst_len(packet_len)?;
+            parts.push(LossyPart {
+                weight,
+                loss,
+                run,
+                model,
+            });
+        }
+    }
+    Some(parts)
+}
+
+impl ScheduleValue for LossModel {
+    const WHAT: &'static str = "loss model";
+
+    fn parse_value(text: &str) -> Result<Self, String> {
+        text.parse().map_err(|e: LossError| e.to_string())
+    }
+
+    fn write_value(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+
+    /// Every numeric parameter moves linearly (burst lengths rounded to
+    /// whole packets); `none` ramps to or from Bernoulli loss as `p = 0`.
+    /// Other pairs of different kinds, traces and schedules do not
+    /// interpolate.
+    fn lerp(from: &Self, to: &Self, f: f64) -> Option<Self> {
+        let num = |a: f64, b: f64| a + (b - a) * f;
+        let pr = |a: Probability, b: Probability| {
+            Probability::new(num(a.get(), b.get()).clamp(0.0, 1.0)).ok()
+        };
+        let len = |a: u32, b: u32| num(f64::from(a), f64::from(b)).round() as u32;
+        Some(match (from, to) {
+            (Self::None, Self::None) => Self::None,
+            (Self::None, Self::Bernoulli { p }) => Self::Bernoulli {
+                p: pr(Probability::ZERO, *p)?,
+            },
+            (Self::Bernoulli { p }, Self::None) => Self::Bernoulli {
+                p: pr(*p, Probability::ZERO)?,
+            },
+            (Self::Bernoulli { p: a }, Self::Bernoulli { p: b }) => {
+                Self::Bernoulli { p: pr(*a, *b)? }
+            }
+            (
+                Self::Burst {
+                    start: s0,
+                    min_len: lo0,
+                    max_len: hi0,
+                },
+                Self::Burst {
+                    start: s1,
+                    min_len: lo1,
+                    max_len: hi1,
+                },
+            ) => Self::Burst {
+                start: pr(*s0, *s1)?,
+                min_len: len(*lo0, *lo1),
+                max_len: len(*hi0, *hi1),
+            },
+            (Self::Gilbert { p: p0, r: r0 }, Self::Gilbert { p: p1, r: r1 }) => Self::Gilbert {
+                p: pr(*p0, *p1)?,
+                r: pr(*r0, *r1)?,
+            },
+            (
+                Self::GilbertElliott {
+                    p: p0,
+                    r: r0,
+                    good: g0,
+                    bad: b0,
+                },
+                Self::GilbertElliott {
+                    p: p1,
+                    r: r1,
+                    good: g1,
+                    bad: b1,
+                },
+            ) => Self::GilbertElliott {
+                p: pr(*p0, *p1)?,
+                r: pr(*r0, *r1)?,
+                good: pr(*g0, *g1)?,
+                bad: pr(*b0, *b1)?,
+            },
+            (
+                Self::BitError {
+                    p: p0,
+                    r: r0,
+                    good: g0,
+                    bad: b0,
+                },
+                Self::BitError {
+                    p: p1,
+                    r: r1,
+                    good: g1,
+                    bad: b1,
+                },
+            ) => Self::BitError {
+                p: pr(*p0, *p1)?,
+                r: pr(*r0, *r1)?,
+                good: num(*g0, *g1).clamp(0.0, 1.0),
+                bad: num(*b0, *b1).clamp(0.0, 1.0),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// Body of [`LossModel::alternating`].
+const ALTERNATING: &str = "60s bernoulli:1%; 60s gilbert:p=0.025,r=0.2; repeat";
+
+/// Body of [`LossModel::fading`].
+const FADING: &str = "10s ge:p=0.01,r=0.1,good=0.001,bad=0.1 -> ge:p=0.01,r=0.1,good=0.001,bad=0.9; \
+     5s ge:p=0.01,r=0.1,good=0.001,bad=0.9; \
+     10s ge:p=0.01,r=0.1,good=0.001,bad=0.9 -> ge:p=0.01,r=0.1,good=0.001,bad=0.1; \
+     15s ge:p=0.01,r=0.1,good=0.001,bad=0.1; repeat";
 
 /// `p` as a [`Probability`], for presets.
 fn prob(p: f64, what: &str) -> Probability {

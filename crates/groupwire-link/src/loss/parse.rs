@@ -31,6 +31,7 @@ impl fmt::Display for LossModel {
                 }
             }
             Self::Trace(trace) => write!(f, "trace:{}", trace.source().display()),
+            Self::Schedule(schedule) => write!(f, "{schedule}"),
         }
     }
 }
@@ -127,6 +128,16 @@ impl FromStr for LossModel {
                 // The loader's one file read (a bounded regular file).
                 Self::Trace(LossTrace::read(path)?)
             }
+            "schedule" => {
+                let body = need_args()?;
+                match Self::schedule_preset(body.trim()) {
+                    Some(preset) => preset,
+                    None => Self::Schedule(
+                        crate::schedule::Schedule::parse_body(body)
+                            .map_err(|e| syntax(e.problem))?,
+                    ),
+                }
+            }
             _ => {
                 return Err(syntax(format!(
                     "unknown loss model \"{kind}\"; {FORMS_HINT}"
@@ -157,7 +168,9 @@ impl From<LossModel> for String {
 /// One-line summary of the text forms, for error messages.
 const FORMS_HINT: &str = "expected one of none, bernoulli:0.1, burst:start=0.04,len=1..5, \
                           gilbert:p=0.006,r=0.05, ge:p=..,r=..,good=..,bad=.., ber:1e-5, \
-                          ber:p=..,r=..,good=..,bad=.., ber:miyoshi-lower, ber:miyoshi-higher, trace:FILE";
+                          ber:p=..,r=..,good=..,bad=.., ber:miyoshi-lower, ber:miyoshi-higher, trace:FILE, \
+                          schedule:60s MODEL; 60s MODEL -> MODEL; repeat, \
+                          schedule:alternating, schedule:fading";
 
 fn parse_prob(what: &str, text: &str) -> Result<Probability, String> {
     text.parse::<Probability>()

@@ -62,7 +62,7 @@ fn run(model: &LossModel, len: usize, seed: u64) -> Run {
     let mut stats = LossStats::new();
     let mut bit_errors = 0;
     for _ in 0..PACKETS {
-        let fate = process.on_packet(len, &mut rng);
+        let fate = process.on_packet(Instant::ZERO, len, &mut rng);
         if let PacketFate::Corrupted(errors) = &fate {
             bit_errors += errors.count() as u64;
         }
@@ -246,7 +246,7 @@ fn dyck_burst_lengths_are_uniform_per_burst() {
     let mut counts = [0u64; 5];
     for _ in 0..PACKETS {
         let before = remaining(&process);
-        if process.on_packet(100, &mut rng).is_loss() && before == 0 {
+        if process.on_packet(Instant::ZERO, 100, &mut rng).is_loss() && before == 0 {
             counts[remaining(&process) as usize] += 1;
         }
     }
@@ -374,7 +374,7 @@ fn bit_error_positions_are_sorted_in_range_and_uniform() {
     let mut rng = ChaCha8Rng::seed_from_u64(60);
     let (mut sum, mut count) = (0.0, 0u64);
     for _ in 0..100_000 {
-        if let PacketFate::Corrupted(errors) = process.on_packet(len, &mut rng) {
+        if let PacketFate::Corrupted(errors) = process.on_packet(Instant::ZERO, len, &mut rng) {
             assert!(errors.count() >= 1);
             assert!(errors.positions().windows(2).all(|w| w[0] < w[1]));
             assert!(errors.positions().iter().all(|&p| p < bits));
@@ -401,14 +401,20 @@ fn bit_error_positions_are_sorted_in_range_and_uniform() {
 fn bit_error_edge_cases() {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut all = ber(0.0, 0.0, 1.0, 1.0).build().expect("valid");
-    match all.on_packet(2, &mut rng) {
+    match all.on_packet(Instant::ZERO, 2, &mut rng) {
         PacketFate::Corrupted(e) => assert_eq!(e.positions(), (0..16).collect::<Vec<_>>()),
         other => panic!("expected every bit flipped, got {other:?}"),
     }
     // An empty packet has no bits to flip.
-    assert_eq!(all.on_packet(0, &mut rng), PacketFate::Delivered);
+    assert_eq!(
+        all.on_packet(Instant::ZERO, 0, &mut rng),
+        PacketFate::Delivered
+    );
     let mut clean = ber(0.0, 0.0, 0.0, 0.0).build().expect("valid");
-    assert_eq!(clean.on_packet(1500, &mut rng), PacketFate::Delivered);
+    assert_eq!(
+        clean.on_packet(Instant::ZERO, 1500, &mut rng),
+        PacketFate::Delivered
+    );
 
     let errors = BitErrors {
         positions: vec![0, 9, 15, 100],
@@ -451,7 +457,7 @@ fn same_seed_gives_the_same_fates() {
             let mut process = model.build().expect("valid");
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             (0..10_000)
-                .map(|_| process.on_packet(200, &mut rng))
+                .map(|_| process.on_packet(Instant::ZERO, 200, &mut rng))
                 .collect::<Vec<_>>()
         };
         assert_eq!(fates(7), fates(7), "{text}");
@@ -469,7 +475,7 @@ fn trace_replays_and_loops() {
     let mut process = LossModel::Trace(trace).build().expect("no I/O, no error");
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let lost: Vec<bool> = (0..14)
-        .map(|_| process.on_packet(10, &mut rng).is_loss())
+        .map(|_| process.on_packet(Instant::ZERO, 10, &mut rng).is_loss())
         .collect();
     assert_eq!(lost[..7], lost[7..]);
     assert_eq!(lost[..3], [false, true, true]);
@@ -510,7 +516,7 @@ fn trace_file_loads_when_parsed() {
     let mut process = model.build().expect("no I/O in build");
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let lost: Vec<bool> = (0..8)
-        .map(|_| process.on_packet(10, &mut rng).is_loss())
+        .map(|_| process.on_packet(Instant::ZERO, 10, &mut rng).is_loss())
         .collect();
     assert_eq!(lost, [false, false, true, false, false, false, true, false]);
     assert_eq!(model.mean_loss_rate(10), None);
@@ -592,6 +598,140 @@ fn rejects_bad_models_with_helpful_messages() {
     assert!(bad_ber.build().is_err());
 }
 
+/// Runs `model` for `secs` seconds at `pps` packets per second from time
+/// zero: the loss record per packet.
+fn run_timed(model: &LossModel, secs: u64, pps: u64, seed: u64) -> Vec<bool> {
+    let mut process = model.build().expect("valid model");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let gap = 1_000_000_000 / pps;
+    (0..secs * pps)
+        .map(|i| {
+            process
+                .on_packet(Instant::from_nanos(i * gap), 100, &mut rng)
+                .is_loss()
+        })
+        .collect()
+}
+
+fn loss_rate(fates: &[bool]) -> f64 {
+    fates.iter().filter(|l| **l).count() as f64 / fates.len() as f64
+}
+
+#[test]
+fn a_schedule_follows_its_segments_and_its_long_run_figures() {
+    let model = LossModel::alternating();
+    assert_eq!(model.to_string(), "schedule:alternating");
+    // 20 periods of 2 minutes at 1000 packets/s: 2.4 million packets.
+    let fates = run_timed(&model, 2400, 1000, 7);
+    // Each minute behaves as its own model: 1% random, then 11.1% in bursts.
+    let light = loss_rate(&fates[..60_000]);
+    let heavy = loss_rate(&fates[60_000..120_000]);
+    assert!((light - 0.01).abs() < 0.002, "{light}");
+    assert!((heavy - 0.025 / 0.225).abs() < 0.015, "{heavy}");
+    // The whole run against the time-weighted analytic figures.
+    let mut stats = LossStats::new();
+    for lost in &fates {
+        stats.record(*lost);
+    }
+    stats.finish();
+    let rate = model.mean_loss_rate(100).expect("analytic");
+    assert!((rate - (0.01 + 0.025 / 0.225) / 2.0).abs() < 1e-12);
+    assert!(
+        (stats.loss_rate() - rate).abs() < 0.03 * rate,
+        "{} vs {rate}",
+        stats.loss_rate()
+    );
+    let burst = model.mean_burst_len(100).expect("analytic");
+    // Runs: 1% Bernoulli gives runs of 1/0.99; the Gilbert part runs of 5,
+    // weighted by how many runs each starts.
+    let runs = 0.01 / (1.0 / 0.99) + (0.025 / 0.225) / 5.0;
+    assert!(
+        (burst - (0.01 + 0.025 / 0.225) / runs).abs() < 1e-9,
+        "{burst}"
+    );
+    assert!((stats.mean_burst_len() - burst).abs() < 0.03 * burst);
+    let pmf = model.burst_len_pmf(100, 40).expect("analytic");
+    let single =
+        stats.burst_histogram().get(&1).copied().unwrap_or(0) as f64 / stats.bursts() as f64;
+    assert!((single - pmf[0]).abs() < 0.02, "{single} vs {}", pmf[0]);
+}
+
+#[test]
+fn a_ramp_moves_the_loss_rate_and_a_finished_schedule_holds_its_end() {
+    let model: LossModel = "schedule:10s none -> bernoulli:20%".parse().expect("valid");
+    let fates = run_timed(&model, 20, 10_000, 3);
+    let first = loss_rate(&fates[..10_000]);
+    let last = loss_rate(&fates[90_000..100_000]);
+    let after = loss_rate(&fates[100_000..]);
+    assert!(first < 0.02, "{first}");
+    assert!((last - 0.19).abs() < 0.02, "{last}");
+    assert!((after - 0.20).abs() < 0.01, "{after}");
+    // Played once: the long run is the final model.
+    assert_eq!(model.mean_loss_rate(100), Some(0.2));
+}
+
+#[test]
+fn a_ramp_keeps_the_chain_state_but_a_new_segment_starts_afresh() {
+    // Bad is absorbing-ish (r tiny) and entered at once (p = 1): along a
+    // ramp the chain stays Bad when the parameters are retuned every
+    // RAMP_STEP, so every packet is lost.
+    let ramp: LossModel = "schedule:1s gilbert:p=1,r=0.000001 -> gilbert:p=0.5,r=0.000001"
+        .parse()
+        .expect("valid");
+    assert!(run_timed(&ramp, 1, 10_000, 1).iter().all(|l| *l));
+    // Two segments: the second starts in Good with p = 0, so nothing is lost.
+    let two: LossModel = "schedule:1s gilbert:p=1,r=0.000001; 1s gilbert:p=0,r=0.5"
+        .parse()
+        .expect("valid");
+    let fates = run_timed(&two, 2, 1000, 1);
+    assert!(fates[..1000].iter().all(|l| *l));
+    assert!(fates[1000..].iter().all(|l| !*l));
+}
+
+#[test]
+fn schedules_parse_print_and_reject_what_they_cannot_run() {
+    assert_eq!(LossModel::fading().to_string(), "schedule:fading");
+    assert_eq!(
+        "schedule:Fading".parse::<LossModel>().expect("preset"),
+        LossModel::fading()
+    );
+    let fading = LossModel::fading().mean_loss_rate(100).expect("analytic");
+    assert!((0.03..0.06).contains(&fading), "{fading}");
+    let text =
+        "schedule:1.5s bernoulli:0.01; 2s gilbert:p=0.1,r=0.5 -> gilbert:p=0.2,r=0.4; repeat";
+    let model: LossModel = text.parse().expect("valid");
+    assert_eq!(model.to_string(), text);
+    for (bad, needle) in [
+        (
+            "schedule:1s bernoulli:1% -> gilbert:p=0.1,r=0.5",
+            "same kind",
+        ),
+        ("schedule:1s wifi:1", "unknown loss model"),
+        ("schedule:bernoulli:1%", "needs a duration"),
+        ("schedule:", "at least one segment"),
+        ("schedule:1s gilbert:p=0.1,r=0", "never left"),
+    ] {
+        let msg = bad.parse::<LossModel>().expect_err(bad).to_string();
+        assert!(msg.contains(needle), "{bad}: {msg}");
+    }
+    // Nested schedules cannot be written in the text form (the `;` ends a
+    // segment), and built directly they are rejected.
+    let inner = LossModel::alternating();
+    let nested = LossModel::Schedule(
+        Schedule::new(
+            vec![crate::Segment {
+                duration: std::time::Duration::from_secs(1),
+                from: inner,
+                to: None,
+            }],
+            false,
+        )
+        .expect("segments are fine on their own"),
+    );
+    assert!(nested.build().is_err());
+    assert_eq!(nested.mean_loss_rate(100), None);
+}
+
 #[test]
 fn serde_uses_the_text_form() {
     use serde::de::value::{Error, StrDeserializer};
@@ -648,7 +788,55 @@ fn arb_model() -> impl Strategy<Value = LossModel> {
     ]
 }
 
+/// A schedule of up to 5 segments: holds of any model, and Bernoulli or
+/// Gilbert ramps; played once or repeated.
+fn arb_schedule() -> impl Strategy<Value = LossModel> {
+    let segment = (
+        1u64..20_000,
+        prop_oneof![
+            arb_model().prop_map(|m| (m, None)),
+            (arb_prob(), arb_prob()).prop_map(|(a, b)| (
+                LossModel::Bernoulli { p: a },
+                Some(LossModel::Bernoulli { p: b }),
+            )),
+            (arb_chain(), arb_chain()).prop_map(|((p0, r0), (p1, r1))| (
+                LossModel::Gilbert { p: p0, r: r0 },
+                Some(LossModel::Gilbert { p: p1, r: r1 }),
+            )),
+        ],
+    );
+    (prop::collection::vec(segment, 1..5), any::<bool>()).prop_map(|(segments, repeat)| {
+        let segments = segments
+            .into_iter()
+            .map(|(ms, (from, to))| crate::Segment {
+                duration: std::time::Duration::from_millis(ms),
+                from,
+                to,
+            })
+            .collect();
+        LossModel::Schedule(Schedule::new(segments, repeat).expect("valid segments"))
+    })
+}
+
 proptest! {
+    #[test]
+    fn schedules_round_trip_build_and_stay_in_range(model in arb_schedule(), step_ms in 1u64..5000) {
+        let text = model.to_string();
+        let parsed: LossModel = text.parse().map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        prop_assert_eq!(&parsed, &model, "{}", text);
+        let mut process = model.build().map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        for i in 0..200 {
+            process.on_packet(Instant::from_millis(i * step_ms), 64, &mut rng);
+        }
+        let rate = model.mean_loss_rate(64).expect("analytic");
+        prop_assert!((0.0..=1.0).contains(&rate), "{}", rate);
+        if let Some(pmf) = model.burst_len_pmf(64, 16) {
+            prop_assert!(pmf.iter().all(|p| (0.0..=1.0 + 1e-9).contains(p)));
+            prop_assert!(pmf.iter().sum::<f64>() <= 1.0 + 1e-9);
+        }
+    }
+
     #[test]
     fn display_and_from_str_round_trip(model in arb_model()) {
         let text = model.to_string();
@@ -658,7 +846,7 @@ proptest! {
             let mut process = model.build().map_err(|e| TestCaseError::fail(format!("{e}")))?;
             let mut rng = ChaCha8Rng::seed_from_u64(0);
             for _ in 0..64 {
-                process.on_packet(64, &mut rng);
+                process.on_packet(Instant::ZERO, 64, &mut rng);
             }
             let rate = model.mean_loss_rate(64).expect("analytic");
             prop_assert!((0.0..=1.0).contains(&rate));
@@ -680,7 +868,7 @@ proptest! {
             if !matches!(model, LossModel::Trace(_)) {
                 let mut process = model.build().map_err(|e| TestCaseError::fail(format!("{e}")))?;
                 let mut rng = ChaCha8Rng::seed_from_u64(0);
-                process.on_packet(64, &mut rng);
+                process.on_packet(Instant::ZERO, 64, &mut rng);
                 let _ = model.burst_len_pmf(64, 16);
             }
         }
@@ -710,7 +898,7 @@ fn miyoshi_presets_give_the_stated_long_run_bit_error_rate() {
         let mut rng = ChaCha8Rng::seed_from_u64(20);
         let (packets, mut flipped, mut corrupted) = (400_000u64, 0u64, 0u64);
         for _ in 0..packets {
-            if let PacketFate::Corrupted(e) = process.on_packet(100, &mut rng) {
+            if let PacketFate::Corrupted(e) = process.on_packet(Instant::ZERO, 100, &mut rng) {
                 flipped += e.count() as u64;
                 corrupted += 1;
             }

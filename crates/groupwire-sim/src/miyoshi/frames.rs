@@ -36,7 +36,14 @@ use groupwire_proto::control::ladder::{
     FrameOutcome, LadderController, PredictiveConfig, PredictiveLadder, RungModel, ThresholdConfig,
     ThresholdLadder,
 };
+use groupwire_units::{Bitrate, Instant};
 use rand::Rng;
+
+/// The rate frames go out at, back to back, so that a time-varying channel
+/// (`schedule:`) sees time pass: the wireless rate of the TCP part's path
+/// ([`super::wireless::WirelessPath`], 384 kbit/s). The frame experiment
+/// itself has no clock, and no other channel looks at the time.
+pub const FRAME_RATE: Bitrate = Bitrate::kbps(384);
 
 /// Where a code's codewords sit in a frame of `air_bits` bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,7 +296,8 @@ pub fn simulate_phases<R: Rng + ?Sized>(
         let mut bound = FrameRow::new("hindsight per frame".to_owned(), frames);
         let switches_before = (controller.switches(), predictor.switches());
         for n in 0..frames {
-            let fate = process.on_packet(air_bytes, rng);
+            let now = Instant::ZERO + FRAME_RATE.transmit_time((done + n) * air_bytes as u64);
+            let fate = process.on_packet(now, air_bytes, rng);
             let errors: Option<Vec<u32>> = match fate {
                 PacketFate::Delivered => None,
                 PacketFate::Lost => Some((0..air_bits as u32).collect()),

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use groupwire_link::link::{LinkConfig, QueueLimit};
 use groupwire_link::loss::LossModel;
+use groupwire_link::schedule::Schedule;
 use groupwire_proto::{Bitrate, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -37,6 +38,14 @@ pub struct AwarenessPath {
     /// One-way propagation delay.
     #[serde(with = "serde_duration")]
     pub delay: Duration,
+    /// A time-varying rate, both directions, replacing `rate` (e.g.
+    /// `schedule:30s 2Mbit/s; 30s 2Mbit/s -> 500kbit/s; repeat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_schedule: Option<Schedule<Bitrate>>,
+    /// A time-varying one-way delay, replacing `delay` (e.g.
+    /// `schedule:20s 20ms; 20s 200ms; repeat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_schedule: Option<Schedule<Duration>>,
     /// Loss on the forward direction (Dyck & Gutwin's patterns: `bernoulli:0.1`,
     /// `burst:start=0.04,len=1..5`, ...). The reverse direction is loss-free.
     pub loss: LossModel,
@@ -58,6 +67,8 @@ impl Default for AwarenessPath {
             rate: Bitrate::kbps(56),
             delay: Duration::from_millis(40),
             loss: LossModel::dyck_random(0.10),
+            rate_schedule: None,
+            delay_schedule: None,
             duration: Duration::from_secs(120),
             telepointer: TelepointerParams::default(),
             trace: None,
@@ -126,6 +137,7 @@ impl AwarenessPath {
         let link = LinkConfig::new()
             .rate(self.rate)
             .latency(self.delay)
+            .schedules(self.rate_schedule.as_ref(), self.delay_schedule.as_ref())
             .queue(QueueLimit::Unlimited);
         PointToPoint::build(sim, a, b, link.clone().loss(self.loss.clone()), link)?;
         Ok(())

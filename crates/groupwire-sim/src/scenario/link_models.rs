@@ -26,6 +26,9 @@ pub struct LinkModels {
     pub packets: u64,
     /// Packet size in bytes (matters for bit-error models).
     pub packet_size: u32,
+    /// Packets per second, evenly spaced from time zero (matters for
+    /// time-varying `schedule:` models only).
+    pub packet_rate: u64,
     /// The models, in their one-line text form.
     pub models: Vec<LossModel>,
 }
@@ -35,6 +38,7 @@ impl Default for LinkModels {
         Self {
             packets: 1_000_000,
             packet_size: 1500,
+            packet_rate: 1000,
             models: LossModel::dyck_patterns()
                 .into_iter()
                 .chain([
@@ -44,6 +48,8 @@ impl Default for LinkModels {
                     "ber:p=0.006,r=0.05,good=1e-7,bad=1e-4"
                         .parse()
                         .expect("a valid loss model"),
+                    LossModel::alternating(),
+                    LossModel::fading(),
                 ])
                 .collect(),
         }
@@ -62,6 +68,12 @@ impl LinkModels {
             return Err(ScenarioError::Invalid {
                 key: "packet_size",
                 why: "must be at least 1 byte".into(),
+            });
+        }
+        if !(1..=1_000_000_000).contains(&self.packet_rate) {
+            return Err(ScenarioError::Invalid {
+                key: "packet_rate",
+                why: "must be between 1 and 10^9 packets per second".into(),
             });
         }
         if self.models.is_empty() {
@@ -94,8 +106,10 @@ impl LinkModels {
             let mut process = model.build()?;
             let mut r = rng::stream(seed, "link-models", i as u64);
             let mut stats = LossStats::new();
+            let gap = 1_000_000_000 / self.packet_rate;
             for n in 0..self.packets {
-                stats.record(process.on_packet(len, &mut r).is_loss());
+                let now = Instant::from_nanos(n.saturating_mul(gap));
+                stats.record(process.on_packet(now, len, &mut r).is_loss());
                 if n & 0xffff == 0 {
                     progress(Instant::from_nanos(done + n));
                 }

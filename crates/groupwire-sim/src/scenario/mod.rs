@@ -44,7 +44,7 @@ pub enum Scenario {
     /// Every loss model against its analytic loss rate and burst statistics.
     LinkModels(LinkModels),
     /// A telepointer stream over UDP and over TCP on one lossy, narrow path.
-    AwarenessPath(AwarenessPath),
+    AwarenessPath(Box<AwarenessPath>),
     /// Dyck & Gutwin's grid: TCP, UDP, FEC-n and AFEC on narrow lossy paths.
     Dyck(Box<Dyck>),
     /// Matsuzono et al.'s GENEVA evaluation: block-FEC streams (GMIAD,
@@ -92,7 +92,7 @@ pub fn builtins() -> Vec<Builtin> {
         Builtin {
             name: "awareness-path",
             about: "a clustered telepointer stream over UDP and TCP on a 56 kbit/s lossy path: loss vs head-of-line latency",
-            make: || Scenario::AwarenessPath(AwarenessPath::default()),
+            make: || Scenario::AwarenessPath(Box::default()),
         },
         Builtin {
             name: "dyck",

@@ -19,6 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_link::link::{LinkConfig, QueueLimit};
 use groupwire_link::loss::LossModel;
+use groupwire_link::schedule::Schedule;
 use groupwire_metrics::{ChannelMeter, ChannelSnapshot, LatencyKind, Path};
 use groupwire_proto::control::ControllerKind;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelDelivery, TunnelEndpoint};
@@ -93,6 +94,14 @@ pub struct TunnelScenario {
     /// One-way propagation delay.
     #[serde(with = "serde_duration")]
     pub delay: Duration,
+    /// A time-varying rate, both directions, replacing `rate` (e.g.
+    /// `schedule:30s 2Mbit/s; 30s 2Mbit/s -> 500kbit/s; repeat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_schedule: Option<Schedule<Bitrate>>,
+    /// A time-varying one-way delay, replacing `delay` (e.g.
+    /// `schedule:20s 20ms; 20s 200ms; repeat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_schedule: Option<Schedule<Duration>>,
     /// Loss from A to B (the data direction).
     pub loss: LossModel,
     /// Loss from B to A (the reports).
@@ -135,6 +144,8 @@ impl Default for TunnelScenario {
                 r: Probability::new(0.25).expect("a probability"),
             },
             reverse_loss: LossModel::None,
+            rate_schedule: None,
+            delay_schedule: None,
             datagrams_per_sec: 2000.0,
             size: 1000,
             duration: Duration::from_secs(30),
@@ -274,6 +285,7 @@ impl TunnelScenario {
         let link = LinkConfig::new()
             .rate(self.rate)
             .latency(self.delay)
+            .schedules(self.rate_schedule.as_ref(), self.delay_schedule.as_ref())
             .queue(QueueLimit::Unlimited);
         PointToPoint::build(
             &mut sim,

@@ -274,3 +274,40 @@ async fn kernel_buffer_overflow_is_counted_as_socket_drops_not_link_loss() {
     assert_eq!(s.forward.lost, 0, "socket drops are not link loss: {s:?}");
     assert_eq!(s.forward.received + s.forward.socket_drops, sent, "{s:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn schedules_change_the_link_as_the_emulators_clock_runs() {
+    let target = loopback().await;
+    let client = loopback().await;
+    let mut emu = start(
+        cfg(&target).forward_link(
+            LinkConfig::new()
+                .delay_schedule("schedule:1s 10ms; 1s 300ms".parse().expect("schedule"))
+                .loss(
+                    "schedule:2s none; 1s bernoulli:100%"
+                        .parse()
+                        .expect("schedule"),
+                ),
+        ),
+    )
+    .await;
+    let t0 = Clock::start();
+    client.send_to(b"early", emu.addr).await.expect("send");
+    recv(&target).await.expect("the first second delivers");
+    assert_eq!(t0.now().since_epoch(), Duration::from_millis(10));
+    tokio::time::sleep(Duration::from_millis(1490)).await;
+    client.send_to(b"later", emu.addr).await.expect("send");
+    recv(&target).await.expect("the second second delivers");
+    assert_eq!(t0.now().since_epoch(), Duration::from_millis(1800));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for i in 0..20u8 {
+        client.send_to(&[i], emu.addr).await.expect("send");
+    }
+    let s = emu.wait_for(|s| s.forward.received == 22).await;
+    assert_eq!(
+        s.forward.lost, 20,
+        "after 2 s every datagram is lost: {s:?}"
+    );
+    assert!(recv(&target).await.is_none());
+    emu.stop().await;
+}
