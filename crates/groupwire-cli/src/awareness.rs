@@ -130,6 +130,11 @@ pub(crate) struct SendArgs {
     /// Seed of the telepointer model.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// How long a message is worth sending or delivering: no copy goes out,
+    /// and none is delivered, past it (AFEC protocols only; "off": forever,
+    /// as in the paper).
+    #[arg(long, value_name = "DURATION|off", default_value = "400ms", value_parser = parse_lifetime)]
+    lifetime: Lifetime,
     /// Cap on the sending rate: redundancy beyond it is left out and
     /// reported as "cannot meet" (default: none; AFEC protocols only).
     #[arg(long, value_name = "RATE")]
@@ -213,6 +218,11 @@ pub(crate) struct RecvArgs {
     /// AFEC protocols only).
     #[arg(long, value_name = "MIN,MAX", default_value = "0.05,0.06", value_parser = parse_band)]
     mer_band: (f64, f64),
+    /// How long a message is worth sending or delivering: no copy goes out,
+    /// and none is delivered, past it (AFEC protocols only; "off": forever,
+    /// as in the paper).
+    #[arg(long, value_name = "DURATION|off", default_value = "400ms", value_parser = parse_lifetime)]
+    lifetime: Lifetime,
     /// Messages over which the MER is measured (paper: 1000; AFEC
     /// protocols only).
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -317,6 +327,10 @@ fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
     let cfg = AfecConfig::new(SENDER_USER)
         .mode(mode)
         .step(step)
+        .default_qos(TypeQos {
+            lifetime: args.lifetime.0,
+            ..TypeQos::telepointer()
+        })
         .session(args.session)
         .max_bitrate(args.max_bitrate)
         .framing(framing)
@@ -613,6 +627,21 @@ fn xor_config(peer: SocketAddr, layout: XorLayout, session: u32) -> XorEndpointC
     c
 }
 
+/// `--lifetime`: a message's lifetime, `None` for forever.
+#[derive(Clone, Copy, Debug)]
+struct Lifetime(Option<Duration>);
+
+/// `--lifetime`: a duration, or `off` for none.
+fn parse_lifetime(text: &str) -> Result<Lifetime, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(Lifetime(None));
+    }
+    match duration::parse(text)? {
+        d if d.is_zero() => Err("a lifetime must be positive; write off for none".to_owned()),
+        d => Ok(Lifetime(Some(d))),
+    }
+}
+
 /// The message schedule: the telepointer model or a CSV trace, up to `--duration`.
 fn message_schedule(args: &SendArgs) -> anyhow::Result<Vec<Message>> {
     let until = Instant::ZERO + args.duration;
@@ -724,7 +753,8 @@ fn recv_afec(args: RecvArgs, scheme: Scheme) -> anyhow::Result<()> {
     let qos = TypeQos {
         mer_min: args.mer_band.0,
         mer_max: args.mer_band.1,
-        initial_size: 1.0,
+        lifetime: args.lifetime.0,
+        ..TypeQos::telepointer()
     };
     let mut cfg = AfecConfig::new(RECEIVER_USER)
         .mode(mode)

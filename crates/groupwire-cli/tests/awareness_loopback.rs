@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_link::{LinkConfig, LossModel};
-use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Framing, Mode, Step};
+use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Framing, Mode, Step, TypeQos};
 use groupwire_proto::wire::afec::MsgType;
 use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Telepointer, TelepointerParams, schedule};
@@ -38,9 +38,18 @@ async fn flow(mode: Mode, step: Step, link_seed: u64, framing: Framing) -> Outco
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("address");
     // Receiver: the paper's 5-6% band, with a window and activity gate
     // scaled down so the controller acts within seconds, not minutes.
+    // No message lifetime: on a host stalled by other work for longer than
+    // the default 400 ms, copies would expire and count as lost, and this
+    // test is about the controller, not the host (the lifetime has its own
+    // tests in groupwire-proto).
+    let forever = TypeQos {
+        lifetime: None,
+        ..TypeQos::telepointer()
+    };
     let mut rx_cfg = AfecConfig::new(2)
         .mode(mode)
         .step(step)
+        .default_qos(forever)
         .mer_window(200)
         .gate_messages(20);
     rx_cfg.min_window = 20;
@@ -86,8 +95,14 @@ async fn flow(mode: Mode, step: Step, link_seed: u64, framing: Framing) -> Outco
     }));
 
     // Sender: a clustered telepointer at up to 100 updates/s.
-    let mut tx_ep = AfecEndpoint::new(AfecConfig::new(1).mode(mode).step(step).framing(framing))
-        .expect("valid");
+    let mut tx_ep = AfecEndpoint::new(
+        AfecConfig::new(1)
+            .mode(mode)
+            .step(step)
+            .default_qos(forever)
+            .framing(framing),
+    )
+    .expect("valid");
     tx_ep.add_peer(emu_addr);
     let tx_socket = UdpSocket::bind(loopback).await.expect("bind sender");
     let (tx_driver, tx, _tx_events) = Driver::new(tx_ep, tx_socket, clock).expect("sender driver");

@@ -153,15 +153,30 @@ pub struct TypeQos {
     pub mer_max: f64,
     /// Code set size at start (both ends assume it until told otherwise).
     pub initial_size: f64,
+    /// How long a message is worth anything (TAPS's per-message lifetime,
+    /// RFC 9622 §9.1.3.1): the sender sends no copy of it once it is older,
+    /// and the receiver neither delivers nor counts as delivered (in the
+    /// MER) a copy that arrives older, as far as it can tell (see
+    /// [`AfecStats::expired`](super::AfecStats::expired)). `None`: forever,
+    /// as in the paper, whose copies wait for bandwidth however long.
+    pub lifetime: Option<Duration>,
 }
 
+/// [`TypeQos::lifetime`] by default: 400 ms, the most one-way delay ITU-T
+/// G.114 (05/2003, §2) accepts for general network planning; an awareness
+/// update older than that misleads more than it informs. The paper sets no
+/// lifetime, so this is our choice.
+pub const DEFAULT_LIFETIME: Duration = Duration::from_millis(400);
+
 impl TypeQos {
-    /// The paper's telepointer requirement: MER between 5% and 6% (§"Experiments").
+    /// The paper's telepointer requirement: MER between 5% and 6%
+    /// (§"Experiments"), with the [`DEFAULT_LIFETIME`].
     pub const fn telepointer() -> Self {
         Self {
             mer_min: 0.05,
             mer_max: 0.06,
             initial_size: 1.0,
+            lifetime: Some(DEFAULT_LIFETIME),
         }
     }
 }
@@ -362,6 +377,9 @@ impl AfecConfig {
                 || q.mer_min > q.mer_max
             {
                 return bad("qos", "an MER band needs 0 <= min <= max <= 1");
+            }
+            if q.lifetime.is_some_and(|l| l.is_zero()) {
+                return bad("qos", "a message lifetime must be positive (None: forever)");
             }
             if !(1.0..=self.max_size).contains(&q.initial_size) {
                 return bad(

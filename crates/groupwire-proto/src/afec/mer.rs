@@ -81,6 +81,18 @@ impl MerWindow {
         self.base.wrapping_add(self.outcomes.len() as u32)
     }
 
+    /// Records `index`, just observed, as lost after all (it arrived too
+    /// late to count). Does nothing for an index outside the window.
+    pub(super) fn mark_lost(&mut self, index: u32) {
+        let back = index.wrapping_sub(self.base) as usize;
+        if let Some(slot) = self.outcomes.get_mut(back) {
+            if !*slot {
+                *slot = true;
+                self.lost += 1;
+            }
+        }
+    }
+
     //= dyck-gutwin §"AFEC for groupware", Receiver
     //# The highest received index is stored for each message type, and if
     //# the index of a message exceeds this value by more than one, the number

@@ -72,7 +72,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-pub use self::config::{AfecConfig, ConfigError, Framing, Mode, RedConfig, Scheme, Step, TypeQos};
+pub use self::config::{
+    AfecConfig, ConfigError, DEFAULT_LIFETIME, Framing, Mode, RedConfig, Scheme, Step, TypeQos,
+};
 use self::mer::Observed;
 use self::predictor::{PREDICTIVE_FEEDBACK, predict_size};
 use self::receiver::{PeerRx, TypeRx};
@@ -211,6 +213,17 @@ pub struct AfecStats {
     /// longer than a block's 10-bit length, or older than the 14-bit
     /// timestamp offset reaches), dropped from the history unsent.
     pub red_uncarriable: u64,
+    /// Sender: copies still owed when their message outlived its
+    /// [`TypeQos::lifetime`], dropped unsent.
+    pub expired_copies: u64,
+    /// Receiver: copies that arrived older than their type's lifetime,
+    /// neither delivered nor counted as delivered in the MER. A copy's age
+    /// is what the sender stamped on it plus how much longer than the
+    /// fastest packet so far its packet took to arrive (the one-way delay
+    /// above its floor, which needs no synchronized clocks): the floor
+    /// itself, the path's base delay, is not counted. Native framing only:
+    /// RTP/RED carries no age.
+    pub expired: u64,
 }
 
 /// A sans-IO AFEC endpoint: sender, receiver and feedback loop. See the
@@ -409,6 +422,17 @@ impl AfecEndpoint {
         let Some(peer) = self.peers.get_mut(&addr) else {
             return;
         };
+        // No copy of a message older than its lifetime (TypeQos::lifetime).
+        for h in peer.history.iter_mut().filter(|h| h.remaining > 0) {
+            let expired = cfg
+                .qos_of(h.msg_type)
+                .lifetime
+                .is_some_and(|l| now.saturating_duration_since(h.first_sent) > l);
+            if expired {
+                self.stats.expired_copies += u64::from(h.remaining);
+                h.remaining = 0;
+            }
+        }
         peer.refill(now, cfg.max_bitrate);
         let (fixed, per_message, per_primary) = if red {
             (
@@ -855,6 +879,7 @@ impl AfecEndpoint {
         r.note_address(src, data.len());
         let _ = r.packets.observe(p.seq());
         r.packets_seen += 1;
+        let queued = r.delay_above_floor(now, sent_at);
         // Oldest first (§"AFEC for groupware", Receiver: "The messages in a
         // packet are processed in reverse order from oldest to newest").
         for (i, &(msg_type, index, age_ms, off, len)) in self.scratch.iter().enumerate().rev() {
@@ -867,9 +892,17 @@ impl AfecEndpoint {
                 .types
                 .entry(msg_type)
                 .or_insert_with(|| TypeRx::new(cfg.mer_window, initial));
+            let age = Duration::from_millis(u64::from(age_ms)) + queued;
+            let expired = cfg.qos_of(msg_type).lifetime.is_some_and(|l| age > l);
             match st.window.observe(index) {
                 Observed::Duplicate => self.stats.duplicates += 1,
                 Observed::TooOld => self.stats.duplicates += 1,
+                Observed::Fresh { lost, late } if expired => {
+                    // Too old to be of use: it stays (or becomes) a loss.
+                    self.stats.lost += lost + u64::from(!late);
+                    st.window.mark_lost(index);
+                    self.stats.expired += 1;
+                }
                 Observed::Fresh { lost, late } => {
                     self.stats.lost += lost;
                     if late {

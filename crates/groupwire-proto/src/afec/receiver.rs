@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use super::Pending;
 use super::mer::MerWindow;
 use super::red_rx::RedStream;
+use crate::time::Instant;
 use crate::wire::afec::{Entry, MsgType};
+use std::time::Duration;
 
 #[derive(Debug)]
 pub(super) struct TypeRx {
@@ -57,9 +59,25 @@ pub(super) struct PeerRx {
     /// RTP/RED framing: which message each block is. `Some` once the
     /// sender's data came as RTP, and then its feedback goes as RTCP.
     pub(super) red: Option<RedStream>,
+    /// The smallest (arrival - sender's timestamp) seen, in nanoseconds on
+    /// the two clocks: the path's base one-way delay plus the clocks'
+    /// offset.
+    owd_floor: Option<i128>,
 }
 
 impl PeerRx {
+    /// How much longer than the fastest packet so far a packet stamped
+    /// `sent_at` (on the sender's clock) and arriving `now` took: its
+    /// queueing delay, without synchronized clocks (LEDBAT's base-delay
+    /// idea, RFC 6817 §3.4.2, without the expiry of old minima: a floor
+    /// that drifts with the clocks' rates, a few ms an hour at worst).
+    pub(super) fn delay_above_floor(&mut self, now: Instant, sent_at: Instant) -> Duration {
+        let owd = i128::from(now.as_nanos()) - i128::from(sent_at.as_nanos());
+        let floor = self.owd_floor.map_or(owd, |f| f.min(owd));
+        self.owd_floor = Some(floor);
+        Duration::from_nanos(u64::try_from(owd - floor).unwrap_or(u64::MAX))
+    }
+
     /// `src` sent us `len` bytes as this sender; a new address starts a
     /// new budget, so one that is spoofed inherits nothing.
     pub(super) fn note_address(&mut self, src: SocketAddr, len: usize) {
@@ -84,6 +102,7 @@ impl PeerRx {
             bytes_received: 0,
             bytes_sent: 0,
             red: None,
+            owd_floor: None,
         }
     }
 }

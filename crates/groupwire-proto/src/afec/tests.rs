@@ -45,6 +45,8 @@ struct Pair {
     b_events: Vec<AfecEvent>,
     /// Copies per (type, index) that A put on the wire.
     copies: BTreeMap<u32, u32>,
+    /// The oldest copy A put on the wire (its age stamp, ms).
+    oldest_copy_ms: u16,
     /// Bytes of A's datagrams that reached B.
     bytes_a_to_b: u64,
     /// Bytes B put on the wire, toward A (lost or not).
@@ -71,6 +73,7 @@ impl Pair {
             a_events: Vec::new(),
             b_events: Vec::new(),
             copies: BTreeMap::new(),
+            oldest_copy_ms: 0,
             bytes_a_to_b: 0,
             bytes_b_sent: 0,
         }
@@ -108,6 +111,7 @@ impl Pair {
             if let Ok(r) = DataRepr::parse(&t.payload) {
                 for m in &r.messages {
                     *self.copies.entry(m.index).or_default() += 1;
+                    self.oldest_copy_ms = self.oldest_copy_ms.max(m.age_ms);
                 }
             }
             let n = self.data_count;
@@ -937,4 +941,109 @@ fn red_from_a_stock_encoder_is_placed_by_timestamp() {
         .collect();
     assert_eq!(recovered, [60_000, 60_007, 60_010, 60_014]);
     assert_eq!(b.stats().lost, 0);
+}
+
+/// A data packet from user 1 stamped `ts_ms` on the sender's clock, with
+/// messages (index, age in ms) of type TP.
+fn data_packet(cfg: &AfecConfig, seq: u32, ts_ms: u64, messages: &[(u32, u16)]) -> Vec<u8> {
+    let mut buf = vec![0u8; 1200];
+    let payload = [7u8; 40];
+    let mut w = DataWriter::start(
+        &mut buf,
+        cfg.session,
+        1,
+        seq,
+        timestamp32(Instant::from_millis(ts_ms)),
+    );
+    for &(index, age_ms) in messages {
+        w.push(&MessageRepr {
+            msg_type: TP,
+            index,
+            age_ms,
+            payload: &payload,
+        });
+    }
+    let len = w.finish(false);
+    buf.truncate(len);
+    buf
+}
+
+#[test]
+fn copies_past_their_lifetime_are_never_sent() {
+    // Static FEC-6 under a 56 kbit/s cap: copies wait for tokens. With a
+    // 100 ms lifetime none leaves later than that, so every delivery is
+    // within the lifetime plus the wire's 40 ms.
+    let short = TypeQos {
+        lifetime: Some(ms(100)),
+        ..TypeQos::telepointer()
+    };
+    let run = |qos: TypeQos| {
+        let capped = crate::units::Bitrate::kbps(56);
+        let a = cfg(1, Mode::Static(6.0))
+            .max_bitrate(Some(capped))
+            .default_qos(qos);
+        let mut p = Pair::new(a, cfg(2, Mode::Static(6.0)).default_qos(qos));
+        p.drop_data = random_loss(3, 0.2);
+        p.stream(300, ms(33), ms(500));
+        p
+    };
+    let p = run(short);
+    assert!(p.a.stats().expired_copies > 0, "{:?}", p.a.stats());
+    assert!(
+        p.oldest_copy_ms <= 100,
+        "a copy left {} ms old",
+        p.oldest_copy_ms
+    );
+    let latest = p.got.iter().map(|d| d.latency).max().expect("deliveries");
+    assert!(latest <= ms(140), "{latest:?}");
+    assert_eq!(
+        p.b.stats().expired,
+        0,
+        "nothing arrived late on a fixed-delay wire"
+    );
+    // Without a lifetime (the paper), the same run sends older copies.
+    let forever = run(TypeQos {
+        lifetime: None,
+        ..TypeQos::telepointer()
+    });
+    assert_eq!(forever.a.stats().expired_copies, 0);
+    assert!(forever.oldest_copy_ms > 100, "{}", forever.oldest_copy_ms);
+}
+
+#[test]
+fn copies_arriving_past_their_lifetime_count_as_lost() {
+    let cfg_b = cfg(2, Mode::Adaptive);
+    let mut b = AfecEndpoint::new(cfg_b.clone()).expect("valid");
+    let src = addr(A);
+    let deliver = |b: &mut AfecEndpoint, at_ms: u64, packet: Vec<u8>| {
+        b.handle_datagram(Instant::from_millis(at_ms), src, &packet);
+        let mut got = Vec::new();
+        while let Some(e) = b.poll_event() {
+            if let AfecEvent::Delivered(d) = e {
+                got.push(d.index);
+            }
+        }
+        got
+    };
+    // 40 ms on the wire: the floor of the one-way delay.
+    assert_eq!(
+        deliver(&mut b, 40, data_packet(&cfg_b, 0, 0, &[(0, 0)])),
+        [0]
+    );
+    // New, but 560 ms above the floor: queued past the 400 ms lifetime.
+    assert!(deliver(&mut b, 700, data_packet(&cfg_b, 1, 100, &[(1, 0)])).is_empty());
+    // On time, but the copy is 500 ms old.
+    assert!(deliver(&mut b, 840, data_packet(&cfg_b, 2, 800, &[(2, 500)])).is_empty());
+    // A fresh message with an old copy of message 1: only the fresh one.
+    assert_eq!(
+        deliver(
+            &mut b,
+            940,
+            data_packet(&cfg_b, 3, 900, &[(3, 10), (1, 810)])
+        ),
+        [3]
+    );
+    assert_eq!(b.stats().expired, 3);
+    assert_eq!(b.stats().lost, 2, "{:?}", b.stats());
+    assert_eq!(b.mer(1, TP), Some(0.5));
 }

@@ -113,6 +113,12 @@ pub struct Dyck {
     pub fractional_step: f64,
     /// Messages after which 1000-message windows are scored (controller warm-up).
     pub warmup_messages: usize,
+    /// Each message's lifetime (`TypeQos::lifetime`): no copy is sent, and
+    /// none delivered, past it, so a late message counts as lost. `off` by
+    /// default, as in the paper, whose failure case is latency running
+    /// away when copies wait for bandwidth.
+    #[serde(with = "groupwire_units::duration::option")]
+    pub lifetime: Option<Duration>,
     /// AFEC is told the path rate and caps its sending rate, redundancy
     /// included, at 85% of it (our addition; `false` reproduces the paper's
     /// uncapped AFEC).
@@ -145,6 +151,7 @@ impl Default for Dyck {
             mer_max: 0.06,
             fractional_step: 0.1,
             warmup_messages: 2000,
+            lifetime: None,
             rate_cap: true,
             telepointer: TelepointerParams::default(),
         }
@@ -338,6 +345,7 @@ impl Dyck {
             mer_min: self.mer_min,
             mer_max: self.mer_max,
             initial_size: 1.0,
+            lifetime: self.lifetime,
         };
         let (mode, step) = match scheme.mode_and_step() {
             (m, Step::Fractional(_)) => (m, Step::Fractional(self.fractional_step)),
