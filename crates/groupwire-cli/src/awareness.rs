@@ -1173,6 +1173,7 @@ impl RecvState {
                 }
             }
             AfecEvent::PeerCannotMeet { achievable, .. } => self.cannot_meet = Some(achievable),
+            AfecEvent::PeerCanMeet { .. } => self.cannot_meet = None,
             _ => {}
         }
     }

@@ -130,6 +130,22 @@ pub enum AfecEvent {
         /// The largest size that fits.
         achievable: f64,
     },
+    /// Sender side: a type that could not be given its redundancy (a
+    /// [`AfecEvent::QosUnmet`] before) fits again; the peer is told.
+    QosMet {
+        /// The peer.
+        peer: SocketAddr,
+        /// The type.
+        msg_type: MsgType,
+    },
+    /// Receiver side: a sender that could not meet the requested
+    /// redundancy can again; the controller may ask for any size.
+    PeerCanMeet {
+        /// The remote user.
+        from: u32,
+        /// The type.
+        msg_type: MsgType,
+    },
     /// Receiver side: a sender reported it cannot meet the requested redundancy.
     PeerCannotMeet {
         /// The remote user.
@@ -594,35 +610,48 @@ impl AfecEndpoint {
             transport: Transport::Udp,
             payload: buf.freeze(),
         });
-        // Cannot-meet bookkeeping, per type: a transition raises the event
-        // and a reliable notice to the peer; a packet that left nothing out
-        // clears it.
+        // Cannot-meet bookkeeping, per type, from what fits now: a type
+        // that stopped fitting raises the event and a reliable notice to
+        // the peer; one that has fitted again for a whole packet, at least
+        // UNMET_HOLD after it stopped, clears both ends (a notice with
+        // NO_CAP), so a receiver's cap never outlives the reason for it.
         let achievable = carried as f64;
         let user_seq = &mut peer.next_ctl_seq;
         for (t, st) in peer.types.iter_mut() {
             let missed = unmet.contains(t);
-            if missed && !st.unmet {
-                st.unmet = true;
-                let requested = st.size;
-                self.events.push_back(AfecEvent::QosUnmet {
-                    peer: addr,
-                    msg_type: *t,
-                    requested,
-                    achievable,
-                });
-                *user_seq += 1;
-                peer.pending.push(Pending {
-                    entry: Entry {
-                        op: Op::CannotMeet,
+            let value = match st.unmet_since {
+                None if missed => {
+                    st.unmet_since = Some(now);
+                    self.events.push_back(AfecEvent::QosUnmet {
+                        peer: addr,
                         msg_type: *t,
-                        seq: *user_seq,
-                        value: size_to_wire(achievable),
-                    },
-                    due: now,
-                });
-            } else if !missed && !flush {
-                st.unmet = false;
-            }
+                        requested: st.size,
+                        achievable,
+                    });
+                    achievable
+                }
+                Some(since)
+                    if !missed && !flush && now.saturating_duration_since(since) >= UNMET_HOLD =>
+                {
+                    st.unmet_since = None;
+                    self.events.push_back(AfecEvent::QosMet {
+                        peer: addr,
+                        msg_type: *t,
+                    });
+                    NO_CAP
+                }
+                _ => continue,
+            };
+            *user_seq += 1;
+            peer.pending.push(Pending {
+                entry: Entry {
+                    op: Op::CannotMeet,
+                    msg_type: *t,
+                    seq: *user_seq,
+                    value: size_to_wire(value),
+                },
+                due: now,
+            });
         }
     }
 
@@ -1191,13 +1220,21 @@ impl AfecEndpoint {
                         } else {
                             MsgType::ANY
                         };
+                        let cleared = achievable >= NO_CAP;
                         if let Some(st) = r.types.get_mut(&key) {
-                            st.cap = Some(achievable);
+                            st.cap = (!cleared).then_some(achievable);
                         }
-                        self.events.push_back(AfecEvent::PeerCannotMeet {
-                            from: c.sender,
-                            msg_type: e.msg_type,
-                            achievable,
+                        self.events.push_back(if cleared {
+                            AfecEvent::PeerCanMeet {
+                                from: c.sender,
+                                msg_type: e.msg_type,
+                            }
+                        } else {
+                            AfecEvent::PeerCannotMeet {
+                                from: c.sender,
+                                msg_type: e.msg_type,
+                                achievable,
+                            }
                         });
                     }
                     r.acks.push(Entry {
@@ -1358,6 +1395,15 @@ fn rtp_ticks(at: Instant, rate: u32) -> u32 {
     let ticks = (u128::from(at.as_nanos()) * u128::from(rate) + 500_000_000) / 1_000_000_000;
     ticks as u32
 }
+
+/// How long a type that stopped fitting stays "cannot meet" at least,
+/// before a packet that leaves none of its copies out clears it: at most
+/// two notices a second per type on a path at the edge of fitting.
+const UNMET_HOLD: Duration = Duration::from_secs(1);
+
+/// The "achievable" size of a cannot-meet notice that clears it: any size
+/// fits again.
+const NO_CAP: f64 = 255.0;
 
 /// Code set sizes travel as hundredths.
 fn size_to_wire(size: f64) -> u16 {

@@ -33,7 +33,9 @@ pub(super) struct TypeTx {
     /// Error-diffusion accumulator for the fractional part.
     pub(super) acc: f64,
     pub(super) applied_seq: Option<u32>,
-    pub(super) unmet: bool,
+    /// Since when the size in force has not fit (MTU or rate cap), if it
+    /// does not.
+    pub(super) unmet_since: Option<Instant>,
 }
 
 impl TypeTx {
@@ -42,7 +44,7 @@ impl TypeTx {
             size,
             acc: 0.0,
             applied_seq: None,
-            unmet: false,
+            unmet_since: None,
         }
     }
 

@@ -1047,3 +1047,40 @@ fn copies_arriving_past_their_lifetime_count_as_lost() {
     assert_eq!(b.stats().lost, 2, "{:?}", b.stats());
     assert_eq!(b.mer(1, TP), Some(0.5));
 }
+
+#[test]
+fn cannot_meet_clears_once_the_redundancy_fits_again() {
+    // FEC-6 at 30 messages/s does not fit 56 kbit/s; at 2 messages/s it
+    // does. The notice is set, then cleared on both ends, never latched.
+    let capped = crate::units::Bitrate::kbps(56);
+    let a = cfg(1, Mode::Static(6.0)).max_bitrate(Some(capped));
+    let mut p = Pair::new(a, cfg(2, Mode::Static(6.0)));
+    p.stream(150, ms(33), ms(100));
+    let count =
+        |events: &[AfecEvent], f: fn(&AfecEvent) -> bool| events.iter().filter(|e| f(e)).count();
+    let unmet = count(&p.a_events, |e| matches!(e, AfecEvent::QosUnmet { .. }));
+    assert!(unmet >= 1, "{:?}", p.a_events);
+    // Set and cleared at most once per UNMET_HOLD (1 s) over about 5 s.
+    assert!(unmet <= 6, "the notice flaps: {unmet}");
+    p.stream(10, ms(500), ms(500));
+    let met = count(&p.a_events, |e| matches!(e, AfecEvent::QosMet { .. }));
+    let can = count(&p.b_events, |e| matches!(e, AfecEvent::PeerCanMeet { .. }));
+    let cannot = count(&p.b_events, |e| {
+        matches!(e, AfecEvent::PeerCannotMeet { .. })
+    });
+    assert_eq!(
+        met,
+        count(&p.a_events, |e| matches!(e, AfecEvent::QosUnmet { .. }))
+    );
+    assert!(
+        can >= 1 && can == cannot,
+        "receiver saw {cannot} notices and {can} clears"
+    );
+    assert!(matches!(
+        p.b_events.iter().rev().find(|e| matches!(
+            e,
+            AfecEvent::PeerCanMeet { .. } | AfecEvent::PeerCannotMeet { .. }
+        )),
+        Some(AfecEvent::PeerCanMeet { .. })
+    ));
+}
