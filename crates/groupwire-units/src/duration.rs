@@ -15,10 +15,36 @@ pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format(*d))
 }
 
-/// Reads a human string such as `10ms`.
+/// Reads a human string such as `10ms`. A bare number (`min_rto = 1` in
+/// TOML) is refused with a message that asks for the unit.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(d)?;
+    let text = DurationText::deserialize(d)?
+        .into_text()
+        .map_err(serde::de::Error::custom)?;
     parse(&text).map_err(serde::de::Error::custom)
+}
+
+/// What a configuration file may hold where a duration goes: its text, or
+/// a number that lacks the unit.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum DurationText {
+    Text(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl DurationText {
+    fn into_text(self) -> Result<String, String> {
+        let number = match self {
+            Self::Text(t) => return Ok(t),
+            Self::Int(n) => n.to_string(),
+            Self::Float(x) => x.to_string(),
+        };
+        Err(format!(
+            "a duration needs a unit: write \"{number}s\" or \"{number}ms\" (in quotes), not {number}"
+        ))
+    }
 }
 
 /// The longest duration accepted, in nanoseconds (a billion seconds).
@@ -111,7 +137,9 @@ pub mod option {
 
     /// Reads `"off"` as `None`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        let text = String::deserialize(d)?;
+        let text = super::DurationText::deserialize(d)?
+            .into_text()
+            .map_err(serde::de::Error::custom)?;
         if matches!(text.trim(), "off" | "none" | "false") {
             return Ok(None);
         }
@@ -125,6 +153,20 @@ pub mod option {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_bare_number_asks_for_its_unit() {
+        use serde::de::IntoDeserializer;
+        use serde::de::value::Error;
+        let int: serde::de::value::I64Deserializer<Error> = 1i64.into_deserializer();
+        let e = deserialize(int).expect_err("no unit").to_string();
+        assert!(e.contains("needs a unit") && e.contains("\"1s\""), "{e}");
+        let float: serde::de::value::F64Deserializer<Error> = 0.5f64.into_deserializer();
+        let e = option::deserialize(float).expect_err("no unit").to_string();
+        assert!(e.contains("\"0.5ms\""), "{e}");
+        let text: serde::de::value::StrDeserializer<Error> = "1s".into_deserializer();
+        assert_eq!(deserialize(text).expect("text"), Duration::from_secs(1));
+    }
 
     #[test]
     fn durations_round_trip() {

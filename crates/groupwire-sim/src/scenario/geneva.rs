@@ -93,6 +93,11 @@ pub struct Geneva {
     /// (§3.2.4 budgets about 150 ms of FEC delay).
     #[serde(with = "serde_duration")]
     pub max_wait: Duration,
+    /// The TCP flows' lower bound on the retransmission timeout (the
+    /// simulator's default, 200 ms as Linux and the ns-3 validation; RFC
+    /// 6298 §2.4 says 1 s).
+    #[serde(with = "serde_duration")]
+    pub tcp_min_rto: Duration,
     /// Streams whose `Fwnd` is traced (Figs. 10-12 show three).
     pub traced_streams: u32,
     /// Trace resolution (the paper averages link loss over RTTmin).
@@ -121,6 +126,7 @@ impl Default for Geneva {
             start_spread: Duration::from_secs(1),
             syn: block::DEFAULT_SYN,
             max_wait: Duration::from_millis(150),
+            tcp_min_rto: TcpConfig::default().min_rto,
             traced_streams: 3,
             sample_interval: Duration::from_millis(100),
         }
@@ -273,6 +279,7 @@ impl Geneva {
         let mut sim = Simulator::new(seed);
         let tcp = TcpConfig {
             mss: self.packet_size - HEADER_BYTES,
+            min_rto: self.tcp_min_rto,
             ..TcpConfig::default()
         };
         let end = Instant::ZERO + self.duration;
