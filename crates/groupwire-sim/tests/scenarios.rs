@@ -76,6 +76,17 @@ fn short_flows_complete_and_cbr_loses_little() {
     );
     let cbr = r.summary["cbr_loss_rate"].as_f64().unwrap();
     assert!(cbr < 0.1, "seed {seed}: cbr loss {cbr}");
+    // Per flow: one CBR flow here, so its row is the aggregate.
+    let lo = r.summary["cbr_loss_rate_min"].as_f64().unwrap();
+    let hi = r.summary["cbr_loss_rate_max"].as_f64().unwrap();
+    assert!(lo <= cbr && cbr <= hi, "seed {seed}: {lo} <= {cbr} <= {hi}");
+    let table = r
+        .tables
+        .iter()
+        .find(|t| t.file == "cbr_flows")
+        .expect("a per-flow CBR table");
+    assert_eq!(table.rows.len(), 1);
+    assert_eq!(table.rows[0][3].as_f64().unwrap(), cbr);
 }
 
 #[test]

@@ -493,22 +493,44 @@ impl TcpDumbbell {
             };
             put("short_flow_mean_fct_s", json!(mean));
         }
+        // Each CBR flow's loss and loss runs: at one setting the flows can
+        // sit at different points of the queue's phase-locked sawtooth, so
+        // the aggregate alone hides how far apart they are.
+        let mut cbr_rows = Vec::new();
         if n_cbr > 0 {
-            let (mut lost, mut pkts) = (0u64, 0u64);
-            for &r in &right[n_tcp..n_tcp + n_cbr] {
-                if let Some(s) = view.node::<UdpSink>(r) {
-                    lost += s.loss.lost();
-                    pkts += s.loss.packets();
-                }
+            let (mut lost, mut pkts, mut runs) = (0u64, 0u64, 0u64);
+            let mut rates = Vec::new();
+            for (j, &r) in right[n_tcp..n_tcp + n_cbr].iter().enumerate() {
+                let Some(sink) = view.node::<UdpSink>(r) else {
+                    continue;
+                };
+                let mut loss = sink.loss.clone();
+                loss.finish();
+                lost += loss.lost();
+                pkts += loss.packets();
+                runs += loss.bursts();
+                rates.push(loss.loss_rate());
+                cbr_rows.push(vec![
+                    json!(j),
+                    json!(loss.packets()),
+                    json!(loss.lost()),
+                    json!(loss.loss_rate()),
+                    json!(loss.bursts()),
+                    json!(loss.mean_burst_len()),
+                    json!(loss.max_burst_len()),
+                ]);
             }
+            let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+            put("cbr_loss_rate", json!(ratio(lost, pkts)));
+            let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| {
+                (lo.min(r), hi.max(r))
+            });
             put(
-                "cbr_loss_rate",
-                json!(if pkts == 0 {
-                    0.0
-                } else {
-                    lost as f64 / pkts as f64
-                }),
+                "cbr_loss_rate_min",
+                json!(if rates.is_empty() { 0.0 } else { min }),
             );
+            put("cbr_loss_rate_max", json!(max));
+            put("cbr_mean_loss_run", json!(ratio(lost, runs)));
         }
         put(
             "per_flow_bps",
@@ -530,7 +552,7 @@ impl TcpDumbbell {
                 ]
             })
             .collect();
-        let tables = vec![Table {
+        let mut tables = vec![Table {
             file: "flows".into(),
             columns: [
                 "flow",
@@ -543,6 +565,23 @@ impl TcpDumbbell {
             .to_vec(),
             rows,
         }];
+        if !cbr_rows.is_empty() {
+            tables.push(Table {
+                file: "cbr_flows".into(),
+                columns: [
+                    "cbr_flow",
+                    "packets",
+                    "lost",
+                    "loss_rate",
+                    "loss_runs",
+                    "mean_loss_run",
+                    "longest_loss_run",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: cbr_rows,
+            });
+        }
         let plots = vec![
             Plot {
                 file: "throughput".into(),
