@@ -504,8 +504,9 @@ pub struct Encoder {
 
 impl Encoder {
     /// An encoder for symbols of `symbol_size` bytes (E, 1..=65535) and
-    /// windows of up to `max_window` symbols (1..=4095, what NSS can
-    /// say), over GF(2^8), on the fastest backend, its first ESI 0.
+    /// windows of up to `max_window` symbols (RFC 8681 §3.1's
+    /// `ew_max_size`, 1..=4095, what NSS can say), over GF(2^8), on the
+    /// fastest backend, its first ESI 0.
     pub fn new(symbol_size: usize, max_window: usize) -> Result<Self, SlidingError> {
         if symbol_size == 0 || symbol_size > MAX_SYMBOL_SIZE {
             return Err(SlidingError::BadSymbolSize { size: symbol_size });
@@ -704,8 +705,14 @@ impl Encoder {
 // ---------------------------------------------------------------------
 // Decoder.
 
-/// A [`Decoder`]'s bounds. Build with [`DecoderConfig::new`] and change
-/// the fields needed.
+//= RFC 8681 §3.1 (paraphrased, not quoted)
+// Among the codec parameters: ew_max_size, the largest encoding window
+// (the encoder's max_window here); dw_max_size, the largest decoding
+// window, at least ew_max_size; and ls_max_size, the largest linear
+// system the decoder keeps. The values are the implementation's choice.
+/// A [`Decoder`]'s bounds, RFC 8681 §3.1's `dw_max_size` and
+/// `ls_max_size`. Build with [`DecoderConfig::new`] and change the fields
+/// needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DecoderConfig {
