@@ -856,9 +856,12 @@ impl Row {
 /// ESIs wrap (serial-number order, as RFC 1982: an ESI less than 2^31
 /// ahead of the window's start is ahead). Anything from the network is
 /// checked: a bad symbol is an error and a count in
-/// [`stats`](Self::stats), never a panic, and memory stays within
-/// `max_window` symbols and `max_equations` equations (plus a queue of at
-/// most `max_window` rebuilt ADUs).
+/// [`stats`](Self::stats), never a panic. Memory is bounded whatever
+/// arrives: each of the at most `max_window` ESIs holds its source or one
+/// equation (E bytes of symbol and at most `max_window` coefficients),
+/// there are at most `max_equations` equations, and at most `max_window`
+/// rebuilt ADUs wait to be polled (the oldest is dropped, and counted,
+/// past that).
 #[derive(Clone, Debug)]
 pub struct Decoder {
     cfg: DecoderConfig,
@@ -1014,10 +1017,11 @@ impl Decoder {
 
     fn receive_source_buf(&mut self, esi: u32, data: Box<[u8]>) -> Result<(), SlidingError> {
         self.stats.sources += 1;
-        let Some(d) = self.track(esi, esi) else {
+        if !self.track(esi, 1) {
             self.stats.stale += 1;
             return Ok(());
-        };
+        }
+        let d = esi.wrapping_sub(self.lo) as usize;
         match std::mem::replace(&mut self.slots[d], Slot::Unknown) {
             known @ Slot::Known(_) => {
                 self.slots[d] = known;
@@ -1091,8 +1095,7 @@ impl Decoder {
             });
         }
         let first = id.first_esi();
-        let last = first.wrapping_add(nss as u32 - 1);
-        if self.track(first, last).is_none() {
+        if !self.track(first, nss) {
             self.stats.stale += 1;
             return Ok(());
         }
@@ -1115,14 +1118,16 @@ impl Decoder {
             if c == 0 {
                 continue;
             }
-            let Place::Ahead(d) = self.place(first.wrapping_add(i as u32)) else {
+            // The window covers the repair's end, so an ESI outside it
+            // is before its start (the offset wraps to a huge value).
+            let d = first.wrapping_add(i as u32).wrapping_sub(self.lo) as usize;
+            let Some(slot) = self.slots.get(d) else {
                 // A non-zero coefficient on a source given up (or never
                 // tracked): this equation can never be used.
                 self.stats.stale += 1;
                 return Ok(());
             };
-            let d = d as usize;
-            match &self.slots[d] {
+            match slot {
                 Slot::Unknown => self.work[d] ^= c,
                 Slot::Known(_) => terms.push((d, c)),
                 Slot::Pivot(row) => {
@@ -1221,7 +1226,9 @@ impl Decoder {
     /// nothing else changes.
     fn settle(&mut self, solved: &[usize]) {
         for &q in solved {
-            let Slot::Pivot(row) = std::mem::replace(&mut self.slots[q], Slot::Unknown) else {
+            let slot = std::mem::replace(&mut self.slots[q], Slot::Unknown);
+            let Slot::Pivot(row) = slot else {
+                self.slots[q] = slot;
                 continue;
             };
             self.equations -= 1;
@@ -1264,13 +1271,18 @@ impl Decoder {
         }
     }
 
-    /// Makes the window cover `first..=last` (at most `max_window` ESIs,
-    /// `last` not before `first`) as far as it can: grows it forward,
-    /// sliding its start if needed, and backward while nothing has left
-    /// it yet. Returns the offset of `first` when it is in the window, or
-    /// `None` when all of `first..=last` lies before the window.
-    fn track(&mut self, first: u32, last: u32) -> Option<usize> {
+    /// Makes the window cover the `len` ESIs from `first` (`1 <= len <=
+    /// max_window`) as far as it can: grows it forward, sliding its start
+    /// if needed, and backward while nothing has left it yet. Returns
+    /// false when all of them lie before the window (then nothing
+    /// changed but, on the first symbol, the start).
+    ///
+    /// The end is placed by its distance from `first`, not by its own
+    /// serial-number order: a window straddling the point 2^31 ahead of
+    /// the start would otherwise have its end taken for the past.
+    fn track(&mut self, first: u32, len: usize) -> bool {
         let w = self.cfg.max_window;
+        debug_assert!((1..=w).contains(&len));
         if !self.started {
             self.started = true;
             self.lo = first;
@@ -1282,25 +1294,21 @@ impl Decoder {
                     self.slots.push_front(Slot::Unknown);
                 }
                 self.lo = first;
-            } else if matches!(self.place(last), Place::Behind(_)) {
-                return None;
+            } else if back >= len {
+                return false;
             }
         }
-        if let Place::Ahead(d) = self.place(last) {
-            let d = d as usize;
-            if d >= w {
-                self.advance(last.wrapping_sub(w as u32 - 1));
-            }
-            let d = last.wrapping_sub(self.lo) as usize;
-            while self.slots.len() <= d {
-                self.slots.push_back(Slot::Unknown);
-            }
+        // `first` is ahead by less than 2^31, or behind by less than
+        // `len`: either way this offset of the last ESI does not wrap.
+        let last = first.wrapping_add(len as u32 - 1);
+        if last.wrapping_sub(self.lo) as usize >= w {
+            self.advance(last.wrapping_sub(w as u32 - 1));
         }
-        match self.place(first) {
-            Place::Ahead(d) => Some(d as usize),
-            // Partly before the window: the caller checks each ESI.
-            Place::Behind(_) => Some(0),
+        let d = last.wrapping_sub(self.lo) as usize;
+        while self.slots.len() <= d {
+            self.slots.push_back(Slot::Unknown);
         }
+        true
     }
 
     /// Slides the window's start forward to `new_lo`, giving up what

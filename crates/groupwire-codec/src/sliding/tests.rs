@@ -812,7 +812,14 @@ fn hostile_stream_stays_bounded() {
                     } else {
                         rng.random_range(0..60)
                     };
-                    let first = near.wrapping_add(rng.random_range(0..120)).wrapping_sub(60);
+                    // Near the window's start, or near the point 2^31
+                    // ahead of it where serial order flips.
+                    let base = if rng.random_bool(0.1) {
+                        near.wrapping_add(1 << 31)
+                    } else {
+                        near
+                    };
+                    let first = base.wrapping_add(rng.random_range(0..120)).wrapping_sub(60);
                     let id =
                         RepairPayloadId::new(rng.random(), rng.random_range(0..16), nss, first)
                             .expect("in range");
@@ -871,5 +878,29 @@ fn hostile_stream_stays_bounded() {
             s.malformed > 0 && s.stale > 0 && s.unrecovered > 0,
             "seed {seed}: {s:?}"
         );
+    }
+}
+
+/// A repair window straddling the point 2^31 ahead of the decoding
+/// window's start: its end must be placed from its first ESI (by serial
+/// order alone it would look 2^31 behind, and the window would not reach
+/// it). The window jumps forward to cover it and keeps the equation; an
+/// ESI exactly 2^31 away is behind, and stale.
+#[test]
+fn repair_straddling_the_serial_horizon() {
+    for start in [0u32, u32::MAX - 3, 1 << 31] {
+        let mut d = dec(4);
+        d.receive_source_adu(start, 0, b"a").expect("valid");
+        let first = start.wrapping_add((1 << 31) - 2);
+        let id = RepairPayloadId::new(1, 15, 10, first).expect("fits");
+        d.receive_repair(id, &[7; 4]).expect("valid");
+        let lo = first.wrapping_add(9).wrapping_sub(255);
+        assert_eq!(d.window_start(), Some(lo), "start {start}");
+        assert_eq!((d.window_len(), d.equations()), (256, 1), "start {start}");
+        let s = d.stats();
+        assert_eq!((s.stale, s.unrecovered), (0, 0), "start {start}");
+        d.receive_source_adu(lo.wrapping_add(1 << 31), 0, b"b")
+            .expect("valid");
+        assert_eq!(d.stats().stale, 1, "start {start}");
     }
 }
