@@ -7,8 +7,10 @@
 //! `backend` (and `simd` its tail from `scalar`), never anything from this
 //! module, so the dependencies run one way.
 
+use crate::MAX_SYMBOLS;
 use crate::backend::Backend;
 use crate::scalar::dot_prod_scalar;
+use crate::xor::xor_into;
 
 /// `outputs[r][b] = sum_i rows[r][i] * inputs[i][b]` for every byte `b`.
 ///
@@ -37,4 +39,66 @@ pub(crate) fn dot_prod(
         }
         _ => dot_prod_scalar(rows, inputs, outputs),
     }
+}
+
+/// `out = sum_i coefs[i] * inputs[i]` for any number of inputs.
+///
+/// [`dot_prod`]'s vector loops hold at most [`MAX_SYMBOLS`] coefficients
+/// per output (a block code never has more), while a sliding window may
+/// be wider: the inputs are taken [`MAX_SYMBOLS`] at a time, the first
+/// group written to `out` and each later one computed into `scratch` and
+/// XOR-ed in. With no inputs `out` is zeroed. The caller guarantees
+/// `coefs.len() == inputs.len()`, one length for every input and `out`,
+/// and `backend.is_available()`.
+pub(crate) fn combine(
+    backend: Backend,
+    coefs: &[u8],
+    inputs: &[&[u8]],
+    out: &mut [u8],
+    scratch: &mut Vec<u8>,
+) {
+    debug_assert_eq!(coefs.len(), inputs.len());
+    let mut groups = coefs.chunks(MAX_SYMBOLS).zip(inputs.chunks(MAX_SYMBOLS));
+    match groups.next() {
+        Some((c, i)) => dot_prod(backend, &[c], i, &mut [&mut *out]),
+        None => out.fill(0),
+    }
+    for (c, i) in groups {
+        scratch.clear();
+        scratch.resize(out.len(), 0);
+        dot_prod(backend, &[c], i, &mut [&mut scratch[..]]);
+        xor_into(out, scratch);
+    }
+}
+
+/// `out += c * input` (the field's addition is XOR). `scratch` holds the
+/// product on the vector backends, whose loops write their outputs
+/// rather than accumulate into them.
+pub(crate) fn mul_add(
+    backend: Backend,
+    c: u8,
+    input: &[u8],
+    out: &mut [u8],
+    scratch: &mut Vec<u8>,
+) {
+    match c {
+        0 => {}
+        1 => xor_into(out, input),
+        _ => {
+            scratch.clear();
+            scratch.resize(out.len(), 0);
+            dot_prod(backend, &[&[c][..]], &[input], &mut [&mut scratch[..]]);
+            xor_into(out, scratch);
+        }
+    }
+}
+
+/// `data = c * data`.
+pub(crate) fn scale(backend: Backend, c: u8, data: &mut [u8], scratch: &mut Vec<u8>) {
+    if c == 1 {
+        return;
+    }
+    scratch.clear();
+    scratch.extend_from_slice(data);
+    dot_prod(backend, &[&[c][..]], &[&scratch[..]], &mut [data]);
 }

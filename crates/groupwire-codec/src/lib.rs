@@ -37,6 +37,13 @@
 //! errors inside a frame (Miyoshi et al.'s link-layer FEC), with a
 //! Berlekamp-Massey decoder.
 //!
+//! [`sliding`] is a sliding-window random linear code over GF(2^8),
+//! wire-compatible with RFC 8681 (FEC Encoding ID 10): repair symbols
+//! cover a window that moves with every source instead of a block, so a
+//! loss is repaired by the next repair symbol whatever its position. Its
+//! coefficients come from RFC 8682's TinyMT32 generator, and it runs on
+//! the same multiply-add backends as [`ReedSolomon`].
+//!
 //! [`xor`] is the simplest: the single-parity code of Leigh et al.'s
 //! FEC-UDP and SMPTE 2022-1, on symbols of unequal length.
 //!
@@ -56,6 +63,8 @@ mod pad;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod sliding;
+mod tinymt32;
 pub mod xor;
 
 pub use backend::Backend;

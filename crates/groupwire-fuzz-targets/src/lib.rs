@@ -121,6 +121,10 @@ pub const TARGETS: &[Target] = &[
         name: "striped_frame",
         check: striped_frame,
     },
+    Target {
+        name: "sliding_decoder",
+        check: sliding_decoder,
+    },
 ];
 
 /// Reliable Blast UDP: every control message and data datagram that parses
@@ -507,6 +511,125 @@ pub fn xor_decoder(data: &[u8]) {
         }
         assert!(dec.held_media() <= usize::from(WINDOW));
         assert!(dec.held_fec() <= 2 * usize::from(WINDOW));
+    }
+}
+
+/// The RFC 8681 sliding-window decoder fed a real protected stream with
+/// hostile packets mixed in. The input is split at 0xFF; a chunk's first
+/// byte picks what the rest is: a repair packet (Repair FEC Payload ID and
+/// symbol, given both as it is and cut or zero-filled to the symbol
+/// size), a source packet (Source FEC Payload ID and ADU, given both as an
+/// ADU and as a raw ADUI), or bytes each of which sends the next real ADU
+/// and maybe a repair, some of them lost. The first byte's low bit picks
+/// GF(2) or GF(2^8).
+///
+/// The decoder never panics; after every chunk it tracks no more ESIs
+/// than its window, holds no more equations than its cap or rebuilt ADUs
+/// than its window, and hands out only ADUs that fit a symbol; and while
+/// no hostile packet has been fed yet, every ADU it rebuilds is the one
+/// sent under that ESI, and was lost.
+pub fn sliding_decoder(data: &[u8]) {
+    use groupwire_codec::sliding::{
+        Decoder, DecoderConfig, Encoder, Field, RepairPayloadId, SourcePayloadId,
+    };
+    const WINDOW: usize = SLIDING_WINDOW;
+    const EQUATIONS: usize = 24;
+    const E: usize = SLIDING_E;
+    let field = if data.first().is_some_and(|b| b & 1 == 1) {
+        Field::Gf2
+    } else {
+        Field::Gf256
+    };
+    let mut cfg = DecoderConfig::new(E);
+    cfg.max_window = WINDOW;
+    cfg.max_equations = EQUATIONS;
+    cfg.field = field;
+    let mut dec = Decoder::new(cfg).expect("valid config");
+    let mut enc = Encoder::new(E, 16).expect("valid window").with_field(field);
+    let mut sent = SlidingSent::new();
+    let mut clean = true;
+    let mut key = 0u16;
+    for chunk in data.split(|&b| b == 0xFF).filter(|d| !d.is_empty()) {
+        let (&kind, rest) = chunk.split_first().expect("non-empty");
+        match kind % 4 {
+            0 => {
+                clean = false;
+                if let Ok((id, symbol)) = RepairPayloadId::parse(rest) {
+                    let _ = dec.receive_repair(id, symbol);
+                    let mut fixed = [0u8; E];
+                    let n = symbol.len().min(E);
+                    fixed[..n].copy_from_slice(&symbol[..n]);
+                    let _ = dec.receive_repair(id, &fixed);
+                }
+            }
+            1 => {
+                clean = false;
+                if let Ok((id, adu)) = SourcePayloadId::parse(rest) {
+                    let _ = dec.receive_source_adu(id.esi, kind, adu);
+                    let _ = dec.receive_source(id.esi, adu);
+                }
+            }
+            _ => {
+                for &b in rest {
+                    let flow = b & 3;
+                    let adu: Vec<u8> = (0..b % 29).map(|i| i ^ key as u8).collect();
+                    let esi = enc.push_adu(flow, &adu).expect("ADU fits a symbol");
+                    let delivered = b % 4 != 0;
+                    if delivered {
+                        dec.receive_source_adu(esi, flow, &adu)
+                            .expect("a real source is valid");
+                    }
+                    if sent.len() == 2 * WINDOW {
+                        sent.pop_front();
+                    }
+                    sent.push_back((esi, flow, adu, delivered));
+                    if b % 3 != 0 {
+                        let (id, r) = enc.repair(key, b >> 4).expect("non-empty window");
+                        key = key.wrapping_add(1);
+                        if b % 5 != 0 {
+                            dec.receive_repair(id, &r).expect("a real repair is valid");
+                        }
+                    }
+                    sliding_drain(&mut dec, &sent, clean);
+                }
+            }
+        }
+        sliding_drain(&mut dec, &sent, clean);
+        assert!(dec.window_len() <= WINDOW, "window over its bound");
+        assert!(dec.equations() <= EQUATIONS, "equations over their cap");
+        assert!(dec.pending_recovered() <= WINDOW);
+    }
+}
+
+const SLIDING_E: usize = 32;
+const SLIDING_WINDOW: usize = 64;
+
+/// The last real ADUs [`sliding_decoder`] sent: (ESI, flow ID, ADU,
+/// delivered), twice its decoding window of them.
+type SlidingSent = std::collections::VecDeque<(u32, u8, Vec<u8>, bool)>;
+
+/// Polls every ADU the decoder rebuilt: it fits a symbol and, on a clean
+/// stream, is a recent lost one, byte for byte. Called after every real
+/// packet, so a rebuild is checked before its ESI leaves `sent`.
+fn sliding_drain(dec: &mut groupwire_codec::sliding::Decoder, sent: &SlidingSent, clean: bool) {
+    use groupwire_codec::sliding::ADUI_HEADER_LEN;
+    while let Some(r) = dec.poll_recovered() {
+        assert!(
+            r.adu.len() <= SLIDING_E - ADUI_HEADER_LEN,
+            "ADU longer than a symbol"
+        );
+        if clean {
+            let Some((_, flow, adu, delivered)) = sent.iter().find(|s| s.0 == r.esi) else {
+                panic!("rebuilt ESI {} was not sent lately", r.esi);
+            };
+            assert!(!delivered, "rebuilt ESI {} was delivered", r.esi);
+            assert_eq!(
+                (r.flow_id, &r.adu),
+                (*flow, adu),
+                "ESI {} rebuilt wrong",
+                r.esi
+            );
+        }
     }
 }
 

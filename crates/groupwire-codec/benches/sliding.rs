@@ -1,0 +1,93 @@
+//! One repair symbol of a sliding-window RLC code (RFC 8681, GF(2^8),
+//! dense) over windows of 10, 50 and 200 source symbols of 1000 bytes,
+//! beside `ReedSolomon` computing one repair of a block of the same `k`:
+//! the same multiply-add over the same bytes, plus, for the sliding code,
+//! generating the coefficients from the Repair_Key (TinyMT32) on every
+//! repair, where the block code reads a precomputed matrix row.
+//!
+//! Criterion ids are `sliding_{k}_repair/{implementation}`, with
+//! `implementation` one of
+//! - `sliding`: `sliding::Encoder::repair_into` on the detected backend,
+//!   DT = 15 (every coefficient non-zero);
+//! - `sliding_dt7`: the same with DT = 7 (about half the coefficients
+//!   zero, so about half the symbols read);
+//! - `rs`: `ReedSolomon::new(k, 1)` encoding its one repair.
+//!
+//! The ratio of `sliding` to `rs` is what generating coefficients per
+//! repair costs. `scripts/perf.sh` does not run this yet; run it with
+//! `cargo bench -p groupwire-codec --bench sliding`.
+
+#![expect(
+    missing_docs,
+    reason = "criterion_group! generates an undocumented function"
+)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use groupwire_codec::ReedSolomon;
+use groupwire_codec::sliding::Encoder;
+
+const LEN: usize = 1000;
+
+fn symbols(k: usize) -> Vec<Vec<u8>> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    (0..k)
+        .map(|_| {
+            (0..LEN)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn bench_repair(c: &mut Criterion, k: usize) {
+    let sources = symbols(k);
+    let mut g = c.benchmark_group(format!("sliding_{k}_repair"));
+    g.throughput(Throughput::Bytes((k * LEN) as u64));
+    let mut enc = Encoder::new(LEN, k).expect("valid window");
+    for s in &sources {
+        enc.push_symbol(s).expect("LEN bytes");
+    }
+    let mut out = vec![0u8; LEN];
+    for (name, dt) in [("sliding", 15), ("sliding_dt7", 7)] {
+        let mut key = 0u16;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                key = key.wrapping_add(1);
+                let id = enc
+                    .repair_into(black_box(key), dt, &mut out)
+                    .expect("non-empty");
+                black_box((id, &out));
+            });
+        });
+    }
+    let rs = ReedSolomon::new(k, 1).expect("k + 1 <= 255");
+    let mut repair = [vec![0u8; LEN]];
+    g.bench_function("rs", |b| {
+        b.iter(|| rs.encode(black_box(&sources), &mut repair).expect("valid"));
+    });
+    g.finish();
+}
+
+fn sliding(c: &mut Criterion) {
+    for k in [10, 50, 200] {
+        bench_repair(c, k);
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(40);
+    targets = sliding
+}
+criterion_main!(benches);
