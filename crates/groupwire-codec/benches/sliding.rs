@@ -14,8 +14,8 @@
 //! - `rs`: `ReedSolomon::new(k, 1)` encoding its one repair.
 //!
 //! The ratio of `sliding` to `rs` is what generating coefficients per
-//! repair costs. `scripts/perf.sh` does not run this yet; run it with
-//! `cargo bench -p groupwire-codec --bench sliding`.
+//! repair costs. `scripts/perf.sh sliding` runs it and writes the table
+//! in `docs/results/perf.md`.
 
 #![expect(
     missing_docs,
