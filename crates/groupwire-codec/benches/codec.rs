@@ -29,23 +29,9 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use groupwire_codec::{Backend, Decoder, ReedSolomon};
 
-const LEN: usize = 1400;
+mod common;
 
-fn block(k: usize) -> Vec<Vec<u8>> {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..k)
-        .map(|_| {
-            (0..LEN)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        })
-        .collect()
-}
+const LEN: usize = 1400;
 
 fn ours(k: usize, m: usize, backend: Option<Backend>) -> ReedSolomon {
     let rs = ReedSolomon::new(k, m).expect("valid code");
@@ -56,7 +42,7 @@ fn ours(k: usize, m: usize, backend: Option<Backend>) -> ReedSolomon {
 }
 
 fn bench_encode(c: &mut Criterion, k: usize, m: usize) {
-    let sources = block(k);
+    let sources = common::block(k, LEN);
     let mut g = c.benchmark_group(format!("rs_{k}_{m}_encode"));
     g.throughput(Throughput::Bytes((k * LEN) as u64));
     let mut variants = vec![("groupwire", None)];
@@ -95,7 +81,7 @@ fn bench_encode(c: &mut Criterion, k: usize, m: usize) {
 }
 
 fn bench_decode(c: &mut Criterion, k: usize, m: usize, lost: usize) {
-    let sources = block(k);
+    let sources = common::block(k, LEN);
     let mut repairs = vec![vec![0u8; LEN]; m];
     ours(k, m, None)
         .encode(&sources, &mut repairs)

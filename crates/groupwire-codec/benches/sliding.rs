@@ -29,26 +29,12 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use groupwire_codec::ReedSolomon;
 use groupwire_codec::sliding::Encoder;
 
+mod common;
+
 const LEN: usize = 1000;
 
-fn symbols(k: usize) -> Vec<Vec<u8>> {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..k)
-        .map(|_| {
-            (0..LEN)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        })
-        .collect()
-}
-
 fn bench_repair(c: &mut Criterion, k: usize) {
-    let sources = symbols(k);
+    let sources = common::block(k, LEN);
     let mut g = c.benchmark_group(format!("sliding_{k}_repair"));
     g.throughput(Throughput::Bytes((k * LEN) as u64));
     let mut enc = Encoder::new(LEN, k).expect("valid window");

@@ -74,7 +74,7 @@
 use std::collections::VecDeque;
 
 use crate::backend::Backend;
-use crate::{gf, kernel};
+use crate::{CodecError, gf, kernel};
 
 pub use crate::tinymt32::TinyMt32;
 
@@ -293,16 +293,12 @@ pub fn write_adui(flow_id: u8, adu: &[u8], symbol: &mut [u8]) -> Result<(), Slid
         len: adu.len(),
         symbol_size: symbol.len(),
     };
-    let len = u16::try_from(adu.len()).map_err(|_| too_long.clone())?;
-    if adu.len() + ADUI_HEADER_LEN > symbol.len() {
+    // F, then L || ADU || zeros: the crate's length-prefixed padding.
+    let Some((flow, rest)) = symbol.split_first_mut() else {
         return Err(too_long);
-    }
-    let (head, rest) = symbol.split_at_mut(ADUI_HEADER_LEN);
-    head[0] = flow_id;
-    head[1..].copy_from_slice(&len.to_be_bytes());
-    let (body, pad) = rest.split_at_mut(adu.len());
-    body.copy_from_slice(adu);
-    pad.fill(0);
+    };
+    crate::pad(adu, rest).map_err(|_| too_long)?;
+    *flow = flow_id;
     Ok(())
 }
 
@@ -310,16 +306,16 @@ pub fn write_adui(flow_id: u8, adu: &[u8], symbol: &mut [u8]) -> Result<(), Slid
 /// symbol shorter than the 3-byte header or a length field that runs
 /// past the symbol (a corrupt rebuild); the padding is not checked.
 pub fn read_adui(symbol: &[u8]) -> Result<(u8, &[u8]), SlidingError> {
-    let Some((&[flow_id, l0, l1], rest)) = symbol.split_first_chunk::<ADUI_HEADER_LEN>() else {
-        return Err(SlidingError::BadAdui {
-            len: 0,
-            symbol_size: symbol.len(),
-        });
-    };
-    let len = usize::from(u16::from_be_bytes([l0, l1]));
-    let adu = rest.get(..len).ok_or(SlidingError::BadAdui {
+    let bad = |len| SlidingError::BadAdui {
         len,
         symbol_size: symbol.len(),
+    };
+    let Some((&flow_id, rest)) = symbol.split_first() else {
+        return Err(bad(0));
+    };
+    let adu = crate::unpad(rest).map_err(|e| match e {
+        CodecError::BadPadding { len, .. } => bad(len),
+        _ => bad(0),
     })?;
     Ok((flow_id, adu))
 }

@@ -205,7 +205,7 @@ impl LinkConfig {
     /// The rate in force at `now`: the schedule's value, else `rate`.
     pub fn rate_at(&self, now: Instant) -> Option<Bitrate> {
         match &self.rate_schedule {
-            Some(s) => Some(s.value_at(since_epoch(now.as_nanos()))),
+            Some(s) => Some(s.value_at(now.since_epoch())),
             None => self.rate,
         }
     }
@@ -214,7 +214,7 @@ impl LinkConfig {
     /// `delay`.
     pub fn delay_at(&self, now: Instant) -> Duration {
         match &self.delay_schedule {
-            Some(s) => s.value_at(since_epoch(now.as_nanos())),
+            Some(s) => s.value_at(now.since_epoch()),
             None => self.delay,
         }
     }
@@ -749,12 +749,6 @@ const DIALUP_DELAY_MS: u64 = 60;
 const CABLE_DELAY_MS: u64 = 10;
 /// ns-3's `DropTailQueue` default `MaxSize` ("100p").
 const NS3_DEFAULT_QUEUE_PACKETS: u32 = 100;
-
-/// A driver time in nanoseconds as the time since the epoch, which is
-/// what schedules are indexed by.
-fn since_epoch(nanos: u64) -> Duration {
-    Duration::from_nanos(nanos)
-}
 
 /// [`Bitrate::transmit_time`] in nanoseconds, in 64-bit arithmetic when it
 /// cannot overflow (every datagram), since this runs once per packet.

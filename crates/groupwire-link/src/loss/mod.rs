@@ -864,9 +864,7 @@ struct Scheduled {
 
 impl Scheduled {
     fn on_packet<R: Rng + ?Sized>(&mut self, now: Instant, len: usize, rng: &mut R) -> PacketFate {
-        let pos = self
-            .schedule
-            .position(std::time::Duration::from_nanos(now.as_nanos()));
+        let pos = self.schedule.position(now.since_epoch());
         let seg = &self.schedule.segments()[pos.index];
         let step = if seg.to.is_some() && !pos.ended {
             u64::try_from(pos.into.as_nanos() / RAMP_STEP.as_nanos()).unwrap_or(u64::MAX)
