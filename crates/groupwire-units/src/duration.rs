@@ -4,7 +4,8 @@
 //! Scenario files (`#[serde(with = "groupwire_units::duration")]`), `--set`
 //! overrides and every command-line flag that takes a duration
 //! (`value_parser = groupwire_units::duration::parse`) read durations here,
-//! so one spelling works everywhere. [`option`] adds `off` for `None`.
+//! so one spelling works everywhere. [`option`] adds `off` for `None`,
+//! [`vec`] reads lists.
 
 use std::time::Duration;
 
@@ -149,6 +150,36 @@ pub mod option {
     }
 }
 
+/// The same for `Vec<Duration>`: a list of duration strings
+/// (`budgets = ["10ms", "30ms"]`).
+pub mod vec {
+    use std::time::Duration;
+
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes each duration as a human string.
+    pub fn serialize<S: Serializer>(ds: &[Duration], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(ds.len()))?;
+        for d in ds {
+            seq.serialize_element(&super::format(*d))?;
+        }
+        seq.end()
+    }
+
+    /// Reads a list of human strings; a bare number asks for its unit.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
+        Vec::<super::DurationText>::deserialize(d)?
+            .into_iter()
+            .map(|t| {
+                t.into_text()
+                    .and_then(|text| super::parse(&text))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +219,20 @@ mod tests {
         assert_eq!(format(Duration::from_millis(1500)), "1.5s");
         assert_eq!(format(Duration::from_micros(100)), "100us");
         assert_eq!(format(Duration::from_nanos(1_000_001)), "1000.001us");
+    }
+
+    #[test]
+    fn lists_read_each_duration_and_print_them_back() {
+        use serde::de::IntoDeserializer;
+        use serde::de::value::Error;
+        let items: Vec<serde::de::value::StrDeserializer<Error>> =
+            vec!["10ms".into_deserializer(), "1.5s".into_deserializer()];
+        let list = serde::de::value::SeqDeserializer::<_, Error>::new(items.into_iter());
+        let ds = vec::deserialize(list).expect("a list of durations");
+        assert_eq!(ds, [Duration::from_millis(10), Duration::from_millis(1500)]);
+        let nums = serde::de::value::SeqDeserializer::<_, Error>::new([30i64].into_iter());
+        let e = vec::deserialize(nums).expect_err("no unit").to_string();
+        assert!(e.contains("\"30ms\""), "{e}");
     }
 
     proptest! {

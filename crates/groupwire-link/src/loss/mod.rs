@@ -235,6 +235,17 @@ impl LossModel {
         }
     }
 
+    /// Each packet lost independently with probability `p`.
+    ///
+    /// # Panics
+    ///
+    /// If `p` is not in `[0, 1]`.
+    pub fn bernoulli(p: f64) -> Self {
+        Self::Bernoulli {
+            p: prob(p, "bernoulli: p"),
+        }
+    }
+
     /// Dyck & Gutwin's "burst" loss pattern: a burst of 1 to `max_len`
     /// packets starts with probability `start` on any packet not already in
     /// a burst. Their four settings (EXPERIMENTS, "Loss patterns") are
@@ -399,6 +410,39 @@ impl LossModel {
     /// `schedule:fading`.
     pub fn fading() -> Self {
         Self::preset(FADING, "fading")
+    }
+
+    /// The closed-loop issue's channel family (issue 15, "a channel family
+    /// bench"), the one list every robustness bench runs on: Bernoulli 1%,
+    /// 5%, 10% and 25%; Gilbert at 10% long-run loss with mean bursts of
+    /// 2, 4 and 10 packets, and at 20% with bursts of 4; Gilbert-Elliott
+    /// with loss in both states (`p = 0.05`, `r = 0.4`, 0.1% lost in Good,
+    /// 50% in Bad: 5.6% long-run); and the two time-varying presets, [`alternating`] and
+    /// [`fading`]. A Gilbert channel with loss `π` and mean burst `b` has
+    /// `r = 1 / b` and `p = r π / (1 − π)`.
+    ///
+    /// [`alternating`]: Self::alternating
+    /// [`fading`]: Self::fading
+    pub fn family() -> Vec<Self> {
+        let gilbert = |loss: f64, burst: f64| {
+            let r = 1.0 / burst;
+            // Rounded to 6 digits so the text form stays readable.
+            let p = (r * loss / (1.0 - loss) * 1e6).round() / 1e6;
+            Self::gilbert(p, r)
+        };
+        vec![
+            Self::bernoulli(0.01),
+            Self::bernoulli(0.05),
+            Self::bernoulli(0.10),
+            Self::bernoulli(0.25),
+            gilbert(0.10, 2.0),
+            gilbert(0.10, 4.0),
+            gilbert(0.10, 10.0),
+            gilbert(0.20, 4.0),
+            Self::gilbert_elliott(0.05, 0.4, 0.001, 0.5),
+            Self::alternating(),
+            Self::fading(),
+        ]
     }
 
     /// A named schedule preset from its body.

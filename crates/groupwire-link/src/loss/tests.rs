@@ -618,6 +618,36 @@ fn loss_rate(fates: &[bool]) -> f64 {
 }
 
 #[test]
+fn the_family_reads_back_and_has_the_losses_and_bursts_it_names() {
+    let family = LossModel::family();
+    assert_eq!(family.len(), 11);
+    for m in &family {
+        let text = m.to_string();
+        assert_eq!(&text.parse::<LossModel>().expect("reads back"), m, "{text}");
+        m.build().expect("every member builds");
+    }
+    // The Gilbert members: 10% in bursts of 2, 4 and 10, then 20% in 4.
+    let gilberts: Vec<(f64, f64)> = family
+        .iter()
+        .filter(|m| matches!(m, LossModel::Gilbert { .. }))
+        .map(|m| {
+            (
+                m.mean_loss_rate(100).unwrap(),
+                m.mean_burst_len(100).unwrap(),
+            )
+        })
+        .collect();
+    let want = [(0.1, 2.0), (0.1, 4.0), (0.1, 10.0), (0.2, 4.0)];
+    assert_eq!(gilberts.len(), want.len());
+    for ((loss, run), (l, r)) in gilberts.iter().zip(want) {
+        assert!(
+            (loss - l).abs() < 1e-4 && (run - r).abs() < 1e-9,
+            "{loss} {run}"
+        );
+    }
+}
+
+#[test]
 fn a_schedule_follows_its_segments_and_its_long_run_figures() {
     let model = LossModel::alternating();
     assert_eq!(model.to_string(), "schedule:alternating");
