@@ -9,6 +9,7 @@
 mod awareness_path;
 mod bulk;
 mod dyck;
+mod fec_codes;
 mod geneva;
 mod leigh;
 mod leigh_fig3;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use self::awareness_path::AwarenessPath;
 pub use self::bulk::Bulk;
 pub use self::dyck::{Dyck, Protocol};
+pub use self::fec_codes::{CodeSetting, FecCodes};
 pub use self::geneva::Geneva;
 pub use self::leigh::Leigh;
 pub use self::leigh_fig3::{LeighDiffServ, Variant as LeighDiffServVariant};
@@ -63,6 +65,10 @@ pub enum Scenario {
     /// UDP (Figure 6) against TCP, and the paper's 45 Mbit/s x 150 ms LFN
     /// example with parallel TCP striping.
     Bulk(Box<Bulk>),
+    /// A sliding-window code (RFC 8681) against a block code at equal
+    /// overhead and span on the channel family: residual loss and how long
+    /// rebuilt packets wait.
+    FecCodes(Box<FecCodes>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -123,6 +129,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "bulk",
             about: "bulk data over a long fat network: Leigh et al.'s Figure 6, Reliable Blast UDP moving 50 MB at 20-90 Mbit/s over 100 Mbit/s and 150 ms with competing traffic (fixed and adaptive rate), against TCP with a default and a BDP window (part fig6); and the paper's 45 Mbit/s x 150 ms LFN example: TCP with a 64 KiB and a BDP window, striped TCP over 2, 4, 8 streams and RBUDP, at 0, 0.1% and 1% random loss (part lfn)",
             make: || Scenario::Bulk(Box::default()),
+        },
+        Builtin {
+            name: "fec-codes",
+            about: "a sliding-window code (RFC 8681) against a Reed-Solomon block code at equal overhead and span, on the channel family: residual loss, and how long rebuilt packets wait against 10/30/100 ms budgets",
+            make: || Scenario::FecCodes(Box::default()),
         },
     ]
 }
@@ -193,6 +204,7 @@ impl Scenario {
             Self::Miyoshi(_) => "miyoshi",
             Self::Leigh(_) => "leigh",
             Self::Bulk(_) => "bulk",
+            Self::FecCodes(_) => "fec-codes",
         }
     }
 
@@ -249,6 +261,7 @@ impl Scenario {
             Self::Miyoshi(s) => s.validate(),
             Self::Leigh(s) => s.validate(),
             Self::Bulk(s) => s.validate(),
+            Self::FecCodes(s) => s.validate(),
         }
     }
 
@@ -265,6 +278,7 @@ impl Scenario {
             Self::Miyoshi(s) => Duration::from_nanos(s.total_work()),
             Self::Leigh(s) => Duration::from_nanos(s.total_runs()),
             Self::Bulk(s) => Duration::from_nanos(s.total_runs()),
+            Self::FecCodes(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -279,7 +293,8 @@ impl Scenario {
             | Self::Tunnel(_)
             | Self::Miyoshi(_)
             | Self::Leigh(_)
-            | Self::Bulk(_) => ProgressUnit::Count,
+            | Self::Bulk(_)
+            | Self::FecCodes(_) => ProgressUnit::Count,
         }
     }
 
@@ -300,6 +315,7 @@ impl Scenario {
             Self::Miyoshi(s) => s.run(seed, progress),
             Self::Leigh(s) => s.run(seed, progress),
             Self::Bulk(s) => s.run(seed, progress),
+            Self::FecCodes(s) => s.run(seed, progress),
         }
     }
 }
