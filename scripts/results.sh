@@ -12,6 +12,7 @@
 #   scripts/results.sh bulk-real  # groupwire bulk beside iperf3 on real sockets, about 10 minutes (root)
 #   scripts/results.sh tunnel     # real processes on loopback, about 6 minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
+#   scripts/results.sh robustness-peers  # tunnel beside UDPspeeder and kcptun's FEC, 8-16 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -208,4 +209,20 @@ if selected relay; then
   # Not a simulation: the relay, nats-server and the load generator as
   # processes on loopback, pinned to one core each; about 20 minutes.
   python3 scripts/relay_bench.py docs/results/relay.md
+fi
+
+if selected robustness-peers; then
+  # Not a simulation: groupwire tunnel, UDPspeeder and kcp-go (kcptun's
+  # FEC) as processes on loopback through one groupwire emulate hop. The
+  # peers are built outside the repository (scripts/peers.sh: PEERS_DIR,
+  # UDPSPEEDER_SRC, UDPSPEEDER_BIN, KCP_UDP_BIN); without UDPspeeder the
+  # page is left as it is.
+  cargo build --release -q -p groupwire-cli --example udp_load
+  peers=$(scripts/peers.sh)
+  if [[ "$peers" == *UDPSPEEDER_BIN=* ]]; then
+    (eval "$peers" && export UDPSPEEDER_BIN KCP_UDP_BIN \
+      && python3 scripts/peers_bench.py docs/results/robustness-peers.md)
+  else
+    echo "robustness-peers skipped: UDPspeeder is not available (see above); docs/results/robustness-peers.md left as it is" >&2
+  fi
 fi

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! udp_load send  --to ADDR --rate PER_SEC --size BYTES --duration SECS [--batch N]
-//! udp_load recv  --bind ADDR --duration SECS --json FILE   (prints its address first)
+//! udp_load recv  --bind ADDR --duration SECS --json FILE [--deadlines-ms 10,30,100]
+//!                (prints its address first)
 //! udp_load relay --listen ADDR --forward ADDR --duration SECS (prints its address first)
 //! ```
 //!
@@ -12,6 +13,10 @@
 //! sequence number, so the sink checks each one is byte-identical to what
 //! was sent without storing anything, and measures one-way latency (sender
 //! and sink on one host). `--rate 0` sends as fast as the socket takes.
+//! The sink's `within_ms` counts the distinct datagrams that arrived within
+//! each of `--deadlines-ms` (default 10, 30 and 100 ms) of being sent, so a
+//! bench can score loss within a delay budget (scripts/peers_bench.py): to
+//! an application with that budget a later datagram is as good as lost.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -110,6 +115,11 @@ async fn recv(args: &[String]) {
     let at: SocketAddr = arg(args, "--bind", Some("127.0.0.1:0".parse().expect("addr")));
     let secs: f64 = arg(args, "--duration", Some(10.0));
     let json: String = arg(args, "--json", None);
+    let deadlines: String = arg(args, "--deadlines-ms", Some("10,30,100".to_string()));
+    let deadlines: Vec<u64> = deadlines
+        .split(',')
+        .map(|d| d.trim().parse().expect("--deadlines-ms: bad value"))
+        .collect();
     let sock = bind(at).await;
     eprintln!("recv {}", sock.local_addr().expect("bound"));
     let clock = Clock::start();
@@ -149,8 +159,15 @@ async fn recv(args: &[String]) {
     }
     let span = first.map_or(0.0, |f| last.saturating_duration_since(f).as_secs_f64());
     let q = |x| lat.value_at_quantile(x);
+    // The histogram keeps 3 significant digits, so a count is exact to
+    // 0.1% of the deadline.
+    let within = deadlines
+        .iter()
+        .map(|&d| format!("\"{d}\": {}", lat.count_between(0, d * 1000)))
+        .collect::<Vec<_>>()
+        .join(", ");
     let out = format!(
-        "{{\"datagrams\": {datagrams}, \"unique\": {}, \"bytes\": {bytes}, \"corrupt\": {corrupt}, \"duplicates\": {dup}, \"max_seq\": {}, \"span_seconds\": {span:.4}, \"latency_us\": {{\"p50\": {}, \"p90\": {}, \"p99\": {}, \"max\": {}}}}}\n",
+        "{{\"datagrams\": {datagrams}, \"unique\": {}, \"bytes\": {bytes}, \"corrupt\": {corrupt}, \"duplicates\": {dup}, \"max_seq\": {}, \"span_seconds\": {span:.4}, \"latency_us\": {{\"p50\": {}, \"p90\": {}, \"p99\": {}, \"max\": {}}}, \"within_ms\": {{{within}}}}}\n",
         seen.len(),
         seen.last().copied().unwrap_or(0),
         q(0.5),
