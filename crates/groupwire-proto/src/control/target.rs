@@ -270,6 +270,10 @@ pub struct TargetStatus {
     /// The target it was chosen for (the configured one divided by the
     /// feedback's correction, step 5 of the module docs).
     pub effective_target: f64,
+    /// The configured target ([`TargetConfig::target`]).
+    pub target: f64,
+    /// The delay budget ([`TargetConfig::max_delay`]).
+    pub max_delay: Duration,
     /// Whether it meets the target within the budget; `false`: nothing
     /// within the budget does, and this is the lowest residual found.
     pub meets: bool,
@@ -302,12 +306,14 @@ struct Counts {
 }
 
 impl Counts {
-    /// A weak prior (a few hundred packets' worth, gone within a few
-    /// half-lives): 5% loss in runs of 2, a cautious start.
+    /// A weak prior (a few hundred packets' worth, outweighed within a
+    /// second at a few thousand packets per second): 15% loss in runs of 4,
+    /// a pessimistic start, so the first blocks meet the target on a bad
+    /// channel and cost a little more on a good one.
     const PRIOR: Self = Self {
-        received: 190.0,
-        lost: 10.0,
-        runs: 5.0,
+        received: 340.0,
+        lost: 60.0,
+        runs: 15.0,
     };
 
     fn decay(&mut self, w: f64) {
@@ -348,6 +354,8 @@ impl TargetFec {
                 m: 0,
                 predicted: 0.0,
                 effective_target: cfg.target,
+                target: cfg.target,
+                max_delay: cfg.max_delay,
                 meets: false,
                 model,
                 rate: 0.0,
@@ -458,6 +466,8 @@ impl TargetFec {
             m,
             predicted,
             effective_target: target,
+            target: self.cfg.target,
+            max_delay: self.cfg.max_delay,
             meets,
             model: models[0],
             rate: self.rate.unwrap_or(0.0),
