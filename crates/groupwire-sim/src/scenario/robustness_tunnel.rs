@@ -214,17 +214,29 @@ impl RobustnessTunnel {
             done += n;
             progress(Instant::from_nanos(done));
         };
-        // The oracle's codes first (a replay of the link, no simulation).
-        let mut oracle: BTreeMap<(usize, usize, usize), Option<Code>> = BTreeMap::new();
-        for (c, loss) in self.channels.iter().enumerate() {
-            let sc = self.channel_scenario(loss, Vec::new());
+        // The oracle's codes first (a replay of the link, no simulation),
+        // one channel per thread.
+        let searched = par_map(self.threads, self.channels.len(), |c| {
+            let sc = self.channel_scenario(&self.channels[c], Vec::new());
             let mut search = Search::new(&sc, &seeds);
-            for (t, &target) in self.targets.iter().enumerate() {
-                for (b, &budget) in self.budgets_ms.iter().enumerate() {
-                    let code = search.cheapest(target, Duration::from_millis(budget))?;
+            let mut codes = Vec::new();
+            for &target in &self.targets {
+                for &budget in &self.budgets_ms {
+                    codes.push(search.cheapest(target, Duration::from_millis(budget))?);
+                }
+            }
+            Ok::<_, ScenarioError>(codes)
+        });
+        let mut oracle: BTreeMap<(usize, usize, usize), Option<Code>> = BTreeMap::new();
+        for (c, codes) in searched.into_iter().enumerate() {
+            let mut codes = codes?.into_iter();
+            for t in 0..self.targets.len() {
+                for b in 0..self.budgets_ms.len() {
+                    let code = codes.next().expect("one code per target and budget");
                     oracle.insert((c, t, b), code);
                 }
             }
+            tick(1);
         }
         // Then every simulation, on all threads.
         let mut jobs: Vec<(Job, (usize, Row, usize, usize))> = Vec::new();
@@ -400,6 +412,7 @@ impl RobustnessTunnel {
                         json!(channel),
                         json!(target),
                         json!(budget_ms),
+                        json!(tg.sent),
                         json!(tg_met),
                         json!(tg.residual()),
                         json!(tg.wire_x),
@@ -439,6 +452,7 @@ impl RobustnessTunnel {
                         "channel",
                         "target",
                         "budget_ms",
+                        "sent",
                         "target_met",
                         "target_residual",
                         "target_wire_x",
@@ -485,55 +499,53 @@ impl RobustnessTunnel {
         jobs: Vec<Job>,
         tick: &mut dyn FnMut(u64),
     ) -> Result<Vec<Run>, ScenarioError> {
-        let threads = match self.threads {
-            0 => std::thread::available_parallelism().map_or(1, usize::from),
-            n => n,
-        }
-        .min(jobs.len().max(1));
         let scenarios: Vec<TunnelScenario> = self
             .channels
             .iter()
             .map(|c| self.channel_scenario(c, Vec::new()))
             .collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut results: Vec<Option<Run>> = (0..jobs.len()).map(|_| None).collect();
-        let mut first_error = None;
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                let tx = tx.clone();
-                let (jobs, next, scenarios) = (&jobs, &next, &scenarios);
-                scope.spawn(move || {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(job) = jobs.get(i) else { break };
-                        let run =
-                            scenarios[job.channel].run_one(job.seed, &job.setting, &mut |_| {});
-                        if tx.send((i, run)).is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-            drop(tx);
-            for (i, r) in rx {
-                tick(1);
-                match r {
-                    Ok(r) => results[i] = Some(r),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
+        let runs = par_map(self.threads, jobs.len(), |i| {
+            let job = &jobs[i];
+            scenarios[job.channel].run_one(job.seed, &job.setting, &mut |_| {})
+        });
+        tick(runs.len() as u64);
+        runs.into_iter().collect()
+    }
+}
+
+/// `f(0..n)` on `threads` worker threads (0: one per core), results in
+/// index order whatever the thread count (as `miyoshi`'s runner does).
+fn par_map<R: Send>(threads: usize, n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        t => t,
+    }
+    .clamp(1, n.max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, f) = (&next, &f);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= n || tx.send((i, f(i))).is_err() {
+                        break;
                     }
                 }
-            }
-        });
-        if let Some(e) = first_error {
-            return Err(e);
+            });
         }
-        Ok(results
-            .into_iter()
-            .map(|r| r.expect("every job ran"))
-            .collect())
-    }
+        drop(tx);
+        for (i, r) in rx {
+            results[i] = Some(r);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every index ran"))
+        .collect()
 }
 
 /// A fixed code `(k, m)` and its residual loss.
@@ -543,9 +555,9 @@ type Code = (usize, usize, f64);
 struct Search<'a> {
     sc: &'a TunnelScenario,
     seeds: &'a [u64],
-    /// `(k, m, budget in µs)` -> datagrams lost or rebuilt too late, over
-    /// all seeds.
-    cache: BTreeMap<(usize, usize, u64), u64>,
+    /// `(k, m)` -> datagrams lost over all seeds, and the delays of the
+    /// rebuilt ones (ns, sorted), for any budget.
+    cache: BTreeMap<(usize, usize), (u64, Vec<u64>)>,
     sent: u64,
 }
 
@@ -562,16 +574,18 @@ impl<'a> Search<'a> {
 
     /// Datagrams of all seeds lost or later than `budget` with code `(k, m)`.
     fn lost(&mut self, k: usize, m: usize, budget: Duration) -> Result<u64, ScenarioError> {
-        let key = (k, m, budget.as_micros() as u64);
-        if let Some(&v) = self.cache.get(&key) {
-            return Ok(v);
+        if !self.cache.contains_key(&(k, m)) {
+            let (mut lost, mut delays) = (0, Vec::new());
+            for &seed in self.seeds {
+                lost += replay(self.sc, seed, k, m, &mut delays)?;
+            }
+            delays.sort_unstable();
+            self.cache.insert((k, m), (lost, delays));
         }
-        let mut total = 0;
-        for &seed in self.seeds {
-            total += replay(self.sc, seed, k, m, budget)?;
-        }
-        self.cache.insert(key, total);
-        Ok(total)
+        let (lost, delays) = &self.cache[&(k, m)];
+        let limit = budget.as_nanos() as u64;
+        let late = delays.len() - delays.partition_point(|&d| d <= limit);
+        Ok(lost + late as u64)
     }
 
     /// The cheapest `(k, m)` meeting `target` within `budget`, with its
@@ -581,7 +595,9 @@ impl<'a> Search<'a> {
         let k_max = ((budget.as_secs_f64() / gap).floor() as usize + 1).min(254);
         let allowed = (target * self.sent as f64).floor() as u64;
         let mut best: Option<Code> = None;
-        for k in candidate_ks(k_max) {
+        // Longest blocks first: they are usually the cheapest, and a good
+        // code found early bounds the search of every other length.
+        for k in candidate_ks(k_max).into_iter().rev() {
             let hi = 255 - k;
             // Only codes cheaper than the best so far are worth a look.
             let hi = best.map_or(hi, |(bk, bm, _)| hi.min((bm * k).div_ceil(bk)));
@@ -634,14 +650,15 @@ fn candidate_ks(k_max: usize) -> Vec<usize> {
 /// derives it for its first link), offered source packets at the
 /// application's send times and each block's `m` repairs right after its
 /// `k`-th source, as the tunnel sends them. Returns the datagrams lost
-/// (more than `m` of a block's `k + m` lost) or rebuilt later than
-/// `budget` after they were sent (beyond the link's own delay).
+/// (more than `m` of a block's `k + m` lost), and pushes onto `delays` how
+/// long after it was sent (beyond the link's own delay) each rebuilt one
+/// was rebuilt, in nanoseconds.
 fn replay(
     sc: &TunnelScenario,
     seed: u64,
     k: usize,
     m: usize,
-    budget: Duration,
+    delays: &mut Vec<u64>,
 ) -> Result<u64, ScenarioError> {
     let n = (sc.datagrams_per_sec * sc.duration.as_secs_f64()) as u64;
     let gap = 1.0 / sc.datagrams_per_sec;
@@ -655,7 +672,6 @@ fn replay(
     let src_len = DATA_HEADER_LEN + sc.size as usize;
     let rep_len = src_len + SYMBOL_PREFIX;
     let base = sc.delay.as_nanos() as u64;
-    let limit = budget.as_nanos() as u64;
     let mut lost = 0u64;
     let mut i = 0u64;
     let mut sends: Vec<u64> = Vec::with_capacity(k);
@@ -688,8 +704,8 @@ fn replay(
                 .nth(len - 1)
                 .expect("len symbols arrived");
             for (j, a) in arrivals[..len].iter().enumerate() {
-                if a.is_none() && done.saturating_sub(sends[j] + base) > limit {
-                    lost += 1;
+                if a.is_none() {
+                    delays.push(done.saturating_sub(sends[j] + base));
                 }
             }
         }
@@ -738,7 +754,7 @@ mod tests {
         for (k, m) in [(20, 4), (40, 12)] {
             let setting = TunnelSetting::new("fixed", ControllerKind::Static(m), k, 1000);
             let run = sc.run_one(5, &setting, &mut |_| {}).expect("runs");
-            let lost = replay(&sc, 5, k, m, Duration::from_secs(10)).expect("replays");
+            let lost = replay(&sc, 5, k, m, &mut Vec::new()).expect("replays");
             let sim_lost = run.sent - run.latencies_us.len() as u64;
             assert_eq!(lost, sim_lost, "code ({k}, {m})");
             assert!(lost > 0, "something to compare");

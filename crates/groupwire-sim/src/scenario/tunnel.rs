@@ -208,6 +208,16 @@ impl Default for TunnelScenario {
                 ),
                 long_threshold,
                 long_predictive,
+                TunnelSetting::target(
+                    "target, tunnel defaults (0.1% within 30 ms)",
+                    0.001,
+                    Duration::from_millis(30),
+                ),
+                TunnelSetting::target(
+                    "target 0.1% within 100 ms",
+                    0.001,
+                    Duration::from_millis(100),
+                ),
             ],
         }
     }
@@ -229,7 +239,7 @@ pub(super) struct Run {
     pub(super) added: LatencyStats,
     pub(super) one_way: LatencyStats,
     /// One-way latency of every distinct datagram delivered, in
-    /// microseconds, in data order (for delays past a budget).
+    /// microseconds, in delivery order (for delays past a budget).
     pub(super) latencies_us: Vec<u64>,
     /// Datagrams the application sent.
     pub(super) sent: u64,
@@ -448,6 +458,7 @@ impl TunnelScenario {
                 json!(r.link_loss),
                 json!(r.residual),
                 json!(r.overhead),
+                json!(r.mean_k),
                 json!(r.mean_fwnd),
                 json!(r.short_blocks),
                 json!(r.blocks),
@@ -489,6 +500,7 @@ impl TunnelScenario {
                     "link_loss",
                     "residual",
                     "overhead",
+                    "mean_k",
                     "mean_fwnd",
                     "short_blocks",
                     "blocks",
