@@ -70,13 +70,14 @@ use groupwire_tokio::Clock;
 use groupwire_tokio::tunnel::{
     FarSide, Tunnel, TunnelNotice, TunnelReport, TunnelRole, TunnelSecond, TunnelSetup,
 };
-use groupwire_units::duration;
+use groupwire_units::{Probability, duration};
 
 use crate::UsageError;
 use crate::metrics::MetricsArgs;
 use crate::net::{runtime, shutdown_signal};
 
-/// Carry UDP datagrams over an adaptive block-FEC link (GENEVA/GMIAD).
+/// Carry UDP datagrams over an adaptive block-FEC link that meets a loss
+/// target within a delay budget.
 ///
 /// Run one side next to the application that sends first, the other next
 /// to the server it talks to:
@@ -87,9 +88,28 @@ use crate::net::{runtime, shutdown_signal};
 /// Datagrams the application sends to 127.0.0.1:5000 leave the other side
 /// to 127.0.0.1:6000; replies from 6000 come back the same way. Every k
 /// datagrams form a block followed at once by Fwnd Reed-Solomon repair
-/// packets; Fwnd is chosen by --fec from the far side's loss reports
-/// (every 10 ms). Received datagrams are handed out at once; only rebuilt
-/// ones wait for their block's repairs.
+/// packets. Received datagrams are handed out at once; only rebuilt ones
+/// wait for their block's repairs.
+///
+/// What to ask for: by default (--fec target) you state the loss you can
+/// live with and how long a lost datagram may be late, and the tunnel finds
+/// the cheapest code that gives it:
+///
+///   --target-loss 0.1%   at most 1 datagram in 1000 lost after repair
+///   --max-delay 30ms     a rebuilt datagram arrives at most 30 ms late
+///
+/// It measures the channel from the far side's reports (every 10 ms: lost
+/// packets and loss runs, fitted to a two-state burst model), computes for
+/// each block length k that fills within the delay at your sending rate
+/// the fewest repairs m that meet the target, and uses the least overhead
+/// (m/k) of those; it follows the channel as it changes. Longer budgets
+/// allow longer blocks, which cost less for the same target. If nothing
+/// within the budget meets the target it says so (live line: "cannot
+/// meet"; summary: unmet_blocks) and uses the code with the lowest loss.
+/// The defaults suit voice, games and video calls; for bulk transfers a
+/// --max-delay of 100ms or more is cheaper. --fec gmiad is GENEVA's
+/// published controller (Fwnd from loss counts, fixed k), kept for
+/// comparison.
 ///
 /// Addresses: with --peer, --listen is the application's side and replies
 /// go to the last address the application sent from; the link socket
@@ -105,7 +125,7 @@ use crate::net::{runtime, shutdown_signal};
 ///   in         datagrams/s and Mbit/s from the local application
 ///   overhead   extra bytes on the link over sending those datagrams bare
 ///              (FEC headers and repair packets; IP+UDP headers counted)
-///   Fwnd       repair packets per block of k, now
+///   k/Fwnd     source and repair packets per block, now
 ///   residual   loss left after FEC in our direction, from the far
 ///              side's reports: the larger of its unrecovered share and
 ///              the share of our echoed datagrams it never delivered;
@@ -145,7 +165,9 @@ pub(crate) struct TunnelArgs {
     /// socket with --forward; default: any address, a free port).
     #[arg(long, value_name = "ADDR")]
     bind: Option<SocketAddr>,
-    /// Redundancy controller: gmiad (adaptive, GENEVA), static:N (N repair
+    /// Redundancy controller: target (the default: the cheapest code that
+    /// meets --target-loss within --max-delay), gmiad (adaptive, GENEVA,
+    /// as published), static:N (N repair
     /// packets per block; static:0 is no FEC), static-small (8),
     /// static-large (12), dp-fec, threshold (Miyoshi et al.'s code switch
     /// over windows of 0 to 3k, capped at --fwnd-max or 60), predictive
@@ -153,11 +175,21 @@ pub(crate) struct TunnelArgs {
     /// instead of block FEC (Leigh et al., SMPTE 2022-1 format): xor:N
     /// (one parity per N datagrams), xor:LxD (per row of L and per column
     /// of D, L apart: bursts up to L), xor:LxD:col (columns only).
-    #[arg(long, value_name = "CONTROLLER", default_value = "gmiad")]
+    #[arg(long, value_name = "CONTROLLER", default_value = "target")]
     fec: FecChoice,
-    /// Source datagrams per block.
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    k: usize,
+    /// With --fec target: the share of datagrams that may stay lost after
+    /// repair, as a fraction or a percentage.
+    #[arg(long, value_name = "LOSS", default_value = "0.1%")]
+    target_loss: Probability,
+    /// With --fec target: how late a rebuilt datagram may arrive (the
+    /// block's fill time plus its repairs; a tenth of it, at least 1 ms, is
+    /// kept as margin).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "30ms")]
+    max_delay: Duration,
+    /// Source datagrams per block (default 20). With --fec target, the
+    /// largest block the controller may choose (default 254).
+    #[arg(long, value_name = "N")]
+    k: Option<usize>,
     /// GMIAD's smallest Fwnd (GENEVA §3.2.4: 8).
     #[arg(long, value_name = "N")]
     fwnd_min: Option<usize>,
@@ -166,9 +198,12 @@ pub(crate) struct TunnelArgs {
     #[arg(long, value_name = "N")]
     fwnd_max: Option<usize>,
     /// Close a block with fewer than k datagrams once its first is this
-    /// old, so a slow stream never stalls (its Fwnd is scaled down with it).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2ms")]
-    block_wait: Duration,
+    /// old, so a slow stream never stalls (its Fwnd is scaled down with it;
+    /// default 2ms). With --fec target the block closes within
+    /// --max-delay less its margin anyway, and gets the repairs its length
+    /// needs; this only shortens that.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    block_wait: Option<Duration>,
     /// How long a missing datagram may still be rebuilt after a later one
     /// arrived; then it counts as lost.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "200ms")]
@@ -205,7 +240,9 @@ pub(crate) struct TunnelArgs {
     #[command(flatten)]
     metrics: MetricsArgs,
     /// Once bound, print one JSON line on stdout for scripts:
-    /// `{"ready":"tunnel","app":ADDR,"link":ADDR,"fec":..,"k":..,"seal":..}`.
+    /// `{"ready":"tunnel","app":ADDR,"link":ADDR,"fec":..,"k":..,"seal":..}`
+    /// (with --fec target also "target_loss" and "max_delay_ms"; "k" is
+    /// then the largest block allowed).
     #[arg(long)]
     ready_json: bool,
 }
@@ -218,9 +255,44 @@ struct Ready {
     fec: String,
     k: usize,
     seal: Option<String>,
+    /// `--target-loss`, with `--fec target`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_loss: Option<f64>,
+    /// `--max-delay` in milliseconds, with `--fec target`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_delay_ms: Option<f64>,
     /// The `--metrics` endpoint's address, if serving.
     #[serde(skip_serializing_if = "Option::is_none")]
     metrics: Option<std::net::SocketAddr>,
+}
+
+/// `--k` without a value, for controllers with a fixed block length.
+const DEFAULT_K: usize = 20;
+/// `--block-wait` without a value, for controllers other than target.
+const DEFAULT_BLOCK_WAIT: Duration = Duration::from_millis(2);
+/// `--max-delay`'s default (keep in step with its `default_value`).
+const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(30);
+
+/// `--target-loss`'s default (keep in step with its `default_value`).
+fn default_target_loss() -> Probability {
+    "0.1%".parse().expect("a valid probability")
+}
+
+impl TunnelArgs {
+    /// `--k`, or its default for fixed-k controllers.
+    fn k(&self) -> usize {
+        self.k.unwrap_or(DEFAULT_K)
+    }
+}
+
+/// The `k` to announce: the fixed one, or with --fec target the largest
+/// block the controller may choose.
+fn cfg_k(args: &TunnelArgs, target: bool) -> usize {
+    if target {
+        args.k.unwrap_or(254)
+    } else {
+        args.k()
+    }
 }
 
 pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
@@ -264,7 +336,7 @@ impl std::fmt::Display for FecChoice {
 
 /// The machine's configuration from the arguments, or what is wrong with them.
 fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
-    let mut cfg = TunnelConfig::new(args.peer, args.k);
+    let mut cfg = TunnelConfig::new(args.peer, args.k());
     cfg.sender.session = args.session;
     match args.fec {
         FecChoice::Block(c) => cfg.sender.controller = c.into(),
@@ -275,7 +347,26 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             cfg.xor = Some(layout);
         }
     }
-    cfg.sender.max_block_wait = Some(args.block_wait);
+    let target_flags =
+        args.target_loss != default_target_loss() || args.max_delay != DEFAULT_MAX_DELAY;
+    match cfg.sender.controller.target_mut() {
+        Some(t) if cfg.xor.is_none() => {
+            t.target = args.target_loss.get();
+            t.max_delay = args.max_delay;
+            if let Some(k) = args.k {
+                t.k_max = k;
+            }
+            // The controller bounds the block's wait by the budget;
+            // --block-wait only shortens it.
+            cfg.sender.max_block_wait = args.block_wait;
+        }
+        _ => {
+            if target_flags {
+                anyhow::bail!("--target-loss and --max-delay apply to --fec target only");
+            }
+            cfg.sender.max_block_wait = Some(args.block_wait.unwrap_or(DEFAULT_BLOCK_WAIT));
+        }
+    }
     cfg.receiver.session = args.session;
     cfg.receiver.max_wait = args.max_wait;
     cfg.max_datagram = args.max_datagram;
@@ -344,6 +435,22 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         ..TunnelSetup::new(args.listen, role)
     };
     let cipher = cfg.key.as_ref().map(|k| k.cipher.to_string());
+    let target = cfg
+        .sender
+        .controller
+        .clone()
+        .target_mut()
+        .filter(|_| cfg.xor.is_none())
+        .map(|t| (t.target, t.max_delay));
+    let goal = target
+        .map(|(t, d)| {
+            format!(
+                " target-loss={} max-delay={}ms",
+                percent(t),
+                d.as_secs_f64() * 1e3
+            )
+        })
+        .unwrap_or_default();
     let seal = cipher
         .as_ref()
         .map(|c| format!(" seal={c}"))
@@ -355,7 +462,7 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         .unwrap_or_default();
     // One machine-readable line, always: tests and scripts read the ports.
     eprintln!(
-        "tunnel app={} link={} {} fec={} k={}{seal}{metrics_at} (Ctrl-C to stop)",
+        "tunnel app={} link={} {} fec={} k={}{goal}{seal}{metrics_at} (Ctrl-C to stop)",
         tunnel.app_addr(),
         tunnel.link_addr(),
         match role {
@@ -363,7 +470,7 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
             TunnelRole::Forward { target } => format!("peer=first-valid forward={target}"),
         },
         args.fec,
-        args.k,
+        cfg_k(&args, target.is_some()),
     );
     if args.ready_json {
         crate::ready::announce(
@@ -372,8 +479,10 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
                 app: tunnel.app_addr(),
                 link: tunnel.link_addr(),
                 fec: args.fec.to_string(),
-                k: args.k,
+                k: cfg_k(&args, target.is_some()),
                 seal: cipher,
+                target_loss: target.map(|t| t.0),
+                max_delay_ms: target.map(|t| t.1.as_secs_f64() * 1e3),
                 metrics: metrics_addr,
             },
         )?;
@@ -419,12 +528,15 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
 /// The per-second line on stderr.
 fn live_line(s: &TunnelSecond) -> String {
     format!(
-        "t={:>4}s  in {:>6.0}/s {:>8.2} Mbit/s  overhead {:>6}  Fwnd {:>3}  residual {:>7}  |  out {:>6.0}/s  rebuilt {:>5}  lost {:>4}  added p50 {:>8} p99 {:>8}",
+        "t={:>4}s  in {:>6.0}/s {:>8.2} Mbit/s  overhead {:>6}  k/Fwnd {:>7}  residual {:>7}  |  out {:>6.0}/s  rebuilt {:>5}  lost {:>4}  added p50 {:>8} p99 {:>8}{}",
         s.at.as_secs_f64().round(),
         s.in_per_sec,
         s.in_mbit_per_sec,
         percent(s.overhead),
-        s.fwnd.map_or("-".to_owned(), |f| f.to_string()),
+        match (s.k, s.fwnd) {
+            (Some(k), Some(f)) => format!("{k}/{f}"),
+            _ => "-".to_owned(),
+        },
         match s.far_side {
             FarSide::Idle => "-".to_owned(),
             FarSide::Residual(r) => percent(r),
@@ -437,18 +549,30 @@ fn live_line(s: &TunnelSecond) -> String {
         s.lost,
         ms(s.added_p50.map(|d| d.as_micros() as u64)),
         ms(s.added_p99.map(|d| d.as_micros() as u64)),
+        if s.cannot_meet {
+            "  cannot meet the target within --max-delay"
+        } else {
+            ""
+        },
     )
 }
 
 fn print_summary(out: &mut impl Write, r: &TunnelReport) -> anyhow::Result<()> {
     let secs = r.seconds.max(1e-9);
     let (s, v) = (&r.sent, &r.received);
+    let setting = match &r.sent.target {
+        Some(t) => format!(
+            "--fec {} --target-loss {} --max-delay {}ms",
+            r.fec,
+            percent(t.target),
+            t.max_delay_ms
+        ),
+        None => format!("--fec {} --k {}", r.fec, r.k),
+    };
     writeln!(
         out,
-        "tunnel summary ({}, --fec {} --k {}, {:.1} s, peer {}):",
+        "tunnel summary ({}, {setting}, {:.1} s, peer {}):",
         r.role,
-        r.fec,
-        r.k,
         r.seconds,
         r.peer.map_or("none".to_owned(), |p| p.to_string())
     )?;
@@ -476,6 +600,30 @@ fn print_summary(out: &mut impl Write, r: &TunnelReport) -> anyhow::Result<()> {
             s.repair_packets,
             percent(s.overhead),
             s.mean_fwnd
+        )?;
+    }
+    if let Some(t) = &s.target {
+        writeln!(
+            out,
+            "  code                 k={} m={} now (mean k {:.1}, mean m {:.1}); expects residual {} on a \
+             fitted channel of {} loss (Gilbert p {:.4} r {:.3}); {}",
+            t.k,
+            t.m,
+            s.mean_k,
+            s.mean_fwnd,
+            percent(t.predicted_residual),
+            percent(t.fitted_loss),
+            t.gilbert_p,
+            t.gilbert_r,
+            if t.meets && s.unmet_blocks == 0 {
+                "meets the target".to_owned()
+            } else {
+                format!(
+                    "{} blocks sent with a code that cannot meet the target within the budget{}",
+                    s.unmet_blocks,
+                    if t.meets { " (meets it now)" } else { "" }
+                )
+            }
         )?;
     }
     match s.residual_loss {

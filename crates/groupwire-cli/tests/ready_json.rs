@@ -28,7 +28,9 @@ fn tunnel_announces_its_ports() {
     assert_eq!(v["ready"], "tunnel", "{v}");
     assert_ne!(p.addr("app").port(), 0);
     assert_ne!(p.addr("link").port(), 0);
-    assert_eq!(v["fec"], "gmiad", "{v}");
+    assert_eq!(v["fec"], "target", "{v}");
+    assert_eq!(v["target_loss"], 0.001, "{v}");
+    assert_eq!(v["max_delay_ms"], 30.0, "{v}");
     assert!(v["k"].as_u64().is_some() && v["seal"].is_null(), "{v}");
     stop(p);
 }

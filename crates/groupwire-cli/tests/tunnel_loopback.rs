@@ -202,6 +202,86 @@ fn tunnel_rebuilds_gilbert_burst_loss_to_a_small_residual() {
     assert!(p.zip(r).is_some_and(|(p, r)| p + r < 0.9), "{c}");
 }
 
+/// The default controller (`--fec target`) on the same channel: what holds
+/// under load is that the residual is far below the link's loss and that
+/// the summary names the code it chose within the budget (a block of at
+/// most 45 ms of datagrams at 2000/s, k <= 91, under `--max-delay 50ms`).
+#[test]
+fn target_tunnel_rebuilds_gilbert_loss_and_reports_its_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    let target = app_rx.local_addr().expect("bound").to_string();
+    let b = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &target,
+        "--duration",
+        "10s",
+        "--quiet",
+        "--stats-json",
+        b_json.to_str().expect("utf-8"),
+    ]);
+    let emu = spawn(&[
+        "emulate",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        &b.addr("link").to_string(),
+        "--loss",
+        GILBERT_10_4,
+        "--seed",
+        "7",
+        "--duration",
+        "10s",
+    ]);
+    let a = spawn(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        &emu.addr("listen").to_string(),
+        "--target-loss",
+        "1%",
+        "--max-delay",
+        "50ms",
+        "--duration",
+        "9s",
+        "--quiet",
+        "--stats-json",
+        a_json.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(a.ready["fec"], "target", "{}", a.ready);
+    let (sent, got) = exchange(
+        a.addr("app"),
+        &app_rx,
+        10_000,
+        2000.0,
+        Duration::from_secs(7),
+    );
+    let (a_out, _, emu_out) = (a.finish().0, b.finish(), emu.finish().0);
+    let (sa, sb) = (stats(&a_json), stats(&b_json));
+    assert_eq!(got.corrupt, 0);
+    assert!(sent.len() > 1000, "only {} datagrams sent", sent.len());
+    let residual = 1.0 - got.at.len() as f64 / sent.len() as f64;
+    let rb = &sb["received"];
+    let link_loss = rb["lost_packets"].as_f64().expect("n")
+        / (rb["packets"].as_f64().expect("n") + rb["lost_packets"].as_f64().expect("n"));
+    assert!(link_loss > 0.05, "the link lost {link_loss}: {emu_out}");
+    assert!(
+        residual < 0.3 * link_loss,
+        "residual {residual} vs link {link_loss}: {a_out}\n{sb}"
+    );
+    let code = &sa["sent"]["target"];
+    let (k, m) = (code["k"].as_u64(), code["m"].as_u64());
+    assert!(k.is_some_and(|k| (1..=91).contains(&k)), "{sa}");
+    assert!(m.is_some_and(|m| m > 0), "{sa}");
+    assert_eq!(code["target"], 0.01, "{sa}");
+    assert!(a_out.contains("  code                 k="), "{a_out}");
+}
+
 #[test]
 fn low_rate_datagrams_arrive_without_waiting_for_a_block() {
     let dir = tempfile::tempdir().expect("tempdir");

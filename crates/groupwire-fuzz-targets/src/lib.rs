@@ -729,7 +729,7 @@ pub fn afec_endpoint(data: &[u8]) {
 /// Block-FEC data packets and reports: whatever parses re-emits to bytes
 /// that parse back to the same value.
 pub fn block_packet(data: &[u8]) {
-    use groupwire_proto::wire::block::{DataRepr, REPORT_LEN, ReportRepr};
+    use groupwire_proto::wire::block::{DataRepr, ReportRepr};
     // With and without packets that carry no checksum.
     for allow_unchecked in [false, true] {
         if let Ok(r) = DataRepr::parse_with(data, allow_unchecked) {
@@ -739,7 +739,7 @@ pub fn block_packet(data: &[u8]) {
         }
     }
     if let Ok(r) = ReportRepr::parse(data) {
-        let mut buf = [0u8; REPORT_LEN];
+        let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut buf);
         assert_eq!(ReportRepr::parse(&buf), Ok(r));
     }
@@ -780,13 +780,17 @@ pub fn block_endpoint(data: &[u8]) {
 /// `d` with its block-FEC checksum recomputed, if it is long enough to be
 /// a data packet or is exactly a report.
 fn with_valid_crc(d: &[u8]) -> Vec<u8> {
-    use groupwire_proto::wire::block::{DATA_HEADER_LEN, REPORT_LEN, seal_data, seal_report};
+    use groupwire_proto::wire::block::{
+        DATA_HEADER_LEN, REPORT_LEN, RUNS_LEN, seal_data, seal_report,
+    };
     use groupwire_proto::wire::header::{Kind, Packet};
     let mut d = d.to_vec();
     let kind = Packet::new_checked(&d[..]).map(|p| Kind::try_from(p.kind_raw()));
     match kind {
         Ok(Ok(Kind::BlockData)) if d.len() >= DATA_HEADER_LEN => seal_data(&mut d),
-        Ok(Ok(Kind::BlockReport)) if d.len() == REPORT_LEN => seal_report(&mut d),
+        Ok(Ok(Kind::BlockReport)) if [REPORT_LEN, REPORT_LEN + RUNS_LEN].contains(&d.len()) => {
+            seal_report(&mut d);
+        }
         _ => {}
     }
     d

@@ -446,6 +446,8 @@ impl Snapshot {
             in_mbit_per_sec: app_bytes as f64 * 8.0 / secs / 1e6,
             overhead: overhead(app_bytes, app_in, wire, wire_n),
             fwnd: ep.fwnd(),
+            k: ep.k(),
+            cannot_meet: ep.target_status().is_some_and(|t| !t.meets),
             far_side: FarSide::read(
                 t,
                 self.at,
@@ -477,6 +479,12 @@ pub struct TunnelSecond {
     pub overhead: f64,
     /// Repair packets per block of k, now.
     pub fwnd: Option<usize>,
+    /// Source datagrams per block, now (the target controller chooses it;
+    /// others keep `--k`).
+    pub k: Option<usize>,
+    /// The target controller found no code within its delay budget that
+    /// meets its target (`--fec target` only).
+    pub cannot_meet: bool,
     /// Loss left after FEC in our direction, from the far side's reports.
     pub far_side: FarSide,
     /// Datagrams per second handed to the local application.
@@ -593,6 +601,13 @@ pub struct TunnelSent {
     pub mean_fwnd: f64,
     /// Repair packets per block at the end.
     pub fwnd: Option<usize>,
+    /// Source packets per block, on average (`source_packets / blocks`).
+    pub mean_k: f64,
+    /// With `--fec target`: the code it chose last and what it expects.
+    pub target: Option<TargetCode>,
+    /// With `--fec target`: blocks sent with a code expected to miss the
+    /// target (nothing within the delay budget met it).
+    pub unmet_blocks: u64,
     /// Extra bytes on the link over sending the datagrams bare, IP and UDP
     /// headers counted on both.
     pub overhead: f64,
@@ -616,6 +631,30 @@ pub struct TunnelSent {
     /// `None` (JSON `null`): no report came (the far side is not up, or not
     /// reachable).
     pub residual_loss: Option<f64>,
+}
+
+/// The target controller's code at the end of a run (`--fec target`).
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct TargetCode {
+    /// Source packets per block.
+    pub k: usize,
+    /// Repair packets per block.
+    pub m: usize,
+    /// The residual loss asked for (`--target-loss`).
+    pub target: f64,
+    /// The delay budget (`--max-delay`), milliseconds.
+    pub max_delay_ms: f64,
+    /// The residual loss the controller expects of the code.
+    pub predicted_residual: f64,
+    /// Whether it meets the target within the budget.
+    pub meets: bool,
+    /// The fitted channel: Gilbert `p`, `r`, and its loss rate.
+    pub gilbert_p: f64,
+    /// See [`gilbert_p`](Self::gilbert_p).
+    pub gilbert_r: f64,
+    /// The fitted chain's long-run loss rate.
+    pub fitted_loss: f64,
 }
 
 /// The other direction of a [`TunnelReport`].
@@ -760,6 +799,23 @@ impl TunnelReport {
                     t.sender.fwnd_sum as f64 / t.sender.blocks as f64
                 },
                 fwnd: ep.fwnd(),
+                mean_k: if t.sender.blocks == 0 {
+                    0.0
+                } else {
+                    t.sender.source_sent as f64 / t.sender.blocks as f64
+                },
+                target: ep.target_status().map(|c| TargetCode {
+                    k: c.k,
+                    m: c.m,
+                    target: c.target,
+                    max_delay_ms: c.max_delay.as_secs_f64() * 1e3,
+                    predicted_residual: c.predicted,
+                    meets: c.meets,
+                    gilbert_p: c.model.p,
+                    gilbert_r: c.model.r,
+                    fitted_loss: c.model.loss_rate(),
+                }),
+                unmet_blocks: t.sender.unmet_blocks,
                 overhead: overhead(fin.app_in_bytes, fin.app_in, t.sender.bytes_sent, wire_n),
                 refused: st.refused,
                 no_peer: st.no_peer,

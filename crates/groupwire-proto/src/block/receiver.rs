@@ -12,7 +12,7 @@ use crate::control::tfrc::{DataPacketInfo, TfrcConfig, TfrcFeedback, TfrcReceive
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
 use crate::wire::WireError;
-use crate::wire::block::{DataRepr, REPORT_LEN, ReportRepr, SYMBOL_PREFIX, Symbol, TfrcFields};
+use crate::wire::block::{DataRepr, LossRuns, ReportRepr, SYMBOL_PREFIX, Symbol, TfrcFields};
 
 /// Configuration of a [`BlockReceiver`].
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +97,9 @@ pub struct ReceiverStats {
     pub lost_packets: u64,
     /// Gaps of more than three packets (GENEVA §4.1's bursty loss event).
     pub bursty_loss_events: u64,
+    /// Runs of consecutive missing packets (every gap, whatever its
+    /// length): `lost_packets / loss_runs` is the mean run length.
+    pub loss_runs: u64,
     /// Packets that arrived after a later one.
     pub reordered: u64,
     /// Source packets delivered (received or rebuilt).
@@ -147,6 +150,7 @@ impl std::ops::AddAssign for ReceiverStats {
             repair_packets,
             lost_packets,
             bursty_loss_events,
+            loss_runs,
             reordered,
             delivered,
             recovered,
@@ -170,6 +174,7 @@ impl std::ops::AddAssign for ReceiverStats {
             (&mut self.repair_packets, repair_packets),
             (&mut self.lost_packets, lost_packets),
             (&mut self.bursty_loss_events, bursty_loss_events),
+            (&mut self.loss_runs, loss_runs),
             (&mut self.reordered, reordered),
             (&mut self.delivered, delivered),
             (&mut self.recovered, recovered),
@@ -237,6 +242,8 @@ pub struct BlockReceiver {
     highest_at: Instant,
     interval_lost: u32,
     interval_received: u32,
+    /// Loss runs counted in this interval (for the report's extension).
+    interval_runs: LossRuns,
     last_packet_at: Instant,
     /// The sender's RTT estimate, from its latest data packet that had one.
     peer_rtt: Option<Duration>,
@@ -275,6 +282,7 @@ impl BlockReceiver {
             highest_at: Instant::ZERO,
             interval_lost: 0,
             interval_received: 0,
+            interval_runs: LossRuns::default(),
             last_packet_at: Instant::ZERO,
             peer_rtt: None,
             next_report: None,
@@ -328,6 +336,10 @@ impl BlockReceiver {
                     .saturating_add(u32::try_from(gap).unwrap_or(u32::MAX));
                 if gap > 3 {
                     self.stats.bursty_loss_events += 1;
+                }
+                if gap > 0 {
+                    self.stats.loss_runs += 1;
+                    self.interval_runs.add(gap);
                 }
                 self.highest = Some(s);
                 self.highest_at = now;
@@ -663,6 +675,7 @@ impl BlockReceiver {
             recovered_total: self.stats.recovered,
             unrecovered_total: self.stats.unrecovered,
             tfrc: None,
+            runs: Some(self.interval_runs),
         };
         let mut r = r;
         if let Some(t) = self.tfrc.as_mut() {
@@ -677,7 +690,8 @@ impl BlockReceiver {
         self.report_seq = self.report_seq.wrapping_add(1);
         self.interval_lost = 0;
         self.interval_received = 0;
-        let mut buf = vec![0u8; REPORT_LEN];
+        self.interval_runs = LossRuns::default();
+        let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut buf);
         self.stats.reports_sent += 1;
         self.transmits.push_back(Transmit {

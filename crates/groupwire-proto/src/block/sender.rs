@@ -21,7 +21,10 @@ pub struct SenderConfig {
     pub session: u32,
     /// Where data goes.
     pub peer: SocketAddr,
-    /// Source packets per block (`k`); see [`super::k_for_rate`].
+    /// Source packets per block (`k`); see [`super::k_for_rate`]. A
+    /// controller that chooses the block length
+    /// ([`FecController::block_k`], the target controller) overrides it
+    /// block by block.
     pub k: usize,
     /// Report interval the controller assumes (SYN, GENEVA §3.2.1: 10 ms).
     pub syn: Duration,
@@ -152,6 +155,10 @@ pub struct SenderStats {
     pub echoes: u64,
     /// When the latest report was accepted.
     pub last_report_at: Option<Instant>,
+    /// Blocks sent with a code its controller expected to miss its target
+    /// (the target controller, when nothing within the delay budget meets
+    /// it).
+    pub unmet_blocks: u64,
 }
 
 impl SenderStats {
@@ -180,6 +187,7 @@ impl SenderStats {
             peer_sent,
             echoes,
             last_report_at,
+            unmet_blocks,
         } = *later;
         for (a, b) in [
             (&mut self.source_sent, source_sent),
@@ -193,6 +201,7 @@ impl SenderStats {
             (&mut self.malformed, malformed),
             (&mut self.refused, refused),
             (&mut self.echoes, echoes),
+            (&mut self.unmet_blocks, unmet_blocks),
         ] {
             *a = a.saturating_add(b);
         }
@@ -223,6 +232,12 @@ pub struct BlockSender {
     next_data_seq: u32,
     /// Source payloads of the open block.
     block: Vec<Bytes>,
+    /// The open block's `k` (fixed when it opened).
+    block_k: usize,
+    /// Data sequence number and time at the latest report, for the source
+    /// rate; and that rate (packets per second, smoothed).
+    rate_mark: Option<(Instant, u32)>,
+    source_rate: Option<f64>,
     block_base: u32,
     block_started: Instant,
     queue: VecDeque<Queued>,
@@ -264,6 +279,9 @@ impl BlockSender {
             next_block: 0,
             next_data_seq: 0,
             block: Vec::new(),
+            block_k: 1,
+            rate_mark: None,
+            source_rate: None,
             block_base: 0,
             block_started: Instant::ZERO,
             queue: VecDeque::new(),
@@ -323,9 +341,33 @@ impl BlockSender {
         self.stats
     }
 
-    /// The repair packets the next block will get.
+    /// The repair packets the next full block will get.
     pub fn fwnd(&self) -> usize {
-        self.controller.fwnd().min(255 - self.cfg.k)
+        self.controller.fwnd().min(255 - self.k())
+    }
+
+    /// The source packets the next block will hold (if it fills): the
+    /// controller's choice, or the configured `k`.
+    pub fn k(&self) -> usize {
+        self.controller
+            .block_k()
+            .unwrap_or(self.cfg.k)
+            .clamp(1, 254)
+    }
+
+    /// The application's packet rate lately (packets per second, measured
+    /// between reports), once measured.
+    pub fn source_rate(&self) -> Option<f64> {
+        self.source_rate
+    }
+
+    /// How long a block may stay open: the configured wait or the
+    /// controller's bound, the shorter.
+    fn block_wait(&self) -> Option<Duration> {
+        match (self.cfg.max_block_wait, self.controller.max_block_wait()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The controller, for its state (`Wtot`, ERTT).
@@ -364,6 +406,7 @@ impl BlockSender {
         if self.block.is_empty() {
             self.block_base = data_seq;
             self.block_started = now;
+            self.block_k = self.k();
         }
         let index = self.block.len() as u8;
         let repr = DataRepr {
@@ -384,7 +427,7 @@ impl BlockSender {
         buf[DATA_HEADER_LEN..].copy_from_slice(&payload);
         self.queue.push_back(Queued { buf, repair: false });
         self.block.push(payload);
-        if self.block.len() >= self.cfg.k {
+        if self.block.len() >= self.block_k {
             self.close_block();
         }
         Ok(data_seq)
@@ -400,10 +443,18 @@ impl BlockSender {
 
     fn close_block(&mut self) {
         let k = self.block.len();
-        if k < self.cfg.k {
+        let m = if k < self.block_k {
             self.stats.short_blocks += 1;
+            self.controller.short_block_repairs(k).map_or_else(
+                || repairs_for(self.controller.fwnd(), k, self.block_k),
+                |m| m.min(255 - k),
+            )
+        } else {
+            repairs_for(self.controller.fwnd(), k, self.block_k)
+        };
+        if self.controller.target_status().is_some_and(|s| !s.meets) {
+            self.stats.unmet_blocks += 1;
         }
-        let m = repairs_for(self.controller.fwnd(), k, self.cfg.k);
         if m > 0 {
             self.queue_repairs(k, m);
         }
@@ -473,7 +524,7 @@ impl BlockSender {
     }
 
     fn ipg(&self) -> Duration {
-        let n = (self.fwnd() + self.cfg.k).max(1) as u32;
+        let n = (self.fwnd() + self.k()).max(1) as u32;
         self.cfg.syn / n
     }
 }
@@ -549,8 +600,22 @@ impl Machine for BlockSender {
         self.stats.peer_delivered = r.delivered_total;
         self.stats.peer_recovered = r.recovered_total;
         self.stats.peer_unrecovered = r.unrecovered_total;
+        // The application's rate since the previous report (smoothed),
+        // for controllers that bound a block's fill time.
+        if let Some((at, seq)) = self.rate_mark {
+            let dt = now.saturating_duration_since(at).as_secs_f64();
+            if dt > 0.0 {
+                let sent = f64::from(self.next_data_seq.wrapping_sub(seq));
+                let inst = sent / dt;
+                self.source_rate = Some(match self.source_rate {
+                    None => inst,
+                    Some(old) => 0.8 * old + 0.2 * inst,
+                });
+            }
+        }
+        self.rate_mark = Some((now, self.next_data_seq));
         let shape = StreamShape {
-            k: self.cfg.k,
+            k: self.k(),
             syn: self.cfg.syn,
         };
         let sample = ReportSample {
@@ -558,6 +623,8 @@ impl Machine for BlockSender {
             delivered: r.received,
             unrecovered: u32::try_from(unrecovered).unwrap_or(u32::MAX),
             rtt,
+            runs: r.runs,
+            sources_per_sec: self.source_rate,
         };
         self.controller.on_report(now, shape, &sample);
         // RFC 5348 §4.3: the feedback echoes the last data packet; its send
@@ -581,7 +648,7 @@ impl Machine for BlockSender {
         if let Some(t) = self.tfrc.as_mut() {
             t.on_nofeedback_timeout(now);
         }
-        if let Some(wait) = self.cfg.max_block_wait {
+        if let Some(wait) = self.block_wait() {
             if !self.block.is_empty() && now >= self.block_started + wait {
                 self.close_block();
             }
@@ -636,8 +703,7 @@ impl Machine for BlockSender {
     fn poll_timeout(&self) -> Option<Instant> {
         let pace = (self.cfg.pacing && !self.queue.is_empty()).then_some(self.next_send);
         let flush = self
-            .cfg
-            .max_block_wait
+            .block_wait()
             .filter(|_| !self.block.is_empty())
             .map(|w| self.block_started + w);
         let nofeedback = self.tfrc.as_ref().and_then(TfrcSender::nofeedback_deadline);

@@ -24,6 +24,8 @@ struct Run {
     delivered: Vec<Delivery>,
     /// `(seq, sent at, repair, block)` of every data packet.
     sent: Vec<(u32, Instant, bool, u32)>,
+    /// `(k, m)` of every block with repairs, from its repair packets.
+    shapes: BTreeMap<u32, (u8, u8)>,
 }
 
 fn payload(i: u32) -> Bytes {
@@ -48,6 +50,7 @@ fn run(
     let mut to_tx: VecDeque<(Instant, Bytes)> = VecDeque::new();
     let mut delivered = Vec::new();
     let mut sent = Vec::new();
+    let mut shapes = BTreeMap::new();
     let mut next_app = Some(Instant::ZERO);
     let mut i = 0;
     let end = Instant::ZERO + gap * count + Duration::from_secs(1);
@@ -66,6 +69,9 @@ fn run(
         while let Some(t) = tx.poll_transmit(now) {
             let d = DataRepr::parse_with(&t.payload, true).expect("valid");
             sent.push((d.seq, now, d.symbol != Symbol::Source, d.block));
+            if let Symbol::Repair { k, m } = d.symbol {
+                shapes.insert(d.block, (k, m));
+            }
             if !drop(d.seq) {
                 to_rx.push_back((now + DELAY, t.payload));
             }
@@ -112,6 +118,7 @@ fn run(
         rx,
         delivered,
         sent,
+        shapes,
     }
 }
 
@@ -635,4 +642,33 @@ fn reports_with_totals_near_u64_max_do_not_overflow() {
         tx.handle_datagram(Instant::from_millis(i as u64), B, &buf);
     }
     assert_eq!(tx.stats().reports, 3);
+}
+
+/// The target controller chooses `k` block by block (from an assumed rate
+/// at first, then from the measured one): blocks of different lengths
+/// follow each other on the wire, and the receiver rebuilds each from its
+/// own shape.
+#[test]
+fn blocks_of_different_k_follow_each_other_and_all_rebuild() {
+    let mut cfg = geneva(20, ControllerKind::Target);
+    cfg.pacing = false;
+    let gap = Duration::from_micros(500);
+    // One packet in 16 lost, never two in a row: every block rebuilds.
+    let r = run(cfg, ReceiverConfig::default(), 3000, gap, |seq| {
+        seq % 16 == 7
+    });
+    let ks: std::collections::BTreeSet<u8> = r.shapes.values().map(|s| s.0).collect();
+    assert!(ks.len() >= 2, "one block length only: {ks:?}");
+    assert!(r.tx.stats().repair_sent > 0);
+    let rs = r.rx.stats();
+    assert_eq!(rs.unrecovered, 0, "{rs:?}");
+    assert_eq!(r.delivered.len(), 3000);
+    assert!(rs.recovered > 100, "{rs:?}");
+    // The delay bound: no block holds more sources than 27 ms of them.
+    assert!(
+        r.shapes.values().all(|s| usize::from(s.0) <= 55),
+        "{:?}",
+        r.shapes
+    );
+    assert!(r.tx.controller().target_status().is_some_and(|s| s.meets));
 }

@@ -15,6 +15,7 @@
 //! | `tfrc` | no repair; sending rate capped by TFRC (RFC 5348) | GENEVA §2.2, §4.1 |
 //! | `threshold` | [`switch::ThresholdFec`]: Miyoshi et al.'s reactive code switch over a ladder of windows | Miyoshi §4 |
 //! | `predictive` | [`switch::PredictiveFec`]: an online Gilbert fit picking the window | beyond both papers |
+//! | `target` | [`target::TargetFec`]: block length and window that meet a residual loss within a delay budget, from a fitted Gilbert chain | beyond both papers |
 //!
 //! Policies are small `on_*` traits picked by name, like quinn's
 //! `congestion::Controller` and `ControllerFactory` (STYLE.md §3).
@@ -30,6 +31,7 @@ pub mod dpfec;
 pub mod gmiad;
 pub mod ladder;
 pub mod switch;
+pub mod target;
 pub mod tfrc;
 
 /// What the sender learned from one receiver report (one SYN interval).
@@ -45,6 +47,12 @@ pub struct ReportSample {
     /// Sample RTT (`SRTT`, GENEVA §3.2.2) measured from this report's echo,
     /// if the echoed packet's send time was still known.
     pub rtt: Option<Duration>,
+    /// The interval's loss runs, if the receiver reported them
+    /// ([`crate::wire::block::FLAG_RUNS`]).
+    pub runs: Option<crate::wire::block::LossRuns>,
+    /// The sender's own source (application) packet rate lately, packets
+    /// per second, if it has measured one.
+    pub sources_per_sec: Option<f64>,
 }
 
 /// What a controller may need to know about the stream it controls.
@@ -74,6 +82,28 @@ pub trait FecController: fmt::Debug + Send {
     }
     /// Its total window (`Wtot`, GENEVA eq. 1), if it keeps one.
     fn total_window(&self) -> Option<f64> {
+        None
+    }
+    /// Source packets for the next block, if the controller chooses the
+    /// block length (`None`: the sender's configured `k`). The sender asks
+    /// when a block opens; the wire carries each block's `k` in its repair
+    /// packets, so blocks of different lengths follow each other freely.
+    fn block_k(&self) -> Option<usize> {
+        None
+    }
+    /// Repair packets for a block closed early with `len` sources, if the
+    /// controller sizes them itself (`None`: the sender scales `Fwnd` by
+    /// `len / k`).
+    fn short_block_repairs(&self, _len: usize) -> Option<usize> {
+        None
+    }
+    /// How long a block may stay open, if the controller bounds it (the
+    /// sender closes it then, or at its own configured wait if shorter).
+    fn max_block_wait(&self) -> Option<Duration> {
+        None
+    }
+    /// The target controller's view of its code, if this is one.
+    fn target_status(&self) -> Option<target::TargetStatus> {
         None
     }
 }
@@ -112,6 +142,9 @@ pub enum ControllerKind {
     Threshold,
     /// The predictive switch over a ladder of windows.
     Predictive,
+    /// Block length and window chosen to meet a residual loss within a
+    /// delay budget ([`target::TargetFec`]).
+    Target,
 }
 
 impl ControllerKind {
@@ -141,6 +174,7 @@ impl ControllerKind {
             Self::Tfrc => FecConfig::Tfrc,
             Self::Threshold => FecConfig::Threshold(switch::ThresholdFecConfig::default()),
             Self::Predictive => FecConfig::Predictive(switch::PredictiveFecConfig::default()),
+            Self::Target => FecConfig::Target(target::TargetConfig::default()),
         }
     }
 
@@ -201,6 +235,8 @@ pub enum FecConfig {
     Threshold(switch::ThresholdFecConfig),
     /// The predictive switch over a ladder of windows.
     Predictive(switch::PredictiveFecConfig),
+    /// A residual loss within a delay budget at the least overhead.
+    Target(target::TargetConfig),
 }
 
 impl FecConfig {
@@ -227,6 +263,20 @@ impl FecConfig {
             _ => None,
         }
     }
+
+    /// The target controller's goal and budget, to tune, if this is it.
+    pub fn target_mut(&mut self) -> Option<&mut target::TargetConfig> {
+        match self {
+            Self::Target(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether the controller chooses the block length itself (so the
+    /// sender's `k` is only its starting point).
+    pub fn chooses_k(&self) -> bool {
+        matches!(self, Self::Target(_))
+    }
 }
 
 impl Default for FecConfig {
@@ -251,6 +301,7 @@ impl FecControllerFactory for FecConfig {
             Self::Tfrc => StaticFec { fwnd: 0 }.build(),
             Self::Threshold(c) => c.build(),
             Self::Predictive(c) => c.build(),
+            Self::Target(c) => c.build(),
         }
     }
 }
@@ -266,6 +317,7 @@ impl fmt::Display for FecConfig {
             Self::Tfrc => f.write_str("tfrc"),
             Self::Threshold(_) => f.write_str("threshold"),
             Self::Predictive(_) => f.write_str("predictive"),
+            Self::Target(_) => f.write_str("target"),
         }
     }
 }
@@ -281,6 +333,7 @@ impl fmt::Display for ControllerKind {
             Self::Tfrc => f.write_str("tfrc"),
             Self::Threshold => f.write_str("threshold"),
             Self::Predictive => f.write_str("predictive"),
+            Self::Target => f.write_str("target"),
         }
     }
 }
@@ -297,12 +350,13 @@ impl FromStr for ControllerKind {
             "tfrc" => Self::Tfrc,
             "threshold" | "miyoshi" => Self::Threshold,
             "predictive" => Self::Predictive,
+            "target" => Self::Target,
             other => match other.strip_prefix("static:").map(str::parse::<usize>) {
                 Some(Ok(n)) if n <= 254 => Self::Static(n),
                 _ => {
                     return Err(format!(
                         "{s:?}: expected gmiad, static-small, static-large, static:N \
-                         (N from 0 to 254), dp-fec, tfrc, threshold or predictive"
+                         (N from 0 to 254), dp-fec, tfrc, threshold, predictive or target"
                     ));
                 }
             },
@@ -333,6 +387,7 @@ mod tests {
             ControllerKind::Static(3),
             ControllerKind::Threshold,
             ControllerKind::Predictive,
+            ControllerKind::Target,
         ]) {
             assert_eq!(k.to_string().parse::<ControllerKind>(), Ok(k));
         }

@@ -181,6 +181,7 @@ mod tests {
             delivered,
             unrecovered,
             rtt: Some(Duration::from_millis(10)),
+            ..ReportSample::default()
         }
     }
 

@@ -234,8 +234,8 @@ impl TunnelConfig {
             return bad(
                 "controller",
                 format!(
-                    "{}: the tunnel has no rate control; use gmiad, static:N, static-small, \
-                     static-large or dp-fec",
+                    "{}: the tunnel has no rate control; use target, gmiad, static:N, \
+                     static-small, static-large or dp-fec",
                     self.sender.controller
                 ),
             );
@@ -244,6 +244,11 @@ impl TunnelConfig {
             FecConfig::Gmiad(g) => Some(g),
             _ => None,
         };
+        if let FecConfig::Target(t) = &self.sender.controller {
+            if let Err(why) = t.validate() {
+                return bad("controller", format!("target: {why}"));
+            }
+        }
         if let Some(g) = gmiad.filter(|g| g.fwnd_min > g.fwnd_max || k + g.fwnd_min > 255) {
             return bad(
                 "fwnd_min",
@@ -483,6 +488,24 @@ impl TunnelEndpoint {
     pub fn fwnd(&self) -> Option<usize> {
         match self.inner.as_ref()? {
             Fec::Block(ep) => Some(ep.sender.fwnd()),
+            Fec::Xor(_) => None,
+        }
+    }
+
+    /// The source packets the next block holds if it fills (the target
+    /// controller chooses it; other controllers keep the configured `k`).
+    pub fn k(&self) -> Option<usize> {
+        match self.inner.as_ref()? {
+            Fec::Block(ep) => Some(ep.sender.k()),
+            Fec::Xor(_) => None,
+        }
+    }
+
+    /// The target controller's code and what it expects of it
+    /// (`--fec target` only).
+    pub fn target_status(&self) -> Option<crate::control::target::TargetStatus> {
+        match self.inner.as_ref()? {
+            Fec::Block(ep) => ep.sender.controller().target_status(),
             Fec::Xor(_) => None,
         }
     }

@@ -94,12 +94,28 @@
 //! |         TFRC loss event rate p (fraction × 2^32, saturating)  |
 //! |                   checksum (CRC-32, see below)                |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |          loss runs begun in this interval (flag bit 1)        |
+//! |     runs of length 1      |     runs of length 2      |
+//! |     runs of length 3-4    |     runs of length 5-8    |
+//! |     runs of length 9-16   |     runs of 17 or more    |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
 //! Sent every SYN (10 ms, GENEVA §3.2.1). Interval counts let the sender run
 //! GMIAD (eqs. 4–5); a lost report loses only its interval, and the sender
 //! holds `Fwnd` (§3.2.1, footnote 2). Totals let the sender show residual
 //! loss. `flags` bit 0 ([`FLAG_TFRC`]): the TFRC fields are meaningful.
+//! `flags` bit 1 ([`FLAG_RUNS`]): the report is [`RUNS_LEN`] bytes longer and
+//! ends with the interval's loss runs ([`LossRuns`]): how many runs of
+//! consecutive missing sequence numbers began, and a coarse histogram of their
+//! lengths (16-bit counts, saturating). With `lost` and `received` that is what
+//! a two-state (Gilbert) fit needs: `p ≈ runs / received`, `r ≈ runs / lost`
+//! (the target controller, [`crate::control::target`]). The checksum field
+//! stays where it is and covers the extension too. A report without the flag
+//! is the 64-byte report of earlier builds and still parses (`runs: None`);
+//! an earlier build counts the longer one as malformed, so both sides of a
+//! tunnel run the same build (the format interoperates with nothing else
+//! anyway).
 //!
 //! Parsing never panics and rejects anything inconsistent; the receiver
 //! counts and drops it.
@@ -113,6 +129,13 @@ pub const FLAG_REPAIR: u8 = 0x01;
 pub const FLAG_UNCHECKED: u8 = 0x02;
 /// Report flag: the TFRC fields hold measurements.
 pub const FLAG_TFRC: u8 = 0x01;
+/// Report flag: the report ends with the interval's [`LossRuns`].
+pub const FLAG_RUNS: u8 = 0x02;
+/// Bytes the [`LossRuns`] extension adds to a report.
+pub const RUNS_LEN: usize = 4 + 2 * RUN_BUCKETS;
+/// Buckets of [`LossRuns::histogram`]: run lengths 1, 2, 3–4, 5–8, 9–16
+/// and 17 or more.
+pub const RUN_BUCKETS: usize = 6;
 /// Bytes before a data packet's payload.
 pub const DATA_HEADER_LEN: usize = HEADER_LEN + 24;
 /// Bytes of a report.
@@ -300,8 +323,9 @@ pub fn seal_data(buf: &mut [u8]) {
     buf[field::CHECK].copy_from_slice(&c.to_be_bytes());
 }
 
-/// Writes the checksum of a complete [`REPORT_LEN`]-byte report into its
-/// checksum field (as [`ReportRepr::emit`] does).
+/// Writes the checksum of a complete report (its
+/// [`ReportRepr::buffer_len`] bytes) into its checksum field (as
+/// [`ReportRepr::emit`] does).
 ///
 /// # Panics
 /// If `buf` is shorter than [`REPORT_LEN`]: a local sizing bug.
@@ -359,6 +383,40 @@ pub struct ReportRepr {
     pub unrecovered_total: u64,
     /// TFRC feedback, when the receiver runs TFRC's loss estimator.
     pub tfrc: Option<TfrcFields>,
+    /// The interval's loss runs ([`FLAG_RUNS`]); `None` in a report of an
+    /// earlier build.
+    pub runs: Option<LossRuns>,
+}
+
+/// The loss runs of one report interval: maximal runs of consecutive
+/// missing packet sequence numbers, counted when the packet after the run
+/// arrives (a run still open at the report is counted in the next one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossRuns {
+    /// Runs begun (counted) in the interval (saturating).
+    pub runs: u32,
+    /// Runs by length: 1, 2, 3–4, 5–8, 9–16, 17 or more (saturating).
+    pub histogram: [u16; RUN_BUCKETS],
+}
+
+impl LossRuns {
+    /// The histogram bucket of a run of `len` packets (`len >= 1`; 0 reads as 1).
+    pub fn bucket(len: u64) -> usize {
+        match len {
+            0..=2 => len.max(1) as usize - 1,
+            3..=4 => 2,
+            5..=8 => 3,
+            9..=16 => 4,
+            _ => 5,
+        }
+    }
+
+    /// Counts one run of `len` packets.
+    pub fn add(&mut self, len: u64) {
+        self.runs = self.runs.saturating_add(1);
+        let b = &mut self.histogram[Self::bucket(len)];
+        *b = b.saturating_add(1);
+    }
 }
 
 /// TFRC feedback carried in a report (RFC 5348 §6.2).
@@ -399,26 +457,44 @@ mod rfield {
     pub(super) const X_RECV: Range<usize> = 52..56;
     pub(super) const P: Range<usize> = 56..60;
     pub(super) const CHECK: Range<usize> = 60..64;
+    pub(super) const RUNS: Range<usize> = 64..68;
+    pub(super) const HISTOGRAM: usize = 68;
 }
 
 impl ReportRepr {
     /// Parses a report. Never panics; rejects wrong kinds and any length
-    /// other than [`REPORT_LEN`].
+    /// other than [`REPORT_LEN`] (plus [`RUNS_LEN`] with [`FLAG_RUNS`]).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
         let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
         if h.kind != Kind::BlockReport {
             return Err(WireError::Malformed("not a block report"));
         }
-        if buf.len() < REPORT_LEN {
+        let len = if h.flags & FLAG_RUNS != 0 {
+            REPORT_LEN + RUNS_LEN
+        } else {
+            REPORT_LEN
+        };
+        if buf.len() < len {
             return Err(WireError::Truncated {
-                needed: REPORT_LEN,
+                needed: len,
                 got: buf.len(),
             });
         }
-        if buf.len() > REPORT_LEN {
+        if buf.len() > len {
             return Err(WireError::Malformed("bytes after the report"));
         }
         verify(buf, rfield::CHECK)?;
+        let runs = (h.flags & FLAG_RUNS != 0).then(|| {
+            let mut histogram = [0u16; RUN_BUCKETS];
+            for (i, b) in histogram.iter_mut().enumerate() {
+                let at = rfield::HISTOGRAM + 2 * i;
+                *b = u16::from_be_bytes([buf[at], buf[at + 1]]);
+            }
+            LossRuns {
+                runs: be32(&buf[rfield::RUNS]),
+                histogram,
+            }
+        });
         let tfrc = (h.flags & FLAG_TFRC != 0).then(|| TfrcFields {
             x_recv: be32(&buf[rfield::X_RECV]),
             p: be32(&buf[rfield::P]),
@@ -434,18 +510,31 @@ impl ReportRepr {
             recovered_total: be64(&buf[rfield::RECOVERED]),
             unrecovered_total: be64(&buf[rfield::UNRECOVERED]),
             tfrc,
+            runs,
         })
     }
 
-    /// Writes the report into `buf`, exactly [`REPORT_LEN`] bytes.
+    /// Bytes [`emit`](Self::emit) writes: [`REPORT_LEN`], plus
+    /// [`RUNS_LEN`] with loss runs.
+    pub const fn buffer_len(&self) -> usize {
+        if self.runs.is_some() {
+            REPORT_LEN + RUNS_LEN
+        } else {
+            REPORT_LEN
+        }
+    }
+
+    /// Writes the report into `buf`, exactly [`buffer_len`](Self::buffer_len) bytes.
     ///
     /// # Panics
     /// On a wrong buffer size: a local sizing bug, not peer input.
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), REPORT_LEN, "buffer sized REPORT_LEN");
+        assert_eq!(buf.len(), self.buffer_len(), "buffer sized by buffer_len");
+        let flags = if self.tfrc.is_some() { FLAG_TFRC } else { 0 }
+            | if self.runs.is_some() { FLAG_RUNS } else { 0 };
         header::Repr {
             kind: Kind::BlockReport,
-            flags: if self.tfrc.is_some() { FLAG_TFRC } else { 0 },
+            flags,
             session: self.session,
         }
         .emit(&mut header::Packet::new_unchecked(&mut *buf));
@@ -460,6 +549,13 @@ impl ReportRepr {
         let t = self.tfrc.unwrap_or_default();
         buf[rfield::X_RECV].copy_from_slice(&t.x_recv.to_be_bytes());
         buf[rfield::P].copy_from_slice(&t.p.to_be_bytes());
+        if let Some(r) = &self.runs {
+            buf[rfield::RUNS].copy_from_slice(&r.runs.to_be_bytes());
+            for (i, b) in r.histogram.iter().enumerate() {
+                let at = rfield::HISTOGRAM + 2 * i;
+                buf[at..at + 2].copy_from_slice(&b.to_be_bytes());
+            }
+        }
         seal_report(buf);
     }
 }
@@ -541,6 +637,7 @@ mod tests {
             recovered_total: 8,
             unrecovered_total: 9,
             tfrc: Some(TfrcFields { x_recv: 10, p: 11 }),
+            runs: None,
         };
         let mut buf = [0u8; REPORT_LEN];
         r.emit(&mut buf);
@@ -552,6 +649,56 @@ mod tests {
         long.push(0);
         assert!(ReportRepr::parse(&long).is_err());
         assert!(DataRepr::parse(&buf).is_err(), "a report is not data");
+    }
+
+    #[test]
+    fn report_with_loss_runs_golden_bytes_and_length_checks() {
+        let r = ReportRepr {
+            lost: 5,
+            received: 6,
+            runs: Some(LossRuns {
+                runs: 3,
+                histogram: [1, 0, 1, 0, 0, 0xffff],
+            }),
+            ..ReportRepr::default()
+        };
+        assert_eq!(r.buffer_len(), REPORT_LEN + RUNS_LEN);
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(&buf[..4], &[0x01, 0x09, FLAG_RUNS, 0x00]);
+        #[rustfmt::skip]
+        let tail = [0, 0, 0, 3, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0xff, 0xff];
+        assert_eq!(&buf[REPORT_LEN..], &tail);
+        assert_eq!(ReportRepr::parse(&buf), Ok(r));
+        // The flag promises the extension: without it, or with bytes
+        // after it, the report is refused (checksums recomputed, so the
+        // length check is what refuses it).
+        let mut short = buf[..REPORT_LEN].to_vec();
+        seal_report(&mut short);
+        assert!(matches!(
+            ReportRepr::parse(&short),
+            Err(WireError::Truncated { .. })
+        ));
+        let mut long = buf.clone();
+        long.push(0);
+        seal_report(&mut long);
+        assert!(ReportRepr::parse(&long).is_err());
+        let mut b = buf.clone();
+        b[REPORT_LEN + 3] ^= 1;
+        assert_eq!(ReportRepr::parse(&b), Err(WireError::Checksum));
+    }
+
+    #[test]
+    fn run_buckets_are_powers_of_two() {
+        let b: Vec<usize> = [0, 1, 2, 3, 4, 5, 8, 9, 16, 17, 1000]
+            .into_iter()
+            .map(LossRuns::bucket)
+            .collect();
+        assert_eq!(b, [0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5]);
+        let mut r = LossRuns::default();
+        r.add(3);
+        r.add(40);
+        assert_eq!((r.runs, r.histogram), (2, [0, 0, 1, 0, 0, 1]));
     }
 
     #[test]
@@ -623,13 +770,15 @@ mod tests {
         fn report_round_trips(session: u32, report_seq: u32, echo_seq: u32, echo_delay_us: u32,
                               lost: u32, received: u32, delivered_total: u64,
                               recovered_total: u64, unrecovered_total: u64,
-                              tfrc in proptest::option::of((any::<u32>(), any::<u32>()))) {
+                              tfrc in proptest::option::of((any::<u32>(), any::<u32>())),
+                              runs in proptest::option::of((any::<u32>(), any::<[u16; RUN_BUCKETS]>()))) {
             let r = ReportRepr {
                 session, report_seq, echo_seq, echo_delay_us, lost, received,
                 delivered_total, recovered_total, unrecovered_total,
                 tfrc: tfrc.map(|(x_recv, p)| TfrcFields { x_recv, p }),
+                runs: runs.map(|(runs, histogram)| LossRuns { runs, histogram }),
             };
-            let mut buf = [0u8; REPORT_LEN];
+            let mut buf = vec![0u8; r.buffer_len()];
             r.emit(&mut buf);
             prop_assert_eq!(ReportRepr::parse(&buf), Ok(r));
         }
@@ -640,6 +789,7 @@ mod tests {
             let mut d = data;
             if d.len() >= 2 { d[0] = 1; d[1] = kind; }
             if d.len() >= DATA_HEADER_LEN && kind == 8 { seal_data(&mut d); }
+            if d.len() >= REPORT_LEN && kind == 9 { seal_report(&mut d); }
             let _ = DataRepr::parse(&d);
             let _ = ReportRepr::parse(&d);
         }

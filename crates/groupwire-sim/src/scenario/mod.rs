@@ -16,6 +16,7 @@ mod leigh_fig3;
 mod leigh_fig4;
 mod link_models;
 mod miyoshi;
+mod robustness_tunnel;
 mod tcp_dumbbell;
 mod tunnel;
 
@@ -33,6 +34,7 @@ pub use self::leigh::Leigh;
 pub use self::leigh_fig3::{LeighDiffServ, Variant as LeighDiffServVariant};
 pub use self::link_models::LinkModels;
 pub use self::miyoshi::Miyoshi;
+pub use self::robustness_tunnel::RobustnessTunnel;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
 
@@ -55,6 +57,10 @@ pub enum Scenario {
     /// `groupwire tunnel`'s machine over a simulated bursty link: residual
     /// loss, overhead and latency per FEC setting.
     Tunnel(Box<TunnelScenario>),
+    /// The tunnel on the channel family: residual targets and delay
+    /// budgets, the target controller and GMIAD against the best fixed
+    /// code in hindsight.
+    RobustnessTunnel(Box<RobustnessTunnel>),
     /// Miyoshi et al.'s adaptive BCH FEC with ELN and Snoop on a bursty
     /// wireless link: Tables 3-4, Figures 2-3 and beyond.
     Miyoshi(Box<Miyoshi>),
@@ -114,6 +120,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "tunnel",
             about: "groupwire tunnel's machine over a Gilbert link (10% loss, bursts of 4): residual loss, overhead and latency per FEC setting",
             make: || Scenario::Tunnel(Box::default()),
+        },
+        Builtin {
+            name: "robustness-tunnel",
+            about: "the tunnel on the channel family (Bernoulli, Gilbert, Gilbert-Elliott, schedules) x residual targets 1%, 0.1%, 0.01% x delay budgets 10, 30, 100 ms: --fec target and gmiad against the cheapest fixed code in hindsight",
+            make: || Scenario::RobustnessTunnel(Box::default()),
         },
         Builtin {
             name: "miyoshi",
@@ -201,6 +212,7 @@ impl Scenario {
             Self::Dyck(_) => "dyck",
             Self::Geneva(_) => "geneva",
             Self::Tunnel(_) => "tunnel",
+            Self::RobustnessTunnel(_) => "robustness-tunnel",
             Self::Miyoshi(_) => "miyoshi",
             Self::Leigh(_) => "leigh",
             Self::Bulk(_) => "bulk",
@@ -258,6 +270,7 @@ impl Scenario {
             Self::Dyck(s) => s.validate(),
             Self::Geneva(s) => s.validate(),
             Self::Tunnel(s) => s.validate(),
+            Self::RobustnessTunnel(s) => s.validate(),
             Self::Miyoshi(s) => s.validate(),
             Self::Leigh(s) => s.validate(),
             Self::Bulk(s) => s.validate(),
@@ -275,6 +288,7 @@ impl Scenario {
             Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
             Self::Geneva(s) => Duration::from_nanos(s.total_runs()),
             Self::Tunnel(s) => Duration::from_nanos(s.total_runs()),
+            Self::RobustnessTunnel(s) => Duration::from_nanos(s.total_runs()),
             Self::Miyoshi(s) => Duration::from_nanos(s.total_work()),
             Self::Leigh(s) => Duration::from_nanos(s.total_runs()),
             Self::Bulk(s) => Duration::from_nanos(s.total_runs()),
@@ -291,6 +305,7 @@ impl Scenario {
             Self::Dyck(_)
             | Self::Geneva(_)
             | Self::Tunnel(_)
+            | Self::RobustnessTunnel(_)
             | Self::Miyoshi(_)
             | Self::Leigh(_)
             | Self::Bulk(_)
@@ -312,6 +327,7 @@ impl Scenario {
             Self::Dyck(s) => s.run(seed, progress),
             Self::Geneva(s) => s.run(seed, progress),
             Self::Tunnel(s) => s.run(seed, progress),
+            Self::RobustnessTunnel(s) => s.run(seed, progress),
             Self::Miyoshi(s) => s.run(seed, progress),
             Self::Leigh(s) => s.run(seed, progress),
             Self::Bulk(s) => s.run(seed, progress),

@@ -54,10 +54,21 @@ pub struct TunnelSetting {
     /// A short block closes this long after its first datagram (`--block-wait`).
     #[serde(with = "serde_duration")]
     pub block_wait: Duration,
+    /// With `fec = "target"`: the residual loss asked for (`--target-loss`;
+    /// default 0.1%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_loss: Option<f64>,
+    /// With `fec = "target"`: the delay budget (`--max-delay`; default 30 ms).
+    #[serde(
+        default,
+        with = "serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_delay: Option<Duration>,
 }
 
 impl TunnelSetting {
-    fn new(name: &str, fec: ControllerKind, k: usize, block_wait_ms: u64) -> Self {
+    pub(super) fn new(name: &str, fec: ControllerKind, k: usize, block_wait_ms: u64) -> Self {
         Self {
             name: name.to_owned(),
             fec,
@@ -65,6 +76,19 @@ impl TunnelSetting {
             fwnd_min: None,
             fwnd_max: None,
             block_wait: Duration::from_millis(block_wait_ms),
+            target_loss: None,
+            max_delay: None,
+        }
+    }
+
+    /// `--fec target --target-loss TARGET --max-delay BUDGET`, as
+    /// `groupwire tunnel` runs it (the controller bounds the block's wait).
+    pub(super) fn target(name: &str, target: f64, budget: Duration) -> Self {
+        Self {
+            target_loss: Some(target),
+            max_delay: Some(budget),
+            block_wait: budget,
+            ..Self::new(name, ControllerKind::Target, 20, 0)
         }
     }
 
@@ -73,6 +97,10 @@ impl TunnelSetting {
         let mut cfg = TunnelConfig::new(peer, self.k);
         cfg.sender.controller = self.fec.into();
         cfg.sender.max_block_wait = Some(self.block_wait);
+        if let Some(t) = cfg.sender.controller.target_mut() {
+            t.target = self.target_loss.unwrap_or(t.target);
+            t.max_delay = self.max_delay.unwrap_or(t.max_delay);
+        }
         if let Some(g) = cfg.sender.controller.gmiad_mut() {
             g.fwnd_min = self.fwnd_min.unwrap_or(g.fwnd_min);
         }
@@ -180,26 +208,45 @@ impl Default for TunnelScenario {
                 ),
                 long_threshold,
                 long_predictive,
+                TunnelSetting::target(
+                    "target, tunnel defaults (0.1% within 30 ms)",
+                    0.001,
+                    Duration::from_millis(30),
+                ),
+                TunnelSetting::target(
+                    "target 0.1% within 100 ms",
+                    0.001,
+                    Duration::from_millis(100),
+                ),
             ],
         }
     }
 }
 
 /// What one setting's run measured.
-struct Run {
-    link_loss: f64,
-    residual: f64,
-    overhead: f64,
-    mean_fwnd: f64,
-    short_blocks: u64,
-    blocks: u64,
-    rebuilt: u64,
-    added: LatencyStats,
-    one_way: LatencyStats,
-    fwnd: TimeSeries,
+pub(super) struct Run {
+    pub(super) link_loss: f64,
+    pub(super) residual: f64,
+    pub(super) overhead: f64,
+    pub(super) mean_fwnd: f64,
+    /// Source datagrams per block, on average.
+    pub(super) mean_k: f64,
+    pub(super) short_blocks: u64,
+    pub(super) blocks: u64,
+    pub(super) rebuilt: u64,
+    /// Blocks sent with a code the target controller expected to miss.
+    pub(super) unmet_blocks: u64,
+    pub(super) added: LatencyStats,
+    pub(super) one_way: LatencyStats,
+    /// One-way latency of every distinct datagram delivered, in
+    /// microseconds, in delivery order (for delays past a budget).
+    pub(super) latencies_us: Vec<u64>,
+    /// Datagrams the application sent.
+    pub(super) sent: u64,
+    pub(super) fwnd: TimeSeries,
     /// The receiving application's view, one-way on the simulator's clock.
-    channel: ChannelSnapshot,
-    events: u64,
+    pub(super) channel: ChannelSnapshot,
+    pub(super) events: u64,
 }
 
 impl TunnelScenario {
@@ -249,7 +296,9 @@ impl TunnelScenario {
         Ok(())
     }
 
-    fn run_one(
+    /// One setting's run with `seed`: the machinery `robustness-tunnel`
+    /// reuses per cell.
+    pub(super) fn run_one(
         &self,
         seed: u64,
         s: &TunnelSetting,
@@ -325,6 +374,7 @@ impl TunnelScenario {
         let mut seen = vec![false; n as usize];
         let (mut added, mut one_way) = (LatencyStats::new(), LatencyStats::new());
         let mut unique = 0u64;
+        let mut latencies_us = Vec::new();
         let mut meter = ChannelMeter::new(s.name.clone(), LatencyKind::OneWay, Instant::ZERO);
         for (at, TunnelDelivery { payload, recovered }) in &rx_node.events {
             let Some(i) = payload
@@ -341,6 +391,7 @@ impl TunnelScenario {
             unique += 1;
             let latency = at.saturating_duration_since(msgs[i as usize].at);
             one_way.record(latency);
+            latencies_us.push(latency.as_micros() as u64);
             if let Some(d) = recovered {
                 added.record(*d);
             }
@@ -370,11 +421,15 @@ impl TunnelScenario {
             residual: 1.0 - unique as f64 / n.max(1) as f64,
             overhead: if bare > 0.0 { wire / bare - 1.0 } else { 0.0 },
             mean_fwnd: ratio(tx.sender.fwnd_sum, tx.sender.blocks),
+            mean_k: ratio(tx.sender.source_sent, tx.sender.blocks),
             short_blocks: tx.sender.short_blocks,
             blocks: tx.sender.blocks,
             rebuilt: rx.receiver.recovered,
+            unmet_blocks: tx.sender.unmet_blocks,
             added,
             one_way,
+            latencies_us,
+            sent: n,
             fwnd,
             channel,
             events: sim.stats().events,
@@ -403,6 +458,7 @@ impl TunnelScenario {
                 json!(r.link_loss),
                 json!(r.residual),
                 json!(r.overhead),
+                json!(r.mean_k),
                 json!(r.mean_fwnd),
                 json!(r.short_blocks),
                 json!(r.blocks),
@@ -444,6 +500,7 @@ impl TunnelScenario {
                     "link_loss",
                     "residual",
                     "overhead",
+                    "mean_k",
                     "mean_fwnd",
                     "short_blocks",
                     "blocks",
