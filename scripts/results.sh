@@ -101,7 +101,9 @@ if selected tcp-dumbbell; then
   result tcp-dumbbell \
 "The README's main job: ten TCP NewReno/SACK flows through a 100 Mbit/s
 drop-tail bottleneck (RTT 20 ms, queue min(BDP, 2048) packets), measured
-after a 5 s warm-up." \
+after a 5 s warm-up. The queue plot's 100 ms samples are too far apart to
+show the queue's sawtooth; the queue_fine plot samples it every 1 ms for
+the first second after the warm-up (\`queue_zoom\`)." \
     tcp-dumbbell --seed 1
 fi
 
