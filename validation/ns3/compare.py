@@ -76,6 +76,18 @@ EXPLAINED = {
     ),
 }
 
+CBR_INTRO = (
+    "Issue 15, item 6: constant-bit-rate UDP flows (one 1500-byte IP packet every "
+    "interval, exactly periodic on both sides) share the drop-tail bottleneck with N "
+    "TCP flows. With exact send times a CBR flow's period locks into phase with the "
+    "ACK-clocked TCP arrivals and the queue, so one run's CBR loss is a point on a "
+    "sawtooth over the bottleneck rate (the rate table below), and single flows of one "
+    "run differ by an order of magnitude. Both simulators are therefore run over a "
+    "small sweep of the bottleneck rate (a few 0.25 Mbit/s steps) and compared on the "
+    "pooled runs. `run.sh` runs these cells (`CBR_*` knobs); ns-3's runs are committed "
+    "in `validation/ns3/reference/ns3_cbr_*.json`."
+)
+
 SEED_NOISE_TEXT = (
     "**Seed noise.** {inside_text}ns-3's own seed spread for this metric is "
     "{ns_spread} ({ns_min}–{ns_max}), larger than or comparable to the difference "
@@ -112,9 +124,24 @@ def load(dirs):
             if sim not in ("ns-3", "groupwire"):
                 print(f"compare.py: skipping {path}: simulator={sim!r}", file=sys.stderr)
                 continue
+            seed = int(obj.get("seed", 1))
+            if int(obj.get("cbr_flows", 0) or 0) > 0:
+                # CBR cells: grouped over the bottleneck-rate sweep.
+                key = (
+                    "cbr",
+                    float(obj["rtt_ms"]),
+                    int(obj["flows"]),
+                    int(obj["cbr_flows"]),
+                    int(obj["cbr_rate_bps"]),
+                )
+                variant = sim
+                if sim == "groupwire" and num(obj.get("send_jitter_s")) and obj["send_jitter_s"] > 0:
+                    variant = "groupwire+jitter"
+                runs = cells.setdefault(key, {}).setdefault(variant, {})
+                runs[(int(obj["rate_bps"]), seed)] = obj
+                continue
             kind = "speed" if "speed" in name else "grid"
             key = (kind, int(obj["rate_bps"]), float(obj["rtt_ms"]), int(obj["flows"]))
-            seed = int(obj.get("seed", 1))
             cells.setdefault(key, {}).setdefault(sim, {})[seed] = obj
     return cells
 
@@ -402,6 +429,137 @@ def speed_table(cells):
     return "\n".join(out + [""] + notes) + "\n"
 
 
+CBR_THRESHOLD = 0.15  # the issue's bar for CBR cells once phases are averaged
+
+CBR_METRICS = (
+    # key, label, scale, format
+    ("cbr_loss_rate", "CBR loss (%)", 100.0, ".3f"),
+    ("cbr_mean_loss_run", "CBR mean loss run", 1.0, ".3f"),
+    ("bottleneck_loss_rate", "Bottleneck loss (%)", 100.0, ".3f"),
+    ("throughput_bps", "TCP goodput (Mbit/s)", 1e-6, ".1f"),
+    ("jain_fairness", "Jain (TCP)", 1.0, ".3f"),
+)
+
+
+def cbr_values(runs, key, scale):
+    return [o[key] * scale for _, o in sorted(runs.items()) if num(o.get(key))]
+
+
+def cbr_tables(cells):
+    keys = sorted(k for k in cells if k[0] == "cbr")
+    if not keys:
+        return None
+    out = []
+    out.append(
+        "Each row pools every run of a cell: all bottleneck rates of the sweep and all "
+        "seeds (`runs`). Cells show the mean over runs and, in parentheses, the min–max "
+        "over runs; ⚠ marks a groupwire/ns-3 ratio of the means outside "
+        f"1 ± {CBR_THRESHOLD:.0%}. CBR loss is the CBR flows' datagrams dropped at the "
+        "bottleneck over those offered, in the measurement window; the per-flow column "
+        "is the range over single flows and runs of each flow's own loss rate.\n"
+    )
+    head = "| RTT | TCP flows | CBR flows | Runs ns-3/gw "
+    for _, label, _, _ in CBR_METRICS:
+        head += f"| {label} ns-3 | {label} gw | gw/ns-3 "
+    head += "| Per-flow CBR loss (%) ns-3 | Per-flow CBR loss (%) gw | Flags |"
+    out.append(head)
+    out.append("|" + "---|" * (4 + 3 * len(CBR_METRICS) + 3))
+    for key in keys:
+        _, rtt, flows, ncbr, cbr_bps = key
+        ns = cells[key].get("ns-3") or {}
+        gw = cells[key].get("groupwire") or {}
+        row = f"| {rtt:g} ms | {flows} | {ncbr} × {rate_str(cbr_bps)} | {len(ns)}/{len(gw)} "
+        flags = []
+        for mkey, _, scale, spec in CBR_METRICS:
+            s_ns, s_gw = Stat(cbr_values(ns, mkey, scale)), Stat(cbr_values(gw, mkey, scale))
+            r = ratio(s_gw.mean, s_ns.mean)
+            row += f"| {s_ns.cell(spec)} | {s_gw.cell(spec)} | {fmt_ratio(r)} "
+            if r is not None and (math.isinf(r) or abs(r - 1.0) > CBR_THRESHOLD):
+                flags.append(mkey.replace("_", " "))
+        for runs in (ns, gw):
+            pf = [x * 100 for o in runs.values() for x in (o.get("per_flow_cbr_loss") or []) if num(x)]
+            row += f"| {fmt(min(pf), '.2f') if pf else '—'}–{fmt(max(pf), '.2f') if pf else '—'} "
+        if not ns:
+            flags.append("no ns-3 result")
+        if not gw:
+            flags.append("no groupwire result")
+        row += f"| {('⚠ ' + ', '.join(flags)) if flags else 'ok'} |"
+        out.append(row)
+    out.append("")
+
+    # The sawtooth: CBR loss per bottleneck rate, mean over seeds.
+    out.append("### CBR loss over the bottleneck rate (the sawtooth)\n")
+    out.append(
+        "CBR loss (%) per bottleneck rate of the sweep, mean over seeds. One deterministic "
+        "run is one point of this row; the rows above average over it.\n"
+    )
+    rates = sorted({r for key in keys for v in cells[key].values() for (r, _) in v})
+    out.append(
+        "| TCP flows | Simulator | "
+        + " | ".join(f"{r / 1e6:.2f}" for r in rates)
+        + " | max/min |"
+    )
+    out.append("|" + "---|" * (3 + len(rates)))
+    for key in keys:
+        _, rtt, flows, _, _ = key
+        for sim in ("ns-3", "groupwire"):
+            runs = cells[key].get(sim) or {}
+            if not runs:
+                continue
+            vals = []
+            for r in rates:
+                xs = [o["cbr_loss_rate"] * 100 for (rr, _), o in runs.items()
+                      if rr == r and num(o.get("cbr_loss_rate"))]
+                vals.append(statistics.fmean(xs) if xs else None)
+            have = [v for v in vals if v is not None]
+            spread = (max(have) / min(have)) if have and min(have) > 0 else None
+            out.append(
+                f"| {flows} | {sim} | "
+                + " | ".join(fmt(v, ".3f") for v in vals)
+                + f" | {fmt(spread, '.2f')} |"
+            )
+    out.append("")
+
+    # groupwire with send-time jitter at one rate, several seeds.
+    jit = [k for k in keys if cells[k].get("groupwire+jitter")]
+    if jit:
+        out.append("### groupwire with host send-time jitter, one rate\n")
+        out.append(
+            "groupwire alone at one bottleneck rate with `send_jitter` (every host's "
+            "packets leave it up to that much later, uniformly, in order), mean and "
+            "min–max over seeds, against the rate-sweep means of the table above: the "
+            "jitter does the averaging within one run.\n"
+        )
+        out.append(
+            "| TCP flows | Rate (Mbit/s) | Jitter | Seeds | CBR loss (%) gw+jitter "
+            "| CBR loss (%) ns-3 sweep | gw+jitter / ns-3 sweep | CBR loss (%) gw sweep "
+            "| Per-flow CBR loss (%) gw+jitter | Bottleneck loss (%) gw+jitter | Flag |"
+        )
+        out.append("|" + "---|" * 11)
+        for key in jit:
+            _, rtt, flows, _, _ = key
+            runs = cells[key]["groupwire+jitter"]
+            s_j = Stat(cbr_values(runs, "cbr_loss_rate", 100.0))
+            s_ns = Stat(cbr_values(cells[key].get("ns-3") or {}, "cbr_loss_rate", 100.0))
+            s_gw = Stat(cbr_values(cells[key].get("groupwire") or {}, "cbr_loss_rate", 100.0))
+            s_b = Stat(cbr_values(runs, "bottleneck_loss_rate", 100.0))
+            r = ratio(s_j.mean, s_ns.mean)
+            pf = [x * 100 for o in runs.values() for x in (o.get("per_flow_cbr_loss") or []) if num(x)]
+            jitters = sorted({o["send_jitter_s"] for o in runs.values()})
+            rates_j = sorted({rr for (rr, _) in runs})
+            flag = "—" if r is None else ("⚠" if abs(r - 1.0) > CBR_THRESHOLD else "ok")
+            out.append(
+                f"| {flows} | {', '.join(f'{x / 1e6:.2f}' for x in rates_j)} "
+                f"| {', '.join(f'{j * 1e6:g} µs' for j in jitters)} | {len(runs)} "
+                f"| {s_j.cell('.3f')} | {fmt(s_ns.mean, '.3f')} | {fmt_ratio(r)} "
+                f"| {fmt(s_gw.mean, '.3f')} "
+                f"| {fmt(min(pf), '.2f') if pf else '—'}–{fmt(max(pf), '.2f') if pf else '—'} "
+                f"| {s_b.cell('.3f')} | {flag} |"
+            )
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stderr)
@@ -440,6 +598,11 @@ def main(argv):
         "kept there too, so regenerating the report keeps both.\n"
     )
     print(explanations(cells))
+    ct = cbr_tables(cells)
+    if ct:
+        print("## CBR flows beside TCP, phases averaged\n")
+        print(CBR_INTRO + "\n")
+        print(ct)
     print("## Speed\n")
     print(speed_table(cells))
     return 0

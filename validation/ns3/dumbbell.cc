@@ -11,7 +11,12 @@
 //
 // N long-lived TCP NewReno flows (BulkSendApplication, unlimited) start at
 // times drawn uniformly from [0, 1 s) with ns-3's RNG seeded from --seed.
-// Goodput, loss and fairness are measured in [warmup, duration).
+// Optionally (--cbrFlows=M) M constant-bit-rate UDP flows (UdpClient, one
+// 1500-byte IP packet every --cbrRate interval) share the bottleneck, each
+// from its own sender, starting at times drawn from the same stream after
+// the TCP flows' (as groupwire's tcp-dumbbell draws them). Goodput, loss and
+// fairness (TCP flows), and each CBR flow's loss rate and loss runs at the
+// bottleneck, are measured in [warmup, duration).
 //
 // The last line of stdout is one JSON object (see README.md); the lines
 // before it, prefixed with '#', document the effective configuration.
@@ -49,6 +54,63 @@ uint64_t g_bnDroppedTotal = 0;
 uint64_t g_otherDrops = 0; // any drop anywhere else (must stay 0)
 double g_warmupS = 0.0;
 
+// Per-CBR-flow bottleneck counters (measurement window). A packet's flow is
+// its sender: sender i has address 10.<i/256>.<i%256>.1, and senders
+// g_tcpFlows.. are the CBR ones.
+uint32_t g_tcpFlows = 0;
+struct CbrCounters
+{
+    uint64_t arrivals = 0; // enqueued + dropped
+    uint64_t drops = 0;
+    uint64_t runs = 0;     // maximal runs of consecutive drops of this flow
+    bool lastDropped = false;
+};
+std::vector<CbrCounters> g_cbr;
+
+// The CBR flow a bottleneck item belongs to, or -1.
+int
+CbrIndex(Ptr<const QueueDiscItem> item)
+{
+    if (g_cbr.empty())
+    {
+        return -1;
+    }
+    Ptr<const Ipv4QueueDiscItem> ip = DynamicCast<const Ipv4QueueDiscItem>(item);
+    if (!ip)
+    {
+        return -1;
+    }
+    uint8_t b[4];
+    ip->GetHeader().GetSource().Serialize(b);
+    const uint32_t sender = static_cast<uint32_t>(b[1]) * 256 + b[2];
+    if (b[0] != 10 || sender < g_tcpFlows || sender - g_tcpFlows >= g_cbr.size())
+    {
+        return -1;
+    }
+    return static_cast<int>(sender - g_tcpFlows);
+}
+
+void
+CbrArrival(Ptr<const QueueDiscItem> item, bool dropped)
+{
+    const int j = CbrIndex(item);
+    if (j < 0)
+    {
+        return;
+    }
+    CbrCounters& c = g_cbr[j];
+    ++c.arrivals;
+    if (dropped)
+    {
+        ++c.drops;
+        if (!c.lastDropped)
+        {
+            ++c.runs;
+        }
+    }
+    c.lastDropped = dropped;
+}
+
 bool
 InWindow()
 {
@@ -56,21 +118,23 @@ InWindow()
 }
 
 void
-BnEnqueue(Ptr<const QueueDiscItem>)
+BnEnqueue(Ptr<const QueueDiscItem> item)
 {
     if (InWindow())
     {
         ++g_bnEnqueued;
+        CbrArrival(item, false);
     }
 }
 
 void
-BnDrop(Ptr<const QueueDiscItem>)
+BnDrop(Ptr<const QueueDiscItem> item)
 {
     ++g_bnDroppedTotal;
     if (InWindow())
     {
         ++g_bnDropped;
+        CbrArrival(item, true);
     }
 }
 
@@ -198,6 +262,8 @@ main(int argc, char* argv[])
     uint64_t bufOverride = 0;
     std::string routing = "nix";
     bool tcpStats = false;
+    uint32_t cbrFlows = 0;
+    std::string cbrRateStr = "30Mbps";
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("rate", "Bottleneck rate (IP-level), e.g. 100Mbps, 1Gbps", rateStr);
@@ -224,14 +290,25 @@ main(int argc, char* argv[])
                  "Count retransmitted segments, timeouts and fast recoveries per flow "
                  "(adds retransmits, timeouts, fast_retransmits and per-flow arrays to the JSON)",
                  tcpStats);
+    cmd.AddValue("cbrFlows",
+                 "Constant-bit-rate UDP flows sharing the bottleneck (each from its own "
+                 "sender; adds per-flow UDP loss to the JSON)",
+                 cbrFlows);
+    cmd.AddValue("cbrRate",
+                 "Payload rate of each CBR flow (1472-byte UDP payloads, 1500-byte IP packets)",
+                 cbrRateStr);
     cmd.Parse(argc, argv);
 
     NS_ABORT_MSG_IF(flows == 0, "--flows must be >= 1");
+    NS_ABORT_MSG_IF(flows + cbrFlows > 256 * 100, "at most 25600 senders");
     NS_ABORT_MSG_IF(routing != "nix" && routing != "global", "--routing must be nix or global");
     NS_ABORT_MSG_IF(warmupS >= durationS, "--warmup must be < --duration");
     const double bnDelayMs = rttMs / 2.0 - 2.0 * accessDelayMs;
     NS_ABORT_MSG_IF(bnDelayMs < 0.0, "--rtt too small for the access delays");
     g_warmupS = warmupS;
+    g_tcpFlows = flows;
+    g_cbr.assign(cbrFlows, CbrCounters{});
+    const uint32_t pairs = flows + cbrFlows;
 
     const uint64_t rateBps = DataRate(rateStr).GetBitRate();
     const uint64_t accessBps = DataRate(accessRateStr).GetBitRate();
@@ -281,9 +358,9 @@ main(int argc, char* argv[])
     NodeContainer routers;
     routers.Create(2);
     NodeContainer senders;
-    senders.Create(flows);
+    senders.Create(pairs);
     NodeContainer receivers;
-    receivers.Create(flows);
+    receivers.Create(pairs);
 
     InternetStackHelper stack;
     Ipv4NixVectorHelper nix;
@@ -333,7 +410,7 @@ main(int argc, char* argv[])
     }
 
     std::vector<Ipv4Address> receiverAddrs;
-    for (uint32_t i = 0; i < flows; ++i)
+    for (uint32_t i = 0; i < pairs; ++i)
     {
         NetDeviceContainer left = access.Install(senders.Get(i), routers.Get(0));
         QueueDiscContainer leftQd = accessTc.Install(left);
@@ -394,6 +471,34 @@ main(int argc, char* argv[])
         }
     }
 
+    // CBR flows: UdpClient sends one packet per interval, exactly periodic
+    // (its SeqTsHeader is part of the 1472-byte payload). The interval is
+    // rounded up to whole nanoseconds, as groupwire's Bitrate::transmit_time.
+    const uint32_t cbrPayload = ipPacket - 28;
+    const uint64_t cbrRateBps = DataRate(cbrRateStr).GetBitRate();
+    NS_ABORT_MSG_IF(cbrFlows > 0 && cbrRateBps == 0, "--cbrRate must be positive");
+    const uint64_t cbrIntervalNs =
+        cbrRateBps ? (static_cast<uint64_t>(cbrPayload) * 8 * 1000000000ull + cbrRateBps - 1) /
+                         cbrRateBps
+                   : 0;
+    std::vector<double> cbrStarts;
+    for (uint32_t j = 0; j < cbrFlows; ++j)
+    {
+        const uint32_t i = flows + j;
+        const uint16_t cbrPort = 6000;
+        PacketSinkHelper sinkHelper("ns3::UdpSocketFactory",
+                                    InetSocketAddress(Ipv4Address::GetAny(), cbrPort));
+        sinkHelper.Install(receivers.Get(i)).Start(Seconds(0.0));
+        UdpClientHelper client(receiverAddrs[i], cbrPort);
+        client.SetAttribute("MaxPackets", UintegerValue(0xffffffffu));
+        client.SetAttribute("Interval", TimeValue(NanoSeconds(cbrIntervalNs)));
+        client.SetAttribute("PacketSize", UintegerValue(cbrPayload));
+        ApplicationContainer ca = client.Install(senders.Get(i));
+        const double t = startRv->GetValue();
+        cbrStarts.push_back(t);
+        ca.Start(Seconds(t));
+    }
+
     // ---- Measurement ----
     std::vector<uint64_t> rxAtWarmup(flows, 0);
     std::vector<uint64_t> rxAtEnd(flows, 0);
@@ -420,6 +525,11 @@ main(int argc, char* argv[])
     }() << "\n";
     std::cout << "# bdp_packets=" << bdpPackets << " queue_packets=" << queuePackets
               << " (FifoQueueDisc, device TxQueue 1p)\n";
+    if (cbrFlows > 0)
+    {
+        std::cout << "# cbr: " << cbrFlows << " UdpClient flows at " << cbrRateStr << " ("
+                  << cbrPayload << "-byte payloads, interval " << cbrIntervalNs << " ns)\n";
+    }
     for (const auto& a : std::vector<std::pair<std::string, std::string>>{
              {"ns3::TcpL4Protocol", "SocketType"},
              {"ns3::TcpL4Protocol", "RecoveryType"},
@@ -524,6 +634,29 @@ main(int argc, char* argv[])
         js << ",\"retransmits\":" << rtx << ",\"timeouts\":" << to
            << ",\"fast_retransmits\":" << fr << ",\"per_flow_timeouts\":[" << pfTo.str()
            << "],\"per_flow_retransmits\":[" << pfRtx.str() << "]";
+    }
+    if (cbrFlows > 0)
+    {
+        uint64_t arr = 0, drops = 0, runs = 0;
+        double lo = 1.0, hi = 0.0;
+        std::ostringstream pf;
+        for (uint32_t j = 0; j < cbrFlows; ++j)
+        {
+            const CbrCounters& c = g_cbr[j];
+            arr += c.arrivals;
+            drops += c.drops;
+            runs += c.runs;
+            const double r = c.arrivals ? static_cast<double>(c.drops) / c.arrivals : 0.0;
+            lo = std::min(lo, r);
+            hi = std::max(hi, r);
+            pf << (j ? "," : "") << Num(r);
+        }
+        js << ",\"cbr_flows\":" << cbrFlows << ",\"cbr_rate_bps\":" << cbrRateBps
+           << ",\"cbr_packets\":" << arr << ",\"cbr_lost\":" << drops
+           << ",\"cbr_loss_rate\":" << Num(arr ? static_cast<double>(drops) / arr : 0.0)
+           << ",\"cbr_loss_rate_min\":" << Num(lo) << ",\"cbr_loss_rate_max\":" << Num(hi)
+           << ",\"cbr_mean_loss_run\":" << Num(runs ? static_cast<double>(drops) / runs : 0.0)
+           << ",\"per_flow_cbr_loss\":[" << pf.str() << "]";
     }
     js << "}";
     std::cout << js.str() << std::endl;

@@ -56,6 +56,14 @@ pub struct DumbbellConfig {
     pub queue: QueueLimit,
     /// Extra loss on the forward bottleneck (none in the paper).
     pub loss: LossModel,
+    /// Send-time jitter of every host (zero: none). Each packet a sender or
+    /// receiver sends leaves it after an extra delay drawn uniformly from
+    /// `[0, host_jitter]`, in order (a packet never overtakes the one ahead
+    /// of it): the jitter of the host's uplink ([`LinkConfig::jitter`]).
+    /// The paper's hosts (and ns-3's) send at exact times; real hosts do
+    /// not, and exact times lock periodic sources into phase with the
+    /// bottleneck (see `tcp-dumbbell`'s `send_jitter`).
+    pub host_jitter: Duration,
 }
 
 impl DumbbellConfig {
@@ -99,10 +107,13 @@ impl Dumbbell {
         let access = LinkConfig::new()
             .rate(cfg.access_rate)
             .latency(cfg.access_delay);
+        // A host's own uplink carries its send-time jitter; the routers'
+        // downlinks do not jitter.
+        let uplink = access.clone().jitter(cfg.host_jitter);
         for (i, (&l, &r)) in left.iter().zip(right).enumerate() {
-            let l_up = sim.add_link(format!("left-{i}-up"), access.clone())?;
+            let l_up = sim.add_link(format!("left-{i}-up"), uplink.clone())?;
             let l_down = sim.add_link(format!("left-{i}-down"), access.clone())?;
-            let r_up = sim.add_link(format!("right-{i}-up"), access.clone())?;
+            let r_up = sim.add_link(format!("right-{i}-up"), uplink.clone())?;
             let r_down = sim.add_link(format!("right-{i}-down"), access.clone())?;
             sim.add_route(l, r, vec![l_up, bottleneck, r_down]);
             sim.add_route(r, l, vec![r_up, bottleneck_rev, l_down]);

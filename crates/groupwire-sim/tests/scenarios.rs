@@ -448,3 +448,134 @@ fn scenarios_take_time_varying_links() {
         "seed {seed}: a schedule is as deterministic as a fixed link"
     );
 }
+
+/// Two CBR flows alone on a bottleneck they overload by a fifth (no TCP):
+/// the drop-tail queue stays full and every datagram that arrives while it
+/// is full is dropped.
+fn overloaded_by_two_cbr_flows(jitter: &str) -> Scenario {
+    let mut s = Scenario::builtin("tcp-dumbbell").unwrap();
+    for (k, v) in [
+        ("flows", "0"),
+        ("cbr_flows", "2"),
+        ("cbr_rate", "6Mbps"),
+        ("bottleneck_rate", "10Mbps"),
+        ("queue", "20"),
+        ("duration", "4s"),
+        ("warmup", "1s"),
+        ("send_jitter", jitter),
+    ] {
+        s.set(k, v).unwrap();
+    }
+    s
+}
+
+fn cbr_flow_losses(r: &Report) -> Vec<f64> {
+    r.summary["per_flow_cbr_loss"]
+        .as_array()
+        .expect("per-flow CBR loss")
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn send_jitter_is_seeded_and_changes_the_run() {
+    let mut s = small_mixed_dumbbell();
+    s.set("send_jitter", "50us").unwrap();
+    let seed = seed(11);
+    let a = serde_json::to_string(&run(&s, seed)).unwrap();
+    let b = serde_json::to_string(&run(&s, seed)).unwrap();
+    assert!(a == b, "seed {seed}: two jittered runs differ");
+    let plain = serde_json::to_string(&run(&small_mixed_dumbbell(), seed)).unwrap();
+    assert_ne!(a, plain, "seed {seed}: jitter should change the run");
+    assert!(a.contains("send_jitter_s"), "the summary names the jitter");
+}
+
+#[test]
+fn exact_send_times_lock_the_loss_onto_one_flow_and_jitter_unlocks_it() {
+    // Without jitter the two flows' periods are identical, so one flow's
+    // datagrams always reach the full queue just after the other's and the
+    // same flow loses (nearly) every time: the phase, not the protocol,
+    // decides who loses. A few packet times of jitter (one 1500-byte
+    // packet is 1.2 ms at 10 Mbit/s) shares the loss evenly. Each flow
+    // offers 6 Mbit/s of payload in 1500-byte packets (6.11 Mbit/s on the
+    // wire), so together they lose 1 - 10 / 12.23 = 18.2%.
+    let seed = seed(3);
+    let locked = cbr_flow_losses(&run(&overloaded_by_two_cbr_flows("0s"), seed));
+    let free = cbr_flow_losses(&run(&overloaded_by_two_cbr_flows("5ms"), seed));
+    let gap = |l: &[f64]| (l[0] - l[1]).abs();
+    assert!(
+        gap(&locked) > 0.1,
+        "seed {seed}: exact times should lock the loss onto one flow: {locked:?}"
+    );
+    assert!(
+        gap(&free) < 0.03,
+        "seed {seed}: jitter should share the loss: {free:?}"
+    );
+    for l in [&locked, &free] {
+        let mean = (l[0] + l[1]) / 2.0;
+        assert!((mean - 0.182).abs() < 0.01, "seed {seed}: {l:?}");
+    }
+}
+
+#[test]
+fn seeds_average_runs_with_different_phases() {
+    let mut s = overloaded_by_two_cbr_flows("0s");
+    let seed = seed(3);
+    let singles: Vec<Report> = (0..3).map(|k| run(&s, seed + k)).collect();
+    // Each seed draws its own start times, so the phase differs.
+    let losses: Vec<Vec<f64>> = singles.iter().map(cbr_flow_losses).collect();
+    assert!(
+        losses.windows(2).any(|w| w[0] != w[1]),
+        "seed {seed}: start phases should differ between seeds: {losses:?}"
+    );
+    s.set("seeds", "3").unwrap();
+    let merged = run(&s, seed);
+    let mean = |k: &str| {
+        singles
+            .iter()
+            .map(|r| r.summary[k].as_f64().unwrap())
+            .sum::<f64>()
+            / 3.0
+    };
+    for k in ["cbr_loss_rate", "cbr_loss_rate_max", "bottleneck_loss_rate"] {
+        let got = merged.summary[k].as_f64().unwrap();
+        assert!((got - mean(k)).abs() < 1e-12, "{k}: {got} vs {}", mean(k));
+    }
+    let lo = merged.summary["cbr_loss_rate_min_min"].as_f64().unwrap();
+    let single_lo = singles
+        .iter()
+        .map(|r| r.summary["cbr_loss_rate_min"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(lo, single_lo);
+    let table = merged.tables.iter().find(|t| t.file == "seeds").unwrap();
+    assert_eq!(table.rows.len(), 3);
+    assert_eq!(merged.summary["seeds"], 3);
+    // Same seed, same merged output.
+    let again = run(&s, seed);
+    assert_eq!(
+        serde_json::to_string(&merged).unwrap(),
+        serde_json::to_string(&again).unwrap()
+    );
+}
+
+#[test]
+fn the_queue_is_sampled_every_millisecond_after_warm_up() {
+    let mut s = overloaded_by_two_cbr_flows("0s");
+    s.set("queue_zoom", "500ms").unwrap();
+    let r = run(&s, seed(1));
+    let plot = r.plots.iter().find(|p| p.file == "queue_fine").unwrap();
+    let pts = &plot.series[0].points;
+    assert_eq!(pts.len(), 501, "every 1 ms in [1 s, 1.5 s]");
+    assert!((pts[0].0 - 1.0).abs() < 1e-9 && (pts[500].0 - 1.5).abs() < 1e-9);
+    // Overloaded: the queue stays within a couple of packets of full (20),
+    // and the fine samples see it move by the packet.
+    assert!(
+        pts.iter().all(|&(_, q)| (17.0..=20.0).contains(&q)),
+        "{pts:?}"
+    );
+    assert!(pts.iter().any(|&(_, q)| q == 20.0) && pts.iter().any(|&(_, q)| q < 20.0));
+    s.set("queue_zoom", "0s").unwrap();
+    let r = run(&s, seed(1));
+    assert!(r.plots.iter().all(|p| p.file != "queue_fine"));
+}

@@ -514,6 +514,7 @@ impl Bulk {
             access_delay: Duration::from_micros(100),
             queue: QueueLimit::Packets(self.queue),
             loss: self.path_loss.clone(),
+            host_jitter: Duration::ZERO,
         };
         let size = self.size.as_bytes();
         Setting {
@@ -540,6 +541,7 @@ impl Bulk {
             } else {
                 LossModel::Bernoulli { p: loss }
             },
+            host_jitter: Duration::ZERO,
         };
         let size = self.lfn_size.as_bytes();
         // Loss slows TCP far below its window's rate: give it the whole horizon.

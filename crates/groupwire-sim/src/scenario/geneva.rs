@@ -103,6 +103,14 @@ pub struct Geneva {
     /// Trace resolution (the paper averages link loss over RTTmin).
     #[serde(with = "serde_duration")]
     pub sample_interval: Duration,
+    /// Send-time jitter of every host (default 0: exact send times, as in
+    /// the paper's ns-3 runs): each packet leaves its host up to this much
+    /// later, in order. A few tens of microseconds break the phase locking
+    /// of the streams' exact periods with the drop-tail queue, which makes
+    /// one run's stream loss a point on a sawtooth (see `tcp-dumbbell`'s
+    /// `send_jitter` and docs/results/ns3-validation.md).
+    #[serde(with = "serde_duration")]
+    pub send_jitter: Duration,
 }
 
 impl Default for Geneva {
@@ -128,6 +136,7 @@ impl Default for Geneva {
             max_wait: Duration::from_millis(150),
             tcp_min_rto: TcpConfig::default().min_rto,
             traced_streams: 3,
+            send_jitter: Duration::ZERO,
             sample_interval: Duration::from_millis(100),
         }
     }
@@ -343,6 +352,7 @@ impl Geneva {
             access_delay: self.access_delay,
             queue: self.queue_limit(),
             loss: groupwire_link::loss::LossModel::None,
+            host_jitter: self.send_jitter,
         };
         let bell = Dumbbell::build(&mut sim, &topo, &left, &right)?;
 

@@ -253,6 +253,7 @@ impl Leigh {
             access_delay: Duration::from_micros(100),
             queue: QueueLimit::Packets(self.queue),
             loss: self.path_loss.clone(),
+            host_jitter: Duration::ZERO,
         }
     }
 

@@ -282,7 +282,7 @@ impl Scenario {
     /// time, or for scenarios without time a count (packets drawn, as nanoseconds).
     pub fn duration(&self) -> Duration {
         match self {
-            Self::TcpDumbbell(s) => s.duration,
+            Self::TcpDumbbell(s) => s.total_duration(),
             Self::LinkModels(s) => Duration::from_nanos(s.total_packets()),
             Self::AwarenessPath(s) => s.duration,
             Self::Dyck(s) => Duration::from_nanos(s.total_runs()),
