@@ -206,8 +206,10 @@ pub struct TcpDumbbell {
     /// phase with the drop-tail queue, so the CBR loss of one run is a point
     /// on a sawtooth over the bottleneck rate (issue 15: 0.2-1.3% within
     /// 1.25 Mbit/s at 1 Gbit/s); tens of microseconds of jitter (a few
-    /// packet times of the bottleneck) average over that phase. Beyond the
-    /// GENEVA paper, whose ns-3 hosts send at exact times.
+    /// packet times of the bottleneck) break that locking, though they also
+    /// change the loss (20 us gave less CBR loss than the rate-sweep mean:
+    /// docs/results/ns3-validation.md). Beyond the GENEVA paper, whose ns-3
+    /// hosts send at exact times.
     #[serde(with = "serde_duration")]
     pub send_jitter: Duration,
     /// Runs with seeds `seed`, `seed + 1`, ... `seed + seeds - 1`; each seed
