@@ -1144,7 +1144,7 @@ fn robust_controller_starts_from_what_the_loss_needs_without_overshoot() {
     // MER is half the band's floor). Bernoulli q is Gilbert (q, 1 - q),
     // MER(k) = q^k; Gilbert
     // with loss rate π and continuation c: MER(k) = π c^(k-1).
-    let cases: [((f64, f64), (f64, f64), f64); 4] = [
+    let cases = [
         ((0.10, 0.9), (0.05, 0.06), 2.0),   // Bernoulli 10%: 1%
         ((0.25, 0.75), (0.01, 0.02), 4.0),  // Bernoulli 25%: 0.4%
         ((0.0556, 0.5), (0.05, 0.06), 3.0), // 10%, bursts of 2: 2.5%
