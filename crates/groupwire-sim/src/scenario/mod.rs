@@ -15,6 +15,7 @@ mod leigh_fig3;
 mod leigh_fig4;
 mod link_models;
 mod miyoshi;
+mod robustness_afec;
 mod tcp_dumbbell;
 mod tunnel;
 
@@ -31,6 +32,7 @@ pub use self::leigh::Leigh;
 pub use self::leigh_fig3::{LeighDiffServ, Variant as LeighDiffServVariant};
 pub use self::link_models::LinkModels;
 pub use self::miyoshi::Miyoshi;
+pub use self::robustness_afec::RobustnessAfec;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
 
@@ -63,6 +65,9 @@ pub enum Scenario {
     /// UDP (Figure 6) against TCP, and the paper's 45 Mbit/s x 150 ms LFN
     /// example with parallel TCP striping.
     Bulk(Box<Bulk>),
+    /// Issue 15's channel-family bench for AFEC: every controller against
+    /// the cheapest fixed code set size that meets each band.
+    RobustnessAfec(Box<RobustnessAfec>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -123,6 +128,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "bulk",
             about: "bulk data over a long fat network: Leigh et al.'s Figure 6, Reliable Blast UDP moving 50 MB at 20-90 Mbit/s over 100 Mbit/s and 150 ms with competing traffic (fixed and adaptive rate), against TCP with a default and a BDP window (part fig6); and the paper's 45 Mbit/s x 150 ms LFN example: TCP with a 64 KiB and a BDP window, striped TCP over 2, 4, 8 streams and RBUDP, at 0, 0.1% and 1% random loss (part lfn)",
             make: || Scenario::Bulk(Box::default()),
+        },
+        Builtin {
+            name: "robustness-afec",
+            about: "issue 15's channel family for AFEC: afec, afec-frac, afec-pred and afec-robust on Bernoulli, Gilbert, Gilbert-Elliott and time-varying channels with 4 MER bands at 256 and 56 kbit/s, each against the cheapest fixed code set size that meets the band",
+            make: || Scenario::RobustnessAfec(Box::default()),
         },
     ]
 }
@@ -193,6 +203,7 @@ impl Scenario {
             Self::Miyoshi(_) => "miyoshi",
             Self::Leigh(_) => "leigh",
             Self::Bulk(_) => "bulk",
+            Self::RobustnessAfec(_) => "robustness-afec",
         }
     }
 
@@ -249,6 +260,7 @@ impl Scenario {
             Self::Miyoshi(s) => s.validate(),
             Self::Leigh(s) => s.validate(),
             Self::Bulk(s) => s.validate(),
+            Self::RobustnessAfec(s) => s.validate(),
         }
     }
 
@@ -265,6 +277,7 @@ impl Scenario {
             Self::Miyoshi(s) => Duration::from_nanos(s.total_work()),
             Self::Leigh(s) => Duration::from_nanos(s.total_runs()),
             Self::Bulk(s) => Duration::from_nanos(s.total_runs()),
+            Self::RobustnessAfec(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -279,7 +292,8 @@ impl Scenario {
             | Self::Tunnel(_)
             | Self::Miyoshi(_)
             | Self::Leigh(_)
-            | Self::Bulk(_) => ProgressUnit::Count,
+            | Self::Bulk(_)
+            | Self::RobustnessAfec(_) => ProgressUnit::Count,
         }
     }
 
@@ -300,6 +314,7 @@ impl Scenario {
             Self::Miyoshi(s) => s.run(seed, progress),
             Self::Leigh(s) => s.run(seed, progress),
             Self::Bulk(s) => s.run(seed, progress),
+            Self::RobustnessAfec(s) => s.run(seed, progress),
         }
     }
 }
