@@ -109,7 +109,8 @@ pub(crate) struct SendArgs {
     bind: Option<SocketAddr>,
     /// udp (each message once), fec-N (each message in N packets, N may be
     /// fractional), afec (adaptive, whole steps), afec-frac (adaptive,
-    /// steps of 0.1), afec-pred (adaptive, predicted from the loss runs);
+    /// steps of 0.1), afec-pred (adaptive, predicted from the loss runs),
+    /// afec-robust (predicted, with change detection and no overshoot);
     /// or XOR parity: xor:N (one parity per N messages, rebuilds 1 loss
     /// in N), xor:LxD (a parity per row of L and per column of D, rebuilds
     /// bursts up to L), xor:LxD:col (columns only).
@@ -209,7 +210,7 @@ pub(crate) struct RecvArgs {
     /// Address to receive on.
     #[arg(long, value_name = "ADDR")]
     bind: SocketAddr,
-    /// The receiver's controller: afec, afec-frac or afec-pred adapt; udp
+    /// The receiver's controller: afec, afec-frac, afec-pred or afec-robust adapt; udp
     /// and fec-N never ask the sender for a change. xor:N, xor:LxD,
     /// xor:LxD:col: the sender's XOR parity layout (no controller).
     #[arg(long, default_value = "afec-frac")]
@@ -254,7 +255,7 @@ pub(crate) fn run(cmd: AwarenessCommand) -> anyhow::Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Protocol {
     /// The AFEC endpoint in one of its schemes (`udp`, `fec-N`, `afec`,
-    /// `afec-frac`, `afec-pred`).
+    /// `afec-frac`, `afec-pred`, `afec-robust`).
     Afec(Scheme),
     /// RTP media with XOR parity (`xor:N`, `xor:LxD`, `xor:LxD:col`).
     Xor(XorLayout),

@@ -38,6 +38,14 @@ pub enum Step {
     /// request instead of a step per gate, and only when the prediction for
     /// the size in force leaves the band.
     Predictive,
+    /// Beyond the paper: [`Step::Predictive`] made to hold any band on any
+    /// channel (see the `robust` module's docs in the source): loss runs
+    /// weighted toward recent packets and shrunk toward a fitted Gilbert
+    /// model, a change test (CUSUM on how runs start and go on) that
+    /// forgets the old channel at once, and a goal corrected by the
+    /// window's MER but bounded, so the size never goes above what the
+    /// measured loss process needs for half the band's floor.
+    Robust,
 }
 
 /// How an endpoint puts AFEC on the wire. Receiving, an endpoint reads
@@ -225,7 +233,7 @@ pub struct AfecConfig {
     /// Period of the MER check (the paper's "timed FEC control thread").
     pub check_interval: Duration,
     /// Packets per remote sender whose loss pattern the predictive
-    /// controller replays ([`Step::Predictive`]).
+    /// controllers replay ([`Step::Predictive`], [`Step::Robust`]).
     pub packet_window: usize,
     /// Silence after the last message that ends a cluster and starts the flush.
     pub flush_after: Duration,
@@ -425,7 +433,8 @@ pub struct ConfigError {
 
 /// A named redundancy scheme, as users and experiments pick one: `udp`,
 /// `fec-N`, `afec` (the paper's integer NAK/INC), `afec-frac` (fractional
-/// steps of [`Scheme::FRACTIONAL_STEP`]) or `afec-pred` ([`Step::Predictive`]).
+/// steps of [`Scheme::FRACTIONAL_STEP`]), `afec-pred` ([`Step::Predictive`])
+/// or `afec-robust` ([`Step::Robust`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Scheme {
@@ -439,6 +448,8 @@ pub enum Scheme {
     AfecFractional,
     /// Adaptive, size predicted from the observed loss runs (ours).
     AfecPredictive,
+    /// Adaptive, predicted with change detection and bounded goals (ours).
+    AfecRobust,
 }
 
 impl Scheme {
@@ -453,6 +464,7 @@ impl Scheme {
             Self::Afec => (Mode::Adaptive, Step::Integer),
             Self::AfecFractional => (Mode::Adaptive, Step::Fractional(Self::FRACTIONAL_STEP)),
             Self::AfecPredictive => (Mode::Adaptive, Step::Predictive),
+            Self::AfecRobust => (Mode::Adaptive, Step::Robust),
         }
     }
 
@@ -460,7 +472,7 @@ impl Scheme {
     pub fn is_adaptive(self) -> bool {
         matches!(
             self,
-            Self::Afec | Self::AfecFractional | Self::AfecPredictive
+            Self::Afec | Self::AfecFractional | Self::AfecPredictive | Self::AfecRobust
         )
     }
 }
@@ -473,6 +485,7 @@ impl core::fmt::Display for Scheme {
             Self::Afec => f.write_str("afec"),
             Self::AfecFractional => f.write_str("afec-frac"),
             Self::AfecPredictive => f.write_str("afec-pred"),
+            Self::AfecRobust => f.write_str("afec-robust"),
         }
     }
 }
@@ -485,6 +498,7 @@ impl core::str::FromStr for Scheme {
             "afec" => Ok(Self::Afec),
             "afec-frac" | "afec-fractional" => Ok(Self::AfecFractional),
             "afec-pred" | "afec-predictive" => Ok(Self::AfecPredictive),
+            "afec-robust" => Ok(Self::AfecRobust),
             other => other
                 .strip_prefix("fec-")
                 .and_then(|n| n.parse::<f64>().ok())
@@ -492,7 +506,7 @@ impl core::str::FromStr for Scheme {
                 .map(Self::Fec)
                 .ok_or_else(|| {
                     format!(
-                        "{s:?}: expected udp, fec-N (N from 1 to 255), afec, afec-frac or afec-pred"
+                        "{s:?}: expected udp, fec-N (N from 1 to 255), afec, afec-frac, afec-pred or afec-robust"
                     )
                 }),
         }

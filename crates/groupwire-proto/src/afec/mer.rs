@@ -77,8 +77,20 @@ impl MerWindow {
     }
 
     /// Next index after the newest seen.
-    fn end(&self) -> u32 {
+    pub(super) fn end(&self) -> u32 {
         self.base.wrapping_add(self.outcomes.len() as u32)
+    }
+
+    /// The outcomes from index `from` to the newest, oldest first (from
+    /// the oldest kept if `from` is older than the window).
+    pub(super) fn since(&self, from: u32) -> impl Iterator<Item = bool> + '_ {
+        let ahead = from.wrapping_sub(self.base);
+        let skip = if ahead < u32::MAX / 2 {
+            (ahead as usize).min(self.outcomes.len())
+        } else {
+            0
+        };
+        self.outcomes.iter().skip(skip).copied()
     }
 
     /// Records `index`, just observed, as lost after all (it arrived too

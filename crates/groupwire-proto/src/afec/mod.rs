@@ -62,6 +62,7 @@ mod mer;
 mod predictor;
 mod receiver;
 mod red_rx;
+mod robust;
 mod sender;
 #[cfg(test)]
 mod tests;
@@ -79,6 +80,7 @@ use self::mer::Observed;
 use self::predictor::{PREDICTIVE_FEEDBACK, predict_size};
 use self::receiver::{PeerRx, TypeRx};
 use self::red_rx::{Place, RedStream};
+use self::robust::{robust_ready, robust_size};
 use self::sender::{Hist, PeerTx, TypeTx};
 use crate::machine::{Machine, Transmit, Transport};
 use crate::time::Instant;
@@ -710,8 +712,12 @@ impl AfecEndpoint {
             _ => 0.0,
         };
         let predictive = self.cfg.step == Step::Predictive;
+        let robust = self.cfg.step == Step::Robust;
         let max_gate = u32::try_from(self.cfg.mer_window.saturating_mul(8)).unwrap_or(u32::MAX);
         for (&from, r) in &mut self.remotes {
+            if robust {
+                r.loss.scan(&r.packets);
+            }
             for (&t, st) in &mut r.types {
                 let q = self
                     .cfg
@@ -721,12 +727,61 @@ impl AfecEndpoint {
                     .unwrap_or(self.cfg.default_qos);
                 let gate = self.cfg.gate_messages.max(1);
                 let recent = (st.since_change as usize).min(st.window.len());
-                if recent < self.cfg.min_window.min(self.cfg.mer_window) || st.since_change < gate {
+                // The robust controller answers a change of channel at once
+                // (and its first request too: it starts from what the first
+                // packets show, not from a whole gate of size 1).
+                let fresh =
+                    robust && (st.seen_changes != r.loss.changes || st.controlled.is_none());
+                if !fresh
+                    && (recent < self.cfg.min_window.min(self.cfg.mer_window)
+                        || st.since_change < gate)
+                {
                     continue;
                 }
                 let mer = st.window.recent_mer(recent);
                 let cap = st.cap.unwrap_or(self.cfg.max_size).min(self.cfg.max_size);
-                let (target, nak) = if predictive {
+                let (target, nak) = if robust {
+                    // Aim at the band's middle, corrected by the MER of the
+                    // messages since the controller first acted, within
+                    // [half the floor, the top plus the band's width]: the
+                    // size never exceeds what the measured loss process
+                    // needs for half the band's floor (robust.rs).
+                    let mid = (q.mer_min + q.mer_max) / 2.0;
+                    let width = q.mer_max - q.mer_min;
+                    // The correction weighs the measured span by its share
+                    // of the window: a burst in the first hundred messages
+                    // is a small part of what the window will hold.
+                    let controlled = st.controlled.map_or(0, |c| c as usize);
+                    let span = controlled.min(st.window.len());
+                    let share = span as f64 / self.cfg.mer_window as f64;
+                    let measured = st.window.recent_mer(span);
+                    let floor = (q.mer_min / 2.0).max(mid / 4.0);
+                    let goal = (mid - robust::FEEDBACK * share * (measured - mid))
+                        .clamp(floor, q.mer_max + width);
+                    let tau = self.cfg.mer_window as f64;
+                    let Some(target) = robust_size(
+                        &r.packets,
+                        &r.loss,
+                        tau,
+                        floor,
+                        goal,
+                        width / 4.0,
+                        st.current,
+                        cap,
+                    ) else {
+                        // Nothing to change (or too few packets yet): a
+                        // change of channel stays fresh until the regime has
+                        // enough packets to say what it needs.
+                        if robust_ready(&r.packets, &r.loss) {
+                            st.seen_changes = r.loss.changes;
+                            st.controlled.get_or_insert(0);
+                        }
+                        continue;
+                    };
+                    st.seen_changes = r.loss.changes;
+                    st.controlled.get_or_insert(0);
+                    (target, target > st.current)
+                } else if predictive {
                     // Aim at the middle of the band, corrected by how far the
                     // measured MER over the window is from it: losses that
                     // already happened are made up for by aiming lower for a
@@ -938,6 +993,9 @@ impl AfecEndpoint {
                         self.stats.lost = self.stats.lost.saturating_sub(1);
                     }
                     st.since_change = st.since_change.saturating_add(1);
+                    if let Some(c) = st.controlled.as_mut() {
+                        *c = c.saturating_add(1);
+                    }
                     let recovered = flush || i != 0;
                     if recovered {
                         self.stats.delivered_recovered += 1;
@@ -1073,6 +1131,9 @@ impl AfecEndpoint {
                         self.stats.lost = self.stats.lost.saturating_sub(1);
                     }
                     st.since_change = st.since_change.saturating_add(1);
+                    if let Some(c) = st.controlled.as_mut() {
+                        *c = c.saturating_add(1);
+                    }
                     let recovered = i != usize::MAX;
                     if recovered {
                         self.stats.delivered_recovered += 1;

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use super::Pending;
 use super::mer::MerWindow;
 use super::red_rx::RedStream;
+use super::robust::LossTracker;
 use crate::time::Instant;
 use crate::wire::afec::{Entry, MsgType};
 use std::time::Duration;
@@ -25,6 +26,11 @@ pub(super) struct TypeRx {
     pub(super) inc_gate: u32,
     /// The size the last change left, if it was an INC.
     pub(super) last_inc_from: Option<f64>,
+    /// [`Step::Robust`](super::Step::Robust): messages seen since the
+    /// controller first asked for a size (`None` before), and the sender's
+    /// loss-regime changes it has answered.
+    pub(super) controlled: Option<u32>,
+    pub(super) seen_changes: u32,
 }
 
 impl TypeRx {
@@ -36,6 +42,8 @@ impl TypeRx {
             cap: None,
             inc_gate: 0,
             last_inc_from: None,
+            controlled: None,
+            seen_changes: 0,
         }
     }
 }
@@ -47,6 +55,9 @@ pub(super) struct PeerRx {
     pub(super) packets: MerWindow,
     /// Packets seen from this sender.
     pub(super) packets_seen: u64,
+    /// [`Step::Robust`](super::Step::Robust): the fit of `packets` and its
+    /// change test.
+    pub(super) loss: LossTracker,
     pub(super) types: BTreeMap<MsgType, TypeRx>,
     pub(super) pending: Vec<Pending>,
     pub(super) acks: Vec<Entry>,
@@ -94,6 +105,7 @@ impl PeerRx {
             addr: None,
             packets: MerWindow::new(packet_window),
             packets_seen: 0,
+            loss: LossTracker::default(),
             types: BTreeMap::new(),
             pending: Vec::new(),
             acks: Vec::new(),

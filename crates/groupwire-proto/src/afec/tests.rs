@@ -1084,3 +1084,113 @@ fn cannot_meet_clears_once_the_redundancy_fits_again() {
         Some(AfecEvent::PeerCanMeet { .. })
     ));
 }
+
+// ---- The robust controller (afec-robust) -------------------------------------
+
+/// A Gilbert channel over data packets: `p` Good→Bad, `r` Bad→Good, loss in Bad
+/// (xorshift64*, so tests need no RNG crate). `switch` packets in, the
+/// channel becomes `(p2, r2)`.
+fn gilbert_loss(seed: u64, (p, r): (f64, f64), switch: Option<(u64, f64, f64)>) -> DropFn {
+    let mut s = seed.max(1);
+    let mut bad = false;
+    Box::new(move |n, _| {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        let x = (s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64;
+        let (p, r) = match switch {
+            Some((at, p2, r2)) if n >= at => (p2, r2),
+            _ => (p, r),
+        };
+        bad = if bad { x >= r } else { x < p };
+        bad
+    })
+}
+
+fn robust_pair(band: (f64, f64)) -> Pair {
+    let q = TypeQos {
+        mer_min: band.0,
+        mer_max: band.1,
+        ..TypeQos::telepointer()
+    };
+    let a = cfg(1, Mode::Adaptive).step(Step::Robust).default_qos(q);
+    let b = cfg(2, Mode::Adaptive).step(Step::Robust).default_qos(q);
+    Pair::new(a, b)
+}
+
+fn requested(p: &Pair) -> Vec<f64> {
+    p.b_events
+        .iter()
+        .filter_map(|e| match e {
+            AfecEvent::Requested { size, .. } => Some(*size),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The MER of B's messages `from..to` (by index), as delivered.
+fn mer_of(p: &Pair, from: u32, to: u32) -> f64 {
+    let got = p
+        .got
+        .iter()
+        .filter(|d| (from..to).contains(&d.index))
+        .count();
+    1.0 - got as f64 / f64::from(to - from)
+}
+
+#[test]
+fn robust_controller_starts_from_what_the_loss_needs_without_overshoot() {
+    // (channel, band, the most the channel needs: the whole size whose
+    // MER is half the band's floor). Bernoulli q is Gilbert (q, 1 - q),
+    // MER(k) = q^k; Gilbert
+    // with loss rate π and continuation c: MER(k) = π c^(k-1).
+    let cases = [
+        ((0.10, 0.9), (0.05, 0.06), 2.0),   // Bernoulli 10%: 1%
+        ((0.25, 0.75), (0.01, 0.02), 4.0),  // Bernoulli 25%: 0.4%
+        ((0.0556, 0.5), (0.05, 0.06), 3.0), // 10%, bursts of 2: 2.5%
+        ((0.0222, 0.2), (0.10, 0.12), 4.0), // 10%, bursts of 5: 4.1%
+    ];
+    for (i, (channel, band, needed)) in cases.into_iter().enumerate() {
+        let mut p = robust_pair(band);
+        p.drop_data = gilbert_loss(i as u64 + 3, channel, None);
+        p.stream(4000, ms(33), ms(500));
+        let sizes = requested(&p);
+        let most = sizes.iter().copied().fold(1.0, f64::max);
+        assert!(
+            most <= needed,
+            "case {i}: asked for {most} where {needed} is enough: {sizes:?}"
+        );
+    }
+}
+
+#[test]
+fn robust_controller_is_back_in_band_within_three_windows_of_a_change() {
+    // 1% random loss, then from data packet 4000 heavy bursts (11% loss,
+    // bursts of 5: the heavy half of schedule:alternating), band 5-6%.
+    let mut p = robust_pair((0.05, 0.06));
+    p.drop_data = gilbert_loss(9, (0.01, 0.99), Some((4000, 0.025, 0.2)));
+    p.stream(10_000, ms(33), ms(500));
+    let changes = p.b.remotes[&1].loss.changes;
+    assert!(changes >= 1, "the change of channel is detected");
+    // The change falls in messages 3000-4000 (a packet per message, plus
+    // flushes); by the third window after it, the window is in a band
+    // widened by 1.5 points for what 1000 messages of bursts can vary.
+    let third = mer_of(&p, 7000, 8000);
+    assert!(
+        (0.035..=0.075).contains(&third),
+        "MER {third} in the third window"
+    );
+    let size = p.a.code_set_size(addr(B), TP);
+    assert!(size >= 2.0, "bursts of 5 need copies: size {size}");
+}
+
+#[test]
+fn robust_controller_is_deterministic() {
+    let run = || {
+        let mut p = robust_pair((0.02, 0.03));
+        p.drop_data = gilbert_loss(21, (0.025, 0.2), Some((2500, 0.01, 0.5)));
+        p.stream(5000, ms(33), ms(500));
+        (requested(&p), p.indices())
+    };
+    assert_eq!(run(), run());
+}

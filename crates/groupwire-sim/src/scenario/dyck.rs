@@ -24,7 +24,7 @@ use bytes::Bytes;
 use groupwire_link::link::{LinkConfig, QueueLimit};
 use groupwire_link::loss::LossModel;
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme, Step, TypeQos};
-use groupwire_proto::wire::afec::{DATA_HEADER_LEN, MESSAGE_HEADER_LEN, MsgType};
+use groupwire_proto::wire::afec::MsgType;
 use groupwire_proto::{Bitrate, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -141,6 +141,7 @@ impl Default for Dyck {
                     Protocol::Endpoint(Scheme::Afec),
                     Protocol::Endpoint(Scheme::AfecFractional),
                     Protocol::Endpoint(Scheme::AfecPredictive),
+                    Protocol::Endpoint(Scheme::AfecRobust),
                 ]);
                 p
             },
@@ -158,26 +159,28 @@ impl Default for Dyck {
     }
 }
 
-/// What one run measured.
+/// What one run measured (also the `robustness-afec` bench's unit).
 #[derive(Debug, Clone, Default)]
-struct RunResult {
-    messages: u64,
-    delivered: u64,
-    latency: LatencyStats,
-    wire_bytes: u64,
+pub(super) struct RunResult {
+    pub(super) messages: u64,
+    pub(super) delivered: u64,
+    pub(super) latency: LatencyStats,
+    pub(super) wire_bytes: u64,
     /// MER of each 1000-message window after warm-up.
-    windows: Vec<f64>,
+    pub(super) windows: Vec<f64>,
     /// Message-weighted mean code set size (AFEC and FEC).
-    mean_size: f64,
-    unmet_events: u64,
-    changes: u64,
+    pub(super) mean_size: f64,
+    /// Largest code set size in force for a message after warm-up.
+    pub(super) max_size_after_warmup: f64,
+    pub(super) unmet_events: u64,
+    pub(super) changes: u64,
 }
 
 /// The messages' per-index delivery and the AFEC sender's size over time,
 /// for the Figure 9 trace.
-struct Trace {
-    delivered: Vec<Option<Duration>>,
-    size_changes: Vec<(usize, f64)>,
+pub(super) struct Trace {
+    pub(super) delivered: Vec<Option<Duration>>,
+    pub(super) size_changes: Vec<(usize, f64)>,
 }
 
 impl Dyck {
@@ -239,8 +242,18 @@ impl Dyck {
                 }
             }
         }
+        let suffices: BTreeMap<(usize, usize), bool> = cells
+            .keys()
+            .map(|&(ri, li, _)| ((ri, li), self.suffices(&cells, ri, li)))
+            .collect();
         for (&(ri, li, pi), c) in &cells {
-            rows.push(c.row(self.rates[ri], &self.losses[li], self.protocols[pi], self));
+            rows.push(c.row(
+                self.rates[ri],
+                &self.losses[li],
+                self.protocols[pi],
+                suffices[&(ri, li)],
+                self,
+            ));
         }
         let mut summary = serde_json::Map::new();
         summary.insert("runs".into(), json!(self.total_runs()));
@@ -249,17 +262,11 @@ impl Dyck {
             "simulated_s_per_run".into(),
             json!(self.duration.as_secs_f64()),
         );
-        // Issue 3's bar: MER in [4%, 7%] in at least 80% of the scored
-        // windows, in every lossy cell where the bandwidth suffices. The
-        // bandwidth suffices when the code set size the loss pattern needs
-        // (what the controller settled on at the widest rate of the grid)
-        // fits 85% of the cell's rate at the telepointer's peak rate.
-        let widest = self
-            .rates
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, r)| **r)
-            .map_or(0, |(i, _)| i);
+        // Issue 3's bar, on the band actually set: MER in the band (and in
+        // the band widened by a point each side) in at least 80% of the
+        // scored windows, in every lossy cell where the bandwidth suffices
+        // (`suffices`: from the measured load).
+        let (wide_lo, wide_hi) = self.wide_band();
         for (pi, p) in self.protocols.iter().enumerate() {
             let Protocol::Endpoint(scheme) = p else {
                 continue;
@@ -269,43 +276,55 @@ impl Dyck {
             }
             let mut scored = 0;
             let mut holding = 0;
+            let mut holding_wide = 0;
             for (&(ri, li, pj), c) in &cells {
-                if pj != pi || self.losses[li] == LossModel::None {
-                    continue;
-                }
-                let needed = cells
-                    .get(&(widest, li, pi))
-                    .map_or(f64::INFINITY, Cell::mean_size);
-                if !self.fits(needed, self.rates[ri]) {
+                if pj != pi || self.losses[li] == LossModel::None || !suffices[&(ri, li)] {
                     continue;
                 }
                 scored += 1;
-                holding += usize::from(c.share_in(0.04, 0.07) >= 0.8);
+                holding += usize::from(c.share_in(self.mer_min, self.mer_max) >= 0.8);
+                holding_wide += usize::from(c.share_in(wide_lo, wide_hi) >= 0.8);
             }
             summary.insert(
-                format!("{p}_cells_in_4_7_pct_80pct_of_windows"),
+                format!(
+                    "{p}_cells_in_band_{}_{}_pct_80pct_of_windows",
+                    pct(self.mer_min),
+                    pct(self.mer_max)
+                ),
                 json!(format!(
                     "{holding} of {scored} lossy cells where the bandwidth suffices"
                 )),
             );
+            summary.insert(
+                format!(
+                    "{p}_cells_in_{}_{}_pct_80pct_of_windows",
+                    pct(wide_lo),
+                    pct(wide_hi)
+                ),
+                json!(format!(
+                    "{holding_wide} of {scored} lossy cells where the bandwidth suffices"
+                )),
+            );
         }
         let columns = [
-            "rate",
-            "loss",
-            "protocol",
-            "messages",
-            "mer",
-            "mean_latency_ms",
-            "p95_latency_ms",
-            "wire_bytes_per_msg",
-            "windows",
-            "in_band_5_6",
-            "in_4_7",
-            "mean_code_set",
-            "changes",
-            "cannot_meet_events",
+            "rate".to_owned(),
+            "loss".to_owned(),
+            "protocol".to_owned(),
+            "bandwidth_suffices".to_owned(),
+            "messages".to_owned(),
+            "mer".to_owned(),
+            "mean_latency_ms".to_owned(),
+            "p95_latency_ms".to_owned(),
+            "p99_latency_ms".to_owned(),
+            "max_latency_ms".to_owned(),
+            "wire_bytes_per_msg".to_owned(),
+            "windows".to_owned(),
+            format!("in_band_{}_{}", pct(self.mer_min), pct(self.mer_max)),
+            format!("in_{}_{}", pct(wide_lo), pct(wide_hi)),
+            "mean_code_set".to_owned(),
+            "changes".to_owned(),
+            "cannot_meet_events".to_owned(),
         ]
-        .map(String::from)
         .to_vec();
         let tables = vec![Table {
             file: "dyck".into(),
@@ -322,16 +341,53 @@ impl Dyck {
         })
     }
 
-    /// Whether code set size `n` fits 85% of `rate` at the telepointer's
-    /// peak message rate: each packet costs IP/UDP and AFEC headers plus `n`
-    /// messages with their own headers.
-    fn fits(&self, n: f64, rate: Bitrate) -> bool {
-        let per_packet = (groupwire_proto::units::IP_UDP_OVERHEAD + DATA_HEADER_LEN) as f64
-            + n * (MESSAGE_HEADER_LEN as f64 + f64::from(self.telepointer.size));
-        per_packet * 8.0 * self.telepointer.max_rate <= 0.85 * rate.as_bps() as f64
+    /// The band widened by a point each side (issue 3's [4%, 7%] around
+    /// the paper's 5-6%).
+    fn wide_band(&self) -> (f64, f64) {
+        (
+            (self.mer_min - 0.01).max(0.0),
+            (self.mer_max + 0.01).min(1.0),
+        )
     }
 
-    fn messages(&self, seed: u64) -> Vec<Message> {
+    /// Whether the bandwidth suffices in the cell of rate `ri` and loss
+    /// `li`, from the measured load: the fewest wire bytes per message
+    /// with which a protocol of the grid met the band's top at the widest
+    /// rate (a fixed FEC-n or UDP if one did, else the adaptive schemes'
+    /// own), sent at the telepointer's peak message rate, fit the 85% of
+    /// the cell's rate that the AFEC rate cap allows.
+    fn suffices(
+        &self,
+        cells: &BTreeMap<(usize, usize, usize), Cell>,
+        ri: usize,
+        li: usize,
+    ) -> bool {
+        let widest = self
+            .rates
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, r)| **r)
+            .map_or(0, |(i, _)| i);
+        let bytes = |adaptive: bool| {
+            self.protocols
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| match p {
+                    Protocol::Endpoint(s) => s.is_adaptive() == adaptive,
+                    Protocol::Tcp => false,
+                })
+                .filter_map(|(pi, _)| cells.get(&(widest, li, pi)))
+                .filter(|c| adaptive || c.mer() <= self.mer_max)
+                .map(Cell::bytes_per_message)
+                .min_by(f64::total_cmp)
+        };
+        let Some(needed) = bytes(false).or_else(|| bytes(true)) else {
+            return false;
+        };
+        needed * 8.0 * self.telepointer.max_rate <= 0.85 * self.rates[ri].as_bps() as f64
+    }
+
+    pub(super) fn messages(&self, seed: u64) -> Vec<Message> {
         let mut src = Telepointer::new(self.telepointer.clone(), Instant::ZERO);
         schedule(
             &mut src,
@@ -362,7 +418,7 @@ impl Dyck {
     }
 
     /// One protocol on one path with one seed.
-    fn run_one(
+    pub(super) fn run_one(
         &self,
         rate: Bitrate,
         loss: &LossModel,
@@ -473,6 +529,9 @@ impl Dyck {
                     changes.next();
                 }
                 sum += size;
+                if i >= self.warmup_messages {
+                    result.max_size_after_warmup = result.max_size_after_warmup.max(size);
+                }
             }
             result.mean_size = if n == 0 { 0.0 } else { sum / n as f64 };
             result.changes = size_changes.len() as u64;
@@ -709,8 +768,8 @@ impl Cell {
         self.changes += r.changes;
     }
 
-    fn mean_size(&self) -> f64 {
-        self.size_sum / self.runs.max(1) as f64
+    fn bytes_per_message(&self) -> f64 {
+        self.wire_bytes as f64 / self.messages.max(1) as f64
     }
 
     fn mer(&self) -> f64 {
@@ -732,8 +791,16 @@ impl Cell {
             / self.windows.len() as f64
     }
 
-    fn row(&self, rate: Bitrate, loss: &LossModel, proto: Protocol, d: &Dyck) -> Vec<Value> {
+    fn row(
+        &self,
+        rate: Bitrate,
+        loss: &LossModel,
+        proto: Protocol,
+        suffices: bool,
+        d: &Dyck,
+    ) -> Vec<Value> {
         let l = self.latency.summary();
+        let wide = d.wide_band();
         let adaptive = matches!(proto, Protocol::Endpoint(s) if s.is_adaptive());
         let size = match proto {
             Protocol::Tcp => Value::Null,
@@ -743,14 +810,17 @@ impl Cell {
             json!(rate.to_string()),
             json!(loss.to_string()),
             json!(proto.to_string()),
+            json!(if suffices { "yes" } else { "no" }),
             json!(self.messages),
             json!(self.mer()),
             json!(l.mean_ms),
             json!(l.p95_ms),
-            json!(self.wire_bytes as f64 / self.messages.max(1) as f64),
+            json!(l.p99_ms),
+            json!(l.max_ms),
+            json!(self.bytes_per_message()),
             json!(self.windows.len()),
             json!(self.share_in(d.mer_min, d.mer_max)),
-            json!(self.share_in(0.04, 0.07)),
+            json!(self.share_in(wide.0, wide.1)),
             size,
             if adaptive {
                 json!(self.changes)
@@ -764,4 +834,10 @@ impl Cell {
             },
         ]
     }
+}
+
+/// A share as a percentage for names: 0.05 → "5", 0.025 → "2.5".
+pub(super) fn pct(x: f64) -> String {
+    let v = (x * 1000.0).round() / 10.0;
+    format!("{v}")
 }

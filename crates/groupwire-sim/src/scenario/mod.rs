@@ -17,6 +17,7 @@ mod leigh_fig4;
 mod link_models;
 mod miyoshi;
 mod robustness_tunnel;
+mod robustness_afec;
 mod tcp_dumbbell;
 mod tunnel;
 
@@ -35,6 +36,7 @@ pub use self::leigh_fig3::{LeighDiffServ, Variant as LeighDiffServVariant};
 pub use self::link_models::LinkModels;
 pub use self::miyoshi::Miyoshi;
 pub use self::robustness_tunnel::RobustnessTunnel;
+pub use self::robustness_afec::RobustnessAfec;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
 
@@ -75,6 +77,9 @@ pub enum Scenario {
     /// overhead and span on the channel family: residual loss and how long
     /// rebuilt packets wait.
     FecCodes(Box<FecCodes>),
+    /// Issue 15's channel-family bench for AFEC: every controller against
+    /// the cheapest fixed code set size that meets each band.
+    RobustnessAfec(Box<RobustnessAfec>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -145,6 +150,11 @@ pub fn builtins() -> Vec<Builtin> {
             name: "fec-codes",
             about: "a sliding-window code (RFC 8681) against a Reed-Solomon block code at equal overhead and span, on the channel family: residual loss, and how long rebuilt packets wait against 10/30/100 ms budgets",
             make: || Scenario::FecCodes(Box::default()),
+        },
+        Builtin {
+            name: "robustness-afec",
+            about: "issue 15's channel family for AFEC: afec, afec-frac, afec-pred and afec-robust on Bernoulli, Gilbert, Gilbert-Elliott and time-varying channels with 4 MER bands at 256 and 56 kbit/s, each against the cheapest fixed code set size that meets the band",
+            make: || Scenario::RobustnessAfec(Box::default()),
         },
     ]
 }
@@ -217,6 +227,7 @@ impl Scenario {
             Self::Leigh(_) => "leigh",
             Self::Bulk(_) => "bulk",
             Self::FecCodes(_) => "fec-codes",
+            Self::RobustnessAfec(_) => "robustness-afec",
         }
     }
 
@@ -275,6 +286,7 @@ impl Scenario {
             Self::Leigh(s) => s.validate(),
             Self::Bulk(s) => s.validate(),
             Self::FecCodes(s) => s.validate(),
+            Self::RobustnessAfec(s) => s.validate(),
         }
     }
 
@@ -293,6 +305,7 @@ impl Scenario {
             Self::Leigh(s) => Duration::from_nanos(s.total_runs()),
             Self::Bulk(s) => Duration::from_nanos(s.total_runs()),
             Self::FecCodes(s) => Duration::from_nanos(s.total_runs()),
+            Self::RobustnessAfec(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -309,7 +322,8 @@ impl Scenario {
             | Self::Miyoshi(_)
             | Self::Leigh(_)
             | Self::Bulk(_)
-            | Self::FecCodes(_) => ProgressUnit::Count,
+            | Self::FecCodes(_)
+            | Self::RobustnessAfec(_) => ProgressUnit::Count,
         }
     }
 
@@ -332,6 +346,7 @@ impl Scenario {
             Self::Leigh(s) => s.run(seed, progress),
             Self::Bulk(s) => s.run(seed, progress),
             Self::FecCodes(s) => s.run(seed, progress),
+            Self::RobustnessAfec(s) => s.run(seed, progress),
         }
     }
 }

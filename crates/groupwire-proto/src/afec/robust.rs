@@ -1,0 +1,380 @@
+//! The controller behind [`Step::Robust`](super::Step::Robust) (beyond the
+//! paper; groupwire issue 15): the size a MER band needs, on any channel,
+//! without overshoot.
+//!
+//! [`Step::Predictive`](super::Step::Predictive) replays the loss runs of
+//! the last 4000 packets and aims at the band's middle corrected by the
+//! measured MER, with the goal allowed down to 0. On a bursty channel that
+//! overshoots: after start-up or a change of channel the window's MER is
+//! far above the band, the goal drops to 0, and the smallest size with a
+//! predicted MER of 0 is one more than the longest run seen (7-12), held
+//! until the old runs leave the 4000 packets. This controller differs in
+//! four ways:
+//!
+//! 1. **Recent runs count more.** A loss run's weight is `exp(-age/τ)`,
+//!    age in packets since its last loss, `τ` the MER window in packets,
+//!    so the estimate forgets at the rate the band is scored.
+//! 2. **A change of channel is detected and the old one forgotten at
+//!    once.** [`LossTracker`] runs two-sided CUSUM tests (Page 1954) on
+//!    the two probabilities of a Gilbert channel: that a packet after a
+//!    received one is lost (a run starts) and that one after a lost one is
+//!    lost too (the run goes on). Each is a Bernoulli process on a Gilbert
+//!    channel, so the log-likelihood ratio of the odds times (or divided
+//!    by) [`ODDS`] is the textbook test. When one crosses [`THRESHOLD`],
+//!    the estimate uses only the packets since the excursion began.
+//! 3. **Few packets are shrunk toward a fitted model.** The replayed
+//!    MER(k) is averaged with a Gilbert model of the same packets,
+//!    `MER(k) = π c^(k-1)` (`c` the continuation probability, `π` the loss
+//!    rate), weighted as [`PRIOR_PACKETS`] packets: right after start-up or
+//!    a change, a run seen once neither sets the size nor is ignored.
+//! 4. **The goal is bounded.** It is the band's middle, corrected by how
+//!    far the MER of the messages since the controller first acted is from
+//!    it, but never below half the band's floor (nor above its top plus its
+//!    width): the size is never more than the measured loss process needs
+//!    for half the band's floor, and errors from before the first request
+//!    (start-up, when nothing controlled the size) are not paid back.
+
+use super::mer::MerWindow;
+
+/// Odds ratio of the CUSUM alternatives: the tests look for a probability
+/// whose odds are this many times higher (or lower) than the reference.
+/// 8 makes a burst or two of five losses on a channel that had only
+/// isolated losses enough to cross the threshold.
+const ODDS: f64 = 8.0;
+
+/// CUSUM decision threshold (log-likelihood ratio): a false alarm on a
+/// steady channel needs about e^10 times more evidence for the alternative
+/// than for the reference (at 7, 25% random loss raised one every few
+/// thousand packets, and each cuts the estimate's memory short).
+const THRESHOLD: f64 = 10.0;
+
+/// Trials that make a reference probability: older ones are forgotten
+/// exponentially beyond this many.
+const MEMORY: f64 = 2000.0;
+
+/// Pseudo-trials at the run-start probability that the continuation
+/// probability starts from (a memoryless channel's), so a channel with
+/// few losses is tested from its first runs.
+const CONT_PRIOR: f64 = 10.0;
+
+/// Trials a reference needs before it is tested against: packets after a
+/// received one, and after a lost one (a run's continuations, rarer).
+const TEST_TRIALS_START: f64 = 100.0;
+const TEST_TRIALS_CONT: f64 = 10.0;
+
+/// Weight, in packets, of the Gilbert model in the MER(k) estimate.
+pub(super) const PRIOR_PACKETS: f64 = 100.0;
+
+/// Fewest packets of the current regime before a size is predicted: at
+/// 40, one run of 15 in the first packets of a 10% Gilbert channel with
+/// bursts of 5 asked for 3.25 where 1 meets a 10-12% band; 150 packets
+/// (5 s at 30 messages/s) hold several runs.
+const MIN_PACKETS: usize = 150;
+
+/// Standard errors above the fitted Gilbert channel for the size cap: a
+/// size is never above what that pessimistic channel needs for the goal's
+/// floor.
+const CAP_Z: f64 = 2.0;
+
+/// Gain of the correction toward the measured MER.
+pub(super) const FEEDBACK: f64 = 1.0;
+
+/// A probability learnt as an exponentially weighted mean of trials.
+#[derive(Debug, Default, Clone, Copy)]
+struct Rate {
+    mean: f64,
+    n: f64,
+}
+
+impl Rate {
+    fn add(&mut self, x: bool) {
+        self.n = (self.n + 1.0).min(MEMORY);
+        self.mean += (f64::from(u8::from(x)) - self.mean) / self.n;
+    }
+}
+
+/// One side of a CUSUM test: the statistic and the packet where its
+/// current excursion above zero began.
+#[derive(Debug, Default, Clone, Copy)]
+struct Cusum {
+    s: f64,
+    began: u32,
+}
+
+impl Cusum {
+    /// Adds one trial's log-likelihood ratio; `true` when the test fires.
+    fn add(&mut self, llr: f64, at: u32) -> bool {
+        if self.s <= 0.0 {
+            self.began = at;
+        }
+        self.s = (self.s + llr).max(0.0);
+        self.s > THRESHOLD
+    }
+}
+
+/// Per remote sender: a Gilbert fit of its packet-loss process and the
+/// change test on it (see the module docs).
+#[derive(Debug, Default)]
+pub(super) struct LossTracker {
+    /// Next packet index to scan.
+    next: Option<u32>,
+    /// Whether the last packet scanned was lost.
+    prev_lost: bool,
+    /// Probability that a packet after a received one is lost.
+    start: Rate,
+    /// Probability that a packet after a lost one is lost.
+    cont: Rate,
+    /// Up and down tests on `start`, then on `cont`.
+    tests: [Cusum; 4],
+    /// First packet of the current loss regime (since the last change).
+    pub(super) regime: Option<u32>,
+    /// Changes detected so far.
+    pub(super) changes: u32,
+}
+
+impl LossTracker {
+    /// Scans the packets `packets` learnt since the last call.
+    pub(super) fn scan(&mut self, packets: &MerWindow) {
+        let end = packets.end();
+        let mut at = self
+            .next
+            .unwrap_or_else(|| packets.end().wrapping_sub(packets.len() as u32));
+        if self.regime.is_none() {
+            self.regime = Some(at);
+        }
+        'rescan: loop {
+            let outcomes: Vec<bool> = packets.since(at).collect();
+            at = end.wrapping_sub(outcomes.len() as u32);
+            for lost in outcomes {
+                let i = at;
+                at = at.wrapping_add(1);
+                let tests = if self.prev_lost { 2 } else { 0 };
+                // The reference, kept off 0 and 1 so every outcome is possible.
+                let p0 = if self.prev_lost {
+                    (self.cont.n * self.cont.mean + CONT_PRIOR * self.start.mean)
+                        / (self.cont.n + CONT_PRIOR)
+                } else {
+                    self.start.mean
+                }
+                .clamp(0.002, 0.998);
+                if self.prev_lost {
+                    self.cont.add(lost);
+                } else {
+                    self.start.add(lost);
+                }
+                self.prev_lost = lost;
+                // Test only against references learnt from enough trials
+                // (also after a change, so one change does not beget the next).
+                let learnt = if tests == 2 {
+                    self.cont.n >= TEST_TRIALS_CONT
+                } else {
+                    self.start.n >= TEST_TRIALS_START
+                };
+                if !learnt {
+                    continue;
+                }
+                let odds = p0 / (1.0 - p0);
+                let up = odds * ODDS / (1.0 + odds * ODDS);
+                let down = odds / ODDS / (1.0 + odds / ODDS);
+                let llr = |p1: f64| {
+                    if lost {
+                        (p1 / p0).ln()
+                    } else {
+                        ((1.0 - p1) / (1.0 - p0)).ln()
+                    }
+                };
+                let fired_up = self.tests[tests].add(llr(up), i);
+                let fired_down = self.tests[tests + 1].add(llr(down), i);
+                if fired_up || fired_down {
+                    let began = self.tests[tests + usize::from(!fired_up)].began;
+                    self.changes += 1;
+                    self.regime = Some(began);
+                    self.start = Rate::default();
+                    self.cont = Rate::default();
+                    self.tests = [Cusum::default(); 4];
+                    self.prev_lost = false;
+                    // Learn the new regime from where it began.
+                    at = began;
+                    continue 'rescan;
+                }
+            }
+            break;
+        }
+        self.next = Some(end);
+    }
+
+    /// The fitted Gilbert channel: loss rate and continuation probability.
+    fn gilbert(&self) -> (f64, f64) {
+        self.gilbert_bound(0.0)
+    }
+
+    /// The Gilbert channel with both probabilities `z` standard errors
+    /// above their estimates (`z = 0`: the fit itself).
+    fn gilbert_bound(&self, z: f64) -> (f64, f64) {
+        let up = |m: f64, n: f64| (m + z * (m * (1.0 - m) / n.max(1.0)).sqrt()).min(0.999);
+        let p = up(self.start.mean, self.start.n);
+        let c = up(
+            (self.cont.n * self.cont.mean + CONT_PRIOR * self.start.mean)
+                / (self.cont.n + CONT_PRIOR),
+            self.cont.n + CONT_PRIOR,
+        );
+        let pi = if p <= 0.0 { 0.0 } else { p / (p + 1.0 - c) };
+        (pi, c)
+    }
+}
+
+/// Whether the current regime has packets enough for [`robust_size`].
+pub(super) fn robust_ready(packets: &MerWindow, tracker: &LossTracker) -> bool {
+    regime_outcomes(packets, tracker).len() >= MIN_PACKETS
+}
+
+fn regime_outcomes(packets: &MerWindow, tracker: &LossTracker) -> Vec<bool> {
+    let from = tracker
+        .regime
+        .unwrap_or_else(|| packets.end().wrapping_sub(packets.len() as u32));
+    packets.since(from).collect()
+}
+
+/// The smallest code set size whose MER, estimated from the packets of the
+/// current regime (see the module docs), is `goal`; `None` when the size
+/// in force is estimated within `tolerance` of it, or the regime has too
+/// few packets. `tau` is the forgetting constant in packets. The size is
+/// capped by what the Gilbert fit, [`CAP_Z`] standard errors pessimistic,
+/// needs for a MER of `floor`: one long run in a short sample does not
+/// set the size.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the controller's inputs, each named"
+)]
+pub(super) fn robust_size(
+    packets: &MerWindow,
+    tracker: &LossTracker,
+    tau: f64,
+    floor: f64,
+    goal: f64,
+    tolerance: f64,
+    current: f64,
+    cap: f64,
+) -> Option<f64> {
+    let outcomes = regime_outcomes(packets, tracker);
+    let n = outcomes.len();
+    if n < MIN_PACKETS {
+        return None;
+    }
+    // Loss runs with the weight of their last packet, and the packets' weight.
+    let weight = |i: usize| (-((n - 1 - i) as f64) / tau).exp();
+    let mut runs: Vec<(u32, f64)> = Vec::new();
+    let mut total = 0.0;
+    let mut run = 0u32;
+    for (i, &lost) in outcomes.iter().enumerate() {
+        total += weight(i);
+        if lost {
+            run += 1;
+        } else if run > 0 {
+            runs.push((run, weight(i - 1)));
+            run = 0;
+        }
+    }
+    if run > 0 {
+        runs.push((run, 1.0));
+    }
+    let (pi, c) = tracker.gilbert();
+    //= dyck-gutwin §"AFEC for groupware", Sender (code set size)
+    //# message loss only occurs when more than three packets are lost in a row
+    // A run of L losses loses max(0, L - k + 1) messages sent k times.
+    let mer = |k: u32| -> f64 {
+        let replayed: f64 = runs
+            .iter()
+            .map(|&(l, w)| w * f64::from(l.saturating_sub(k - 1)))
+            .sum();
+        let model = pi * c.powi(k as i32 - 1);
+        (replayed + PRIOR_PACKETS * model) / (total + PRIOR_PACKETS)
+    };
+    let predicted = |size: f64| {
+        let k = size.floor().max(1.0) as u32;
+        let f = size - f64::from(k);
+        (1.0 - f) * mer(k) + f * mer(k + 1)
+    };
+    if (predicted(current) - goal).abs() <= tolerance {
+        return None;
+    }
+    let mut size = cap;
+    for k in 1..cap.floor().max(1.0) as u32 {
+        let (here, next) = (mer(k), mer(k + 1));
+        if here <= goal {
+            size = f64::from(k);
+            break;
+        }
+        if next <= goal {
+            size = f64::from(k) + (here - goal) / (here - next);
+            break;
+        }
+    }
+    // The model's cap: MER(k) = π c^(k-1) at the pessimistic fit.
+    let (pi_hi, c_hi) = tracker.gilbert_bound(CAP_Z);
+    let model_cap = if pi_hi <= floor || c_hi <= 0.0 {
+        1.0
+    } else {
+        1.0 + (floor / pi_hi).ln() / c_hi.ln()
+    };
+    let size = size.min(model_cap.max(1.0));
+    let size = ((size * 100.0).ceil() / 100.0).clamp(1.0, cap);
+    ((size - current).abs() >= 0.01).then_some(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window of `pattern` repeated to `n` packets (`true` = lost).
+    fn window(pattern: &[bool], n: u32) -> MerWindow {
+        let mut w = MerWindow::new(4000);
+        for i in 0..n {
+            if !pattern[i as usize % pattern.len()] {
+                let _ = w.observe(i);
+            }
+        }
+        let _ = w.observe(n);
+        w
+    }
+
+    #[test]
+    fn tracker_fits_the_run_start_and_continuation_probabilities() {
+        // Every 20 packets a run of 4: starts 1 in 17 received, continues 3 in 4.
+        let mut p = vec![false; 20];
+        p[5..9].fill(true);
+        let w = window(&p, 3000);
+        let mut t = LossTracker::default();
+        t.scan(&w);
+        assert_eq!(t.changes, 0, "a steady channel is not a change");
+        let (pi, c) = t.gilbert();
+        assert!((pi - 0.2).abs() < 0.02, "loss rate {pi}");
+        assert!((c - 0.75).abs() < 0.05, "continuation {c}");
+    }
+
+    #[test]
+    fn tracker_detects_isolated_losses_turning_into_bursts() {
+        let mut w = MerWindow::new(4000);
+        // 2000 packets with one loss in 100, then runs of 5 in 40.
+        let lost = |i: u32| {
+            if i < 2000 { i % 100 == 50 } else { i % 40 < 5 }
+        };
+        let mut t = LossTracker::default();
+        for i in 0..2400u32 {
+            if !lost(i) {
+                let _ = w.observe(i);
+            }
+            if i % 50 == 0 {
+                t.scan(&w);
+            }
+        }
+        t.scan(&w);
+        assert!(t.changes >= 1);
+        let regime = t.regime.expect("a regime");
+        assert!((2000..2100).contains(&regime), "regime from {regime}");
+        // The new regime's size: runs of 5 need size 5 for no loss, and
+        // about 4 for a MER near 1%.
+        let size = robust_size(&w, &t, 1000.0, 0.005, 0.015, 0.0, 1.0, 16.0).expect("a size");
+        assert!((3.0..=5.5).contains(&size), "size {size}");
+    }
+}
