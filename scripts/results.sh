@@ -41,7 +41,7 @@ result() {
     echo
     echo "$prose"
     echo
-    sed -e "s#](\([a-z0-9-]*\.png\))#]($name/\1)#" "$dir/report.md"
+    sed -e "s#](\([a-z0-9_-]*\.png\))#]($name/\1)#" "$dir/report.md"
   } >"docs/results/$name.md"
   rm "$dir/report.md"
   echo "wrote docs/results/$name.md"
