@@ -8,6 +8,7 @@
 #   scripts/results.sh tcp-dumbbell-cbr  # issue 15's CBR case, 5 seeds with send jitter, about a minute
 #   scripts/results.sh miyoshi    # Miyoshi et al.'s tables and figures, about 10 s
 #   scripts/results.sh leigh      # Leigh et al.'s Figures 3-5 and the XOR layouts, a few seconds
+#   scripts/results.sh robustness # issue 15's family bench on one page (its parts below; PEERS=1 adds the peers)
 #   scripts/results.sh fec-codes  # sliding-window vs block code on the channel family, a few minutes
 #   scripts/results.sh robustness-afec  # issue 15's channel family for AFEC, about 2 minutes on 2 cores
 #   scripts/results.sh bulk       # Leigh et al.'s Figure 6 and the LFN table (RBUDP, striped TCP, TCP), about a minute
@@ -318,4 +319,14 @@ if selected robustness-peers; then
   else
     echo "robustness-peers skipped: UDPspeeder is not available (see above); docs/results/robustness-peers.md left as it is" >&2
   fi
+fi
+
+# Issue 15's family bench on one page. Named alone, it runs its parts
+# first; in a full run they have run above.
+if selected robustness; then
+  if [ ${#targets[@]} -gt 0 ]; then
+    "$0" robustness-afec robustness-tunnel fec-codes
+    if [ "${PEERS:-0}" = 1 ]; then "$0" robustness-peers; fi
+  fi
+  python3 scripts/robustness_doc.py docs/results
 fi
