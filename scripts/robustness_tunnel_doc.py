@@ -79,7 +79,8 @@ def main():
         "from side A to side B over a 1 Gbit/s link with 1 ms one-way delay and the cell's loss (the "
         "reverse link, which carries B's reports, is lossless); "
         f"{sc['duration']} per run on a fixed channel, {sc['schedule_duration']} on a `schedule:` channel "
-        "(`alternating` has a 120 s cycle, `fading` a 40 s one); "
+        "(`alternating` is 60 s of 1% random loss, then 60 s of bursts, so a run shorter than 120 s "
+        "sees one step change from light to heavy; `fading` has a 40 s cycle); "
         f"{seeds} seeds per cell (`--seed` and the next ones), pooled. A cell is a channel, a residual "
         "target and a delay budget. Its rows:"
     )
