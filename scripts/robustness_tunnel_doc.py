@@ -183,8 +183,9 @@ def main():
         unmet = int(float(c["target_unmet_blocks"]))
         if unmet > 0:
             why.append(
-                f"the controller found no code within the budget that its fit expected to meet the target "
-                f"for {unmet} blocks, and sent the lowest-residual one"
+                f"for {unmet} blocks the controller found no code within the budget and its overhead bound "
+                f"(m <= 3k, `TargetConfig::max_overhead`) that its fit expected to meet the target, and sent "
+                f"the lowest-residual one (a few such blocks at start-up come from its pessimistic prior)"
             )
         if late > 0:
             why.append(f"{late} datagrams arrived, but later than the budget")
@@ -197,6 +198,13 @@ def main():
             why.append(
                 f"it is within chance of the target: {lost} datagrams lost where {allowed} are allowed "
                 f"(of {sent}); a Poisson count of mean {allowed} exceeds that often"
+            )
+        if not why and not c["channel"].startswith("ge:"):
+            why.append(
+                "the two-state chain is the right model for this channel, so the miss is the fit's noise: "
+                "over its half-lives (1 s and 4 s) it sees a few dozen to a few hundred loss runs, and at "
+                "times estimates the bursts shorter or rarer than they are and picks a code too weak for "
+                "a while; the measured-residual feedback corrects only after the losses have happened"
             )
         if not why:
             why.append(
