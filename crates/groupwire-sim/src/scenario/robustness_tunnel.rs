@@ -100,9 +100,9 @@ impl Default for RobustnessTunnel {
             budgets_ms: vec![10, 30, 100],
             datagrams_per_sec: 2000.0,
             size: 1000,
-            duration: Duration::from_secs(20),
-            schedule_duration: Duration::from_secs(120),
-            seeds: 3,
+            duration: Duration::from_secs(8),
+            schedule_duration: Duration::from_secs(80),
+            seeds: 2,
             threads: 0,
         }
     }
@@ -276,13 +276,13 @@ impl RobustnessTunnel {
                         Job {
                             channel: c,
                             seed: s,
-                            setting: TunnelSetting::new(
-                                "oracle",
-                                ControllerKind::Static(m),
-                                k,
-                                // Blocks always fill: the code is (k, m).
-                                1000,
-                            ),
+                            setting: TunnelSetting {
+                                // The last, short block closes when a
+                                // full one would have: its repairs are
+                                // as late as any block's.
+                                block_wait: oracle_block_wait(k, self.datagrams_per_sec),
+                                ..TunnelSetting::new("oracle", ControllerKind::Static(m), k, 0)
+                            },
                         },
                         (c, Row::Oracle, k, m),
                     ));
@@ -679,7 +679,7 @@ fn replay(
     while i < n {
         let len = (k as u64).min(n - i) as usize;
         // The last block, if short, gets the static controller's scaled
-        // repairs after the block wait; near enough: ⌈m · len / k⌉ at once.
+        // repairs, ⌈m · len / k⌉, when its block wait ends.
         let reps = if len < k { (m * len).div_ceil(k) } else { m };
         sends.clear();
         arrivals.clear();
@@ -688,6 +688,9 @@ fn replay(
             at = Instant::ZERO + Duration::from_secs_f64((i + j) as f64 * gap);
             sends.push(at.as_nanos());
             arrivals.push(arrival(link.offer(at, src_len)));
+        }
+        if len < k {
+            at = Instant::from_nanos(sends[0]) + oracle_block_wait(k, sc.datagrams_per_sec);
         }
         for _ in 0..reps {
             arrivals.push(arrival(link.offer(at, rep_len)));
@@ -712,6 +715,12 @@ fn replay(
         i += len as u64;
     }
     Ok(lost)
+}
+
+/// The block wait of the oracle's runs: a full block's fill time, so the
+/// run's last (short) block closes when a full one would have.
+fn oracle_block_wait(k: usize, per_sec: f64) -> Duration {
+    Duration::from_secs_f64((k - 1) as f64 / per_sec) + Duration::from_micros(1)
 }
 
 fn arrival(f: Fate) -> Option<u64> {
@@ -751,8 +760,12 @@ mod tests {
     fn the_oracles_replay_matches_the_simulated_tunnel() {
         let r = tiny();
         let sc = r.channel_scenario(&r.channels[0], Vec::new());
-        for (k, m) in [(20, 4), (40, 12)] {
-            let setting = TunnelSetting::new("fixed", ControllerKind::Static(m), k, 1000);
+        // 6000 datagrams: whole blocks of 20, a short last block of 23.
+        for (k, m) in [(20, 4), (41, 12)] {
+            let setting = TunnelSetting {
+                block_wait: oracle_block_wait(k, 2000.0),
+                ..TunnelSetting::new("fixed", ControllerKind::Static(m), k, 0)
+            };
             let run = sc.run_one(5, &setting, &mut |_| {}).expect("runs");
             let lost = replay(&sc, 5, k, m, &mut Vec::new()).expect("replays");
             let sim_lost = run.sent - run.latencies_us.len() as u64;
