@@ -20,7 +20,7 @@ PARTS = [
      "AFEC on the family: per controller, the cells meeting each of the "
      "issue's goals (band held in 85% of windows, latency and bytes against "
      "the oracle, no overshoot, recovery within 3 windows)."),
-    ("robustness-tunnel", "### goals",
+    ("robustness-tunnel", "## Summary",
      "The tunnel on the family: the target controller and GMIAD against "
      "the oracle (the cheapest fixed code meeting the target within the "
      "delay budget), per residual target and delay budget."),
