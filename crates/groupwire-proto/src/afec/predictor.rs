@@ -39,6 +39,24 @@ pub(super) fn predict_size(
             .sum();
         lost as f64 / n as f64
     };
+    let size = solve_size(mer, goal, tolerance, current, cap)?;
+    to_wire(size, current, cap)
+}
+
+/// The smallest (fractional) code set size, at most `cap`, whose MER is
+/// `goal`, given `mer(k)` for whole sizes; `None` when the size in force,
+/// `current`, is predicted within `tolerance` of the goal. A fractional
+/// size `k + f` sends a share `f` of messages `k + 1` times, so its MER is
+/// `(1 - f) MER(k) + f MER(k + 1)`, solved here for `f`. Shared by the
+/// predictive and the robust controllers, which differ in how they
+/// estimate `mer`.
+pub(super) fn solve_size(
+    mer: impl Fn(u32) -> f64,
+    goal: f64,
+    tolerance: f64,
+    current: f64,
+    cap: f64,
+) -> Option<f64> {
     let predicted = |size: f64| {
         let k = size.floor().max(1.0) as u32;
         let f = size - f64::from(k);
@@ -59,7 +77,13 @@ pub(super) fn predict_size(
             break;
         }
     }
-    // Up to the wire's resolution, rounding up so the prediction stays at or below the goal.
+    Some(size)
+}
+
+/// `size` up to the wire's resolution (hundredths), rounding up so the
+/// prediction stays at or below the goal; `None` if that is the size in
+/// force.
+pub(super) fn to_wire(size: f64, current: f64, cap: f64) -> Option<f64> {
     let size = ((size * 100.0).ceil() / 100.0).clamp(1.0, cap);
     ((size - current).abs() >= 0.01).then_some(size)
 }

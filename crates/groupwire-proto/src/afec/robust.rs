@@ -35,6 +35,7 @@
 //!    (start-up, when nothing controlled the size) are not paid back.
 
 use super::mer::MerWindow;
+use super::predictor::{solve_size, to_wire};
 
 /// Odds ratio of the CUSUM alternatives: the tests look for a probability
 /// whose odds are this many times higher (or lower) than the reference.
@@ -290,26 +291,7 @@ pub(super) fn robust_size(
         let model = pi * c.powi(k as i32 - 1);
         (replayed + PRIOR_PACKETS * model) / (total + PRIOR_PACKETS)
     };
-    let predicted = |size: f64| {
-        let k = size.floor().max(1.0) as u32;
-        let f = size - f64::from(k);
-        (1.0 - f) * mer(k) + f * mer(k + 1)
-    };
-    if (predicted(current) - goal).abs() <= tolerance {
-        return None;
-    }
-    let mut size = cap;
-    for k in 1..cap.floor().max(1.0) as u32 {
-        let (here, next) = (mer(k), mer(k + 1));
-        if here <= goal {
-            size = f64::from(k);
-            break;
-        }
-        if next <= goal {
-            size = f64::from(k) + (here - goal) / (here - next);
-            break;
-        }
-    }
+    let size = solve_size(mer, goal, tolerance, current, cap)?;
     // The model's cap: MER(k) = π c^(k-1) at the pessimistic fit.
     let (pi_hi, c_hi) = tracker.gilbert_bound(CAP_Z);
     let model_cap = if pi_hi <= floor || c_hi <= 0.0 {
@@ -317,9 +299,7 @@ pub(super) fn robust_size(
     } else {
         1.0 + (floor / pi_hi).ln() / c_hi.ln()
     };
-    let size = size.min(model_cap.max(1.0));
-    let size = ((size * 100.0).ceil() / 100.0).clamp(1.0, cap);
-    ((size - current).abs() >= 0.01).then_some(size)
+    to_wire(size.min(model_cap.max(1.0)), current, cap)
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ mod leigh_fig3;
 mod leigh_fig4;
 mod link_models;
 mod miyoshi;
-mod robustness_tunnel;
 mod robustness_afec;
+mod robustness_tunnel;
 mod tcp_dumbbell;
 mod tunnel;
 
@@ -35,8 +35,8 @@ pub use self::leigh::Leigh;
 pub use self::leigh_fig3::{LeighDiffServ, Variant as LeighDiffServVariant};
 pub use self::link_models::LinkModels;
 pub use self::miyoshi::Miyoshi;
-pub use self::robustness_tunnel::RobustnessTunnel;
 pub use self::robustness_afec::RobustnessAfec;
+pub use self::robustness_tunnel::RobustnessTunnel;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
 
