@@ -5,7 +5,7 @@
 //! overrides and every command-line flag that takes a duration
 //! (`value_parser = groupwire_units::duration::parse`) read durations here,
 //! so one spelling works everywhere. [`option`] adds `off` for `None`,
-//! [`vec`] reads lists.
+//! [`vec`](mod@vec) reads lists.
 
 use std::time::Duration;
 
