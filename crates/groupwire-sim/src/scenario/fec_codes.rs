@@ -429,26 +429,38 @@ impl FecCodes {
             // In arrival order, the k-th symbol in rebuilds the rest.
             got.sort_by_key(|&(_, at)| at);
             let complete = (got.len() >= k).then(|| got[k - 1].1);
-            for j in 0..n {
+            // Which of the block's sent sources arrived, and when.
+            let mut direct = vec![None; n];
+            for &(i, at) in &got {
+                if i < n {
+                    direct[i] = Some(at);
+                }
+            }
+            // One decode rebuilds every lost source from the first k in.
+            let mut missing: Vec<(usize, Vec<u8>)> = (0..n)
+                .filter(|&j| direct[j].is_none())
+                .map(|j| (j, vec![0u8; len]))
+                .collect();
+            if complete.is_some() && !missing.is_empty() {
+                let received: Vec<(usize, &[u8])> = got[..k]
+                    .iter()
+                    .map(|&(i, _)| {
+                        let s: &[u8] = if i < k { &sources[i] } else { &repairs[i - k] };
+                        (i, s)
+                    })
+                    .collect();
+                decoder
+                    .decode(&received, &mut missing)
+                    .expect("k distinct symbols decode");
+                for (j, bytes) in &missing {
+                    assert_eq!(*bytes, sources[*j], "block code rebuilt the wrong bytes");
+                }
+            }
+            for (j, at) in direct.into_iter().enumerate() {
                 let sent = self.send_time(first + j as u64);
-                let direct = got.iter().find(|&&(i, _)| i == j).map(|&(_, at)| at);
-                match (direct, complete) {
+                match (at, complete) {
                     (Some(at), _) => score.score(first + j as u64, sent, Some(at), false),
-                    (None, Some(at)) => {
-                        let received: Vec<(usize, &[u8])> = got[..k]
-                            .iter()
-                            .map(|&(i, _)| {
-                                let s: &[u8] = if i < k { &sources[i] } else { &repairs[i - k] };
-                                (i, s)
-                            })
-                            .collect();
-                        let mut out = [(j, vec![0u8; len])];
-                        decoder
-                            .decode(&received, &mut out)
-                            .expect("k distinct symbols decode");
-                        assert_eq!(out[0].1, sources[j], "block code rebuilt the wrong bytes");
-                        score.score(first + j as u64, sent, Some(at), true);
-                    }
+                    (None, Some(at)) => score.score(first + j as u64, sent, Some(at), true),
                     (None, None) => score.score(first + j as u64, sent, None, false),
                 }
             }

@@ -364,22 +364,16 @@ impl RobustnessTunnel {
                         ),
                     ] {
                         let Some(p) = p else {
-                            rows.push(vec![
+                            // No run: the measured columns are empty.
+                            let mut row = vec![
                                 json!(channel),
                                 json!(target),
                                 json!(budget_ms),
                                 json!(name),
                                 json!(code),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                                json!(null),
-                            ]);
+                            ];
+                            row.resize(14, json!(null));
+                            rows.push(row);
                             continue;
                         };
                         rows.push(vec![
