@@ -35,6 +35,7 @@ pub mod block;
 pub mod control;
 pub mod machine;
 pub mod rbudp;
+pub mod session;
 pub mod tunnel;
 pub mod wire;
 pub mod xor;

@@ -1,0 +1,153 @@
+//! The transport mechanisms a channel can run on, with the parameters the
+//! strategy selector picks for each.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::xor::XorLayout;
+
+/// One way to carry a channel's messages. Each names a design groupwire
+/// implements; [`kind`](Self::kind) is its number on the wire.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Mechanism {
+    /// Datagrams as they are: no recovery, no overhead (Leigh et al.'s
+    /// "UDP" for low latency when much loss is tolerated).
+    Plain,
+    /// Dyck & Gutwin's message AFEC: whole earlier messages piggybacked,
+    /// the receiver holding the MER in `[lo, hi]` with NAK/INC feedback.
+    Afec {
+        /// Band's low end.
+        lo: f64,
+        /// Band's high end.
+        hi: f64,
+    },
+    /// Leigh et al. §4.1's XOR parity over RTP, in SMPTE 2022-1's layouts.
+    Xor(XorLayout),
+    /// Reed-Solomon blocks with the controller that meets a residual-loss
+    /// target within a delay budget at the least overhead (the tunnel's
+    /// `--fec target`, beyond GENEVA).
+    Block {
+        /// Residual loss to meet.
+        target: f64,
+        /// Longest a rebuilt message may wait.
+        max_delay: Duration,
+    },
+    /// A reliable, ordered byte stream (TCP): every message, in order,
+    /// at the price of a retransmission round trip per loss.
+    Reliable,
+    /// Parallel TCP streams (Leigh et al. §4.3), for bulk on a long fat path.
+    Striped {
+        /// Number of connections.
+        streams: u8,
+    },
+    /// Reliable Blast UDP (Leigh et al. §4.2), for bulk where bandwidth is
+    /// reserved.
+    Blast,
+}
+
+/// A [`Mechanism`]'s number on the wire and in reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum MechanismKind {
+    /// [`Mechanism::Plain`].
+    Plain = 0,
+    /// [`Mechanism::Afec`].
+    Afec = 1,
+    /// [`Mechanism::Xor`].
+    Xor = 2,
+    /// [`Mechanism::Block`].
+    Block = 3,
+    /// [`Mechanism::Reliable`].
+    Reliable = 4,
+    /// [`Mechanism::Striped`].
+    Striped = 5,
+    /// [`Mechanism::Blast`].
+    Blast = 6,
+}
+
+impl MechanismKind {
+    /// Every kind, in wire order.
+    pub const ALL: [Self; 7] = [
+        Self::Plain,
+        Self::Afec,
+        Self::Xor,
+        Self::Block,
+        Self::Reliable,
+        Self::Striped,
+        Self::Blast,
+    ];
+
+    /// The kind with wire number `b`.
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(b)).copied()
+    }
+
+    /// A short lower-case name for tables and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Afec => "afec",
+            Self::Xor => "xor",
+            Self::Block => "block",
+            Self::Reliable => "reliable",
+            Self::Striped => "striped",
+            Self::Blast => "blast",
+        }
+    }
+}
+
+impl Mechanism {
+    /// Its wire number.
+    pub fn kind(&self) -> MechanismKind {
+        match self {
+            Self::Plain => MechanismKind::Plain,
+            Self::Afec { .. } => MechanismKind::Afec,
+            Self::Xor(_) => MechanismKind::Xor,
+            Self::Block { .. } => MechanismKind::Block,
+            Self::Reliable => MechanismKind::Reliable,
+            Self::Striped { .. } => MechanismKind::Striped,
+            Self::Blast => MechanismKind::Blast,
+        }
+    }
+
+    /// Whether it runs over a stream (TCP) rather than datagrams.
+    pub fn is_stream(&self) -> bool {
+        matches!(self, Self::Reliable | Self::Striped { .. })
+    }
+}
+
+impl fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Plain | Self::Reliable | Self::Blast => f.write_str(self.kind().name()),
+            Self::Afec { lo, hi } => write!(f, "afec[{:.1}-{:.1}%]", lo * 100.0, hi * 100.0),
+            Self::Xor(l) => write!(f, "{l}"),
+            Self::Block { target, max_delay } => write!(
+                f,
+                "block[{}% in {}]",
+                target * 100.0,
+                groupwire_units::duration::format(*max_delay)
+            ),
+            Self::Striped { streams } => write!(f, "striped:{streams}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_their_wire_numbers() {
+        for k in MechanismKind::ALL {
+            assert_eq!(MechanismKind::from_u8(k as u8), Some(k));
+        }
+        assert_eq!(MechanismKind::from_u8(7), None);
+        assert_eq!(
+            Mechanism::Xor(XorLayout::row(3)).to_string(),
+            "xor:3",
+            "the XOR layout's own text form"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! What the resource monitor knows of the path to one peer
+//! ([`PathEstimate`]): the input of the strategy selector.
+
+use std::time::Duration;
+
+use crate::Bitrate;
+use crate::control::target::TwoState;
+
+/// The path to one peer as measured (Leigh et al. §2's resource monitor):
+/// delay, loss and its burstiness, bandwidth and jitter. Every field that
+/// has not been measured yet is `None` or zero, and [`samples`](Self::samples)
+/// says how much the estimate rests on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathEstimate {
+    /// Smoothed round-trip time (RFC 6298's SRTT).
+    pub srtt: Option<Duration>,
+    /// Least round-trip time seen recently: the path without queueing.
+    pub min_rtt: Option<Duration>,
+    /// Share of packets lost toward the peer, in `[0, 1]`.
+    pub loss: f64,
+    /// The fitted loss process: a Gilbert chain from loss runs (mean
+    /// burst `1 / r`), or `None` before enough packets.
+    pub loss_model: Option<TwoState>,
+    /// Mean length of a run of consecutive losses, in packets (1 with no
+    /// runs seen).
+    pub mean_burst: f64,
+    /// Rate the peer received from us recently: a lower bound on the
+    /// available bandwidth while we send more than the path carries, and
+    /// what we sent otherwise.
+    pub delivered: Option<Bitrate>,
+    /// RFC 3550 §6.4.1's interarrival jitter of our packets at the peer.
+    pub jitter: Duration,
+    /// Packets the loss figures rest on (after decay).
+    pub samples: f64,
+}
+
+impl PathEstimate {
+    /// Nothing measured yet.
+    pub const UNKNOWN: Self = Self {
+        srtt: None,
+        min_rtt: None,
+        loss: 0.0,
+        loss_model: None,
+        mean_burst: 1.0,
+        delivered: None,
+        jitter: Duration::ZERO,
+        samples: 0.0,
+    };
+
+    /// A path with these figures, for tests and the simulator's oracle:
+    /// round trip `rtt`, a Gilbert loss process with rate `loss` and mean
+    /// burst `burst` packets, `delivered` bandwidth, fully trusted.
+    pub fn known(rtt: Duration, loss: f64, burst: f64, delivered: Option<Bitrate>) -> Self {
+        let burst = burst.max(1.0);
+        let r = 1.0 / burst;
+        // loss = p / (p + r) for Gilbert's chain.
+        let p = if loss >= 1.0 {
+            1.0
+        } else {
+            loss * r / (1.0 - loss)
+        };
+        Self {
+            srtt: Some(rtt),
+            min_rtt: Some(rtt),
+            loss,
+            loss_model: Some(TwoState::gilbert(p.min(1.0), r)),
+            mean_burst: burst,
+            delivered,
+            jitter: Duration::ZERO,
+            samples: f64::INFINITY,
+        }
+    }
+
+    /// The loss model to predict with: the fitted one, else independent
+    /// losses at the measured rate.
+    pub fn model(&self) -> TwoState {
+        self.loss_model.unwrap_or(TwoState {
+            p: 0.5,
+            r: 0.5,
+            loss_good: self.loss,
+            loss_bad: self.loss,
+        })
+    }
+
+    /// One-way delay, taken as half the round trip (no clock sync).
+    pub fn owd(&self) -> Option<Duration> {
+        self.srtt.map(|r| r / 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_path_has_the_loss_and_burst_it_names() {
+        let p = PathEstimate::known(Duration::from_millis(40), 0.1, 4.0, None);
+        let m = p.model();
+        assert!((m.loss_rate() - 0.1).abs() < 1e-12);
+        assert!((1.0 / m.r - 4.0).abs() < 1e-12);
+        assert_eq!(p.owd(), Some(Duration::from_millis(20)));
+        let u = PathEstimate::UNKNOWN;
+        assert_eq!(u.model().loss_rate(), 0.0);
+    }
+}
