@@ -90,6 +90,24 @@ fn exchange(
     })
 }
 
+/// The tunnel's residual loss over what it was given: the far tunnel's
+/// datagrams handed to the application against the near tunnel's taken
+/// from it. Not what the test's own socket read: on a loaded host that
+/// socket overflows while its reader waits for a core (CI once read 79%
+/// where the tunnel delivered 99%), which is the host's loss, not the
+/// tunnel's. What the application did read must be no more than that.
+fn tunnel_residual(sa: &serde_json::Value, sb: &serde_json::Value, got: &Received) -> f64 {
+    let taken = sa["sent"]["app_datagrams"].as_f64().expect("a number");
+    let handed = sb["received"]["app_datagrams"].as_f64().expect("a number");
+    assert!(taken > 500.0, "the tunnel took only {taken} datagrams");
+    assert!(
+        got.at.len() as f64 <= handed && !got.at.is_empty(),
+        "the application reads what the tunnel handed out ({} of {handed})",
+        got.at.len()
+    );
+    1.0 - handed / taken
+}
+
 /// The channel: Gilbert loss, 10% long-run, mean burst 4
 /// (`r = 1/4`, `p = r · 0.1 / 0.9`).
 const GILBERT_10_4: &str = "gilbert:p=0.027778,r=0.25";
@@ -170,7 +188,7 @@ fn run_over_gilbert(fec: &[&str]) -> GilbertRun {
         got.at.keys().all(|&seq| (seq as usize) < sent.len()),
         "only datagrams sent arrive"
     );
-    let residual = 1.0 - got.at.len() as f64 / sent.len() as f64;
+    let residual = tunnel_residual(&sa, &sb, &got);
     let rb = &sb["received"];
     let link_loss = rb["lost_packets"].as_f64().expect("n")
         / (rb["packets"].as_f64().expect("n") + rb["lost_packets"].as_f64().expect("n"));
@@ -429,7 +447,7 @@ fn xor_tunnel_rebuilds_random_loss() {
     let (sa, sb) = (stats(&a_json), stats(&b_json));
     assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
     assert!(sent.len() > 500, "only {} datagrams sent", sent.len());
-    let residual = 1.0 - got.at.len() as f64 / sent.len() as f64;
+    let residual = tunnel_residual(&sa, &sb, &got);
     let rb = &sb["received"];
     let n = |v: &serde_json::Value| v.as_f64().expect("a number");
     // Media packets that arrived: delivered less rebuilt.

@@ -5,11 +5,24 @@
 //! - [`qos`]: what a channel needs ([`Qos`]), after RFC 9622.
 //! - [`mechanism`]: the ways groupwire can carry it ([`Mechanism`]).
 //! - [`path`]: what the resource monitor knows of the path ([`PathEstimate`]).
+//! - [`wire`]: the session's datagrams and stream frames.
+//! - [`endpoint`]: the machine ([`Session`]): peers, handshakes, channels,
+//!   mechanism switches.
 
+mod channel;
+pub mod endpoint;
 pub mod mechanism;
 pub mod path;
 pub mod qos;
+#[cfg(test)]
+mod tests;
+pub mod wire;
 
+pub use channel::MSG_PREFIX;
+pub use endpoint::{
+    ChannelId, ChannelStats, PeerId, Session, SessionConfig, SessionError, SessionEvent,
+    SessionStats, initial_mechanism,
+};
 pub use mechanism::{Mechanism, MechanismKind};
 pub use path::PathEstimate;
 pub use qos::{CapacityProfile, Dscp, Qos, QosError, Reliability};

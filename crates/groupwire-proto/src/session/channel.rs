@@ -1,0 +1,375 @@
+//! One channel's mechanisms and its receive order.
+//!
+//! A [`MechInst`] runs one [`Mechanism`] for one direction of one channel:
+//! the sender's half on the side that sends, the receiver's half (made on
+//! the first packet) on the other. Its packets are the mechanism's own
+//! wire format ([`wire::afec`](crate::wire::afec),
+//! [`wire::block`](crate::wire::block), [`wire::rtp`](crate::wire::rtp));
+//! the session wraps them in its header. Each application message travels
+//! with its number on the channel in front (4 bytes, big-endian), so the
+//! receiver drops the second copy of a message that crossed a mechanism
+//! switch on both mechanisms, and restores order where it was asked for.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{Mechanism, MechanismKind, Qos};
+use crate::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
+use crate::block::{BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig};
+use crate::control::FecConfig;
+use crate::control::target::TargetConfig;
+use crate::wire::afec::MsgType;
+use crate::xor::{XorEndpoint, XorEndpointConfig};
+use crate::{Instant, Machine};
+
+/// Bytes of the message number in front of every message.
+pub const MSG_PREFIX: usize = 4;
+
+/// Why a mechanism refused a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum MechRefused {
+    /// Larger than the mechanism can carry in one datagram.
+    TooLarge {
+        /// The message's size.
+        len: usize,
+        /// The most it takes.
+        max: usize,
+    },
+    /// Its queue is full.
+    Full,
+}
+
+/// One mechanism's state for one direction of one channel.
+#[derive(Debug)]
+pub(super) enum MechInst {
+    Plain {
+        out: VecDeque<Bytes>,
+        delivered: VecDeque<(Bytes, bool)>,
+    },
+    Afec(Box<AfecEndpoint>),
+    Xor(Box<XorEndpoint>),
+    Block(Box<BlockEndpoint>),
+}
+
+/// Largest message a plain datagram carries: the session leaves `room`.
+fn prefixed(msg: u32, payload: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(MSG_PREFIX + payload.len());
+    b.put_u32(msg);
+    b.put_slice(payload);
+    b.freeze()
+}
+
+impl MechInst {
+    /// A fresh instance of `m` toward `peer`; `room` is the bytes a
+    /// mechanism packet may take (the datagram less the session header and
+    /// seal). `None` for the stream mechanisms, which the session runs
+    /// itself.
+    pub(super) fn new(m: &Mechanism, qos: &Qos, peer: SocketAddr, room: usize) -> Option<Self> {
+        Some(match *m {
+            Mechanism::Plain => Self::Plain {
+                out: VecDeque::new(),
+                delivered: VecDeque::new(),
+            },
+            Mechanism::Afec { lo, hi } => {
+                let tq = TypeQos {
+                    mer_min: lo,
+                    mer_max: hi,
+                    initial_size: 1.0,
+                    lifetime: qos.lifetime,
+                };
+                // The robust fractional controller (issue 15's
+                // `afec-robust`): the paper's whole steps cannot hold a
+                // band narrower than one step's change of MER and flap
+                // between sizes (NAK, INC, NAK) on a steady channel.
+                let cfg = AfecConfig::new(0)
+                    .mode(Mode::Adaptive)
+                    .step(Step::Robust)
+                    .default_qos(tq)
+                    .mtu(room);
+                let mut ep = AfecEndpoint::new(cfg).ok()?;
+                ep.add_peer(peer);
+                Self::Afec(Box::new(ep))
+            }
+            Mechanism::Xor(layout) => {
+                let mut cfg = XorEndpointConfig::new(peer, layout);
+                cfg.max_datagram = room;
+                Self::Xor(Box::new(XorEndpoint::new(cfg).ok()?))
+            }
+            Mechanism::Block { target, max_delay } => {
+                let mut s = SenderConfig::new(peer, 16);
+                s.controller = FecConfig::Target(TargetConfig {
+                    target,
+                    max_delay,
+                    ..TargetConfig::default()
+                });
+                s.pacing = false;
+                s.max_block_wait = Some(max_delay / 2);
+                s.max_datagram = room;
+                let r = ReceiverConfig {
+                    ordered: false,
+                    max_wait: max_delay.max(Duration::from_millis(50)) * 4,
+                    max_blocks: 64,
+                    max_symbol: room.saturating_sub(crate::wire::block::DATA_HEADER_LEN),
+                    ..ReceiverConfig::default()
+                };
+                Self::Block(Box::new(BlockEndpoint::new(
+                    BlockSender::new(s),
+                    BlockReceiver::new(r),
+                )))
+            }
+            Mechanism::Reliable | Mechanism::Striped { .. } | Mechanism::Blast => return None,
+        })
+    }
+
+    pub(super) fn kind(&self) -> MechanismKind {
+        match self {
+            Self::Plain { .. } => MechanismKind::Plain,
+            Self::Afec(_) => MechanismKind::Afec,
+            Self::Xor(_) => MechanismKind::Xor,
+            Self::Block(_) => MechanismKind::Block,
+        }
+    }
+
+    /// Hands message number `msg` to the mechanism.
+    pub(super) fn send(
+        &mut self,
+        now: Instant,
+        msg: u32,
+        payload: &[u8],
+        room: usize,
+    ) -> Result<(), MechRefused> {
+        let data = prefixed(msg, payload);
+        let too_large = |max: usize| MechRefused::TooLarge {
+            len: payload.len(),
+            max: max.saturating_sub(MSG_PREFIX),
+        };
+        match self {
+            Self::Plain { out, .. } => {
+                if data.len() > room {
+                    return Err(too_large(room));
+                }
+                out.push_back(data);
+                Ok(())
+            }
+            Self::Afec(ep) => ep
+                .send(now, MsgType(0), data)
+                .map(|_| ())
+                .map_err(|e| match e {
+                    crate::afec::SendError::TooLarge { max, .. } => too_large(max),
+                    _ => MechRefused::Full,
+                }),
+            Self::Xor(ep) => ep.send(now, &data).map_err(|e| too_large(e.max)),
+            Self::Block(ep) => ep.sender.send(now, data).map(|_| ()).map_err(|e| match e {
+                crate::block::SendError::TooLarge { max, .. } => too_large(max),
+                _ => MechRefused::Full,
+            }),
+        }
+    }
+
+    /// A packet of this mechanism from the peer.
+    pub(super) fn handle(&mut self, now: Instant, peer: SocketAddr, pkt: &[u8]) {
+        match self {
+            Self::Plain { delivered, .. } => {
+                delivered.push_back((Bytes::copy_from_slice(pkt), false));
+            }
+            Self::Afec(ep) => ep.handle_datagram(now, peer, pkt),
+            Self::Xor(ep) => ep.handle_datagram(now, peer, pkt),
+            Self::Block(ep) => ep.handle_datagram(now, peer, pkt),
+        }
+    }
+
+    pub(super) fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Plain { .. } => {}
+            Self::Afec(ep) => ep.handle_timeout(now),
+            Self::Xor(ep) => ep.handle_timeout(now),
+            Self::Block(ep) => ep.handle_timeout(now),
+        }
+    }
+
+    /// The next mechanism packet to send.
+    pub(super) fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
+        match self {
+            Self::Plain { out, .. } => out.pop_front(),
+            Self::Afec(ep) => ep.poll_transmit(now).map(|t| t.payload),
+            Self::Xor(ep) => ep.poll_transmit(now).map(|t| t.payload),
+            Self::Block(ep) => ep.poll_transmit(now).map(|t| t.payload),
+        }
+    }
+
+    /// The next delivered message, number in front, and whether the
+    /// mechanism rebuilt it.
+    pub(super) fn poll_delivery(&mut self) -> Option<(Bytes, bool)> {
+        match self {
+            Self::Plain { delivered, .. } => delivered.pop_front(),
+            Self::Afec(ep) => loop {
+                match ep.poll_event()? {
+                    AfecEvent::Delivered(d) => return Some((d.payload, d.recovered)),
+                    _ => continue,
+                }
+            },
+            Self::Xor(ep) => ep.poll_event().map(|d| (d.payload, d.recovered.is_some())),
+            Self::Block(ep) => ep.poll_event().map(|d| (d.payload, d.recovered)),
+        }
+    }
+
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Plain { .. } => None,
+            Self::Afec(ep) => ep.poll_timeout(),
+            Self::Xor(ep) => ep.poll_timeout(),
+            Self::Block(ep) => ep.poll_timeout(),
+        }
+    }
+}
+
+/// Splits a delivered message into its number and the application's bytes.
+pub(super) fn split_msg(data: &Bytes) -> Option<(u32, Bytes)> {
+    let head: [u8; MSG_PREFIX] = data.get(..MSG_PREFIX)?.try_into().ok()?;
+    Some((u32::from_be_bytes(head), data.slice(MSG_PREFIX..)))
+}
+
+/// Message numbers seen, for dropping second copies (the anti-replay
+/// window of RFC 4303 §3.4.3, over message numbers).
+#[derive(Debug, Default)]
+pub(super) struct SeenWindow {
+    /// Highest number seen, extended to 64 bits.
+    top: Option<u64>,
+    bits: VecDeque<bool>,
+}
+
+/// Message numbers remembered behind the highest.
+pub(super) const SEEN_WINDOW: u64 = 4096;
+
+/// What [`SeenWindow::check`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// New: deliver it, with its extended number.
+    New(u64),
+    /// Delivered before.
+    Duplicate,
+    /// Older than the window: cannot tell, dropped.
+    TooOld,
+}
+
+impl SeenWindow {
+    /// Checks and marks `msg` (a wrapping `u32`).
+    pub(super) fn check(&mut self, msg: u32) -> Seen {
+        let Some(top) = self.top else {
+            self.top = Some(u64::from(msg));
+            self.bits.push_front(true);
+            return Seen::New(u64::from(msg));
+        };
+        // Extend toward the top (RFC 3550 A.1's idea, for 32 bits).
+        let delta = msg.wrapping_sub(top as u32) as i32;
+        let ext = top.wrapping_add_signed(i64::from(delta));
+        if delta > 0 {
+            for _ in 0..delta.min(SEEN_WINDOW as i32) {
+                self.bits.push_front(false);
+            }
+            self.bits.truncate(SEEN_WINDOW as usize);
+            self.top = Some(ext);
+            self.bits[0] = true;
+            return Seen::New(ext);
+        }
+        let back = (-i64::from(delta)) as u64;
+        if back >= SEEN_WINDOW || ext > top {
+            return Seen::TooOld;
+        }
+        match self.bits.get_mut(back as usize) {
+            Some(b) if *b => Seen::Duplicate,
+            Some(b) => {
+                *b = true;
+                Seen::New(ext)
+            }
+            None => {
+                // Before the first message seen: older than what we know.
+                Seen::TooOld
+            }
+        }
+    }
+}
+
+/// In-order delivery for a channel that asked for it: messages wait for
+/// the ones before them, up to a bound.
+#[derive(Debug, Default)]
+pub(super) struct Reorder {
+    next: Option<u64>,
+    held: BTreeMap<u64, (Bytes, MechanismKind, bool)>,
+}
+
+impl Reorder {
+    /// Takes message `n`; returns what can now be delivered, in order. When
+    /// more than `limit` wait, the oldest gap is given up (counted by the
+    /// caller as `skipped`).
+    pub(super) fn push(
+        &mut self,
+        n: u64,
+        msg: (Bytes, MechanismKind, bool),
+        limit: usize,
+        skipped: &mut u64,
+    ) -> Vec<(Bytes, MechanismKind, bool)> {
+        let next = *self.next.get_or_insert(n);
+        if n < next {
+            return Vec::new();
+        }
+        self.held.insert(n, msg);
+        let mut out = Vec::new();
+        let mut next = next;
+        loop {
+            if let Some(m) = self.held.remove(&next) {
+                out.push(m);
+                next += 1;
+            } else if self.held.len() > limit {
+                let first = *self.held.keys().next().expect("nonempty");
+                *skipped += first - next;
+                next = first;
+            } else {
+                break;
+            }
+        }
+        self.next = Some(next);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_window_drops_second_copies_across_wrap() {
+        let mut w = SeenWindow::default();
+        assert_eq!(w.check(u32::MAX - 1), Seen::New(u64::from(u32::MAX - 1)));
+        assert_eq!(w.check(1), Seen::New(u64::from(u32::MAX) + 2));
+        assert_eq!(w.check(u32::MAX), Seen::New(u64::from(u32::MAX)));
+        assert_eq!(w.check(u32::MAX), Seen::Duplicate);
+        assert_eq!(w.check(1), Seen::Duplicate);
+        assert_eq!(w.check(0), Seen::New(u64::from(u32::MAX) + 1));
+        assert_eq!(w.check(u32::MAX - 2), Seen::TooOld);
+        assert_eq!(
+            w.check(1 + SEEN_WINDOW as u32 + 5),
+            Seen::New(u64::from(u32::MAX) + 2 + SEEN_WINDOW + 5)
+        );
+        assert_eq!(w.check(1), Seen::TooOld);
+    }
+
+    #[test]
+    fn reorder_holds_then_releases_in_order_and_gives_up_past_its_bound() {
+        let m = |i: u8| (Bytes::from(vec![i]), MechanismKind::Plain, false);
+        let mut r = Reorder::default();
+        let mut skipped = 0;
+        assert_eq!(r.push(0, m(0), 4, &mut skipped).len(), 1);
+        assert!(r.push(2, m(2), 4, &mut skipped).is_empty());
+        let out = r.push(1, m(1), 4, &mut skipped);
+        assert_eq!(out.iter().map(|x| x.0[0]).collect::<Vec<_>>(), [1, 2]);
+        for i in 5..10 {
+            r.push(i, m(i as u8), 4, &mut skipped);
+        }
+        assert_eq!(skipped, 2, "3 and 4 given up once 5 wait");
+        assert!(r.push(3, m(3), 4, &mut skipped).is_empty(), "too late");
+    }
+}

@@ -1,0 +1,1445 @@
+//! [`Session`]: the sans-IO machine behind one session socket, with any
+//! number of peers and, per peer, any number of channels.
+//!
+//! **Peers.** [`Session::connect`] sends a Hello and retries it with
+//! exponential backoff (500 ms, doubling) until a HelloAck comes or
+//! [`SessionConfig::handshake_timeout`] passes ([`SessionEvent::PeerFailed`]).
+//! A Hello from an unknown address is answered (when
+//! [`SessionConfig::accept`]) with a shorter HelloAck and nothing more until
+//! the address proves it received it (see [`wire`]: QUIC's
+//! address validation). Half-open handshakes are bounded
+//! ([`SessionConfig::max_pending`]) and expire, and peers are bounded
+//! ([`SessionConfig::max_peers`]). With a key, every datagram and frame is
+//! sealed ([`tunnel::seal`](crate::tunnel::seal)) and anything that fails
+//! to open is counted and dropped before it is parsed, so only a holder of
+//! the key reaches a peer slot, a channel or the application.
+//!
+//! **Channels.** [`Session::open_channel`] names a channel and states its
+//! [`Qos`]; the peer learns the name from an Open (repeated until
+//! acknowledged) and delivers what arrives under the channel it opened
+//! with the same name, or, if it opened none, under a new one it reports
+//! with [`SessionEvent::ChannelOpened`]. Each channel runs one
+//! [`Mechanism`] at a time ([`Session::set_mechanism`]; the strategy
+//! selector drives it); after a switch the old mechanism drains (its last
+//! repairs and copies still go out and are still taken) for
+//! [`SessionConfig::drain`], and the receiver drops second copies by
+//! message number, so a switch neither loses what the old mechanism would
+//! have delivered nor duplicates anything; an ordered channel is delivered
+//! in order across it. Reliable channels travel as stream frames
+//! ([`Transport::TcpFrame`]) on the connection the driver keeps to the
+//! peer.
+//!
+//! **Not yet** (issue 16, later steps): the resource monitor's reports and
+//! probes, the selector's automatic re-selection, the striped and blast
+//! bulk mechanisms, and a peer that moves to another address (its packets
+//! are dropped as foreign; QUIC would migrate).
+
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::channel::{MechInst, MechRefused, Reorder, Seen, SeenWindow, split_msg};
+use super::wire::{self, Body, Frame, Kind};
+use super::{Mechanism, MechanismKind, Qos, Reliability};
+use crate::tunnel::TunnelKey;
+use crate::tunnel::seal::{self, Opener, Sealer};
+use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
+
+/// How a [`Session`] behaves. [`SessionConfig::new`] gives the defaults.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Seal every datagram and frame with this pre-shared key; peers
+    /// without it get nothing through.
+    pub key: Option<TunnelKey>,
+    /// Seed of the connection ids (the driver passes OS randomness; the
+    /// simulator a seeded value).
+    pub seed: u64,
+    /// Answer Hellos from unknown addresses.
+    pub accept: bool,
+    /// Most peers at once, handshakes included.
+    pub max_peers: usize,
+    /// Most half-open handshakes (answered Hellos not yet proven).
+    pub max_pending: usize,
+    /// Most channels per peer and direction.
+    pub max_channels: usize,
+    /// Give up a handshake (or forget an unproven address) after this.
+    pub handshake_timeout: Duration,
+    /// Forget a peer silent this long.
+    pub idle_timeout: Duration,
+    /// Largest datagram (the path MTU less IP and UDP headers).
+    pub max_datagram: usize,
+    /// How long a mechanism replaced on a channel keeps sending and taking
+    /// its last packets.
+    pub drain: Duration,
+    /// Most messages an ordered channel holds back waiting for a gap.
+    pub reorder_limit: usize,
+    /// Interval of Open retries.
+    pub open_retry: Duration,
+}
+
+impl SessionConfig {
+    /// Defaults: accept peers, 64 peers, 16 pending handshakes, 256
+    /// channels, 5 s handshake, 30 s idle, 1472-byte datagrams, 2 s drain,
+    /// 4096 held messages, Opens retried every 250 ms.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            key: None,
+            seed,
+            accept: true,
+            max_peers: 64,
+            max_pending: 16,
+            max_channels: 256,
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            max_datagram: 1472,
+            drain: Duration::from_secs(2),
+            reorder_limit: 4096,
+            open_retry: Duration::from_millis(250),
+        }
+    }
+
+    /// Bytes a mechanism's packet may take.
+    fn room(&self) -> usize {
+        let seal = if self.key.is_some() {
+            seal::OVERHEAD
+        } else {
+            0
+        };
+        self.max_datagram
+            .saturating_sub(wire::HEADER_LEN + 3 + seal)
+    }
+}
+
+/// A peer, named by this side's connection id for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerId(pub u32);
+
+/// One of this side's channels to a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChannelId {
+    /// The peer.
+    pub peer: PeerId,
+    /// Its number (this side's).
+    pub id: u16,
+}
+
+/// What the session tells its application.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// A handshake completed.
+    PeerConnected {
+        /// The peer.
+        peer: PeerId,
+        /// Its address.
+        addr: SocketAddr,
+    },
+    /// A handshake we started got no answer.
+    PeerFailed {
+        /// The peer it would have been.
+        peer: PeerId,
+        /// Where it was sent.
+        addr: SocketAddr,
+    },
+    /// The peer closed, or fell silent for the idle timeout.
+    PeerGone {
+        /// The peer.
+        peer: PeerId,
+    },
+    /// The peer sends on a channel this side had not opened; it is opened
+    /// here (best effort, plain) under `channel`.
+    ChannelOpened {
+        /// This side's channel.
+        channel: ChannelId,
+        /// Its name.
+        name: String,
+    },
+    /// A message.
+    Message {
+        /// The channel.
+        channel: ChannelId,
+        /// The application's bytes.
+        payload: Bytes,
+        /// The mechanism that delivered it.
+        via: MechanismKind,
+        /// Rebuilt by the mechanism's redundancy rather than received.
+        recovered: bool,
+    },
+    /// A channel's mechanism changed.
+    MechanismChanged {
+        /// The channel.
+        channel: ChannelId,
+        /// What it was.
+        from: Mechanism,
+        /// What it is.
+        to: Mechanism,
+    },
+}
+
+/// Why a command was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// No such peer.
+    #[error("no such peer")]
+    NoPeer,
+    /// No such channel.
+    #[error("no such channel")]
+    NoChannel,
+    /// The peer limit is reached.
+    #[error("the session has its maximum number of peers")]
+    TooManyPeers,
+    /// The channel limit is reached.
+    #[error("the peer has its maximum number of channels")]
+    TooManyChannels,
+    /// A channel by that name exists.
+    #[error("a channel named {0:?} exists")]
+    NameTaken(String),
+    /// The name is empty or longer than 64 bytes.
+    #[error("a channel name must have 1 to 64 bytes")]
+    BadName,
+    /// The QoS is not usable.
+    #[error("{0}")]
+    Qos(String),
+    /// The mechanism cannot carry this channel yet.
+    #[error("{0} cannot run in a session yet")]
+    Unsupported(String),
+    /// The mechanism refused the message.
+    #[error("message of {len} bytes is over the {max}-byte limit of the channel's mechanism")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The mechanism's queue is full.
+    #[error("the channel's queue is full")]
+    Full,
+}
+
+/// Counters: every datagram or frame not taken is in exactly one of the
+/// dropped fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionStats {
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Their bytes.
+    pub sent_bytes: u64,
+    /// Datagrams received (all of them).
+    pub received: u64,
+    /// Their bytes.
+    pub received_bytes: u64,
+    /// Dropped: failed to open under the key (or replayed).
+    pub unauthenticated: u64,
+    /// Dropped: not a session datagram, or malformed.
+    pub malformed: u64,
+    /// Dropped: from an address or with a connection id we do not know,
+    /// or not valid in the peer's state.
+    pub foreign: u64,
+    /// Dropped: a Hello refused (not accepting, or limits reached).
+    pub refused: u64,
+    /// Dropped: data for a channel the peer never opened, or over the
+    /// channel limit.
+    pub unknown_channel: u64,
+    /// Dropped: a mechanism this code does not run.
+    pub unknown_mechanism: u64,
+    /// Messages dropped as second copies.
+    pub duplicates: u64,
+    /// Messages dropped as older than the duplicate window.
+    pub too_old: u64,
+    /// Messages an ordered channel gave up waiting for.
+    pub skipped: u64,
+    /// Frames received.
+    pub frames: u64,
+    /// Frames dropped (malformed, unauthenticated, unknown peer).
+    pub bad_frames: u64,
+}
+
+/// Per-channel counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChannelStats {
+    /// Messages the application sent.
+    pub sent: u64,
+    /// Their bytes.
+    pub sent_bytes: u64,
+    /// Bytes of this channel's datagrams and frames on the wire (both
+    /// directions' mechanism packets this side sent, headers included).
+    pub wire_bytes: u64,
+    /// Messages delivered to the application.
+    pub delivered: u64,
+    /// ... of which rebuilt by redundancy.
+    pub recovered: u64,
+    /// Mechanism switches.
+    pub switches: u64,
+}
+
+#[derive(Debug)]
+struct OutChannel {
+    name: String,
+    qos: Qos,
+    mech: Mechanism,
+    inst: Option<MechInst>,
+    /// Replaced mechanisms still draining, until the instant given.
+    draining: Vec<(MechInst, Instant)>,
+    next_msg: u32,
+    open_acked: bool,
+    next_open: Instant,
+    stats: ChannelStats,
+}
+
+#[derive(Debug)]
+struct InChannel {
+    /// This side's channel the messages go to.
+    local: u16,
+    insts: BTreeMap<MechanismKind, (MechInst, Instant)>,
+    seen: SeenWindow,
+    reorder: Option<Reorder>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    /// We sent Hellos.
+    Connecting {
+        next_hello: Instant,
+        backoff: Duration,
+        deadline: Instant,
+    },
+    /// We answered a Hello; the address is not proven.
+    Validating {
+        deadline: Instant,
+    },
+    Established,
+}
+
+#[derive(Debug)]
+struct Peer {
+    addr: SocketAddr,
+    local_cid: u32,
+    remote_cid: u32,
+    state: State,
+    next_seq: u32,
+    last_heard: Instant,
+    opener: Option<Opener>,
+    frame_opener: Option<Opener>,
+    out: BTreeMap<u16, OutChannel>,
+    by_name: BTreeMap<String, u16>,
+    incoming: BTreeMap<u16, InChannel>,
+    /// Data and frames for peer channels whose Open has not come yet
+    /// (it was lost, or the stream outran it), bounded by [`EARLY`].
+    early: VecDeque<Early>,
+}
+
+/// What arrived before its channel's Open.
+#[derive(Debug)]
+enum Early {
+    Datagram {
+        channel: u16,
+        mechanism: u8,
+        payload: Bytes,
+    },
+    Frame {
+        channel: u16,
+        msg: u32,
+        payload: Bytes,
+    },
+}
+
+/// Most datagrams and frames held per peer for channels not yet opened.
+pub const EARLY: usize = 256;
+
+/// The session machine. See the [module docs](self).
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    peers: BTreeMap<u32, Peer>,
+    by_addr: BTreeMap<SocketAddr, u32>,
+    next_id: u64,
+    sealer: Option<Sealer>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<SessionEvent>,
+    stats: SessionStats,
+    buf: Vec<u8>,
+    epoch_us: u64,
+}
+
+impl Session {
+    /// A session with `cfg`.
+    pub fn new(cfg: SessionConfig) -> Self {
+        let sealer = cfg
+            .key
+            .as_ref()
+            .map(|k| Sealer::new(&k.psk, k.salt, k.cipher));
+        Self {
+            cfg,
+            peers: BTreeMap::new(),
+            by_addr: BTreeMap::new(),
+            next_id: 0,
+            sealer,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: SessionStats::default(),
+            buf: Vec::new(),
+            epoch_us: 0,
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// A channel's counters.
+    pub fn channel_stats(&self, ch: ChannelId) -> Option<ChannelStats> {
+        self.peers.get(&ch.peer.0)?.out.get(&ch.id).map(|c| c.stats)
+    }
+
+    /// A channel's mechanism.
+    pub fn mechanism(&self, ch: ChannelId) -> Option<Mechanism> {
+        self.peers.get(&ch.peer.0)?.out.get(&ch.id).map(|c| c.mech)
+    }
+
+    /// The peer's address, once known.
+    pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
+        self.peers.get(&peer.0).map(|p| p.addr)
+    }
+
+    /// Whether the handshake with `peer` is complete.
+    pub fn is_connected(&self, peer: PeerId) -> bool {
+        self.peers
+            .get(&peer.0)
+            .is_some_and(|p| p.state == State::Established)
+    }
+
+    /// A fresh nonzero connection id not in use: BLAKE3 of the seed and a
+    /// counter (ids must be unguessable to an off-path sender, so the
+    /// seed must be secret in a real driver).
+    fn fresh_cid(&mut self) -> u32 {
+        loop {
+            let mut h = blake3::Hasher::new();
+            h.update(b"groupwire session cid");
+            h.update(&self.cfg.seed.to_be_bytes());
+            h.update(&self.next_id.to_be_bytes());
+            self.next_id += 1;
+            let b = h.finalize();
+            let id = u32::from_be_bytes(b.as_bytes()[..4].try_into().expect("4 bytes"));
+            if id != 0 && !self.peers.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Opens a session to `addr`; [`SessionEvent::PeerConnected`] or
+    /// [`SessionEvent::PeerFailed`] follows. Channels may be opened at once;
+    /// their Opens go out once the handshake completes.
+    pub fn connect(&mut self, now: Instant, addr: SocketAddr) -> Result<PeerId, SessionError> {
+        if let Some(&id) = self.by_addr.get(&addr) {
+            return Ok(PeerId(id));
+        }
+        if self.peers.len() >= self.cfg.max_peers {
+            return Err(SessionError::TooManyPeers);
+        }
+        let cid = self.fresh_cid();
+        let peer = Peer {
+            addr,
+            local_cid: cid,
+            remote_cid: 0,
+            state: State::Connecting {
+                next_hello: now,
+                backoff: Duration::from_millis(500),
+                deadline: now.saturating_add(self.cfg.handshake_timeout),
+            },
+            next_seq: 0,
+            last_heard: now,
+            opener: self.new_opener(),
+            frame_opener: self.new_opener(),
+            out: BTreeMap::new(),
+            by_name: BTreeMap::new(),
+            incoming: BTreeMap::new(),
+            early: VecDeque::new(),
+        };
+        self.peers.insert(cid, peer);
+        self.by_addr.insert(addr, cid);
+        self.handle_timeout(now);
+        Ok(PeerId(cid))
+    }
+
+    fn new_opener(&self) -> Option<Opener> {
+        self.cfg.key.as_ref().map(|k| Opener::new(&k.psk, k.salt))
+    }
+
+    /// Opens channel `name` to `peer` with `qos`, on the mechanism the
+    /// QoS maps to by Leigh et al.'s heuristic until the selector says
+    /// otherwise ([`initial_mechanism`]).
+    pub fn open_channel(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        name: &str,
+        qos: Qos,
+    ) -> Result<ChannelId, SessionError> {
+        qos.validate().map_err(|e| SessionError::Qos(e.0))?;
+        if name.is_empty() || name.len() > wire::MAX_NAME {
+            return Err(SessionError::BadName);
+        }
+        let max = self.cfg.max_channels;
+        let p = self.peers.get_mut(&peer.0).ok_or(SessionError::NoPeer)?;
+        if p.by_name.contains_key(name) {
+            return Err(SessionError::NameTaken(name.into()));
+        }
+        if p.out.len() >= max {
+            return Err(SessionError::TooManyChannels);
+        }
+        let id = p.out.len() as u16;
+        p.by_name.insert(name.into(), id);
+        p.out.insert(
+            id,
+            OutChannel {
+                name: name.into(),
+                qos,
+                mech: Mechanism::Plain,
+                inst: None,
+                draining: Vec::new(),
+                next_msg: 0,
+                open_acked: false,
+                next_open: now,
+                stats: ChannelStats::default(),
+            },
+        );
+        let ch = ChannelId { peer, id };
+        let m = initial_mechanism(&qos);
+        self.install(now, ch, m)?;
+        self.handle_timeout(now);
+        Ok(ch)
+    }
+
+    /// Runs `ch` on `m` from the next message on; the old mechanism drains.
+    pub fn set_mechanism(
+        &mut self,
+        now: Instant,
+        ch: ChannelId,
+        m: Mechanism,
+    ) -> Result<(), SessionError> {
+        let from = self.mechanism(ch).ok_or(SessionError::NoChannel)?;
+        if from == m {
+            return Ok(());
+        }
+        self.install(now, ch, m)?;
+        let c = self.out_mut(ch)?;
+        c.stats.switches += 1;
+        self.events.push_back(SessionEvent::MechanismChanged {
+            channel: ch,
+            from,
+            to: m,
+        });
+        Ok(())
+    }
+
+    fn install(&mut self, now: Instant, ch: ChannelId, m: Mechanism) -> Result<(), SessionError> {
+        let room = self.cfg.room();
+        let drain = self.cfg.drain;
+        let addr = self.peer_addr(ch.peer).ok_or(SessionError::NoPeer)?;
+        let c = self.out_mut(ch)?;
+        let inst = match m {
+            Mechanism::Reliable => None,
+            Mechanism::Striped { .. } | Mechanism::Blast => {
+                return Err(SessionError::Unsupported(m.to_string()));
+            }
+            _ => Some(
+                MechInst::new(&m, &c.qos, addr, room)
+                    .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
+            ),
+        };
+        if let Some(old) = c.inst.take() {
+            c.draining.push((old, now.saturating_add(drain)));
+        }
+        c.inst = inst;
+        c.mech = m;
+        Ok(())
+    }
+
+    fn out_mut(&mut self, ch: ChannelId) -> Result<&mut OutChannel, SessionError> {
+        self.peers
+            .get_mut(&ch.peer.0)
+            .ok_or(SessionError::NoPeer)?
+            .out
+            .get_mut(&ch.id)
+            .ok_or(SessionError::NoChannel)
+    }
+
+    /// Sends one message on `ch`. Never waits for loss recovery. Queueing:
+    /// what it produces waits for [`poll_transmit`](Machine::poll_transmit).
+    /// Messages sent before the handshake completes are dropped (counted
+    /// as sent, never delivered): a channel is usable once
+    /// [`SessionEvent::PeerConnected`] came.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        ch: ChannelId,
+        payload: &[u8],
+    ) -> Result<(), SessionError> {
+        let room = self.cfg.room();
+        let c = self.out_mut(ch)?;
+        let msg = c.next_msg;
+        match c.inst.as_mut() {
+            Some(inst) => inst.send(now, msg, payload, room).map_err(|e| match e {
+                MechRefused::TooLarge { len, max } => SessionError::TooLarge { len, max },
+                MechRefused::Full => SessionError::Full,
+            })?,
+            None => {
+                let limit = room.saturating_sub(wire::FRAME_HEADER_LEN);
+                if payload.len() > u32::MAX as usize - 64 {
+                    return Err(SessionError::TooLarge {
+                        len: payload.len(),
+                        max: limit,
+                    });
+                }
+            }
+        }
+        c.next_msg = msg.wrapping_add(1);
+        c.stats.sent += 1;
+        c.stats.sent_bytes += payload.len() as u64;
+        if c.inst.is_none() {
+            self.send_frame(ch, msg, payload);
+        }
+        self.pump_out(now, ch.peer.0, Some(ch.id));
+        Ok(())
+    }
+
+    fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) {
+        let Some(p) = self.peers.get(&ch.peer.0) else {
+            return;
+        };
+        if p.state != State::Established {
+            return;
+        }
+        let (dst, dcid) = (p.addr, p.remote_cid);
+        let mut body = Vec::with_capacity(wire::FRAME_HEADER_LEN + payload.len());
+        Frame {
+            dcid,
+            channel: ch.id,
+            msg,
+            payload,
+        }
+        .write(&mut body);
+        let bytes = match self.sealer.as_mut() {
+            None => body,
+            Some(s) => {
+                let Some(sealed) = s.seal(&body[4..]) else {
+                    return;
+                };
+                let mut out = body[..4].to_vec();
+                out.extend_from_slice(&sealed);
+                out
+            }
+        };
+        if let Ok(c) = self.out_mut(ch) {
+            c.stats.wire_bytes += bytes.len() as u64;
+        }
+        self.transmits.push_back(Transmit {
+            dst,
+            transport: Transport::TcpFrame,
+            payload: Bytes::from(bytes),
+        });
+    }
+
+    /// Wraps and queues one datagram to peer `cid`.
+    fn emit(&mut self, cid: u32, body: &Body<'_>) -> usize {
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return 0;
+        };
+        let seq = p.next_seq;
+        p.next_seq = seq.wrapping_add(1);
+        let (dst, dcid) = (p.addr, p.remote_cid);
+        let ts = self.epoch_us as u32;
+        let mut buf = std::mem::take(&mut self.buf);
+        if !wire::write(&mut buf, dcid, seq, ts, body) {
+            self.buf = buf;
+            return 0;
+        }
+        let out = match self.sealer.as_mut() {
+            None => buf.clone(),
+            Some(s) => match s.seal(&buf) {
+                Some(v) => v,
+                None => {
+                    self.buf = buf;
+                    return 0;
+                }
+            },
+        };
+        self.buf = buf;
+        let n = out.len();
+        self.stats.sent += 1;
+        self.stats.sent_bytes += n as u64;
+        self.transmits.push_back(Transmit {
+            dst,
+            transport: Transport::Udp,
+            payload: Bytes::from(out),
+        });
+        n
+    }
+
+    /// Moves what a peer's mechanisms have to send (one channel's, or all)
+    /// onto the wire, and what they delivered to the application.
+    fn pump_out(&mut self, now: Instant, cid: u32, only: Option<u16>) {
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        if p.state != State::Established {
+            // Nothing leaves before the handshake: drop what queued.
+            for c in p.out.values_mut() {
+                if let Some(i) = c.inst.as_mut() {
+                    while i.poll_transmit(now).is_some() {}
+                }
+            }
+            return;
+        }
+        let mut pkts: Vec<(u16, u8, Bytes)> = Vec::new();
+        for (&id, c) in p.out.iter_mut() {
+            if only.is_some_and(|o| o != id) {
+                continue;
+            }
+            let insts = c
+                .inst
+                .iter_mut()
+                .chain(c.draining.iter_mut().map(|(i, _)| i));
+            for inst in insts {
+                let k = inst.kind() as u8;
+                while let Some(pkt) = inst.poll_transmit(now) {
+                    pkts.push((id, k, pkt));
+                }
+            }
+        }
+        for (&id, c) in p.incoming.iter_mut() {
+            if only.is_some() {
+                break;
+            }
+            for (k, (inst, _)) in c.insts.iter_mut() {
+                while let Some(pkt) = inst.poll_transmit(now) {
+                    pkts.push((id | wire::PEER_OWNED, *k as u8, pkt));
+                }
+            }
+        }
+        for (channel, mechanism, payload) in pkts {
+            let n = self.emit(
+                cid,
+                &Body::Data {
+                    channel,
+                    mechanism,
+                    payload: &payload,
+                },
+            );
+            if channel & wire::PEER_OWNED == 0
+                && let Some(c) = self
+                    .peers
+                    .get_mut(&cid)
+                    .and_then(|p| p.out.get_mut(&channel))
+            {
+                c.stats.wire_bytes += n as u64;
+            }
+        }
+        if only.is_none() {
+            self.pump_in(cid);
+        }
+    }
+
+    /// Delivers what the receive-side mechanisms of peer `cid` rebuilt.
+    fn pump_in(&mut self, cid: u32) {
+        let limit = self.cfg.reorder_limit;
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        let mut ready = Vec::new();
+        for c in p.incoming.values_mut() {
+            for (k, (inst, _)) in c.insts.iter_mut() {
+                while let Some((data, recovered)) = inst.poll_delivery() {
+                    ready.push((c.local, *k, data, recovered));
+                }
+            }
+        }
+        for (local, k, data, recovered) in ready {
+            self.deliver(cid, local, k, &data, recovered, limit);
+        }
+        let _ = limit;
+    }
+
+    fn deliver(
+        &mut self,
+        cid: u32,
+        local: u16,
+        via: MechanismKind,
+        data: &Bytes,
+        recovered: bool,
+        limit: usize,
+    ) {
+        let Some((msg, payload)) = split_msg(data) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        let Some(inc) = p.incoming.values_mut().find(|c| c.local == local) else {
+            return;
+        };
+        let n = match inc.seen.check(msg) {
+            Seen::New(n) => n,
+            Seen::Duplicate => {
+                self.stats.duplicates += 1;
+                return;
+            }
+            Seen::TooOld => {
+                self.stats.too_old += 1;
+                return;
+            }
+        };
+        let out = match inc.reorder.as_mut() {
+            None => vec![(payload, via, recovered)],
+            Some(r) => r.push(n, (payload, via, recovered), limit, &mut self.stats.skipped),
+        };
+        let channel = ChannelId {
+            peer: PeerId(cid),
+            id: local,
+        };
+        for (payload, via, recovered) in out {
+            if let Some(c) = p.out.get_mut(&local) {
+                c.stats.delivered += 1;
+                c.stats.recovered += u64::from(recovered);
+            }
+            self.events.push_back(SessionEvent::Message {
+                channel,
+                payload,
+                via,
+                recovered,
+            });
+        }
+    }
+
+    /// The local channel that takes peer channel `id` named `name`,
+    /// opened here if this side has none by that name.
+    fn bind_incoming(&mut self, now: Instant, cid: u32, id: u16, name: &str) -> Option<u16> {
+        let max = self.cfg.max_channels;
+        let p = self.peers.get_mut(&cid)?;
+        if let Some(c) = p.incoming.get(&id) {
+            return Some(c.local);
+        }
+        if p.incoming.len() >= max {
+            return None;
+        }
+        let local = match p.by_name.get(name) {
+            Some(&l) => l,
+            None => {
+                if p.out.len() >= max {
+                    return None;
+                }
+                let l = p.out.len() as u16;
+                p.by_name.insert(name.into(), l);
+                p.out.insert(
+                    l,
+                    OutChannel {
+                        name: name.into(),
+                        qos: Qos::low_latency(),
+                        mech: Mechanism::Plain,
+                        inst: Some(MechInst::new(
+                            &Mechanism::Plain,
+                            &Qos::low_latency(),
+                            p.addr,
+                            0,
+                        )?),
+                        draining: Vec::new(),
+                        next_msg: 0,
+                        open_acked: false,
+                        next_open: now,
+                        stats: ChannelStats::default(),
+                    },
+                );
+                self.events.push_back(SessionEvent::ChannelOpened {
+                    channel: ChannelId {
+                        peer: PeerId(cid),
+                        id: l,
+                    },
+                    name: name.into(),
+                });
+                l
+            }
+        };
+        let p = self.peers.get_mut(&cid)?;
+        let ordered = p.out.get(&local).is_some_and(|c| c.qos.preserve_order);
+        p.incoming.insert(
+            id,
+            InChannel {
+                local,
+                insts: BTreeMap::new(),
+                seen: SeenWindow::default(),
+                reorder: ordered.then(Reorder::default),
+            },
+        );
+        Some(local)
+    }
+
+    /// Finds the peer a datagram from `src` belongs to, opening it first
+    /// under the key.
+    fn open_datagram(&mut self, src: SocketAddr, data: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
+        let known = self.by_addr.get(&src).copied();
+        if self.cfg.key.is_none() {
+            return Some((known, data.to_vec()));
+        }
+        let opened = match known.and_then(|c| self.peers.get_mut(&c)) {
+            Some(p) => {
+                let may_switch = p.state != State::Established;
+                p.opener.as_mut()?.open(data, may_switch)
+            }
+            None => {
+                // A stranger: a throwaway opener proves the key, and the
+                // peer's own opener (made when its Hello is taken) keeps
+                // its replay window from then on.
+                let k = self.cfg.key.as_ref()?;
+                Opener::new(&k.psk, k.salt).open(data, true)
+            }
+        };
+        match opened {
+            Ok(plain) => Some((known, plain)),
+            Err(_) => {
+                self.stats.unauthenticated += 1;
+                None
+            }
+        }
+    }
+
+    fn on_hello(&mut self, now: Instant, src: SocketAddr, raw: &[u8], scid: u32, min: u8, max: u8) {
+        if let Some(&cid) = self.by_addr.get(&src) {
+            // A repeated Hello (our HelloAck was lost): answer again, one
+            // reply per Hello, never larger.
+            let p = &self.peers[&cid];
+            if p.remote_cid == scid && matches!(p.state, State::Validating { .. }) {
+                self.send_hello_ack(cid, scid);
+            } else {
+                self.stats.foreign += 1;
+            }
+            return;
+        }
+        let pending = self
+            .peers
+            .values()
+            .filter(|p| matches!(p.state, State::Validating { .. }))
+            .count();
+        if !self.cfg.accept
+            || self.peers.len() >= self.cfg.max_peers
+            || pending >= self.cfg.max_pending
+            || !(min..=max).contains(&wire::VERSION)
+            || scid == 0
+        {
+            self.stats.refused += 1;
+            return;
+        }
+        let cid = self.fresh_cid();
+        let mut opener = self.new_opener();
+        if let Some(o) = opener.as_mut() {
+            // Take the Hello's key into this peer's replay window.
+            let _ = o.open(raw, true);
+        }
+        self.peers.insert(
+            cid,
+            Peer {
+                addr: src,
+                local_cid: cid,
+                remote_cid: scid,
+                state: State::Validating {
+                    deadline: now.saturating_add(self.cfg.handshake_timeout),
+                },
+                next_seq: 0,
+                last_heard: now,
+                opener,
+                frame_opener: self.new_opener(),
+                out: BTreeMap::new(),
+                by_name: BTreeMap::new(),
+                incoming: BTreeMap::new(),
+                early: VecDeque::new(),
+            },
+        );
+        self.by_addr.insert(src, cid);
+        self.send_hello_ack(cid, scid);
+    }
+
+    fn send_hello_ack(&mut self, cid: u32, echo: u32) {
+        self.emit(
+            cid,
+            &Body::HelloAck {
+                scid: cid,
+                echo,
+                version: wire::VERSION,
+            },
+        );
+    }
+
+    fn established(&mut self, now: Instant, cid: u32) {
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        p.state = State::Established;
+        for c in p.out.values_mut() {
+            c.next_open = now;
+        }
+        let addr = p.addr;
+        self.events.push_back(SessionEvent::PeerConnected {
+            peer: PeerId(cid),
+            addr,
+        });
+    }
+
+    fn remove_peer(&mut self, cid: u32) -> Option<Peer> {
+        let p = self.peers.remove(&cid)?;
+        self.by_addr.remove(&p.addr);
+        Some(p)
+    }
+
+    fn on_packet(&mut self, now: Instant, cid: u32, src: SocketAddr, body: Body<'_>) {
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        p.last_heard = now;
+        match body {
+            Body::Hello { .. } => unreachable!("handled before"),
+            Body::HelloAck {
+                scid,
+                echo,
+                version,
+            } => {
+                if !matches!(p.state, State::Connecting { .. })
+                    || echo != p.local_cid
+                    || version != wire::VERSION
+                    || scid == 0
+                {
+                    self.stats.foreign += u64::from(p.state != State::Established);
+                    return;
+                }
+                p.remote_cid = scid;
+                self.established(now, cid);
+                // Prove our address to the responder at once.
+                self.emit(cid, &Body::Probe);
+            }
+            Body::Open { channel, name } => {
+                let name = name.to_owned();
+                if self.bind_incoming(now, cid, channel, &name).is_some() {
+                    self.emit(cid, &Body::OpenAck { channel });
+                    self.replay_early(now, cid, src, channel);
+                } else {
+                    self.stats.unknown_channel += 1;
+                }
+            }
+            Body::OpenAck { channel } => {
+                if let Some(c) = p.out.get_mut(&channel) {
+                    c.open_acked = true;
+                }
+            }
+            Body::Data {
+                channel,
+                mechanism,
+                payload,
+            } => {
+                let Some(kind) = MechanismKind::from_u8(mechanism) else {
+                    self.stats.unknown_mechanism += 1;
+                    return;
+                };
+                let room = self.cfg.room();
+                let drain = self.cfg.drain;
+                let inst = if channel & wire::PEER_OWNED != 0 {
+                    // Feedback for a channel we send on.
+                    p.out.get_mut(&(channel & !wire::PEER_OWNED)).and_then(|c| {
+                        c.inst
+                            .iter_mut()
+                            .chain(c.draining.iter_mut().map(|(i, _)| i))
+                            .find(|i| i.kind() == kind)
+                    })
+                } else {
+                    let addr = p.addr;
+                    let Some(inc) = p.incoming.get_mut(&channel) else {
+                        if p.early.len() >= EARLY {
+                            self.stats.unknown_channel += 1;
+                        } else {
+                            p.early.push_back(Early::Datagram {
+                                channel,
+                                mechanism,
+                                payload: Bytes::copy_from_slice(payload),
+                            });
+                        }
+                        return;
+                    };
+                    let qos = p
+                        .out
+                        .get(&inc.local)
+                        .map(|c| c.qos)
+                        .unwrap_or(Qos::low_latency());
+                    let slot = match inc.insts.entry(kind) {
+                        Entry::Occupied(o) => o.into_mut(),
+                        Entry::Vacant(v) => {
+                            let Some(i) = receive_side(kind, &qos)
+                                .and_then(|m| MechInst::new(&m, &qos, addr, room))
+                            else {
+                                self.stats.unknown_mechanism += 1;
+                                return;
+                            };
+                            v.insert((i, now))
+                        }
+                    };
+                    slot.1 = now.saturating_add(drain);
+                    Some(&mut slot.0)
+                };
+                match inst {
+                    Some(i) => i.handle(now, src, payload),
+                    None => {
+                        self.stats.unknown_channel += 1;
+                        return;
+                    }
+                }
+                self.pump_out(now, cid, None);
+            }
+            Body::Report(_) | Body::Probe => {}
+            Body::Close { .. } => {
+                self.remove_peer(cid);
+                self.events
+                    .push_back(SessionEvent::PeerGone { peer: PeerId(cid) });
+            }
+        }
+    }
+
+    /// Feeds what waited for channel `id`'s Open.
+    fn replay_early(&mut self, now: Instant, cid: u32, src: SocketAddr, id: u16) {
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        let (mine, rest): (VecDeque<Early>, VecDeque<Early>) = std::mem::take(&mut p.early)
+            .into_iter()
+            .partition(|e| match e {
+                Early::Datagram { channel, .. } | Early::Frame { channel, .. } => *channel == id,
+            });
+        p.early = rest;
+        let limit = self.cfg.reorder_limit;
+        for e in mine {
+            match e {
+                Early::Datagram {
+                    channel,
+                    mechanism,
+                    payload,
+                } => self.on_packet(
+                    now,
+                    cid,
+                    src,
+                    Body::Data {
+                        channel,
+                        mechanism,
+                        payload: &payload,
+                    },
+                ),
+                Early::Frame {
+                    channel,
+                    msg,
+                    payload,
+                } => {
+                    let Some(local) = self
+                        .peers
+                        .get(&cid)
+                        .and_then(|p| p.incoming.get(&channel))
+                        .map(|c| c.local)
+                    else {
+                        continue;
+                    };
+                    let mut data = msg.to_be_bytes().to_vec();
+                    data.extend_from_slice(&payload);
+                    self.deliver(
+                        cid,
+                        local,
+                        MechanismKind::Reliable,
+                        &Bytes::from(data),
+                        false,
+                        limit,
+                    );
+                }
+            }
+        }
+    }
+
+    fn timers(&self) -> impl Iterator<Item = Instant> + '_ {
+        self.peers.values().flat_map(|p| {
+            let state = match p.state {
+                State::Connecting {
+                    next_hello,
+                    deadline,
+                    ..
+                } => Some(next_hello.min(deadline)),
+                State::Validating { deadline } => Some(deadline),
+                State::Established => Some(p.last_heard.saturating_add(self.cfg.idle_timeout)),
+            };
+            let opens = p
+                .out
+                .values()
+                .filter(|c| !c.open_acked && p.state == State::Established)
+                .map(|c| c.next_open);
+            let outs = p.out.values().flat_map(|c| {
+                c.inst
+                    .iter()
+                    .filter_map(MechInst::poll_timeout)
+                    .chain(c.draining.iter().map(|(_, until)| *until))
+                    .chain(c.draining.iter().filter_map(|(i, _)| i.poll_timeout()))
+            });
+            let ins = p.incoming.values().flat_map(|c| {
+                c.insts
+                    .values()
+                    .flat_map(|(i, until)| i.poll_timeout().into_iter().chain([*until]))
+            });
+            state.into_iter().chain(opens).chain(outs).chain(ins)
+        })
+    }
+}
+
+/// What a mechanism's receive side needs of the QoS: the band for AFEC
+/// comes from the sender (the receiver measures against what it is told),
+/// so any values serve here; the XOR layout is read from the packets.
+fn receive_side(kind: MechanismKind, qos: &Qos) -> Option<Mechanism> {
+    Some(match kind {
+        MechanismKind::Plain => Mechanism::Plain,
+        MechanismKind::Afec => match qos.reliability {
+            Reliability::MerBand { lo, hi } => Mechanism::Afec { lo, hi },
+            _ => Mechanism::Afec { lo: 0.01, hi: 0.02 },
+        },
+        MechanismKind::Xor => Mechanism::Xor(crate::xor::XorLayout::row(3)),
+        MechanismKind::Block => Mechanism::Block {
+            target: 0.001,
+            max_delay: qos.max_delay.unwrap_or(Duration::from_millis(100)),
+        },
+        MechanismKind::Reliable | MechanismKind::Striped | MechanismKind::Blast => return None,
+    })
+}
+
+/// The mechanism a channel starts on: Leigh et al. §5's heuristics read
+/// literally ("low latency, much loss tolerated: UDP; low latency, low
+/// loss: FEC UDP; else TCP"), with the loss band's channels on AFEC, the
+/// design made for them. The selector replaces it once it has measured
+/// the path.
+pub fn initial_mechanism(qos: &Qos) -> Mechanism {
+    match qos.reliability {
+        Reliability::Full => Mechanism::Reliable,
+        Reliability::BestEffort => Mechanism::Plain,
+        Reliability::MerBand { lo, hi } => Mechanism::Afec { lo, hi },
+        Reliability::Residual(target) => Mechanism::Block {
+            target,
+            max_delay: qos.max_delay.unwrap_or(Duration::from_millis(100)),
+        },
+    }
+}
+
+impl Machine for Session {
+    type Event = SessionEvent;
+
+    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
+        self.epoch_us = now.as_micros();
+        self.stats.received += 1;
+        self.stats.received_bytes += data.len() as u64;
+        let Some((known, plain)) = self.open_datagram(src, data) else {
+            return;
+        };
+        let (header, body) = match wire::parse(&plain) {
+            Ok(x) => x,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if let Body::Hello {
+            scid,
+            min_version,
+            max_version,
+        } = body
+        {
+            self.on_hello(now, src, data, scid, min_version, max_version);
+            return;
+        }
+        let Some(cid) = known else {
+            self.stats.foreign += 1;
+            return;
+        };
+        if header.dcid != cid {
+            self.stats.foreign += 1;
+            return;
+        }
+        let state = &self.peers[&cid].state;
+        match (state, header.kind) {
+            (State::Connecting { .. }, Kind::HelloAck) => {}
+            (State::Connecting { .. }, _) => {
+                self.stats.foreign += 1;
+                return;
+            }
+            (State::Validating { .. }, _) => {
+                // The address proved it has our HelloAck.
+                self.established(now, cid);
+            }
+            (State::Established, _) => {}
+        }
+        self.on_packet(now, cid, src, body);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.epoch_us = now.as_micros();
+        let cids: Vec<u32> = self.peers.keys().copied().collect();
+        for cid in cids {
+            let Some(p) = self.peers.get_mut(&cid) else {
+                continue;
+            };
+            match p.state {
+                State::Connecting {
+                    next_hello,
+                    backoff,
+                    deadline,
+                } => {
+                    if now >= deadline {
+                        let addr = p.addr;
+                        self.remove_peer(cid);
+                        self.events.push_back(SessionEvent::PeerFailed {
+                            peer: PeerId(cid),
+                            addr,
+                        });
+                        continue;
+                    }
+                    if now >= next_hello {
+                        p.state = State::Connecting {
+                            next_hello: now.saturating_add(backoff),
+                            backoff: backoff * 2,
+                            deadline,
+                        };
+                        self.emit(
+                            cid,
+                            &Body::Hello {
+                                scid: cid,
+                                min_version: wire::VERSION,
+                                max_version: wire::VERSION,
+                            },
+                        );
+                    }
+                    continue;
+                }
+                State::Validating { deadline } => {
+                    if now >= deadline {
+                        self.remove_peer(cid);
+                    }
+                    continue;
+                }
+                State::Established => {}
+            }
+            if now >= p.last_heard.saturating_add(self.cfg.idle_timeout) {
+                self.remove_peer(cid);
+                self.events
+                    .push_back(SessionEvent::PeerGone { peer: PeerId(cid) });
+                continue;
+            }
+            let mut opens = Vec::new();
+            for (&id, c) in p.out.iter_mut() {
+                if let Some(i) = c.inst.as_mut() {
+                    i.handle_timeout(now);
+                }
+                c.draining.retain_mut(|(i, until)| {
+                    i.handle_timeout(now);
+                    now < *until
+                });
+                if !c.open_acked && now >= c.next_open {
+                    c.next_open = now.saturating_add(self.cfg.open_retry);
+                    opens.push((id, c.name.clone()));
+                }
+            }
+            for c in p.incoming.values_mut() {
+                c.insts.retain(|_, (i, until)| {
+                    i.handle_timeout(now);
+                    now < *until
+                });
+            }
+            for (channel, name) in opens {
+                self.emit(
+                    cid,
+                    &Body::Open {
+                        channel,
+                        name: &name,
+                    },
+                );
+            }
+            self.pump_out(now, cid, None);
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timers().min()
+    }
+}
+
+impl StreamMachine for Session {
+    fn handle_frame(&mut self, now: Instant, _src: SocketAddr, frame: &[u8]) {
+        self.stats.frames += 1;
+        let Some(dcid) = frame
+            .get(..4)
+            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
+        else {
+            self.stats.bad_frames += 1;
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&dcid) else {
+            self.stats.bad_frames += 1;
+            return;
+        };
+        let plain = match p.frame_opener.as_mut() {
+            None => frame.to_vec(),
+            Some(o) => match o.open(&frame[4..], true) {
+                Ok(body) => {
+                    let mut v = frame[..4].to_vec();
+                    v.extend_from_slice(&body);
+                    v
+                }
+                Err(_) => {
+                    self.stats.bad_frames += 1;
+                    return;
+                }
+            },
+        };
+        let Ok(f) = Frame::parse(&plain) else {
+            self.stats.bad_frames += 1;
+            return;
+        };
+        if p.state != State::Established {
+            self.stats.bad_frames += 1;
+            return;
+        }
+        p.last_heard = now;
+        let Some(local) = p.incoming.get(&f.channel).map(|c| c.local) else {
+            if p.early.len() >= EARLY {
+                self.stats.unknown_channel += 1;
+            } else {
+                p.early.push_back(Early::Frame {
+                    channel: f.channel,
+                    msg: f.msg,
+                    payload: Bytes::copy_from_slice(f.payload),
+                });
+            }
+            return;
+        };
+        let mut data = f.msg.to_be_bytes().to_vec();
+        data.extend_from_slice(f.payload);
+        let limit = self.cfg.reorder_limit;
+        self.deliver(
+            dcid,
+            local,
+            MechanismKind::Reliable,
+            &Bytes::from(data),
+            false,
+            limit,
+        );
+    }
+}

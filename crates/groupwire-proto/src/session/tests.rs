@@ -1,0 +1,492 @@
+//! Two sessions over a scripted network: handshakes, channels on every
+//! datagram mechanism and the stream, switches without loss or
+//! duplication, the key, address validation and hostile input.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::tunnel::{Cipher, TunnelKey};
+use crate::xor::XorLayout;
+use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
+
+const A: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7400);
+const B: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7401);
+
+/// Says whether the network drops a datagram from an address.
+type DropRule = Box<dyn FnMut(SocketAddr, &Transmit) -> bool>;
+
+/// Two sessions and the wire between them: datagrams take `delay` and
+/// are dropped when `drop` says so; frames are never dropped (TCP).
+struct Net {
+    a: Session,
+    b: Session,
+    now: Instant,
+    delay: Duration,
+    /// In flight: arrival, from, to, transmit.
+    flight: VecDeque<(Instant, SocketAddr, Transmit)>,
+    drop: DropRule,
+    ev_a: Vec<SessionEvent>,
+    ev_b: Vec<SessionEvent>,
+    /// Everything either side sent, in order.
+    log: Vec<(SocketAddr, Transmit)>,
+}
+
+impl Net {
+    fn new(a: SessionConfig, b: SessionConfig) -> Self {
+        Self {
+            a: Session::new(a),
+            b: Session::new(b),
+            now: Instant::ZERO,
+            delay: Duration::from_millis(10),
+            flight: VecDeque::new(),
+            drop: Box::new(|_, _| false),
+            ev_a: Vec::new(),
+            ev_b: Vec::new(),
+            log: Vec::new(),
+        }
+    }
+
+    fn drain(&mut self) {
+        for (from, s, ev) in [
+            (A, &mut self.a, &mut self.ev_a),
+            (B, &mut self.b, &mut self.ev_b),
+        ] {
+            while let Some(t) = s.poll_transmit(self.now) {
+                self.log.push((from, t.clone()));
+                if t.transport == Transport::Udp && (self.drop)(from, &t) {
+                    continue;
+                }
+                self.flight.push_back((self.now + self.delay, from, t));
+            }
+            while let Some(e) = s.poll_event() {
+                ev.push(e);
+            }
+        }
+    }
+
+    /// Runs until `until`, delivering and firing timers in time order.
+    fn run_until(&mut self, until: Instant) {
+        loop {
+            self.drain();
+            let next_flight = self.flight.iter().map(|f| f.0).min();
+            let next_timer = [self.a.poll_timeout(), self.b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            let next = [next_flight, next_timer].into_iter().flatten().min();
+            let Some(next) = next.filter(|&t| t <= until) else {
+                self.now = until;
+                self.a.handle_timeout(until);
+                self.b.handle_timeout(until);
+                self.drain();
+                return;
+            };
+            self.now = self.now.max(next);
+            if next_flight == Some(next) {
+                let i = self.flight.iter().position(|f| f.0 == next).expect("found");
+                let (_, from, t) = self.flight.remove(i).expect("found");
+                let to = if t.dst == A { &mut self.a } else { &mut self.b };
+                match t.transport {
+                    Transport::Udp => to.handle_datagram(self.now, from, &t.payload),
+                    Transport::TcpFrame => to.handle_frame(self.now, from, &t.payload),
+                }
+            } else {
+                self.a.handle_timeout(self.now);
+                self.b.handle_timeout(self.now);
+            }
+        }
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let until = self.now + d;
+        self.run_until(until);
+    }
+
+    /// Connects A to B and opens `name` on both sides.
+    fn pair(&mut self, name: &str, qos: Qos) -> (ChannelId, ChannelId) {
+        let pb = self.a.connect(self.now, B).expect("connect");
+        self.run_for(Duration::from_millis(100));
+        assert!(self.a.is_connected(pb), "{:?}", self.ev_a);
+        let pa = self
+            .ev_b
+            .iter()
+            .find_map(|e| match e {
+                SessionEvent::PeerConnected { peer, .. } => Some(*peer),
+                _ => None,
+            })
+            .expect("B saw A connect");
+        let ca = self.a.open_channel(self.now, pb, name, qos).expect("open");
+        let cb = self.b.open_channel(self.now, pa, name, qos).expect("open");
+        self.run_for(Duration::from_millis(100));
+        (ca, cb)
+    }
+
+    /// Payloads B delivered on `ch`, as numbers.
+    fn got(&self, ch: ChannelId) -> Vec<u32> {
+        self.ev_b
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::Message {
+                    channel, payload, ..
+                } if *channel == ch => Some(u32::from_be_bytes(payload[..4].try_into().unwrap())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn msg(i: u32) -> Vec<u8> {
+    let mut v = i.to_be_bytes().to_vec();
+    v.resize(200, i as u8);
+    v
+}
+
+/// Sends `n` messages from A on `ch`, one every `gap`, starting at `from`.
+fn stream(net: &mut Net, ch: ChannelId, from: u32, n: u32, gap: Duration) {
+    for i in from..from + n {
+        net.a.send(net.now, ch, &msg(i)).expect("send");
+        net.run_for(gap);
+    }
+}
+
+fn every_mechanism() -> Vec<(Qos, Mechanism)> {
+    vec![
+        (Qos::low_latency(), Mechanism::Plain),
+        (Qos::awareness(), Mechanism::Afec { lo: 0.01, hi: 0.02 }),
+        (Qos::stream(), Mechanism::Xor(XorLayout::row(3))),
+        (
+            Qos::stream()
+                .max_residual_loss(0.001)
+                .max_delay(Duration::from_millis(50)),
+            Mechanism::Block {
+                target: 0.001,
+                max_delay: Duration::from_millis(50),
+            },
+        ),
+        (Qos::reliable_ordered(), Mechanism::Reliable),
+    ]
+}
+
+#[test]
+fn every_mechanism_delivers_each_message_exactly_once_on_a_clean_path() {
+    for (qos, m) in every_mechanism() {
+        let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+        let (ca, cb) = net.pair("ch", qos);
+        net.a.set_mechanism(net.now, ca, m).expect("mechanism");
+        stream(&mut net, ca, 0, 300, Duration::from_millis(5));
+        net.run_for(Duration::from_secs(1));
+        assert_eq!(net.got(cb), (0..300).collect::<Vec<_>>(), "{m}");
+        let via: Vec<_> = net
+            .ev_b
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::Message { via, .. } => Some(*via),
+                _ => None,
+            })
+            .collect();
+        assert!(via.iter().all(|v| *v == m.kind()), "{m}: {via:?}");
+        assert_eq!(net.b.stats().duplicates, 0);
+        assert_eq!(net.b.stats().malformed + net.b.stats().foreign, 0, "{m}");
+    }
+}
+
+#[test]
+fn fec_mechanisms_rebuild_losses_and_plain_does_not() {
+    for (qos, m) in every_mechanism().into_iter().take(4) {
+        let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+        let (ca, cb) = net.pair("ch", qos);
+        net.a.set_mechanism(net.now, ca, m).expect("mechanism");
+        // Every 7th data datagram A sends is lost (repairs and copies too).
+        let mut n = 0u32;
+        net.drop = Box::new(move |from, t| {
+            let data = crate::session::wire::parse(&t.payload)
+                .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data);
+            if from == A && data {
+                n += 1;
+                n % 7 == 0
+            } else {
+                false
+            }
+        });
+        stream(&mut net, ca, 0, 700, Duration::from_millis(5));
+        net.run_for(Duration::from_secs(2));
+        let got = net.got(cb);
+        let recovered = net.b.channel_stats(cb).expect("channel").recovered;
+        // AFEC starts at one copy and raises it from the measured MER
+        // (Dyck & Gutwin's NAK), so only its later messages are judged.
+        let late = got.iter().filter(|&&i| i >= 400).count();
+        match m {
+            Mechanism::Plain => {
+                assert_eq!(got.len(), 600, "plain loses every 7th");
+                assert_eq!(recovered, 0);
+            }
+            Mechanism::Afec { .. } => assert!(
+                late >= 285 && recovered > 0,
+                "{m}: {late} of the last 300, recovered {recovered}"
+            ),
+            _ => assert!(
+                got.len() > 690 && recovered > 0,
+                "{m}: got {}, recovered {recovered}",
+                got.len()
+            ),
+        }
+        assert_eq!(
+            net.b.stats().duplicates,
+            0,
+            "{m}: a copy is not a second delivery"
+        );
+    }
+}
+
+#[test]
+fn switching_mechanisms_mid_stream_loses_and_duplicates_nothing() {
+    let ms = [
+        Mechanism::Plain,
+        Mechanism::Block {
+            target: 0.001,
+            max_delay: Duration::from_millis(50),
+        },
+        Mechanism::Xor(XorLayout::row(4)),
+        Mechanism::Afec { lo: 0.01, hi: 0.02 },
+        Mechanism::Plain,
+    ];
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("ch", Qos::stream());
+    let mut sent = 0;
+    for m in ms {
+        net.a.set_mechanism(net.now, ca, m).expect("switch");
+        // Switch with messages still in flight: no pause between.
+        stream(&mut net, ca, sent, 100, Duration::from_millis(3));
+        sent += 100;
+    }
+    net.run_for(Duration::from_secs(3));
+    let mut got = net.got(cb);
+    got.sort_unstable();
+    assert_eq!(got, (0..sent).collect::<Vec<_>>());
+    let changes = net
+        .ev_a
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::MechanismChanged { .. }))
+        .count();
+    assert_eq!(
+        changes, 4,
+        "Plain to Plain at the start is not a change, the rest are"
+    );
+    assert_eq!(net.a.channel_stats(ca).unwrap().switches, 4);
+}
+
+#[test]
+fn an_ordered_channel_stays_in_order_across_a_switch_from_datagrams_to_the_stream() {
+    // The stream is slower here than the datagrams (a frame waits behind
+    // TCP), so messages on the new mechanism could overtake the old ones.
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("edits", Qos::stream().ordered(true));
+    assert_eq!(net.a.mechanism(ca), Some(Mechanism::Plain));
+    stream(&mut net, ca, 0, 50, Duration::from_millis(1));
+    net.a
+        .set_mechanism(net.now, ca, Mechanism::Reliable)
+        .unwrap();
+    stream(&mut net, ca, 50, 50, Duration::from_millis(1));
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.got(cb), (0..100).collect::<Vec<_>>());
+}
+
+#[test]
+fn data_before_its_open_waits_for_it() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let pb = net.a.connect(net.now, B).unwrap();
+    net.run_for(Duration::from_millis(100));
+    // The first two Opens are lost.
+    let mut opens = 0;
+    net.drop = Box::new(move |_, t| {
+        let open = crate::session::wire::parse(&t.payload)
+            .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Open);
+        opens += u32::from(open);
+        open && opens <= 2
+    });
+    let ca = net
+        .a
+        .open_channel(net.now, pb, "late", Qos::low_latency())
+        .unwrap();
+    stream(&mut net, ca, 0, 20, Duration::from_millis(5));
+    net.run_for(Duration::from_secs(1));
+    let opened = net.ev_b.iter().find_map(|e| match e {
+        SessionEvent::ChannelOpened { channel, name } => Some((*channel, name.clone())),
+        _ => None,
+    });
+    let (cb, name) = opened.expect("B learns the channel");
+    assert_eq!(name, "late");
+    assert_eq!(net.got(cb), (0..20).collect::<Vec<_>>());
+}
+
+fn keyed(seed: u64, psk: &[u8]) -> SessionConfig {
+    let mut c = SessionConfig::new(seed);
+    c.key = Some(TunnelKey {
+        psk: psk.to_vec(),
+        salt: seed * 7919,
+        cipher: Cipher::ChaCha20Poly1305,
+    });
+    c
+}
+
+#[test]
+fn with_a_key_both_transports_work_and_a_wrong_key_gets_nothing() {
+    for (qos, m) in [
+        (Qos::stream(), Mechanism::Xor(XorLayout::row(3))),
+        (Qos::reliable_ordered(), Mechanism::Reliable),
+    ] {
+        let mut net = Net::new(keyed(1, b"0123456789abcdef"), keyed(2, b"0123456789abcdef"));
+        let (ca, cb) = net.pair("ch", qos);
+        net.a.set_mechanism(net.now, ca, m).unwrap();
+        stream(&mut net, ca, 0, 50, Duration::from_millis(5));
+        net.run_for(Duration::from_secs(1));
+        assert_eq!(net.got(cb), (0..50).collect::<Vec<_>>(), "{m}");
+    }
+    let mut net = Net::new(keyed(1, b"0123456789abcdef"), keyed(2, b"fedcba9876543210"));
+    let pb = net.a.connect(net.now, B).unwrap();
+    net.run_for(Duration::from_secs(10));
+    assert!(!net.a.is_connected(pb));
+    assert!(
+        net.ev_a
+            .iter()
+            .any(|e| matches!(e, SessionEvent::PeerFailed { .. }))
+    );
+    assert!(
+        net.log.iter().all(|(from, _)| *from == A),
+        "B sent nothing to a peer without the key"
+    );
+    assert!(net.b.stats().unauthenticated > 0);
+    assert!(net.ev_b.is_empty());
+}
+
+#[test]
+fn an_unproven_address_never_gets_more_bytes_than_it_sent() {
+    // A spoofed Hello (its answer never reaches the spoofer's victim's
+    // sender) and junk from many addresses.
+    let mut s = Session::new(SessionConfig::new(3));
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let mut sent_to = std::collections::BTreeMap::<SocketAddr, (usize, usize)>::new();
+    let mut hello = Vec::new();
+    for i in 0..200u16 {
+        let src = SocketAddr::new(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+            1000 + i,
+        );
+        let data: Vec<u8> = if i % 2 == 0 {
+            super::wire::write(
+                &mut hello,
+                0,
+                0,
+                0,
+                &super::wire::Body::Hello {
+                    scid: u32::from(i) + 1,
+                    min_version: 1,
+                    max_version: 1,
+                },
+            );
+            hello.clone()
+        } else {
+            (0..rng.random_range(0..1300))
+                .map(|_| rng.random())
+                .collect()
+        };
+        let now = Instant::from_millis(u64::from(i));
+        s.handle_datagram(now, src, &data);
+        sent_to.entry(src).or_default().0 += data.len();
+        while let Some(t) = s.poll_transmit(now) {
+            sent_to.entry(t.dst).or_default().1 += t.payload.len();
+        }
+    }
+    for (addr, (got, sent)) in &sent_to {
+        assert!(sent <= got, "{addr}: received {got}, sent {sent}");
+    }
+    let answered = sent_to.values().filter(|v| v.1 > 0).count();
+    assert_eq!(answered, 16, "only max_pending handshakes are held");
+    assert_eq!(s.stats().refused, 100 - 16);
+    // Unproven handshakes expire.
+    s.handle_timeout(Instant::from_secs(10));
+    assert!(s.poll_timeout().is_none());
+}
+
+#[test]
+fn the_same_seed_gives_the_same_bytes() {
+    let run = || {
+        let mut net = Net::new(SessionConfig::new(5), SessionConfig::new(6));
+        let (ca, _) = net.pair("ch", Qos::awareness());
+        stream(&mut net, ca, 0, 100, Duration::from_millis(5));
+        net.log
+            .iter()
+            .map(|(f, t)| (*f, t.dst, t.payload.clone()))
+            .collect::<Vec<(SocketAddr, SocketAddr, Bytes)>>()
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn limits_and_bad_commands_are_refused_with_a_reason() {
+    let mut cfg = SessionConfig::new(1);
+    cfg.max_peers = 1;
+    cfg.max_channels = 2;
+    let mut s = Session::new(cfg);
+    let now = Instant::ZERO;
+    let p = s.connect(now, B).unwrap();
+    assert_eq!(s.connect(now, A), Err(SessionError::TooManyPeers));
+    assert_eq!(
+        s.open_channel(now, p, "", Qos::bulk()),
+        Err(SessionError::BadName)
+    );
+    s.open_channel(now, p, "x", Qos::low_latency()).unwrap();
+    assert!(matches!(
+        s.open_channel(now, p, "x", Qos::low_latency()),
+        Err(SessionError::NameTaken(_))
+    ));
+    assert!(matches!(
+        s.open_channel(now, p, "y", Qos::awareness().mer_band(0.5, 0.1)),
+        Err(SessionError::Qos(_))
+    ));
+    let c = s.open_channel(now, p, "z", Qos::low_latency()).unwrap();
+    assert_eq!(
+        s.open_channel(now, p, "w", Qos::low_latency()),
+        Err(SessionError::TooManyChannels)
+    );
+    assert!(matches!(
+        s.set_mechanism(now, c, Mechanism::Blast),
+        Err(SessionError::Unsupported(_))
+    ));
+    assert!(matches!(
+        s.send(now, c, &vec![0; 2000]),
+        Err(SessionError::TooLarge { .. })
+    ));
+}
+
+proptest! {
+    #[test]
+    fn hostile_datagrams_and_frames_never_panic(
+        packets in proptest::collection::vec(
+            (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..200), 0u8..9),
+            1..50,
+        )
+    ) {
+        let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+        let (_, _) = net.pair("ch", Qos::awareness());
+        for (frame, mut data, kind) in packets {
+            // Make some of them look like ours past the header checks.
+            if data.len() >= 16 && kind > 0 {
+                data[..4].copy_from_slice(&[0x67, 0x57, 1, kind]);
+            }
+            if frame {
+                net.b.handle_frame(net.now, A, &data);
+            } else {
+                net.b.handle_datagram(net.now, A, &data);
+            }
+            net.run_for(Duration::from_millis(1));
+        }
+    }
+}

@@ -1,0 +1,537 @@
+//! The session's datagram and stream-frame formats.
+//!
+//! Every datagram between two session endpoints starts with this header
+//! (then, with a key, the whole datagram is sealed by
+//! [`tunnel::seal`](crate::tunnel::seal), which authenticates all of it):
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |        magic 0x6757 "gW"      |   version     |     kind      |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |          destination connection id (the receiver's)           |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |             packet number (per peer, every datagram)          |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                 send time (sender's clock, µs)                |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                         body (by kind)                        |
+//! ```
+//!
+//! The packet number and send time feed the resource monitor at the peer
+//! (loss, loss runs, jitter and, echoed back, the round trip), whatever
+//! channel or mechanism the datagram belongs to.
+//!
+//! Bodies:
+//!
+//! | kind | body |
+//! |---|---|
+//! | 1 Hello | source cid (4), lowest version (1), highest version (1), zero padding to [`HELLO_LEN`] |
+//! | 2 HelloAck | source cid (4), echoed initiator cid (4), chosen version (1) |
+//! | 3 Data | channel (2: top bit [`PEER_OWNED`]), mechanism (1), the mechanism's own packet |
+//! | 4 Open | channel (2), name length (1), name (UTF-8, at most [`MAX_NAME`]) |
+//! | 5 OpenAck | channel (2) |
+//! | 6 Report | the resource monitor's report |
+//! | 7 Probe | nothing |
+//! | 8 Close | reason (1) |
+//!
+//! **Address validation, QUIC-style** (RFC 9000 §8.1): a Hello must be
+//! padded to [`HELLO_LEN`] bytes and the HelloAck is shorter, so an
+//! endpoint never sends more toward an address than that address sent it
+//! before the address is proven; it is proven when a packet comes back
+//! carrying the connection id we chose at random, which only a receiver of
+//! our HelloAck knows. Until then nothing else is sent to it and nothing it
+//! sends reaches the application.
+//!
+//! **Channels** are numbered by the side that sends on them: a data packet
+//! about a channel the *receiver* sends on (feedback: block-FEC reports,
+//! AFEC's NAK/INC) sets the top bit [`PEER_OWNED`] of the channel field.
+//!
+//! **Stream frames** (reliable channels, over the TCP connection the driver
+//! keeps to the peer; each frame length-prefixed by the driver, sealed
+//! like a datagram under a key): destination cid (4), channel (2), message
+//! number (4), the message.
+
+use std::fmt;
+
+/// `"gW"`: tells a session datagram from stray traffic at a glance.
+pub const MAGIC: u16 = 0x6757;
+/// The one version this code speaks.
+pub const VERSION: u8 = 1;
+/// Bytes of the common header.
+pub const HEADER_LEN: usize = 16;
+/// A Hello's length, padding included: as QUIC's Initial (RFC 9000 §14.1),
+/// so the reply never amplifies.
+pub const HELLO_LEN: usize = 1200;
+/// Longest channel name.
+pub const MAX_NAME: usize = 64;
+/// Channel field bit: the channel is the receiver's (it sends on it).
+pub const PEER_OWNED: u16 = 0x8000;
+/// Highest channel number a side may use.
+pub const MAX_CHANNEL: u16 = PEER_OWNED - 1;
+/// Bytes before a stream frame's message.
+pub const FRAME_HEADER_LEN: usize = 10;
+
+/// What a datagram is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// Opens a session.
+    Hello = 1,
+    /// Accepts one.
+    HelloAck = 2,
+    /// A mechanism's packet for one channel.
+    Data = 3,
+    /// Names a channel its sender will send on.
+    Open = 4,
+    /// The name was taken.
+    OpenAck = 5,
+    /// A resource-monitor report.
+    Report = 6,
+    /// An idle path's probe: only the header, for the monitor.
+    Probe = 7,
+    /// The session ends.
+    Close = 8,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Self> {
+        Some(match b {
+            1 => Self::Hello,
+            2 => Self::HelloAck,
+            3 => Self::Data,
+            4 => Self::Open,
+            5 => Self::OpenAck,
+            6 => Self::Report,
+            7 => Self::Probe,
+            8 => Self::Close,
+            _ => return None,
+        })
+    }
+}
+
+/// The common header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// What follows.
+    pub kind: Kind,
+    /// The receiver's connection id (0 in a Hello).
+    pub dcid: u32,
+    /// Per-peer packet number.
+    pub seq: u32,
+    /// Sender's clock, µs, wrapping.
+    pub ts: u32,
+}
+
+/// A parsed datagram: the header and its body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// See [`Kind::Hello`].
+    Hello {
+        /// The initiator's connection id.
+        scid: u32,
+        /// Lowest version it speaks.
+        min_version: u8,
+        /// Highest.
+        max_version: u8,
+    },
+    /// See [`Kind::HelloAck`].
+    HelloAck {
+        /// The responder's connection id.
+        scid: u32,
+        /// The initiator's, echoed.
+        echo: u32,
+        /// The version both will speak.
+        version: u8,
+    },
+    /// See [`Kind::Data`].
+    Data {
+        /// Channel number (with [`PEER_OWNED`] possibly set).
+        channel: u16,
+        /// The mechanism's wire number ([`super::MechanismKind`]).
+        mechanism: u8,
+        /// The mechanism's packet.
+        payload: &'a [u8],
+    },
+    /// See [`Kind::Open`].
+    Open {
+        /// Channel number.
+        channel: u16,
+        /// Its name.
+        name: &'a str,
+    },
+    /// See [`Kind::OpenAck`].
+    OpenAck {
+        /// Channel number.
+        channel: u16,
+    },
+    /// See [`Kind::Report`].
+    Report(&'a [u8]),
+    /// See [`Kind::Probe`].
+    Probe,
+    /// See [`Kind::Close`].
+    Close {
+        /// Why (0: the application closed).
+        reason: u8,
+    },
+}
+
+impl Body<'_> {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Self::Hello { .. } => Kind::Hello,
+            Self::HelloAck { .. } => Kind::HelloAck,
+            Self::Data { .. } => Kind::Data,
+            Self::Open { .. } => Kind::Open,
+            Self::OpenAck { .. } => Kind::OpenAck,
+            Self::Report(_) => Kind::Report,
+            Self::Probe => Kind::Probe,
+            Self::Close { .. } => Kind::Close,
+        }
+    }
+}
+
+/// Why a datagram or frame was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Shorter than its header or body says.
+    Truncated,
+    /// Not a session datagram (magic).
+    NotOurs,
+    /// A version this code does not speak.
+    Version,
+    /// An unknown kind.
+    Kind,
+    /// A Hello not padded to [`HELLO_LEN`].
+    ShortHello,
+    /// A name that is too long or not UTF-8.
+    BadName,
+    /// A channel number above [`MAX_CHANNEL`] where only those are allowed.
+    BadChannel,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Truncated => "truncated",
+            Self::NotOurs => "not a session datagram",
+            Self::Version => "unknown version",
+            Self::Kind => "unknown kind",
+            Self::ShortHello => "hello not padded",
+            Self::BadName => "bad channel name",
+            Self::BadChannel => "bad channel number",
+        })
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+fn be16(b: &[u8], at: usize) -> Result<u16, ParseError> {
+    b.get(at..at + 2)
+        .map(|s| u16::from_be_bytes([s[0], s[1]]))
+        .ok_or(ParseError::Truncated)
+}
+
+fn be32(b: &[u8], at: usize) -> Result<u32, ParseError> {
+    b.get(at..at + 4)
+        .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or(ParseError::Truncated)
+}
+
+/// Parses a datagram. Never panics, never allocates.
+pub fn parse(data: &[u8]) -> Result<(Header, Body<'_>), ParseError> {
+    if data.len() < HEADER_LEN {
+        return Err(ParseError::Truncated);
+    }
+    if be16(data, 0)? != MAGIC {
+        return Err(ParseError::NotOurs);
+    }
+    let kind = Kind::from_u8(data[3]).ok_or(ParseError::Kind)?;
+    // A Hello names its versions in its body; everything else must be ours.
+    if data[2] != VERSION && kind != Kind::Hello {
+        return Err(ParseError::Version);
+    }
+    let header = Header {
+        kind,
+        dcid: be32(data, 4)?,
+        seq: be32(data, 8)?,
+        ts: be32(data, 12)?,
+    };
+    let b = &data[HEADER_LEN..];
+    let body = match kind {
+        Kind::Hello => {
+            if data.len() < HELLO_LEN {
+                return Err(ParseError::ShortHello);
+            }
+            Body::Hello {
+                scid: be32(b, 0)?,
+                min_version: *b.get(4).ok_or(ParseError::Truncated)?,
+                max_version: *b.get(5).ok_or(ParseError::Truncated)?,
+            }
+        }
+        Kind::HelloAck => Body::HelloAck {
+            scid: be32(b, 0)?,
+            echo: be32(b, 4)?,
+            version: *b.get(8).ok_or(ParseError::Truncated)?,
+        },
+        Kind::Data => Body::Data {
+            channel: be16(b, 0)?,
+            mechanism: *b.get(2).ok_or(ParseError::Truncated)?,
+            payload: &b[3.min(b.len())..],
+        },
+        Kind::Open => {
+            let channel = be16(b, 0)?;
+            if channel > MAX_CHANNEL {
+                return Err(ParseError::BadChannel);
+            }
+            let len = usize::from(*b.get(2).ok_or(ParseError::Truncated)?);
+            if len > MAX_NAME {
+                return Err(ParseError::BadName);
+            }
+            let raw = b.get(3..3 + len).ok_or(ParseError::Truncated)?;
+            let name = std::str::from_utf8(raw).map_err(|_| ParseError::BadName)?;
+            Body::Open { channel, name }
+        }
+        Kind::OpenAck => Body::OpenAck {
+            channel: be16(b, 0)?,
+        },
+        Kind::Report => Body::Report(b),
+        Kind::Probe => Body::Probe,
+        Kind::Close => Body::Close {
+            reason: *b.first().ok_or(ParseError::Truncated)?,
+        },
+    };
+    Ok((header, body))
+}
+
+/// Writes a datagram into `out` (cleared first). A Hello is padded to
+/// [`HELLO_LEN`]; a name longer than [`MAX_NAME`] bytes is refused
+/// (`false`, nothing written).
+pub fn write(out: &mut Vec<u8>, dcid: u32, seq: u32, ts: u32, body: &Body<'_>) -> bool {
+    out.clear();
+    out.extend_from_slice(&MAGIC.to_be_bytes());
+    out.push(VERSION);
+    out.push(body.kind() as u8);
+    out.extend_from_slice(&dcid.to_be_bytes());
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(&ts.to_be_bytes());
+    match *body {
+        Body::Hello {
+            scid,
+            min_version,
+            max_version,
+        } => {
+            out.extend_from_slice(&scid.to_be_bytes());
+            out.push(min_version);
+            out.push(max_version);
+            out.resize(HELLO_LEN, 0);
+        }
+        Body::HelloAck {
+            scid,
+            echo,
+            version,
+        } => {
+            out.extend_from_slice(&scid.to_be_bytes());
+            out.extend_from_slice(&echo.to_be_bytes());
+            out.push(version);
+        }
+        Body::Data {
+            channel,
+            mechanism,
+            payload,
+        } => {
+            out.extend_from_slice(&channel.to_be_bytes());
+            out.push(mechanism);
+            out.extend_from_slice(payload);
+        }
+        Body::Open { channel, name } => {
+            if name.len() > MAX_NAME || channel > MAX_CHANNEL {
+                out.clear();
+                return false;
+            }
+            out.extend_from_slice(&channel.to_be_bytes());
+            out.push(name.len() as u8);
+            out.extend_from_slice(name.as_bytes());
+        }
+        Body::OpenAck { channel } => out.extend_from_slice(&channel.to_be_bytes()),
+        Body::Report(r) => out.extend_from_slice(r),
+        Body::Probe => {}
+        Body::Close { reason } => out.push(reason),
+    }
+    true
+}
+
+/// A reliable channel's stream frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The receiver's connection id.
+    pub dcid: u32,
+    /// The sender's channel.
+    pub channel: u16,
+    /// The message's number on its channel.
+    pub msg: u32,
+    /// The message.
+    pub payload: &'a [u8],
+}
+
+impl<'a> Frame<'a> {
+    /// Parses a frame. Never panics, never allocates.
+    pub fn parse(data: &'a [u8]) -> Result<Self, ParseError> {
+        let channel = be16(data, 4)?;
+        if channel > MAX_CHANNEL {
+            return Err(ParseError::BadChannel);
+        }
+        Ok(Self {
+            dcid: be32(data, 0)?,
+            channel,
+            msg: be32(data, 6)?,
+            payload: data.get(FRAME_HEADER_LEN..).ok_or(ParseError::Truncated)?,
+        })
+    }
+
+    /// Appends the frame to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.dcid.to_be_bytes());
+        out.extend_from_slice(&self.channel.to_be_bytes());
+        out.extend_from_slice(&self.msg.to_be_bytes());
+        out.extend_from_slice(self.payload);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn golden_bytes() {
+        let mut out = Vec::new();
+        assert!(write(
+            &mut out,
+            0x0102_0304,
+            5,
+            6,
+            &Body::Data {
+                channel: 0x8001,
+                mechanism: 3,
+                payload: b"xy",
+            }
+        ));
+        assert_eq!(
+            out,
+            [
+                0x67, 0x57, 1, 3, 1, 2, 3, 4, 0, 0, 0, 5, 0, 0, 0, 6, 0x80, 1, 3, b'x', b'y'
+            ]
+        );
+        write(
+            &mut out,
+            0,
+            0,
+            0,
+            &Body::Hello {
+                scid: 9,
+                min_version: 1,
+                max_version: 1,
+            },
+        );
+        assert_eq!(out.len(), HELLO_LEN);
+        assert_eq!(&out[16..22], &[0, 0, 0, 9, 1, 1]);
+        assert!(out[22..].iter().all(|&b| b == 0));
+        let mut f = Vec::new();
+        Frame {
+            dcid: 7,
+            channel: 2,
+            msg: 1,
+            payload: b"m",
+        }
+        .write(&mut f);
+        assert_eq!(f, [0, 0, 0, 7, 0, 2, 0, 0, 0, 1, b'm']);
+    }
+
+    #[test]
+    fn hello_must_be_padded_and_others_must_speak_our_version() {
+        let mut out = Vec::new();
+        write(
+            &mut out,
+            0,
+            0,
+            0,
+            &Body::Hello {
+                scid: 1,
+                min_version: 1,
+                max_version: 9,
+            },
+        );
+        out.truncate(HELLO_LEN - 1);
+        assert_eq!(parse(&out), Err(ParseError::ShortHello));
+        write(&mut out, 1, 0, 0, &Body::Probe);
+        out[2] = 2;
+        assert_eq!(parse(&out), Err(ParseError::Version));
+        out[2] = VERSION;
+        out[3] = 99;
+        assert_eq!(parse(&out), Err(ParseError::Kind));
+        out[0] = 0;
+        assert_eq!(parse(&out), Err(ParseError::NotOurs));
+        let long = "x".repeat(MAX_NAME + 1);
+        assert!(!write(
+            &mut out,
+            1,
+            0,
+            0,
+            &Body::Open {
+                channel: 1,
+                name: &long
+            }
+        ));
+    }
+
+    fn body() -> impl Strategy<Value = (u8, u32, u32, u16, u8, Vec<u8>, String)> {
+        (
+            1u8..=8,
+            any::<u32>(),
+            any::<u32>(),
+            0..=MAX_CHANNEL,
+            any::<u8>(),
+            proptest::collection::vec(any::<u8>(), 0..64),
+            "[a-z0-9/_-]{0,64}",
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip((kind, a, b, ch, m, bytes, name) in body(), dcid: u32, seq: u32, ts: u32) {
+            let body = match kind {
+                1 => Body::Hello { scid: a, min_version: m, max_version: m },
+                2 => Body::HelloAck { scid: a, echo: b, version: VERSION },
+                3 => Body::Data { channel: ch | (u16::from(m & 1) << 15), mechanism: m, payload: &bytes },
+                4 => Body::Open { channel: ch, name: &name },
+                5 => Body::OpenAck { channel: ch },
+                6 => Body::Report(&bytes),
+                7 => Body::Probe,
+                _ => Body::Close { reason: m },
+            };
+            let mut out = Vec::new();
+            prop_assert!(write(&mut out, dcid, seq, ts, &body));
+            let (h, back) = parse(&out).unwrap();
+            prop_assert_eq!(h, Header { kind: body.kind(), dcid, seq, ts });
+            prop_assert_eq!(back, body);
+        }
+
+        #[test]
+        fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..1300)) {
+            let _ = parse(&data);
+            let _ = Frame::parse(&data);
+        }
+
+        #[test]
+        fn frames_round_trip(dcid: u32, ch in 0..=MAX_CHANNEL, msg: u32, payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let f = Frame { dcid, channel: ch, msg, payload: &payload };
+            let mut out = Vec::new();
+            f.write(&mut out);
+            prop_assert_eq!(Frame::parse(&out), Ok(f));
+        }
+    }
+}
