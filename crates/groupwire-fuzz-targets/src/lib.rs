@@ -23,10 +23,12 @@ use rand::SeedableRng;
 
 mod relay_client;
 mod relay_core;
+pub mod session_endpoint;
 pub mod tunnel_endpoint;
 
 pub use relay_client::relay_client;
 pub use relay_core::relay_core;
+pub use session_endpoint::session_endpoint;
 pub use tunnel_endpoint::tunnel_endpoint;
 
 /// One fuzz target: its name (the file in `fuzz/fuzz_targets/` and the
@@ -124,6 +126,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "sliding_decoder",
         check: sliding_decoder,
+    },
+    Target {
+        name: "session_endpoint",
+        check: session_endpoint,
     },
 ];
 
