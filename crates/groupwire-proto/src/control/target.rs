@@ -512,7 +512,7 @@ fn smallest_m(models: &[TwoState], k: usize, target: f64, max_overhead: f64) -> 
 /// `models`, the least overhead `m / k` (ties: the shorter block); if
 /// none meets, the lowest residual (ties: the shorter block), with
 /// [`CodeChoice::meets`] false. Shared by [`TargetFec`] and the session's
-/// strategy selector ([`crate::session::select`]).
+/// strategy selector ([`crate::session::select`](mod@crate::session::select)).
 ///
 /// Longer blocks are tried first: they usually need the least overhead,
 /// and once a code meets, a shorter block is searched only up to the `m`
