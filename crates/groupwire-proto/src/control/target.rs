@@ -532,15 +532,20 @@ pub fn choose_code(
             Some(b) if b.meets => {
                 // Only m with m / k <= b.m / b.k can win (ties go to the
                 // shorter block, this one).
+                // One evaluation at that bound settles most: a shorter
+                // block rarely needs less per source.
                 let limit = (b.m * k / b.k).min(m_cap(k, max_overhead));
-                match smallest_m_within(models, k, target, limit) {
-                    Ok((m, residual)) => Some(CodeChoice {
-                        k,
-                        m,
-                        residual,
-                        meets: true,
-                    }),
-                    Err(_) => None,
+                if worst_residual(models, k, limit) > target {
+                    None
+                } else {
+                    smallest_m_within(models, k, target, limit)
+                        .ok()
+                        .map(|(m, residual)| CodeChoice {
+                            k,
+                            m,
+                            residual,
+                            meets: true,
+                        })
                 }
             }
             _ => {

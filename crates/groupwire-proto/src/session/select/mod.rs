@@ -48,7 +48,9 @@
 //!   (the application's, [`Traffic`], times `1 + overhead`) are at most
 //!   [`PathEstimate::delivered`], read as the bandwidth available; TCP's
 //!   predicted throughput must carry the application's bytes. With
-//!   `delivered` unknown, every datagram mechanism fits.
+//!   `delivered` unknown, every datagram mechanism fits. A bulk transfer
+//!   ([`CapacityProfile::CapacitySeeking`] with [`Reliability::Full`]) has
+//!   no rate to fit: it is ranked by throughput instead.
 
 mod controller;
 mod predict;

@@ -56,7 +56,13 @@ impl Ctx {
             rate,
             gap: 1.0 / rate,
             budget: budget(qos, rtt).map(|d| d.as_secs_f64()),
-            need: rate * traffic.msg_size as f64,
+            // A bulk transfer takes what the path gives: its throughput is
+            // the objective, not a rate to fit.
+            need: if super::is_bulk(qos) {
+                0.0
+            } else {
+                rate * traffic.msg_size as f64
+            },
             delivered: path.delivered.map(|b| b.as_bps() as f64 / 8.0),
             jitter: path.jitter,
         }

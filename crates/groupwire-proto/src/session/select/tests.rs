@@ -465,7 +465,8 @@ fn heuristic_controller_follows_the_heuristic_after_hold() {
             break;
         }
     }
-    assert_eq!(when, Some(51));
+    // Seen at the next selection (1 s), held for 5 s.
+    assert_eq!(when, Some(60));
     assert_eq!(c.current(), Some(Mechanism::Xor(XorLayout::row(3))));
 }
 
