@@ -33,7 +33,12 @@
 //! - **Delay budget** `B`: what recovery may add to a message's delay:
 //!   [`Qos::max_delay`], or, when a lifetime is set, the lifetime less the
 //!   one-way delay (half the round trip), whichever is shorter. `None`:
-//!   nothing is ever late.
+//!   nothing is ever late. So a latency-bound profile (interactive,
+//!   streaming) without a budget may get Reliable from the model policy on
+//!   a lossy path, where TCP's retransmissions cost fewer bytes than FEC:
+//!   nothing in such a QoS says how late is too late. Give latency-bound
+//!   channels a [`Qos::max_delay`]. (The heuristic reads the profile
+//!   instead: there "low latency" needs no number.)
 //! - **Meets** ([`meets`]): the rate fits ([`Prediction::rate_ok`]) and
 //!   `residual + late <= qos.reliability.max_loss()`; for a
 //!   [`MerBand`](Reliability::MerBand) that is the predicted MER at or

@@ -41,6 +41,17 @@ fn video() -> Qos {
 const VIDEO: Traffic = Traffic::new(250.0, 1000);
 
 #[test]
+fn traffic_reads_the_declared_rate() {
+    let q = Qos::stream().rate(Bitrate::mbps(8));
+    assert_eq!(
+        Traffic::from_qos(&q, 1000),
+        Some(Traffic::new(1000.0, 1000))
+    );
+    assert_eq!(Traffic::from_qos(&Qos::stream(), 1000), None);
+    assert_eq!(Traffic::from_qos(&q, 0), None);
+}
+
+#[test]
 fn heuristic_maps_each_preset_as_leigh_et_al_section_5_says() {
     let row3 = Mechanism::Xor(XorLayout::row(3));
     let p = Mechanism::Plain;
@@ -136,6 +147,24 @@ fn model_picks_reliable_for_reliable_ordered_and_says_when_nothing_meets() {
         assert_eq!(s.mechanism, Mechanism::Reliable, "{path:?}");
         assert!(s.meets);
     }
+    // Full and ordered: only Reliable delivers messages in order (Striped
+    // and Blast move objects), whatever their predictions.
+    let q = Qos::reliable_ordered();
+    for m in [
+        Mechanism::Striped { streams: 2 },
+        Mechanism::Blast,
+        Mechanism::Plain,
+    ] {
+        let p = predict(&m, &q, &clean(), &STATE);
+        assert!(!meets(&q, &m, &p), "{m}");
+    }
+    let p = predict(
+        &Mechanism::Striped { streams: 2 },
+        &Qos::bulk(),
+        &clean(),
+        &STATE,
+    );
+    assert!(meets(&Qos::bulk(), &Mechanism::Striped { streams: 2 }, &p));
     // Every message within 10 ms on a 100 ms path with loss: nothing can.
     let qos = Qos::reliable_ordered().max_delay(ms(10));
     let path = PathEstimate::known(ms(100), 0.02, 2.0, Some(Bitrate::mbps(100)));
