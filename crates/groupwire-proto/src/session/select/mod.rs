@@ -51,7 +51,10 @@
 //!   AFEC, XOR, Block); Reliable cuts it into MSS-sized segments.
 //! - **Rate fits**: the bytes the mechanism puts on the wire per second
 //!   (the application's, [`Traffic`], times `1 + overhead`) are at most
-//!   [`PathEstimate::delivered`], read as the bandwidth available; TCP's
+//!   [`PathEstimate::delivered`], read as the bandwidth available (so a
+//!   monitor whose `delivered` is only what the channel sends now would
+//!   make every costlier mechanism look unfit: it should report a capacity
+//!   estimate there, or `None`); TCP's
 //!   predicted throughput must carry the application's bytes. With
 //!   `delivered` unknown, every datagram mechanism fits. A bulk transfer
 //!   ([`CapacityProfile::CapacitySeeking`] with [`Reliability::Full`]) has
