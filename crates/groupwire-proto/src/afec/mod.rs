@@ -67,6 +67,9 @@ mod sender;
 #[cfg(test)]
 mod tests;
 
+/// The code set size solver, shared with the session's strategy selector.
+pub(crate) use predictor::solve_size;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;

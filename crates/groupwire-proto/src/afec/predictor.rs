@@ -50,7 +50,7 @@ pub(super) fn predict_size(
 /// `(1 - f) MER(k) + f MER(k + 1)`, solved here for `f`. Shared by the
 /// predictive and the robust controllers, which differ in how they
 /// estimate `mer`.
-pub(super) fn solve_size(
+pub(crate) fn solve_size(
     mer: impl Fn(u32) -> f64,
     goal: f64,
     tolerance: f64,

@@ -373,27 +373,11 @@ impl TargetFec {
     /// The largest `k` whose block fills within the budget at the
     /// measured rate.
     fn k_budget(&self) -> usize {
-        let rate = self.rate.unwrap_or(ASSUMED_RATE);
-        let fill = self.cfg.block_budget().as_secs_f64() * rate;
-        let k = if fill.is_finite() {
-            fill.floor() as usize + 1
-        } else {
-            1
-        };
-        k.clamp(1, self.cfg.k_max.clamp(1, 254))
-    }
-
-    fn m_cap(&self, k: usize) -> usize {
-        let by_ratio = (self.cfg.max_overhead * k as f64).ceil().max(1.0) as usize;
-        by_ratio.min(255 - k)
-    }
-
-    /// The residual of `(k, m)` under both fits: the worse.
-    fn residual(&self, models: &[TwoState; 2], k: usize, m: usize) -> f64 {
-        models
-            .iter()
-            .map(|mdl| block_residual(mdl, k, m))
-            .fold(0.0, f64::max)
+        k_within(
+            self.cfg.block_budget(),
+            self.rate.unwrap_or(ASSUMED_RATE),
+            self.cfg.k_max,
+        )
     }
 
     /// The target after the feedback's correction.
@@ -406,74 +390,184 @@ impl TargetFec {
         self.cfg.target / factor
     }
 
-    /// For blocks of `k`: the smallest `m` meeting `target`, or the cap
-    /// and its residual.
-    fn smallest_m(&self, models: &[TwoState; 2], k: usize, target: f64) -> (usize, f64, bool) {
-        let hi = self.m_cap(k);
-        let at_hi = self.residual(models, k, hi);
-        if at_hi > target {
-            return (hi, at_hi, false);
-        }
-        let at_zero = self.residual(models, k, 0);
-        if at_zero <= target {
-            return (0, at_zero, true);
-        }
-        // Invariant: lo misses, hi meets.
-        let (mut lo, mut hi, mut best) = (0, hi, at_hi);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            let r = self.residual(models, k, mid);
-            if r <= target {
-                hi = mid;
-                best = r;
-            } else {
-                lo = mid;
-            }
-        }
-        (hi, best, true)
-    }
-
-    /// Step 4 of the module docs.
+    /// Step 4 of the module docs, under both fits.
     fn choose(&mut self) {
         let models = [self.slow.model(), self.fast.model()];
         let target = self.effective_target();
-        let k_max = self.k_budget();
-        let mut best: Option<(usize, usize, f64, bool)> = None;
-        for k in CANDIDATE_K
-            .iter()
-            .copied()
-            .filter(|&k| k < k_max)
-            .chain([k_max])
-        {
-            let (m, res, meets) = self.smallest_m(&models, k, target);
-            let better = match best {
-                None => true,
-                Some((bk, bm, bres, bmeets)) => match (meets, bmeets) {
-                    (true, false) => true,
-                    (false, true) => false,
-                    // Least overhead m/k; ties to the shorter block.
-                    (true, true) => m * bk < bm * k,
-                    (false, false) => res < bres,
-                },
-            };
-            if better {
-                best = Some((k, m, res, meets));
-            }
-        }
-        let (k, m, predicted, meets) = best.expect("k_max is always a candidate");
+        let c = choose_code(&models, target, self.k_budget(), self.cfg.max_overhead);
         self.status = TargetStatus {
-            k,
-            m,
-            predicted,
+            k: c.k,
+            m: c.m,
+            predicted: c.residual,
             effective_target: target,
             target: self.cfg.target,
             max_delay: self.cfg.max_delay,
-            meets,
+            meets: c.meets,
             model: models[0],
             rate: self.rate.unwrap_or(0.0),
         };
         self.since_choice = 0;
     }
+}
+
+/// The largest block length `k` whose sources, `rate` per second, fill
+/// within `budget` (`(k − 1)` gaps, step 3 of the [module docs](self)),
+/// in `1..=k_max` (and at most 254).
+pub fn k_within(budget: Duration, rate: f64, k_max: usize) -> usize {
+    let fill = budget.as_secs_f64() * rate;
+    let k = if fill.is_finite() && fill >= 0.0 {
+        fill.floor() as usize + 1
+    } else {
+        1
+    };
+    k.clamp(1, k_max.clamp(1, 254))
+}
+
+/// A Reed-Solomon code chosen by [`choose_code`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CodeChoice {
+    /// Source packets per block.
+    pub k: usize,
+    /// Repair packets per block.
+    pub m: usize,
+    /// Its expected residual loss: the worst over the models.
+    pub residual: f64,
+    /// Whether that meets the target.
+    pub meets: bool,
+}
+
+/// Most repairs for blocks of `k`: `max_overhead · k` (at least 1), and
+/// room in a GF(2⁸) block.
+fn m_cap(k: usize, max_overhead: f64) -> usize {
+    let by_ratio = (max_overhead * k as f64).ceil().max(1.0) as usize;
+    by_ratio.min(255usize.saturating_sub(k))
+}
+
+/// The residual of `(k, m)` under every model: the worst.
+fn worst_residual(models: &[TwoState], k: usize, m: usize) -> f64 {
+    models
+        .iter()
+        .map(|mdl| block_residual(mdl, k, m))
+        .fold(0.0, f64::max)
+}
+
+/// For blocks of `k`: the smallest `m` in `0..=limit` meeting `target`
+/// under every model, or `None` and the residual at `limit`. The residual
+/// falls as `m` grows, so a galloping search (`1, 2, 4, …`, then
+/// bisection) finds it in `O(log m)` evaluations of cost `O((k + m) m)`,
+/// cheap when few repairs suffice.
+fn smallest_m_within(
+    models: &[TwoState],
+    k: usize,
+    target: f64,
+    limit: usize,
+) -> Result<(usize, f64), f64> {
+    let at_zero = worst_residual(models, k, 0);
+    if at_zero <= target {
+        return Ok((0, at_zero));
+    }
+    // Invariant: lo misses; find hi that meets.
+    let (mut lo, mut step) = (0usize, 1usize);
+    let (mut hi, mut best) = loop {
+        let m = (lo + step).min(limit);
+        if m == lo {
+            return Err(worst_residual(models, k, limit));
+        }
+        let r = worst_residual(models, k, m);
+        if r <= target {
+            break (m, r);
+        }
+        if m == limit {
+            return Err(r);
+        }
+        lo = m;
+        step *= 2;
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let r = worst_residual(models, k, mid);
+        if r <= target {
+            hi = mid;
+            best = r;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok((hi, best))
+}
+
+/// For blocks of `k`: the smallest `m` meeting `target` under every model,
+/// or the cap and its residual.
+fn smallest_m(models: &[TwoState], k: usize, target: f64, max_overhead: f64) -> (usize, f64, bool) {
+    let cap = m_cap(k, max_overhead);
+    match smallest_m_within(models, k, target, cap) {
+        Ok((m, r)) => (m, r, true),
+        Err(r) => (cap, r, false),
+    }
+}
+
+/// Step 4 of the [module docs](self): of the block lengths up to `k_max`
+/// (the delay budget's, from [`k_within`]), each with the smallest `m`
+/// (at most `max_overhead · k`) meeting `target` under every model in
+/// `models`, the least overhead `m / k` (ties: the shorter block); if
+/// none meets, the lowest residual (ties: the shorter block), with
+/// [`CodeChoice::meets`] false. Shared by [`TargetFec`] and the session's
+/// strategy selector ([`crate::session::select`](mod@crate::session::select)).
+///
+/// Longer blocks are tried first: they usually need the least overhead,
+/// and once a code meets, a shorter block is searched only up to the `m`
+/// that would tie it (one evaluation when it cannot), which keeps a
+/// choice at a few thousand recursion steps.
+pub fn choose_code(
+    models: &[TwoState],
+    target: f64,
+    k_max: usize,
+    max_overhead: f64,
+) -> CodeChoice {
+    let k_max = k_max.clamp(1, 254);
+    let mut best: Option<CodeChoice> = None;
+    let ks = CANDIDATE_K.iter().copied().filter(|&k| k < k_max);
+    for k in std::iter::once(k_max).chain(ks.rev()) {
+        let candidate = match best {
+            Some(b) if b.meets => {
+                // Only m with m / k <= b.m / b.k can win (ties go to the
+                // shorter block, this one).
+                // One evaluation at that bound settles most: a shorter
+                // block rarely needs less per source.
+                let limit = (b.m * k / b.k).min(m_cap(k, max_overhead));
+                if worst_residual(models, k, limit) > target {
+                    None
+                } else {
+                    smallest_m_within(models, k, target, limit)
+                        .ok()
+                        .map(|(m, residual)| CodeChoice {
+                            k,
+                            m,
+                            residual,
+                            meets: true,
+                        })
+                }
+            }
+            _ => {
+                let (m, residual, meets) = smallest_m(models, k, target, max_overhead);
+                let c = CodeChoice {
+                    k,
+                    m,
+                    residual,
+                    meets,
+                };
+                match best {
+                    // Neither meets yet: the lower residual, ties shorter.
+                    Some(b) if !meets && residual > b.residual => None,
+                    _ => Some(c),
+                }
+            }
+        };
+        if let Some(c) = candidate {
+            best = Some(c);
+        }
+    }
+    best.expect("k_max is always a candidate")
 }
 
 impl FecController for TargetFec {
@@ -524,8 +618,13 @@ impl FecController for TargetFec {
         }
         let models = [self.slow.model(), self.fast.model()];
         Some(
-            self.smallest_m(&models, len, self.status.effective_target)
-                .0,
+            smallest_m(
+                &models,
+                len,
+                self.status.effective_target,
+                self.cfg.max_overhead,
+            )
+            .0,
         )
     }
 
@@ -693,6 +792,69 @@ mod tests {
             }
         }
         best.expect("some code meets the target")
+    }
+
+    /// The chooser as first written: every candidate `k` ascending, the
+    /// smallest `m` by bisection from the cap.
+    fn reference_choose(model: &TwoState, target: f64, k_max: usize) -> CodeChoice {
+        let k_max = k_max.clamp(1, 254);
+        let mut best: Option<CodeChoice> = None;
+        for k in CANDIDATE_K
+            .iter()
+            .copied()
+            .filter(|&k| k < k_max)
+            .chain([k_max])
+        {
+            let cap = m_cap(k, 3.0);
+            let (m, residual, meets) =
+                match (0..=cap).find(|&m| block_residual(model, k, m) <= target) {
+                    Some(m) => (m, block_residual(model, k, m), true),
+                    None => (cap, block_residual(model, k, cap), false),
+                };
+            let better = match best {
+                None => true,
+                Some(b) => match (meets, b.meets) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    (true, true) => m * b.k < b.m * k,
+                    (false, false) => residual < b.residual,
+                },
+            };
+            if better {
+                best = Some(CodeChoice {
+                    k,
+                    m,
+                    residual,
+                    meets,
+                });
+            }
+        }
+        best.expect("a candidate")
+    }
+
+    #[test]
+    fn the_pruned_chooser_picks_what_the_exhaustive_one_does() {
+        let chains = [
+            TwoState::gilbert(0.027778, 0.25),
+            TwoState::gilbert(0.01, 0.99),
+            TwoState::gilbert(0.1, 0.5),
+            TwoState::gilbert(0.03, 0.07),
+            TwoState::gilbert(0.0, 1.0),
+        ];
+        for model in chains {
+            for target in [1e-5, 1e-3, 0.02] {
+                for k_max in [1, 2, 7, 13, 60, 254] {
+                    let got = choose_code(&[model], target, k_max, 3.0);
+                    let want = reference_choose(&model, target, k_max);
+                    assert_eq!(
+                        (got.k, got.m, got.meets),
+                        (want.k, want.m, want.meets),
+                        "{model:?} target {target} k_max {k_max}"
+                    );
+                    assert!((got.residual - want.residual).abs() <= 1e-15 + 1e-9 * want.residual);
+                }
+            }
+        }
     }
 
     #[test]

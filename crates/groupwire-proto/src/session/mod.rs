@@ -5,6 +5,8 @@
 //! - [`qos`]: what a channel needs ([`Qos`]), after RFC 9622.
 //! - [`mechanism`]: the ways groupwire can carry it ([`Mechanism`]).
 //! - [`path`]: what the resource monitor knows of the path ([`PathEstimate`]).
+//! - [`select`](mod@select): the strategy selector and adaptive controller: which
+//!   mechanism carries a channel, and when to change it.
 //! - [`wire`]: the session's datagrams and stream frames.
 //! - [`endpoint`]: the machine ([`Session`]): peers, handshakes, channels,
 //!   mechanism switches.
@@ -14,6 +16,7 @@ pub mod endpoint;
 pub mod mechanism;
 pub mod path;
 pub mod qos;
+pub mod select;
 #[cfg(test)]
 mod tests;
 pub mod wire;
@@ -26,3 +29,7 @@ pub use endpoint::{
 pub use mechanism::{Mechanism, MechanismKind};
 pub use path::PathEstimate;
 pub use qos::{CapacityProfile, Dscp, Qos, QosError, Reliability};
+pub use select::{
+    AdaptiveController, ControllerConfig, Measured, Policy, Prediction, Provision, Selection,
+    Switch, Traffic, predict, select,
+};

@@ -1,0 +1,525 @@
+//! The strategy selector and the adaptive controller (Leigh et al. §2,
+//! Figure 1; issue 16): which [`Mechanism`] carries a channel, chosen from
+//! its [`Qos`] and the [`PathEstimate`], and re-chosen when the path
+//! changes.
+//!
+//! Pure code: no I/O, no clock (time comes in as [`Instant`]), no
+//! randomness. Three layers:
+//!
+//! 1. **Predictors** ([`predict`]): what a mechanism would deliver on the
+//!    path: residual loss, the share delivered past the delay budget, the
+//!    typical added delay, the overhead and whether the rate fits
+//!    ([`Prediction`]). Built on the fitted loss chain
+//!    ([`PathEstimate::model`]) and the exact machinery that already
+//!    exists: [`block_residual`](crate::control::target::block_residual)
+//!    for XOR rows and Reed-Solomon blocks,
+//!    [`choose_code`](crate::control::target::choose_code) for the code
+//!    the block target controller would pick, the AFEC's run-length MER,
+//!    TCP's throughput equation
+//!    ([`throughput`](crate::control::tfrc::throughput)). Each formula is
+//!    given at its function in `predict.rs`; every call is `O(1)` to
+//!    `O(log n)` per candidate (the block chooser: a few thousand
+//!    recursion steps), no Monte Carlo.
+//! 2. **Policies** ([`select`], [`Policy`]): Leigh et al. §5 item 3's
+//!    heuristics as written ([`Policy::Heuristic`]), and a model-based
+//!    policy ([`Policy::Model`]) that predicts every candidate and keeps
+//!    the cheapest that meets the QoS, or says none can.
+//! 3. **The adaptive controller** ([`AdaptiveController`]): per channel,
+//!    once per control interval, re-selects with hysteresis and closes the
+//!    loop on the channel's measured loss.
+//!
+//! ## Words made precise
+//!
+//! - **Delay budget** `B`: what recovery may add to a message's delay:
+//!   [`Qos::max_delay`], or, when a lifetime is set, the lifetime less the
+//!   one-way delay (half the round trip), whichever is shorter. `None`:
+//!   nothing is ever late. So a latency-bound profile (interactive,
+//!   streaming) without a budget may get Reliable from the model policy on
+//!   a lossy path, where TCP's retransmissions cost fewer bytes than FEC:
+//!   nothing in such a QoS says how late is too late. Give latency-bound
+//!   channels a [`Qos::max_delay`]. (The heuristic reads the profile
+//!   instead: there "low latency" needs no number.)
+//! - **Meets** ([`meets`]): the rate fits ([`Prediction::rate_ok`]) and
+//!   `residual + late <= qos.reliability.max_loss()`; for a
+//!   [`MerBand`](Reliability::MerBand) that is the predicted MER at or
+//!   under the band's top. [`Reliability::Full`] also needs a mechanism
+//!   that retransmits (Reliable, Striped, Blast) and, when order is asked,
+//!   one that delivers messages in order (Reliable: Striped and Blast move
+//!   objects). Order for partially reliable channels is not modelled (a
+//!   reorder buffer is the session's business).
+//! - **A message is one datagram** for the datagram mechanisms (Plain,
+//!   AFEC, XOR, Block); Reliable cuts it into MSS-sized segments.
+//! - **Rate fits**: the bytes the mechanism puts on the wire per second
+//!   (the application's, [`Traffic`], times `1 + overhead`) are at most
+//!   [`PathEstimate::delivered`], read as the bandwidth available (so a
+//!   monitor whose `delivered` is only what the channel sends now would
+//!   make every costlier mechanism look unfit: it should report a capacity
+//!   estimate there, or `None`); TCP's
+//!   predicted throughput must carry the application's bytes. With
+//!   `delivered` unknown, every datagram mechanism fits. A bulk transfer
+//!   ([`CapacityProfile::CapacitySeeking`] with [`Reliability::Full`]) has
+//!   no rate to fit: it is ranked by throughput instead.
+
+mod controller;
+mod predict;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+pub use controller::{AdaptiveController, ControllerConfig, Measured, Switch};
+pub use predict::RTO_MIN;
+
+use crate::Instant;
+use crate::session::{CapacityProfile, Mechanism, PathEstimate, Qos, Reliability};
+use crate::xor::XorLayout;
+
+/// What the channel sends: the predictors' load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Traffic {
+    /// Messages per second the channel sends (measured, or from
+    /// [`Qos::rate`]).
+    pub msg_rate: f64,
+    /// Mean message size, bytes.
+    pub msg_size: usize,
+}
+
+impl Traffic {
+    /// `msg_rate` messages of `msg_size` bytes per second.
+    pub const fn new(msg_rate: f64, msg_size: usize) -> Self {
+        Self { msg_rate, msg_size }
+    }
+
+    /// The load [`Qos::rate`] declares, in messages of `msg_size` bytes;
+    /// `None` without a rate (or with a zero size).
+    pub fn from_qos(qos: &Qos, msg_size: usize) -> Option<Self> {
+        let rate = qos.rate?;
+        (msg_size > 0).then(|| Self {
+            msg_rate: rate.as_bps() as f64 / 8.0 / msg_size as f64,
+            msg_size,
+        })
+    }
+}
+
+/// What a mechanism is predicted to deliver on a path ([`predict`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prediction {
+    /// Share of messages still lost after recovery, in `[0, 1]`.
+    pub residual: f64,
+    /// Share delivered later than the delay budget (0 without one): lost
+    /// to the application as surely as the residual.
+    pub late: f64,
+    /// Typical added delay of a recovered message.
+    pub added_delay: Duration,
+    /// Extra bytes sent per application byte.
+    pub overhead: f64,
+    /// Whether the mechanism carries the channel's rate on this path.
+    pub rate_ok: bool,
+    /// Goodput the mechanism can reach, bytes per second: set for the
+    /// stream and bulk mechanisms (TCP's equation, Blast's delivered
+    /// rate), `None` for datagram mechanisms, which send what they are
+    /// given. Beyond the brief: the bulk profile ranks by it.
+    pub throughput: Option<f64>,
+}
+
+impl Prediction {
+    /// What the application loses: `residual + late`.
+    pub fn lost(&self) -> f64 {
+        (self.residual + self.late).min(1.0)
+    }
+
+    /// Every share in `[0, 1]` and NaN as the worst case, so no caller
+    /// sees an impossible number.
+    fn sanitised(mut self) -> Self {
+        let unit = |x: f64| if x.is_nan() { 1.0 } else { x.clamp(0.0, 1.0) };
+        self.residual = unit(self.residual);
+        self.late = unit(self.late).min(1.0 - self.residual);
+        if self.overhead.is_nan() || self.overhead < 0.0 {
+            self.overhead = f64::INFINITY;
+        }
+        self.throughput = self
+            .throughput
+            .map(|t| if t.is_nan() { 0.0 } else { t.max(0.0) });
+        self
+    }
+}
+
+/// What the host and network offer beyond the measured path: settings the
+/// session knows, not measures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Provision {
+    /// Bandwidth is reserved along the path (an IntServ reservation, a
+    /// provisioned circuit, a testbed's dedicated link): Reliable Blast UDP
+    /// is a candidate only then (Leigh et al. §5: "if QoS is available").
+    /// No reservation protocol is implemented here (issue 16), so the
+    /// operator sets this; default `false`.
+    pub reserved: bool,
+    /// The largest TCP window the host gives a connection, bytes: Linux's
+    /// default `net.ipv4.tcp_rmem` ceiling, 6 MiB, the most receive-buffer
+    /// autotuning grows to. A TCP connection "fits the path" when this
+    /// covers the bandwidth-delay product.
+    pub max_window: u64,
+    /// TCP's maximum segment size, bytes (1460, Ethernet's).
+    pub mss: usize,
+    /// Round trip assumed before the monitor has one (100 ms: a
+    /// continental path; the first measurement replaces it).
+    pub assumed_rtt: Duration,
+    /// The AFEC's largest code set size (`AfecConfig::max_size`'s default).
+    pub afec_max_size: f64,
+    /// The block controller's overhead bound
+    /// (`TargetConfig::max_overhead`'s default).
+    pub block_max_overhead: f64,
+}
+
+impl Provision {
+    /// The defaults (see each field).
+    pub const DEFAULT: Self = Self {
+        reserved: false,
+        max_window: 6 << 20,
+        mss: 1460,
+        assumed_rtt: Duration::from_millis(100),
+        afec_max_size: 16.0,
+        block_max_overhead: 3.0,
+    };
+}
+
+impl Default for Provision {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The prediction for mechanism `m` carrying `traffic` with `qos` over
+/// `path`, with the default [`Provision`]. Deterministic, `O(1)` to
+/// `O(log n)` except Block (the target controller's chooser).
+pub fn predict(m: &Mechanism, qos: &Qos, path: &PathEstimate, traffic: &Traffic) -> Prediction {
+    predict::predict_in(m, &Provision::DEFAULT, qos, path, traffic)
+}
+
+/// [`predict`] with the host's own [`Provision`].
+pub fn predict_with(
+    m: &Mechanism,
+    prov: &Provision,
+    qos: &Qos,
+    path: &PathEstimate,
+    traffic: &Traffic,
+) -> Prediction {
+    predict::predict_in(m, prov, qos, path, traffic)
+}
+
+/// Whether `m`, predicted `p`, meets `qos` (see the module docs, "Meets").
+pub fn meets(qos: &Qos, m: &Mechanism, p: &Prediction) -> bool {
+    if !p.rate_ok {
+        return false;
+    }
+    if let Reliability::Full = qos.reliability {
+        let retransmits = matches!(
+            m,
+            Mechanism::Reliable | Mechanism::Striped { .. } | Mechanism::Blast
+        );
+        let ordered = !qos.preserve_order || matches!(m, Mechanism::Reliable);
+        return retransmits && ordered && p.residual <= 0.0 && p.late <= 0.0;
+    }
+    // A hair of slack so a prediction exactly at the target meets it.
+    p.lost() <= qos.reliability.max_loss() * (1.0 + 1e-9) + 1e-15
+}
+
+/// How a channel's mechanism is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Leigh et al. §5 item 3's heuristics, as written; see
+    /// [`select`].
+    Heuristic,
+    /// Predict every candidate, keep the cheapest that meets the QoS.
+    Model,
+}
+
+/// What a policy chose.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selection {
+    /// The mechanism.
+    pub mechanism: Mechanism,
+    /// What it is predicted to deliver.
+    pub prediction: Prediction,
+    /// Whether that meets the QoS ([`meets`]).
+    pub meets: bool,
+    /// Why, in a few words, for logs.
+    pub reason: String,
+}
+
+/// Chooses a mechanism for a channel with the default [`Provision`]; see
+/// [`select_with`].
+pub fn select(
+    policy: Policy,
+    qos: &Qos,
+    path: &PathEstimate,
+    traffic: &Traffic,
+    current: Option<&Mechanism>,
+) -> Selection {
+    select_with(policy, &Provision::DEFAULT, qos, path, traffic, current)
+}
+
+/// Chooses a mechanism for a channel.
+///
+/// **[`Policy::Heuristic`]**, Leigh et al. §5 item 3 ("Heuristics may be
+/// used initially"), with its words made thresholds:
+///
+/// - *Large and requiring reliable delivery*: [`Reliability::Full`] with
+///   the bulk profile ([`CapacityProfile::CapacitySeeking`]). Then:
+///   with bandwidth reserved ([`Provision::reserved`]), Reliable Blast
+///   UDP (the paper's "if QoS is available"; it comes first because a
+///   reservation is what Blast needs and TCP cannot use); else TCP if its
+///   window "matches network capacity": [`Provision::max_window`] at least
+///   the bandwidth-delay product `delivered × min RTT` (unknown bandwidth:
+///   assumed to fit); else striped TCP over `⌈BDP / window⌉` connections
+///   (2 to 8).
+/// - *Requires low latency*: a delay budget (max delay or lifetime) or an
+///   interactive, non-interactive or streaming profile; and not
+///   [`Reliability::Full`] (which is "else TCP").
+/// - *Can tolerate much loss*: the loss the QoS tolerates
+///   ([`Reliability::max_loss`]) is at least the path's measured loss, so
+///   plain UDP meets it: UDP.
+/// - *Can tolerate low loss*: tolerates some (above 0) but less than the
+///   path loses: FEC UDP with the paper's code, one XOR parity per 3
+///   packets (§4.1, Fig. 5).
+/// - *Else*: TCP.
+///
+/// `current` is not read: the heuristic is memoryless.
+///
+/// **[`Policy::Model`]** predicts each candidate ([`predict_with`]):
+/// Plain; for a MER band, AFEC with that band; XOR rows of 2 to 10 and
+/// the matrices 4×4, 5×5, 10×10 and columns 10×10; Block with the QoS's
+/// loss target (a band's middle) and budget (30 ms, the tunnel's, without
+/// one); Reliable; for [`Reliability::Full`] only the reliable ones, and
+/// for the bulk profile Striped over 1 to 8 connections and, where
+/// bandwidth is reserved, Blast. Of those that meet the QoS ([`meets`]),
+/// the least overhead (ties: the lower added delay, then the order above).
+/// For the bulk profile, throughput first: of those within 10% of the
+/// best predicted throughput, the least overhead (beyond the brief: a bulk
+/// transfer wants speed, and every reliable mechanism costs the same
+/// retransmissions). If none meets, the least `residual + late` (rate
+/// fitting first), with [`Selection::meets`] false. `current` is not read
+/// either (the controller holds the hysteresis); it is in the signature
+/// so a policy may prefer staying put.
+pub fn select_with(
+    policy: Policy,
+    prov: &Provision,
+    qos: &Qos,
+    path: &PathEstimate,
+    traffic: &Traffic,
+    _current: Option<&Mechanism>,
+) -> Selection {
+    match policy {
+        Policy::Heuristic => heuristic(prov, qos, path, traffic),
+        Policy::Model => model(prov, qos, path, traffic),
+    }
+}
+
+fn is_bulk(qos: &Qos) -> bool {
+    qos.profile == CapacityProfile::CapacitySeeking && qos.reliability == Reliability::Full
+}
+
+fn selection(
+    m: Mechanism,
+    prov: &Provision,
+    qos: &Qos,
+    path: &PathEstimate,
+    traffic: &Traffic,
+    reason: String,
+) -> Selection {
+    let prediction = predict_with(&m, prov, qos, path, traffic);
+    Selection {
+        meets: meets(qos, &m, &prediction),
+        mechanism: m,
+        prediction,
+        reason,
+    }
+}
+
+/// The paper's default FEC code: one parity per 3 packets (§4.1, Fig. 5).
+pub const PAPER_XOR: u8 = 3;
+
+fn heuristic(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic) -> Selection {
+    let (m, why) = if is_bulk(qos) {
+        let rtt = path
+            .min_rtt
+            .or(path.srtt)
+            .unwrap_or(prov.assumed_rtt)
+            .as_secs_f64();
+        let bdp = path
+            .delivered
+            .map(|b| b.as_bps() as f64 / 8.0 * rtt)
+            .unwrap_or(0.0);
+        let window = prov.max_window.max(1) as f64;
+        if prov.reserved {
+            (Mechanism::Blast, "bulk, bandwidth reserved".to_string())
+        } else if bdp <= window {
+            (
+                Mechanism::Reliable,
+                format!("bulk, window {window:.0} B covers BDP {bdp:.0} B"),
+            )
+        } else {
+            let n = (bdp / window).ceil().clamp(2.0, 8.0) as u8;
+            (
+                Mechanism::Striped { streams: n },
+                format!("bulk, BDP {bdp:.0} B over window {window:.0} B"),
+            )
+        }
+    } else {
+        let rtt = path.srtt.or(path.min_rtt).unwrap_or(prov.assumed_rtt);
+        let low_latency = predict::budget(qos, rtt).is_some()
+            || matches!(
+                qos.profile,
+                CapacityProfile::Interactive
+                    | CapacityProfile::NonInteractive
+                    | CapacityProfile::Streaming
+            );
+        let tolerated = qos.reliability.max_loss();
+        let measured = path.model().loss_rate();
+        if !low_latency || qos.reliability == Reliability::Full || tolerated <= 0.0 {
+            (
+                Mechanism::Reliable,
+                "not low latency, or no loss tolerated".to_string(),
+            )
+        } else if tolerated >= measured {
+            (
+                Mechanism::Plain,
+                format!("low latency, tolerates {tolerated} >= loss {measured:.4}"),
+            )
+        } else {
+            (
+                Mechanism::Xor(XorLayout::row(PAPER_XOR)),
+                format!("low latency, tolerates {tolerated} < loss {measured:.4}"),
+            )
+        }
+    };
+    selection(m, prov, qos, path, traffic, why)
+}
+
+/// Default budget for Block when the QoS has none: the tunnel's
+/// (`TargetConfig::max_delay`).
+const BLOCK_DEFAULT_DELAY: Duration = Duration::from_millis(30);
+
+/// XOR matrices tried besides the rows: SMPTE 2022-1's small and large
+/// squares, and 1-D columns against long bursts.
+const MATRICES: [(u8, u8, bool); 4] = [(4, 4, true), (5, 5, true), (10, 10, true), (10, 10, false)];
+
+/// The model policy's candidates for `qos`, in the stable order ties fall
+/// back on.
+pub fn candidates(prov: &Provision, qos: &Qos, path: &PathEstimate) -> Vec<Mechanism> {
+    let mut out = Vec::with_capacity(24);
+    if qos.reliability != Reliability::Full {
+        out.push(Mechanism::Plain);
+        if let Reliability::MerBand { lo, hi } = qos.reliability {
+            out.push(Mechanism::Afec { lo, hi });
+        }
+        out.extend((2..=10).map(|l| Mechanism::Xor(XorLayout::row(l))));
+        out.extend(MATRICES.iter().map(|&(l, d, rows)| {
+            Mechanism::Xor(if rows {
+                XorLayout::matrix(l, d)
+            } else {
+                XorLayout::column(l, d)
+            })
+        }));
+        let target = match qos.reliability {
+            Reliability::MerBand { lo, hi } => (lo + hi) / 2.0,
+            r => r.max_loss(),
+        };
+        if target > 0.0 && target < 1.0 {
+            let rtt = path.srtt.or(path.min_rtt).unwrap_or(prov.assumed_rtt);
+            let max_delay = predict::budget(qos, rtt)
+                .filter(|d| !d.is_zero())
+                .unwrap_or(BLOCK_DEFAULT_DELAY);
+            out.push(Mechanism::Block { target, max_delay });
+        }
+    }
+    out.push(Mechanism::Reliable);
+    if is_bulk(qos) {
+        out.extend((1..=8).map(|n| Mechanism::Striped { streams: n }));
+        if prov.reserved {
+            out.push(Mechanism::Blast);
+        }
+    }
+    out
+}
+
+fn model(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic) -> Selection {
+    let scored: Vec<(Mechanism, Prediction, bool)> = candidates(prov, qos, path)
+        .into_iter()
+        .map(|m| {
+            let p = predict_with(&m, prov, qos, path, traffic);
+            (m, p, meets(qos, &m, &p))
+        })
+        .collect();
+    let delay = |p: &Prediction| p.added_delay;
+    let best_tput = scored
+        .iter()
+        .filter(|s| s.2)
+        .filter_map(|s| s.1.throughput)
+        .fold(0.0, f64::max);
+    let bulk = is_bulk(qos);
+    // The first of the least (stable: `min_by` keeps the first of equals).
+    let pick = scored
+        .iter()
+        .filter(|s| s.2)
+        .filter(|s| !bulk || s.1.throughput.unwrap_or(0.0) >= 0.9 * best_tput)
+        .min_by(|a, b| {
+            a.1.overhead
+                .total_cmp(&b.1.overhead)
+                .then(delay(&a.1).cmp(&delay(&b.1)))
+        });
+    if let Some((m, p, _)) = pick {
+        let why = format!(
+            "cheapest meeting: overhead {:.3}, lost {:.2e}",
+            p.overhead,
+            p.lost()
+        );
+        return Selection {
+            mechanism: *m,
+            prediction: *p,
+            meets: true,
+            reason: why,
+        };
+    }
+    let (m, p, _) = scored
+        .iter()
+        .min_by(|a, b| {
+            b.1.rate_ok
+                .cmp(&a.1.rate_ok)
+                .then(a.1.lost().total_cmp(&b.1.lost()))
+                .then(a.1.overhead.total_cmp(&b.1.overhead))
+        })
+        .expect("Reliable is always a candidate");
+    Selection {
+        mechanism: *m,
+        prediction: *p,
+        meets: false,
+        reason: format!("none meets; least lost {:.2e}", p.lost()),
+    }
+}
+
+/// A QoS whose loss target is divided by `factor` (at least 1): what the
+/// controller asks when the channel measured more loss than predicted.
+fn tightened(qos: &Qos, factor: f64) -> Qos {
+    let f = if factor.is_finite() {
+        factor.max(1.0)
+    } else {
+        1e4
+    };
+    let mut q = *qos;
+    q.reliability = match qos.reliability {
+        Reliability::Residual(p) => Reliability::Residual(p / f),
+        Reliability::MerBand { lo, hi } => Reliability::MerBand {
+            lo: lo / f,
+            hi: hi / f,
+        },
+        r => r,
+    };
+    q
+}
+
+/// For the controller: the time since `earlier`, if there was one.
+fn since(now: Instant, earlier: Option<Instant>) -> Option<Duration> {
+    earlier.map(|e| now.saturating_duration_since(e))
+}
