@@ -90,11 +90,12 @@ impl RunCounts {
         self.runs *= w;
     }
 
-    /// Adds one interval's counts.
+    /// Adds one interval's counts. A count may fall (RFC 3550's lost
+    /// does when late packets fill gaps) but not below zero.
     pub fn add(&mut self, received: f64, lost: f64, runs: f64) {
-        self.received += received;
-        self.lost += lost;
-        self.runs += runs;
+        self.received = (self.received + received).max(0.0);
+        self.lost = (self.lost + lost).max(0.0);
+        self.runs = (self.runs + runs).max(0.0);
     }
 
     /// Packets the counts rest on: received and lost.
