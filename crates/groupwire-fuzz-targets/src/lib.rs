@@ -21,10 +21,12 @@ use groupwire_link::{LossModel, LossTrace};
 use groupwire_proto::{Instant, Machine};
 use rand::SeedableRng;
 
+pub mod monitor_report;
 mod relay_client;
 mod relay_core;
 pub mod tunnel_endpoint;
 
+pub use monitor_report::monitor_report;
 pub use relay_client::relay_client;
 pub use relay_core::relay_core;
 pub use tunnel_endpoint::tunnel_endpoint;
@@ -124,6 +126,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "sliding_decoder",
         check: sliding_decoder,
+    },
+    Target {
+        name: "monitor_report",
+        check: monitor_report,
     },
 ];
 
