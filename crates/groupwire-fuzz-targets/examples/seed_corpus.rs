@@ -145,6 +145,66 @@ fn block_packets() -> (Vec<Bytes>, Vec<Bytes>) {
     (data, reports)
 }
 
+/// `monitor_report` seeds: reports a receiver made of a lossy, reordered
+/// stream, and walks (see the target's docs) that reorder, duplicate,
+/// drop in runs, cross the wrap and go idle long enough to probe.
+fn monitor_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use groupwire_fuzz_targets::monitor_report::OP_LEN;
+    use groupwire_proto::session::monitor::{MonitorConfig, ReceiveMonitor, wire_ts};
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    let mut out = Vec::new();
+    for i in 0..400u32 {
+        let now = Instant::from_micros(u64::from(i) * 500);
+        let seq = if i % 10 == 3 {
+            i + 1
+        } else if i % 10 == 4 {
+            i - 1
+        } else {
+            i
+        };
+        if i % 17 < 2 {
+            continue;
+        }
+        rx.on_packet(now, seq, wire_ts(now) ^ (i % 3), 200 + i as usize % 900);
+        if let Some(r) = rx.poll_report(now) {
+            if out.len() < 4 {
+                let mut b = Vec::new();
+                r.encode(&mut b);
+                out.push((
+                    ["report-0", "report-1", "report-2", "report-3"][out.len()],
+                    b,
+                ));
+            }
+        }
+    }
+    // One op: clock step, seq step (i16), ts delay, size, flags
+    // (0x80 drop, 0x40 report, 0x20 probe).
+    let op = |dt: u8, step: i16, delay: u8, flags: u8| -> [u8; OP_LEN] {
+        let s = step.to_be_bytes();
+        [dt, s[0], s[1], delay, 120, flags]
+    };
+    let mut steady = Vec::new();
+    let mut bursty = Vec::new();
+    let mut idle = Vec::new();
+    for i in 0..300u16 {
+        let report = if i % 20 == 19 { 0x40 } else { 0 };
+        steady.extend(op(10, 0, (i % 7) as u8, report));
+        let drop = if i % 50 < 4 || i % 13 == 0 { 0x80 } else { 0 };
+        let step = match i % 9 {
+            4 => 1,
+            5 => -1,
+            7 => -3,
+            _ => 0,
+        };
+        bursty.extend(op(10, step, (i % 5) as u8 * 9, drop | report));
+        let dt = if i > 150 { 255 } else { 10 };
+        let quiet = if i > 150 && i % 2 == 0 { 0x80 } else { 0 };
+        idle.extend(op(dt, 0, 3, report | quiet | 0x20));
+    }
+    out.extend([("steady", steady), ("bursty", bursty), ("idle", idle)]);
+    out
+}
+
 fn main() -> std::io::Result<()> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     let g = || "g".to_owned();
@@ -347,5 +407,11 @@ fn main() -> std::io::Result<()> {
     }
     let sets = "set:\nduration=3s\nseed=7\nloss=gilbert:p=0.01,r=0.2\nflows=[1,2]\nrtt=100ms\n";
     std::fs::write(dir.join("seed-sets"), sets)?;
+
+    let dir = corpus.join("monitor_report");
+    std::fs::create_dir_all(&dir)?;
+    for (name, input) in monitor_seeds() {
+        std::fs::write(dir.join(format!("seed-{name}")), input)?;
+    }
     Ok(())
 }

@@ -21,11 +21,13 @@ use groupwire_link::{LossModel, LossTrace};
 use groupwire_proto::{Instant, Machine};
 use rand::SeedableRng;
 
+pub mod monitor_report;
 mod relay_client;
 mod relay_core;
 pub mod session_endpoint;
 pub mod tunnel_endpoint;
 
+pub use monitor_report::monitor_report;
 pub use relay_client::relay_client;
 pub use relay_core::relay_core;
 pub use session_endpoint::session_endpoint;
@@ -130,6 +132,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "session_endpoint",
         check: session_endpoint,
+    },
+    Target {
+        name: "monitor_report",
+        check: monitor_report,
     },
 ];
 

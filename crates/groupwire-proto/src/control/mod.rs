@@ -28,6 +28,7 @@ use crate::time::Instant;
 use crate::units::Bitrate;
 
 pub mod dpfec;
+pub mod gilbert;
 pub mod gmiad;
 pub mod ladder;
 pub mod switch;

@@ -19,7 +19,8 @@
 //!    decay with two half-lives ([`TargetConfig::half_life`],
 //!    [`TargetConfig::fast_half_life`]); a code must meet the target under
 //!    both fits, so a worsening channel is followed within about a second
-//!    and an improving one is trusted only slowly.
+//!    and an improving one is trusted only slowly. The fit itself is
+//!    [`super::gilbert`], shared with the session's resource monitor.
 //! 2. **Expected residual of a code, exactly for the fitted chain**
 //!    ([`block_residual`]): a block of `k` sources and `m` Reed-Solomon
 //!    repairs (sent after them) is rebuilt iff at most `m` of its `k + m`
@@ -57,6 +58,8 @@
 
 use std::time::Duration;
 
+pub use super::gilbert::TwoState;
+use super::gilbert::{RunCounts, TwoFits, decay_weight};
 use super::{FecController, FecControllerFactory, ReportSample, StreamShape};
 use crate::time::Instant;
 
@@ -161,48 +164,6 @@ impl FecControllerFactory for TargetConfig {
     }
 }
 
-/// A two-state Markov loss chain: per packet one transition, then the
-/// packet is lost with its new state's loss probability (the convention of
-/// `groupwire-link`'s Gilbert-Elliott model).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TwoState {
-    /// `P(Good → Bad)` per packet.
-    pub p: f64,
-    /// `P(Bad → Good)` per packet.
-    pub r: f64,
-    /// Loss probability in Good.
-    pub loss_good: f64,
-    /// Loss probability in Bad.
-    pub loss_bad: f64,
-}
-
-impl TwoState {
-    /// Gilbert's chain: Good loses nothing, Bad everything.
-    pub fn gilbert(p: f64, r: f64) -> Self {
-        Self {
-            p,
-            r,
-            loss_good: 0.0,
-            loss_bad: 1.0,
-        }
-    }
-
-    /// The long-run share of time in Bad.
-    pub fn p_bad(&self) -> f64 {
-        if self.p + self.r <= 0.0 {
-            0.0
-        } else {
-            self.p / (self.p + self.r)
-        }
-    }
-
-    /// The long-run loss rate.
-    pub fn loss_rate(&self) -> f64 {
-        let b = self.p_bad();
-        (1.0 - b) * self.loss_good + b * self.loss_bad
-    }
-}
-
 /// Expected share of a block's `k` source packets still lost after repair
 /// when the block's `k + m` packets (sources first) cross the chain `model`
 /// from its stationary state, and the code rebuilds everything iff at most
@@ -287,8 +248,8 @@ pub struct TargetStatus {
 #[derive(Debug)]
 pub struct TargetFec {
     cfg: TargetConfig,
-    slow: Counts,
-    fast: Counts,
+    /// Step 1 of the module docs: the slow and the fast fit.
+    fit: TwoFits,
     /// Decayed measured and predicted unrecovered source packets.
     measured: f64,
     predicted: f64,
@@ -297,54 +258,25 @@ pub struct TargetFec {
     status: TargetStatus,
 }
 
-/// Decayed counts of one fit.
-#[derive(Clone, Copy, Debug)]
-struct Counts {
-    received: f64,
-    lost: f64,
-    runs: f64,
-}
-
-impl Counts {
-    /// A weak prior (a few hundred packets' worth, outweighed within a
-    /// second at a few thousand packets per second): 15% loss in runs of 4,
-    /// a pessimistic start, so the first blocks meet the target on a bad
-    /// channel and cost a little more on a good one.
-    const PRIOR: Self = Self {
-        received: 340.0,
-        lost: 60.0,
-        runs: 15.0,
-    };
-
-    fn decay(&mut self, w: f64) {
-        self.received *= w;
-        self.lost *= w;
-        self.runs *= w;
-    }
-
-    /// The Gilbert chain of these counts (step 1 of the module docs).
-    fn model(&self) -> TwoState {
-        let runs = self.runs.max(if self.lost > 0.0 { 1e-3 } else { 0.0 });
-        let p = (runs / self.received.max(1.0)).clamp(0.0, 1.0);
-        let r = if self.lost > 0.0 {
-            (runs / self.lost).clamp(1e-6, 1.0)
-        } else {
-            1.0
-        };
-        TwoState::gilbert(p, r)
-    }
-}
+/// A weak prior (a few hundred packets' worth, outweighed within a second
+/// at a few thousand packets per second): 15% loss in runs of 4, a
+/// pessimistic start, so the first blocks meet the target on a bad channel
+/// and cost a little more on a good one.
+const PRIOR: RunCounts = RunCounts {
+    received: 340.0,
+    lost: 60.0,
+    runs: 15.0,
+};
 
 impl TargetFec {
     /// A controller in its initial state: the prior fit, a code for the
     /// budget at an assumed 1000 packets per second until the sender's
     /// rate is known.
     pub fn new(cfg: TargetConfig) -> Self {
-        let model = Counts::PRIOR.model();
+        let model = PRIOR.model();
         let mut t = Self {
             cfg,
-            slow: Counts::PRIOR,
-            fast: Counts::PRIOR,
+            fit: TwoFits::new(PRIOR, cfg.half_life, cfg.fast_half_life),
             measured: 0.0,
             predicted: 0.0,
             rate: None,
@@ -392,7 +324,7 @@ impl TargetFec {
 
     /// Step 4 of the module docs, under both fits.
     fn choose(&mut self) {
-        let models = [self.slow.model(), self.fast.model()];
+        let models = self.fit.models();
         let target = self.effective_target();
         let c = choose_code(&models, target, self.k_budget(), self.cfg.max_overhead);
         self.status = TargetStatus {
@@ -572,8 +504,6 @@ pub fn choose_code(
 
 impl FecController for TargetFec {
     fn on_report(&mut self, _now: Instant, shape: StreamShape, report: &ReportSample) {
-        let syn = shape.syn.as_secs_f64();
-        let decay = |half: Duration| 0.5f64.powf(syn / half.as_secs_f64().max(1e-9));
         let (lost, received) = (f64::from(report.lost), f64::from(report.delivered));
         // A report of an earlier build carries no runs: every loss its own
         // run is the Bernoulli reading, which underrates bursts, so such a
@@ -581,16 +511,8 @@ impl FecController for TargetFec {
         let runs = report
             .runs
             .map_or(lost.min(received.max(1.0)), |r| f64::from(r.runs));
-        for (c, half) in [
-            (&mut self.slow, self.cfg.half_life),
-            (&mut self.fast, self.cfg.fast_half_life),
-        ] {
-            c.decay(decay(half));
-            c.received += received;
-            c.lost += lost;
-            c.runs += runs;
-        }
-        let w = decay(self.cfg.feedback_half_life);
+        self.fit.add(shape.syn, received, lost, runs);
+        let w = decay_weight(shape.syn, self.cfg.feedback_half_life);
         let st = self.status;
         let sources = (lost + received) * st.k as f64 / (st.k + st.m) as f64;
         self.measured = self.measured * w + f64::from(report.unrecovered);
@@ -616,7 +538,7 @@ impl FecController for TargetFec {
         if len == 0 {
             return Some(0);
         }
-        let models = [self.slow.model(), self.fast.model()];
+        let models = self.fit.models();
         Some(
             smallest_m(
                 &models,

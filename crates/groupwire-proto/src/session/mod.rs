@@ -10,10 +10,13 @@
 //! - [`wire`]: the session's datagrams and stream frames.
 //! - [`endpoint`]: the machine ([`Session`]): peers, handshakes, channels,
 //!   mechanism switches.
+//! - [`monitor`]: the resource monitor itself ([`ReceiveMonitor`],
+//!   [`MonitorReport`], [`SendMonitor`]).
 
 mod channel;
 pub mod endpoint;
 pub mod mechanism;
+pub mod monitor;
 pub mod path;
 pub mod qos;
 pub mod select;
@@ -27,6 +30,9 @@ pub use endpoint::{
     SessionStats, initial_mechanism,
 };
 pub use mechanism::{Mechanism, MechanismKind};
+pub use monitor::{
+    MonitorConfig, MonitorReport, ReceiveMonitor, ReceiveStats, ReportError, SendMonitor, SendStats,
+};
 pub use path::PathEstimate;
 pub use qos::{CapacityProfile, Dscp, Qos, QosError, Reliability};
 pub use select::{

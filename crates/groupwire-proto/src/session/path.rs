@@ -30,6 +30,10 @@ pub struct PathEstimate {
     pub delivered: Option<Bitrate>,
     /// RFC 3550 §6.4.1's interarrival jitter of our packets at the peer.
     pub jitter: Duration,
+    /// Leigh et al.'s jitter (under their Fig. 4: the mean deviation of
+    /// each packet's latency from the mean of its run of 20), as the peer
+    /// last reported it; `None` before a run of 20 packets finished.
+    pub jitter_leigh: Option<Duration>,
     /// Packets the loss figures rest on (after decay).
     pub samples: f64,
 }
@@ -44,6 +48,7 @@ impl PathEstimate {
         mean_burst: 1.0,
         delivered: None,
         jitter: Duration::ZERO,
+        jitter_leigh: None,
         samples: 0.0,
     };
 
@@ -67,6 +72,7 @@ impl PathEstimate {
             mean_burst: burst,
             delivered,
             jitter: Duration::ZERO,
+            jitter_leigh: None,
             samples: f64::INFINITY,
         }
     }

@@ -1,0 +1,708 @@
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::report::{MAX_REPORT_LEN, REPORT_LEN};
+use super::*;
+use crate::control::gilbert::TwoState;
+use crate::session::PathEstimate;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn at_ms(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+/// A receiver with reorder tolerance `reorder`, fed `seqs` one per ms
+/// (ts = the send time 20 ms earlier).
+fn receiver(reorder: u32, seqs: &[u32]) -> ReceiveMonitor {
+    let mut rx = ReceiveMonitor::new(MonitorConfig {
+        reorder,
+        ..MonitorConfig::default()
+    });
+    for (i, &s) in seqs.iter().enumerate() {
+        let t = at_ms(20 + i as u64);
+        rx.on_packet(t, s, wire_ts(t - 20 * MS), 100);
+    }
+    rx
+}
+
+#[test]
+fn a_scripted_pattern_gives_exact_counts_and_runs() {
+    // Lost: 3; 6 and 7; 21 to 25. 9 comes after 10 (within the tolerance
+    // of 4: it fills its gap), 20 twice, and 3 arrives once 20 has: past
+    // the tolerance, it stays lost.
+    let mut seqs: Vec<u32> = vec![0, 1, 2, 4, 5, 8, 10, 9];
+    seqs.extend(11..=20);
+    seqs.extend([20, 3]);
+    seqs.extend(26..=40);
+    let mut rx = receiver(4, &seqs);
+    let st = rx.stats();
+    assert_eq!(
+        (st.packets, st.duplicates, st.late),
+        (seqs.len() as u64, 1, 1)
+    );
+    assert_eq!(rx.counts(), (33, 8), "0..=40 less 8 lost");
+    assert_eq!(rx.runs(), (3, [1, 1, 0, 1, 0, 0]));
+    let r = rx.poll_report(at_ms(100)).expect("a report is due");
+    assert_eq!((r.highest_seq, r.received, r.lost, r.runs), (40, 33, 8, 3));
+    assert_eq!(r.histogram, [1, 1, 0, 1, 0, 0]);
+    assert_eq!(r.interval_bytes, 100 * seqs.len() as u64);
+    // 40 arrived last, at 20 + index ms; the report is at 100 ms.
+    let last_at = 20 + seqs.len() as u64 - 1;
+    assert_eq!(r.echo_ts, wire_ts(at_ms(last_at - 20)));
+    assert_eq!(r.echo_hold_us, ((100 - last_at) * 1000) as u32);
+    assert_eq!(rx.poll_report(at_ms(100)), None, "one per interval");
+}
+
+#[test]
+fn runs_are_judged_only_past_the_reorder_tolerance() {
+    // 1 and 2 missing: counted lost at once, a run only once 2 is 4 behind.
+    let mut rx = receiver(4, &[0, 3, 4, 5]);
+    assert_eq!(rx.counts(), (4, 2));
+    assert_eq!(rx.runs().0, 0, "the run is still within the window");
+    // 2 arrives late but in time: one loss taken back, the run shrinks.
+    rx.on_packet(at_ms(30), 2, wire_ts(at_ms(9)), 100);
+    assert_eq!(rx.counts(), (5, 1));
+    rx.on_packet(at_ms(31), 6, wire_ts(at_ms(11)), 100);
+    assert_eq!(rx.runs(), (1, [1, 0, 0, 0, 0, 0]), "a run of one: 1");
+}
+
+#[test]
+fn counts_run_through_the_wrap_at_u32_max() {
+    let start = u32::MAX - 5;
+    // MAX-1, MAX and 0 lost: one run of 3 across the wrap.
+    let seqs: Vec<u32> = (0..17u32)
+        .map(|i| start.wrapping_add(i))
+        .filter(|s| ![u32::MAX - 1, u32::MAX, 0].contains(s))
+        .collect();
+    let mut rx = receiver(2, &seqs);
+    let r = rx.poll_report(at_ms(100)).expect("due");
+    assert_eq!(r.highest_seq, (1u64 << 32) + 10);
+    assert_eq!((r.received, r.lost, r.runs), (14, 3, 1));
+    assert_eq!(r.histogram, [0, 0, 1, 0, 0, 0]);
+}
+
+#[test]
+fn a_jump_beyond_max_dropout_counts_once_confirmed() {
+    let mut rx = ReceiveMonitor::new(MonitorConfig {
+        max_dropout: 100,
+        ..MonitorConfig::default()
+    });
+    let mut t = at_ms(0);
+    let mut feed = |rx: &mut ReceiveMonitor, s: u32| {
+        t += MS;
+        rx.on_packet(t, s, wire_ts(t), 50);
+    };
+    for s in 0..=10 {
+        feed(&mut rx, s);
+    }
+    feed(&mut rx, 1_000_000);
+    assert_eq!(rx.stats().unconfirmed, 1);
+    assert_eq!(rx.counts(), (11, 0), "held, not counted");
+    feed(&mut rx, 11);
+    feed(&mut rx, 2_000_000);
+    feed(&mut rx, 2_000_001);
+    assert_eq!(rx.stats().unconfirmed, 1, "1 000 000 never confirmed");
+    assert_eq!(rx.counts(), (14, 2_000_002 - 14));
+    for s in 2_000_002..2_000_040 {
+        feed(&mut rx, s);
+    }
+    assert_eq!(rx.runs(), (1, [0, 0, 0, 0, 0, 1]));
+}
+
+#[test]
+fn jitter_follows_both_definitions() {
+    // One packet a ms; transit alternates between 10 ms and 10.4 ms.
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    for i in 0..1000u32 {
+        let sent = at_ms(u64::from(i));
+        let transit = Duration::from_micros(10_000 + 400 * u64::from(i % 2));
+        rx.on_packet(sent + transit, i, wire_ts(sent), 100);
+    }
+    let r = rx.poll_report(at_ms(1100)).expect("due");
+    assert_eq!(r.jitter_us, 400, "RFC 3550: |D| = 400 µs every packet");
+    assert_eq!(r.jitter_leigh_us, Some(200), "Leigh: 200 µs from a mean");
+    // A constant transit, whatever the clock offset: no jitter.
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    for i in 0..100u32 {
+        let sent = Instant::from_secs(7_000) + MS * i;
+        rx.on_packet(at_ms(3 + u64::from(i)), i, wire_ts(sent), 100);
+    }
+    let r = rx.poll_report(at_ms(200)).expect("due");
+    assert_eq!((r.jitter_us, r.jitter_leigh_us), (0, Some(0)));
+}
+
+#[test]
+fn reports_come_every_interval_while_packets_arrive_else_once_a_second() {
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    assert_eq!(rx.poll_timeout(), None, "nothing arrived");
+    assert_eq!(rx.poll_report(at_ms(5000)), None);
+    rx.on_packet(at_ms(10), 0, 0, 100);
+    assert_eq!(rx.poll_timeout(), Some(at_ms(10)), "the first at once");
+    let first = rx.poll_report(at_ms(10)).expect("due");
+    assert_eq!((first.report_seq, first.interval_us), (0, 0));
+    rx.on_packet(at_ms(50), 1, 0, 300);
+    assert_eq!(rx.poll_timeout(), Some(at_ms(110)));
+    assert_eq!(rx.poll_report(at_ms(109)), None);
+    let r = rx.poll_report(at_ms(110)).expect("due");
+    assert_eq!(
+        (r.report_seq, r.interval_bytes, r.interval_us),
+        (1, 300, 100_000)
+    );
+    // Nothing more arrives: a keepalive a second later, with the echo
+    // held longer.
+    assert_eq!(rx.poll_timeout(), Some(at_ms(1110)));
+    let k = rx.poll_report(at_ms(1110)).expect("keepalive");
+    assert_eq!((k.interval_bytes, k.interval_us), (0, 1_000_000));
+    assert_eq!(k.echo_hold_us, 1_060_000);
+    // After the idle second, the next interval starts at its first packet.
+    rx.on_packet(at_ms(2000), 2, 0, 500);
+    let r = rx.poll_report(at_ms(2110)).expect("due");
+    assert_eq!((r.interval_bytes, r.interval_us), (500, 110_000));
+}
+
+/// A path: `tx` sends, the packet crosses `delay` unless lost, `rx`
+/// reports, and the report crosses `delay` back (through its bytes).
+struct Pipe {
+    tx: SendMonitor,
+    rx: ReceiveMonitor,
+    delay: Duration,
+    seq: u32,
+    back: VecDeque<(Instant, MonitorReport)>,
+}
+
+impl Pipe {
+    fn new(delay: Duration) -> Self {
+        Self {
+            tx: SendMonitor::new(MonitorConfig::default()),
+            rx: ReceiveMonitor::new(MonitorConfig::default()),
+            delay,
+            seq: 0,
+            back: VecDeque::new(),
+        }
+    }
+
+    fn deliver(&mut self, now: Instant) {
+        while let Some(&(at, r)) = self.back.front() {
+            if at > now {
+                break;
+            }
+            self.back.pop_front();
+            self.tx.on_report(at, &r);
+        }
+    }
+
+    fn send(&mut self, now: Instant, bytes: usize, lost: bool) {
+        self.deliver(now);
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.tx.on_send(now, seq, bytes);
+        let at = now + self.delay;
+        if !lost {
+            self.rx.on_packet(at, seq, wire_ts(now), bytes);
+        }
+        while let Some(r) = self.rx.poll_report(at) {
+            let mut buf = Vec::new();
+            r.encode(&mut buf);
+            let r = MonitorReport::decode(&buf).expect("a report decodes");
+            self.back.push_back((at + self.delay, r));
+        }
+    }
+}
+
+/// A Gilbert chain's loss pattern (Bad loses everything).
+struct Chain {
+    rng: ChaCha8Rng,
+    bad: bool,
+    model: TwoState,
+}
+
+impl Chain {
+    fn new(seed: u64, model: TwoState) -> Self {
+        Self {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            bad: false,
+            model,
+        }
+    }
+
+    fn lost(&mut self) -> bool {
+        let flip = if self.bad { self.model.r } else { self.model.p };
+        if self.rng.random::<f64>() < flip {
+            self.bad = !self.bad;
+        }
+        self.bad
+    }
+}
+
+/// `secs` seconds at `rate` packets per second of `chain`'s losses, from
+/// `start`; the estimate after each second.
+fn run(
+    pipe: &mut Pipe,
+    chain: &mut Chain,
+    start: Instant,
+    secs: u64,
+    rate: u64,
+) -> Vec<PathEstimate> {
+    let gap = Duration::from_secs(1) / rate as u32;
+    let mut out = Vec::new();
+    for s in 0..secs {
+        for i in 0..rate {
+            let now = start + Duration::from_secs(s) + gap * i as u32;
+            let lost = chain.lost();
+            pipe.send(now, 1000, lost);
+        }
+        out.push(pipe.tx.estimate());
+    }
+    out
+}
+
+#[test]
+fn the_round_trip_of_a_scripted_exchange_is_exact() {
+    let mut tx = SendMonitor::new(MonitorConfig::default());
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    // The sender's µs clock wraps 10 ms after the first send; the
+    // receiver's clock is 5 s off.
+    let t0 = Instant::from_micros(u64::from(u32::MAX) - 10_000);
+    let off = Duration::from_secs(5);
+    tx.on_send(t0, 0, 100);
+    rx.on_packet(t0 + 20 * MS + off, 0, wire_ts(t0), 100);
+    // Held 5 ms, back at 45 ms: 40 ms.
+    let r = rx
+        .poll_report(t0 + 25 * MS + off)
+        .expect("the first is due");
+    assert_eq!(r.echo_hold_us, 5_000);
+    tx.on_report(t0 + 45 * MS, &r);
+    let e = tx.estimate();
+    assert_eq!(e.srtt, Some(40 * MS));
+    assert_eq!(e.min_rtt, Some(40 * MS));
+    assert_eq!(tx.rttvar(), Some(20 * MS));
+    // The second: sent at 100 ms, held 5 ms, back at 165 ms: 60 ms.
+    let t1 = t0 + 100 * MS;
+    tx.on_send(t1, 1, 100);
+    rx.on_packet(t1 + 30 * MS + off, 1, wire_ts(t1), 100);
+    let r = rx.poll_report(t1 + 35 * MS + off).expect("due");
+    assert_eq!(r.echo_hold_us, 5_000);
+    tx.on_report(t1 + 65 * MS, &r);
+    assert_eq!(tx.latest_rtt(), Some(60 * MS));
+    // RFC 6298: RTTVAR = 3/4 · 20 + 1/4 · |40 − 60| = 20;
+    // SRTT = 7/8 · 40 + 1/8 · 60 = 42.5.
+    assert_eq!(tx.rttvar(), Some(20 * MS));
+    assert_eq!(tx.estimate().srtt, Some(Duration::from_micros(42_500)));
+    assert_eq!(tx.estimate().min_rtt, Some(40 * MS));
+    assert_eq!(tx.stats().rtt_samples, 2);
+}
+
+#[test]
+fn the_minimum_round_trip_expires_after_its_window() {
+    let mut pipe = Pipe::new(20 * MS);
+    let mut chain = Chain::new(1, TwoState::gilbert(0.0, 1.0));
+    run(&mut pipe, &mut chain, at_ms(0), 3, 100);
+    assert_eq!(pipe.tx.estimate().min_rtt, Some(40 * MS));
+    // The path lengthens: the 40 ms minimum holds for its 10 s window.
+    pipe.delay = 30 * MS;
+    let e = run(&mut pipe, &mut chain, Instant::from_secs(3), 15, 100);
+    assert_eq!(e[5].min_rtt, Some(40 * MS));
+    assert_eq!(e[14].min_rtt, Some(60 * MS));
+    let srtt = e[14].srtt.expect("measured");
+    assert!(
+        srtt.abs_diff(60 * MS) < Duration::from_micros(1),
+        "{srtt:?}"
+    );
+}
+
+#[test]
+fn a_gilbert_stream_is_fitted_to_its_p_r_and_mean_burst() {
+    // 3.85% loss in bursts of 4 on average, 10 000 packets a second.
+    let model = TwoState::gilbert(0.01, 0.25);
+    let mut pipe = Pipe::new(20 * MS);
+    let mut chain = Chain::new(7, model);
+    let e = *run(&mut pipe, &mut chain, at_ms(0), 20, 10_000)
+        .last()
+        .expect("20 estimates");
+    let close = |got: f64, want: f64, tol: f64| (got / want - 1.0).abs() < tol;
+    let [slow, fast] = pipe.tx.fits();
+    for (name, c, tol) in [("slow", slow, 0.15), ("fast", fast, 0.25)] {
+        let m = c.model();
+        assert!(close(m.p, model.p, tol), "{name} p {} vs {}", m.p, model.p);
+        assert!(close(m.r, model.r, tol), "{name} r {} vs {}", m.r, model.r);
+    }
+    let m = e.loss_model.expect("fitted");
+    assert!(
+        close(m.p, model.p, 0.25) && close(m.r, model.r, 0.25),
+        "{m:?}"
+    );
+    assert!(close(e.mean_burst, 4.0, 0.25), "{}", e.mean_burst);
+    assert!(close(e.loss, model.loss_rate(), 0.25), "{}", e.loss);
+    // 1000-byte packets, 10 000 a second, less the losses.
+    let want = 80e6 * (1.0 - model.loss_rate());
+    let got = e.delivered.expect("measured").as_bps() as f64;
+    assert!(close(got, want, 0.05), "{got} vs {want}");
+    assert!(e.samples > 10_000.0, "{}", e.samples);
+    let in_flight = pipe.back.len() as u64;
+    assert_eq!(pipe.tx.stats().reports + in_flight, pipe.rx.stats().reports);
+    assert_eq!(pipe.tx.stats().absurd + pipe.tx.stats().stale, 0);
+}
+
+#[test]
+fn a_rise_in_loss_shows_within_3_s_and_a_fall_within_12_s() {
+    let light = TwoState::gilbert(0.01, 0.99); // 1%, random
+    let heavy = TwoState::gilbert(0.1 * 0.5 / 0.9, 0.5); // 10%, bursts of 2
+    assert!((heavy.loss_rate() - 0.1).abs() < 1e-12);
+    let mut pipe = Pipe::new(20 * MS);
+    let mut chain = Chain::new(3, light);
+    let calm = run(&mut pipe, &mut chain, at_ms(0), 20, 5000);
+    assert!(calm[19].loss < 0.015, "{:?}", calm[19]);
+    chain.model = heavy;
+    let worse = run(&mut pipe, &mut chain, Instant::from_secs(20), 20, 5000);
+    // 7/8 of the step by 3 s: 1% + 7/8 · 9% = 8.9%.
+    assert!(worse[2].loss > 0.075, "after 3 s: {}", worse[2].loss);
+    assert!(worse[2].mean_burst > 1.6, "{}", worse[2].mean_burst);
+    chain.model = light;
+    let better = run(&mut pipe, &mut chain, Instant::from_secs(40), 12, 5000);
+    // Trusted only slowly: after 3 s the slow fit still sees 6%.
+    assert!(better[2].loss > 0.04, "after 3 s: {}", better[2].loss);
+    // By 12 s, 7/8 of the way down: 10%/8 + 7/8 · 1% = 2.1%.
+    assert!(better[11].loss < 0.028, "after 12 s: {}", better[11].loss);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_estimates() {
+    let estimates = |seed| {
+        let mut pipe = Pipe::new(15 * MS);
+        let mut chain = Chain::new(seed, TwoState::gilbert(0.02, 0.3));
+        run(&mut pipe, &mut chain, at_ms(0), 5, 1000)
+    };
+    assert_eq!(estimates(11), estimates(11));
+    assert_ne!(estimates(11), estimates(12));
+}
+
+#[test]
+fn probes_only_after_a_report_and_only_when_idle() {
+    let mut pipe = Pipe::new(20 * MS);
+    // Nothing answers yet: no probe however idle.
+    pipe.tx.on_send(at_ms(0), 0, 100);
+    pipe.seq = 1;
+    assert!(!pipe.tx.poll_probe(at_ms(2000)));
+    assert_eq!(pipe.tx.poll_timeout(), None);
+    // Traffic every 10 ms for a second, answered: busy, no probe.
+    for i in 0..100 {
+        let now = at_ms(3000 + 10 * i);
+        pipe.send(now, 100, false);
+        assert!(!pipe.tx.poll_probe(now));
+    }
+    pipe.deliver(at_ms(4100));
+    assert!(pipe.tx.stats().reports > 0);
+    // Idle from 3990 ms: a probe at 4240, then one per 250 ms at most.
+    assert_eq!(pipe.tx.poll_timeout(), Some(at_ms(4240)));
+    assert!(!pipe.tx.poll_probe(at_ms(4239)));
+    assert!(pipe.tx.poll_probe(at_ms(4240)));
+    assert!(!pipe.tx.poll_probe(at_ms(4240)), "one at a time");
+    assert!(!pipe.tx.poll_probe(at_ms(4489)));
+    // Probes sent and answered keep the round trip fresh for as long as
+    // the peer answers.
+    let mut now = at_ms(4240);
+    let mut probes = 0;
+    while now < at_ms(14_240) {
+        if pipe.tx.poll_probe(now) || probes == 0 {
+            probes += 1;
+            pipe.send(now, 40, false);
+        }
+        pipe.deliver(now);
+        now += MS;
+    }
+    assert!((38..=41).contains(&probes), "{probes} probes in 10 s");
+    assert_eq!(pipe.tx.estimate().srtt, Some(40 * MS));
+    // The peer goes silent: probes stop 5 s after its last report.
+    let last = pipe.rx.stats().reports;
+    let mut asked = 0;
+    while now < at_ms(30_000) {
+        if pipe.tx.poll_probe(now) {
+            asked += 1;
+            pipe.tx.on_send(now, pipe.seq, 40);
+            pipe.seq += 1;
+        }
+        now += MS;
+    }
+    assert!(
+        (19..=21).contains(&asked),
+        "{asked} probes into the silence"
+    );
+    assert_eq!(pipe.tx.poll_timeout(), None);
+    assert_eq!(pipe.rx.stats().reports, last);
+}
+
+/// A valid exchange to attack: ten packets sent, seven received.
+fn attacked() -> (SendMonitor, MonitorReport) {
+    let mut tx = SendMonitor::new(MonitorConfig::default());
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    for s in 0..10u32 {
+        let t = at_ms(u64::from(s));
+        tx.on_send(t, s, 100);
+        if s % 3 != 1 {
+            rx.on_packet(t + 10 * MS, s, wire_ts(t), 100);
+        }
+    }
+    let r = rx.poll_report(at_ms(200)).expect("due");
+    tx.on_report(at_ms(210), &r);
+    assert_eq!(tx.stats().reports, 1);
+    (tx, r)
+}
+
+/// One of [`SendStats`]' counters.
+type Counter = fn(&SendStats) -> u64;
+
+#[test]
+fn hostile_and_stale_reports_are_counted_and_ignored() {
+    let (mut tx, good) = attacked();
+    let before = tx.estimate();
+    let next = MonitorReport {
+        report_seq: good.report_seq + 1,
+        ..good
+    };
+    let cases: [(MonitorReport, Counter); 7] = [
+        (good, |s| s.stale),
+        (
+            MonitorReport {
+                received: good.received - 1,
+                lost: good.lost + 1,
+                ..next
+            },
+            |s| s.backwards,
+        ),
+        (
+            MonitorReport {
+                highest_seq: 10,
+                received: good.received + 1,
+                ..next
+            },
+            |s| s.future,
+        ),
+        (
+            MonitorReport {
+                received: 11,
+                ..next
+            },
+            |s| s.future,
+        ),
+        (
+            MonitorReport {
+                jitter_us: u32::MAX,
+                ..next
+            },
+            |s| s.absurd,
+        ),
+        (
+            MonitorReport {
+                lost: good.lost + 1,
+                ..next
+            },
+            |s| s.absurd,
+        ),
+        (
+            MonitorReport {
+                interval_bytes: u64::MAX,
+                ..next
+            },
+            |s| s.absurd,
+        ),
+    ];
+    for (i, (r, counter)) in cases.into_iter().enumerate() {
+        let was = counter(&tx.stats());
+        tx.on_report(at_ms(300 + i as u64), &r);
+        assert_eq!(counter(&tx.stats()), was + 1, "case {i}");
+        assert_eq!(tx.estimate(), before, "case {i} changed the estimate");
+    }
+    assert_eq!(tx.stats().reports, 1);
+    // An echo of something never sent is no round-trip sample, but the
+    // report's counts are good.
+    let r = MonitorReport {
+        echo_ts: wire_ts(at_ms(5000)),
+        ..next
+    };
+    tx.on_report(at_ms(400), &r);
+    assert_eq!((tx.stats().reports, tx.stats().rtt_rejected), (2, 1));
+    // A report to a monitor that never sent is from the future.
+    let mut fresh = SendMonitor::new(MonitorConfig::default());
+    fresh.on_report(at_ms(1), &good);
+    assert_eq!(fresh.stats().future, 1);
+    assert_eq!(fresh.estimate(), PathEstimate::UNKNOWN);
+}
+
+#[test]
+fn the_report_bytes_are_as_documented() {
+    let r = MonitorReport {
+        report_seq: 0x0102_0304,
+        highest_seq: 0x1112_1314_1516_1718,
+        received: 0x100,
+        lost: 0x20,
+        runs: 0x18,
+        histogram: [1, 2, 3, 4, 5, 6],
+        jitter_us: 0xa0b0,
+        jitter_leigh_us: Some(0xc0d0),
+        interval_bytes: 0x1_0000_0000,
+        interval_us: 100_000,
+        echo_ts: 0xdead_beef,
+        echo_hold_us: 5,
+    };
+    let mut buf = vec![0xee];
+    r.encode(&mut buf);
+    let golden: [u8; REPORT_LEN] = [
+        1, 1, 0, 92, // version, flags (Leigh), length
+        1, 2, 3, 4, // report seq
+        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // highest seq
+        0, 0, 0, 0, 0, 0, 1, 0, // received
+        0, 0, 0, 0, 0, 0, 0, 0x20, // lost
+        0, 0, 0, 0, 0, 0, 0, 0x18, // runs
+        0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, // histogram
+        0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, 6, //
+        0, 0, 0xa0, 0xb0, // RFC 3550 jitter
+        0, 0, 0xc0, 0xd0, // Leigh jitter
+        0, 0, 0, 1, 0, 0, 0, 0, // interval bytes
+        0, 1, 0x86, 0xa0, // interval µs
+        0xde, 0xad, 0xbe, 0xef, // echo ts
+        0, 0, 0, 5, // hold
+    ];
+    assert_eq!(buf[0], 0xee, "appended");
+    assert_eq!(&buf[1..], &golden[..]);
+    assert_eq!(MonitorReport::decode(&golden), Ok(r));
+    // Without Leigh's jitter the flag is clear and the field zero.
+    let plain = MonitorReport {
+        jitter_leigh_us: None,
+        ..r
+    };
+    let mut b = Vec::new();
+    plain.encode(&mut b);
+    assert_eq!((b[1], &b[68..72]), (0, &[0u8; 4][..]));
+    assert_eq!(MonitorReport::decode(&b), Ok(plain));
+}
+
+#[test]
+fn decoding_rejects_what_it_must_and_skips_later_fields() {
+    let r = MonitorReport {
+        received: 5,
+        highest_seq: 9,
+        lost: 5,
+        runs: 2,
+        histogram: [1, 1, 0, 0, 0, 0],
+        ..MonitorReport::default()
+    };
+    let mut b = Vec::new();
+    r.encode(&mut b);
+    assert_eq!(MonitorReport::decode(&b), Ok(r));
+    assert!(matches!(
+        MonitorReport::decode(&b[..3]),
+        Err(ReportError::Truncated { needed: 4, .. })
+    ));
+    assert!(matches!(
+        MonitorReport::decode(&b[..91]),
+        Err(ReportError::Truncated { needed: 92, .. })
+    ));
+    let mut v2 = b.clone();
+    v2[0] = 2;
+    assert_eq!(
+        MonitorReport::decode(&v2),
+        Err(ReportError::UnsupportedVersion(2))
+    );
+    let mut long = b.clone();
+    long.push(0);
+    assert!(matches!(
+        MonitorReport::decode(&long),
+        Err(ReportError::Length { .. })
+    ));
+    // A later minor version's 8 more bytes, with its length: skipped.
+    long.extend([0; 7]);
+    long[3] = 100;
+    assert_eq!(MonitorReport::decode(&long), Ok(r));
+    let mut huge = vec![0u8; MAX_REPORT_LEN + 1];
+    huge[..4].copy_from_slice(&[1, 0, 2, 1]);
+    assert!(matches!(
+        MonitorReport::decode(&huge),
+        Err(ReportError::Length { .. })
+    ));
+    for bad in [
+        MonitorReport { runs: 6, ..r },
+        MonitorReport { lost: 6, ..r },
+        MonitorReport {
+            histogram: [2, 1, 0, 0, 0, 0],
+            ..r
+        },
+        MonitorReport {
+            received: 0,
+            lost: 0,
+            runs: 0,
+            histogram: [0; 6],
+            ..r
+        },
+        MonitorReport {
+            received: u64::MAX,
+            ..r
+        },
+    ] {
+        let mut b = Vec::new();
+        bad.encode(&mut b);
+        assert!(
+            matches!(MonitorReport::decode(&b), Err(ReportError::Inconsistent(_))),
+            "{bad:?}"
+        );
+    }
+}
+
+fn any_report() -> impl Strategy<Value = MonitorReport> {
+    (
+        any::<(u32, u64, u64, u64)>(),
+        any::<[u32; 6]>(),
+        any::<(u32, Option<u32>, u64, u32, u32, u32)>(),
+    )
+        .prop_map(|((seq, received, lost, runs), histogram, rest)| {
+            // Counters that agree, as a receiver makes them.
+            let received = (received >> 2).max(1);
+            let lost = lost >> 2;
+            let runs = runs.min(lost);
+            let mut histogram = histogram;
+            let mut left = runs;
+            for h in &mut histogram {
+                *h = (*h).min(u32::try_from(left).unwrap_or(u32::MAX));
+                left -= u64::from(*h);
+            }
+            let (jitter_us, jitter_leigh_us, interval_bytes, interval_us, echo_ts, echo_hold_us) =
+                rest;
+            MonitorReport {
+                report_seq: seq,
+                highest_seq: received + lost - 1,
+                received,
+                lost,
+                runs,
+                histogram,
+                jitter_us,
+                jitter_leigh_us,
+                interval_bytes,
+                interval_us,
+                echo_ts,
+                echo_hold_us,
+            }
+        })
+}
+
+proptest! {
+    #[test]
+    fn reports_round_trip(r in any_report()) {
+        let mut b = Vec::new();
+        r.encode(&mut b);
+        prop_assert_eq!(b.len(), REPORT_LEN);
+        prop_assert_eq!(MonitorReport::decode(&b), Ok(r));
+    }
+
+    #[test]
+    fn any_bytes_decode_without_panicking(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(r) = MonitorReport::decode(&b) {
+            let mut again = Vec::new();
+            r.encode(&mut again);
+            prop_assert_eq!(MonitorReport::decode(&again), Ok(r));
+        }
+    }
+}
