@@ -29,10 +29,18 @@
 //! ([`Transport::TcpFrame`]) on the connection the driver keeps to the
 //! peer.
 //!
-//! **Not yet** (issue 16, later steps): the resource monitor's reports and
-//! probes, the selector's automatic re-selection, the striped and blast
-//! bulk mechanisms, and a peer that moves to another address (its packets
-//! are dropped as foreign; QUIC would migrate).
+//! **Monitor and selector.** Every datagram carries the per-peer packet
+//! number and send time the resource monitor ([`super::monitor`]) reads;
+//! reports go back every 100 ms and probes keep an idle path measured.
+//! Every [`SessionConfig::control_interval`] each channel not pinned by
+//! [`Session::set_mechanism`] has its [`AdaptiveController`] look at the
+//! path estimate and the channel's load, and moves to what it picks.
+//!
+//! **Not yet** (issue 16, later steps): the channel's own measured loss
+//! fed back to its controller (it runs on predictions alone), DSCP
+//! marking, the striped and blast bulk mechanisms, and a peer that moves
+//! to another address (its packets are dropped as foreign; QUIC would
+//! migrate).
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
@@ -42,8 +50,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::channel::{MechInst, MechRefused, Reorder, Seen, SeenWindow, split_msg};
+use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
+use super::select::{AdaptiveController, ControllerConfig, Policy, Traffic};
 use super::wire::{self, Body, Frame, Kind};
-use super::{Mechanism, MechanismKind, Qos, Reliability};
+use super::{Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
 use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
@@ -78,12 +88,25 @@ pub struct SessionConfig {
     pub reorder_limit: usize,
     /// Interval of Open retries.
     pub open_retry: Duration,
+    /// The resource monitor's settings.
+    pub monitor: MonitorConfig,
+    /// The selector's policy for channels not pinned to a mechanism
+    /// ([`Session::set_mechanism`] pins); `None`: every channel stays on
+    /// [`initial_mechanism`] until set.
+    pub policy: Option<Policy>,
+    /// The adaptive controller's hysteresis and provisioning.
+    pub controller: ControllerConfig,
+    /// How often the controller looks at each channel (Leigh et al.'s
+    /// adaptive controller; the selector runs at most once a second per
+    /// channel within it, see [`ControllerConfig::reselect`]).
+    pub control_interval: Duration,
 }
 
 impl SessionConfig {
     /// Defaults: accept peers, 64 peers, 16 pending handshakes, 256
     /// channels, 5 s handshake, 30 s idle, 1472-byte datagrams, 2 s drain,
-    /// 4096 held messages, Opens retried every 250 ms.
+    /// 4096 held messages, Opens retried every 250 ms, the monitor's
+    /// defaults, the model-based selector looking every 100 ms.
     pub fn new(seed: u64) -> Self {
         Self {
             key: None,
@@ -98,6 +121,10 @@ impl SessionConfig {
             drain: Duration::from_secs(2),
             reorder_limit: 4096,
             open_retry: Duration::from_millis(250),
+            monitor: MonitorConfig::default(),
+            policy: Some(Policy::Model),
+            controller: ControllerConfig::default(),
+            control_interval: Duration::from_millis(100),
         }
     }
 
@@ -290,6 +317,10 @@ struct OutChannel {
     open_acked: bool,
     next_open: Instant,
     stats: ChannelStats,
+    /// The adaptive controller; `None` when pinned or without a policy.
+    controller: Option<AdaptiveController>,
+    /// Messages and bytes sent since the last control tick.
+    tick: (u64, u64),
 }
 
 #[derive(Debug)]
@@ -329,6 +360,9 @@ struct Peer {
     out: BTreeMap<u16, OutChannel>,
     by_name: BTreeMap<String, u16>,
     incoming: BTreeMap<u16, InChannel>,
+    rx_mon: ReceiveMonitor,
+    tx_mon: SendMonitor,
+    next_control: Instant,
     /// Data and frames for peer channels whose Open has not come yet
     /// (it was lost, or the stream outran it), bounded by [`EARLY`].
     early: VecDeque<Early>,
@@ -364,7 +398,8 @@ pub struct Session {
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
     buf: Vec<u8>,
-    epoch_us: u64,
+    /// The latest `now` any input or command gave.
+    now: Instant,
 }
 
 impl Session {
@@ -384,7 +419,7 @@ impl Session {
             events: VecDeque::new(),
             stats: SessionStats::default(),
             buf: Vec::new(),
-            epoch_us: 0,
+            now: Instant::ZERO,
         }
     }
 
@@ -437,6 +472,7 @@ impl Session {
     /// [`SessionEvent::PeerFailed`] follows. Channels may be opened at once;
     /// their Opens go out once the handshake completes.
     pub fn connect(&mut self, now: Instant, addr: SocketAddr) -> Result<PeerId, SessionError> {
+        self.now = self.now.max(now);
         if let Some(&id) = self.by_addr.get(&addr) {
             return Ok(PeerId(id));
         }
@@ -457,6 +493,9 @@ impl Session {
             last_heard: now,
             opener: self.new_opener(),
             frame_opener: self.new_opener(),
+            rx_mon: ReceiveMonitor::new(self.cfg.monitor),
+            tx_mon: SendMonitor::new(self.cfg.monitor),
+            next_control: now,
             out: BTreeMap::new(),
             by_name: BTreeMap::new(),
             incoming: BTreeMap::new(),
@@ -482,11 +521,13 @@ impl Session {
         name: &str,
         qos: Qos,
     ) -> Result<ChannelId, SessionError> {
+        self.now = self.now.max(now);
         qos.validate().map_err(|e| SessionError::Qos(e.0))?;
         if name.is_empty() || name.len() > wire::MAX_NAME {
             return Err(SessionError::BadName);
         }
         let max = self.cfg.max_channels;
+        let (policy, ctl) = (self.cfg.policy, self.cfg.controller);
         let p = self.peers.get_mut(&peer.0).ok_or(SessionError::NoPeer)?;
         if p.by_name.contains_key(name) {
             return Err(SessionError::NameTaken(name.into()));
@@ -508,6 +549,8 @@ impl Session {
                 open_acked: false,
                 next_open: now,
                 stats: ChannelStats::default(),
+                controller: policy.map(|pol| AdaptiveController::new(ctl, pol, qos)),
+                tick: (0, 0),
             },
         );
         let ch = ChannelId { peer, id };
@@ -518,6 +561,7 @@ impl Session {
     }
 
     /// Runs `ch` on `m` from the next message on; the old mechanism drains.
+    /// Pins the channel: the selector no longer changes it.
     pub fn set_mechanism(
         &mut self,
         now: Instant,
@@ -525,6 +569,7 @@ impl Session {
         m: Mechanism,
     ) -> Result<(), SessionError> {
         let from = self.mechanism(ch).ok_or(SessionError::NoChannel)?;
+        self.out_mut(ch)?.controller = None;
         if from == m {
             return Ok(());
         }
@@ -582,6 +627,7 @@ impl Session {
         ch: ChannelId,
         payload: &[u8],
     ) -> Result<(), SessionError> {
+        self.now = self.now.max(now);
         let room = self.cfg.room();
         let c = self.out_mut(ch)?;
         let msg = c.next_msg;
@@ -601,6 +647,8 @@ impl Session {
             }
         }
         c.next_msg = msg.wrapping_add(1);
+        c.tick.0 += 1;
+        c.tick.1 += payload.len() as u64;
         c.stats.sent += 1;
         c.stats.sent_bytes += payload.len() as u64;
         if c.inst.is_none() {
@@ -655,7 +703,7 @@ impl Session {
         let seq = p.next_seq;
         p.next_seq = seq.wrapping_add(1);
         let (dst, dcid) = (p.addr, p.remote_cid);
-        let ts = self.epoch_us as u32;
+        let ts = wire_ts(self.now);
         let mut buf = std::mem::take(&mut self.buf);
         if !wire::write(&mut buf, dcid, seq, ts, body) {
             self.buf = buf;
@@ -673,6 +721,9 @@ impl Session {
         };
         self.buf = buf;
         let n = out.len();
+        if let Some(p) = self.peers.get_mut(&cid) {
+            p.tx_mon.on_send(self.now, seq, n);
+        }
         self.stats.sent += 1;
         self.stats.sent_bytes += n as u64;
         self.transmits.push_back(Transmit {
@@ -855,6 +906,8 @@ impl Session {
                         open_acked: false,
                         next_open: now,
                         stats: ChannelStats::default(),
+                        controller: None,
+                        tick: (0, 0),
                     },
                 );
                 self.events.push_back(SessionEvent::ChannelOpened {
@@ -955,6 +1008,9 @@ impl Session {
                 last_heard: now,
                 opener,
                 frame_opener: self.new_opener(),
+                rx_mon: ReceiveMonitor::new(self.cfg.monitor),
+                tx_mon: SendMonitor::new(self.cfg.monitor),
+                next_control: now,
                 out: BTreeMap::new(),
                 by_name: BTreeMap::new(),
                 incoming: BTreeMap::new(),
@@ -1098,13 +1154,84 @@ impl Session {
                 }
                 self.pump_out(now, cid, None);
             }
-            Body::Report(_) | Body::Probe => {}
+            Body::Report(r) => match MonitorReport::decode(r) {
+                Ok(r) => p.tx_mon.on_report(now, &r),
+                Err(_) => self.stats.malformed += 1,
+            },
+            Body::Probe => {}
             Body::Close { .. } => {
                 self.remove_peer(cid);
                 self.events
                     .push_back(SessionEvent::PeerGone { peer: PeerId(cid) });
             }
         }
+    }
+
+    /// One control tick for peer `cid`: each unpinned channel's controller
+    /// sees the monitor's estimate and the channel's load since the last
+    /// tick, and the channel moves to what it picks.
+    fn control(&mut self, now: Instant, cid: u32) {
+        let interval = self.cfg.control_interval.as_secs_f64().max(1e-3);
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        // The monitor's delivered rate is what the peer got of what we
+        // sent, a lower bound on the capacity while we send less than the
+        // path carries; read as the capacity it would rule out every
+        // mechanism that sends more than we do now. Until the monitor
+        // probes for bandwidth, the selector gets no capacity figure.
+        let path = PathEstimate {
+            delivered: None,
+            ..p.tx_mon.estimate()
+        };
+        let mut moves = Vec::new();
+        for (&id, c) in p.out.iter_mut() {
+            let Some(ctl) = c.controller.as_mut() else {
+                continue;
+            };
+            let (msgs, bytes) = std::mem::take(&mut c.tick);
+            let traffic = if msgs > 0 {
+                Traffic::new(msgs as f64 / interval, (bytes / msgs) as usize)
+            } else {
+                Traffic::from_qos(&c.qos, 200).unwrap_or(Traffic::new(1.0, 200))
+            };
+            if let Some(sw) = ctl.on_interval(now, &path, &traffic, None)
+                && sw.to != c.mech
+            {
+                moves.push((id, c.mech, sw.to));
+            }
+        }
+        for (id, from, to) in moves {
+            let ch = ChannelId {
+                peer: PeerId(cid),
+                id,
+            };
+            if self.install(now, ch, to).is_ok() {
+                if let Ok(c) = self.out_mut(ch) {
+                    c.stats.switches += 1;
+                }
+                self.events.push_back(SessionEvent::MechanismChanged {
+                    channel: ch,
+                    from,
+                    to,
+                });
+            }
+        }
+    }
+
+    /// What the resource monitor knows of the path to `peer`.
+    pub fn path(&self, peer: PeerId) -> Option<PathEstimate> {
+        self.peers.get(&peer.0).map(|p| p.tx_mon.estimate())
+    }
+
+    /// Whether the controller predicts channel `ch` meets its QoS on its
+    /// current mechanism (`None`: pinned, or not yet decided).
+    pub fn meets(&self, ch: ChannelId) -> Option<bool> {
+        let c = self.peers.get(&ch.peer.0)?.out.get(&ch.id)?;
+        c.controller
+            .as_ref()
+            .filter(|k| k.current().is_some())
+            .map(AdaptiveController::meets)
     }
 
     /// Feeds what waited for channel `id`'s Open.
@@ -1191,7 +1318,22 @@ impl Session {
                     .values()
                     .flat_map(|(i, until)| i.poll_timeout().into_iter().chain([*until]))
             });
-            state.into_iter().chain(opens).chain(outs).chain(ins)
+            let monitor = (p.state == State::Established)
+                .then(|| {
+                    let control = (self.cfg.policy.is_some()
+                        && p.out.values().any(|c| c.controller.is_some()))
+                    .then_some(p.next_control);
+                    [p.rx_mon.poll_timeout(), p.tx_mon.poll_timeout(), control]
+                })
+                .into_iter()
+                .flatten()
+                .flatten();
+            state
+                .into_iter()
+                .chain(opens)
+                .chain(outs)
+                .chain(ins)
+                .chain(monitor)
         })
     }
 }
@@ -1236,7 +1378,7 @@ impl Machine for Session {
     type Event = SessionEvent;
 
     fn handle_datagram(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
-        self.epoch_us = now.as_micros();
+        self.now = self.now.max(now);
         self.stats.received += 1;
         self.stats.received_bytes += data.len() as u64;
         let Some((known, plain)) = self.open_datagram(src, data) else {
@@ -1279,11 +1421,14 @@ impl Machine for Session {
             }
             (State::Established, _) => {}
         }
+        if let Some(p) = self.peers.get_mut(&cid) {
+            p.rx_mon.on_packet(now, header.seq, header.ts, data.len());
+        }
         self.on_packet(now, cid, src, body);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.epoch_us = now.as_micros();
+        self.now = self.now.max(now);
         let cids: Vec<u32> = self.peers.keys().copied().collect();
         for cid in cids {
             let Some(p) = self.peers.get_mut(&cid) else {
@@ -1355,6 +1500,12 @@ impl Machine for Session {
                     now < *until
                 });
             }
+            let report = p.rx_mon.poll_report(now);
+            let probe = p.tx_mon.poll_probe(now);
+            let control = self.cfg.policy.is_some() && now >= p.next_control;
+            if control {
+                p.next_control = now.saturating_add(self.cfg.control_interval);
+            }
             for (channel, name) in opens {
                 self.emit(
                     cid,
@@ -1363,6 +1514,17 @@ impl Machine for Session {
                         name: &name,
                     },
                 );
+            }
+            if let Some(r) = report {
+                let mut body = Vec::new();
+                r.encode(&mut body);
+                self.emit(cid, &Body::Report(&body));
+            }
+            if probe {
+                self.emit(cid, &Body::Probe);
+            }
+            if control {
+                self.control(now, cid);
             }
             self.pump_out(now, cid, None);
         }
