@@ -480,18 +480,35 @@ impl Session {
             return Err(SessionError::TooManyPeers);
         }
         let cid = self.fresh_cid();
-        let peer = Peer {
+        let state = State::Connecting {
+            next_hello: now,
+            backoff: Duration::from_millis(500),
+            deadline: now.saturating_add(self.cfg.handshake_timeout),
+        };
+        let peer = self.new_peer(now, addr, cid, 0, state, self.new_opener());
+        self.peers.insert(cid, peer);
+        self.by_addr.insert(addr, cid);
+        self.handle_timeout(now);
+        Ok(PeerId(cid))
+    }
+
+    fn new_peer(
+        &self,
+        now: Instant,
+        addr: SocketAddr,
+        local_cid: u32,
+        remote_cid: u32,
+        state: State,
+        opener: Option<Opener>,
+    ) -> Peer {
+        Peer {
             addr,
-            local_cid: cid,
-            remote_cid: 0,
-            state: State::Connecting {
-                next_hello: now,
-                backoff: Duration::from_millis(500),
-                deadline: now.saturating_add(self.cfg.handshake_timeout),
-            },
+            local_cid,
+            remote_cid,
+            state,
             next_seq: 0,
             last_heard: now,
-            opener: self.new_opener(),
+            opener,
             frame_opener: self.new_opener(),
             rx_mon: ReceiveMonitor::new(self.cfg.monitor),
             tx_mon: SendMonitor::new(self.cfg.monitor),
@@ -500,11 +517,7 @@ impl Session {
             by_name: BTreeMap::new(),
             incoming: BTreeMap::new(),
             early: VecDeque::new(),
-        };
-        self.peers.insert(cid, peer);
-        self.by_addr.insert(addr, cid);
-        self.handle_timeout(now);
-        Ok(PeerId(cid))
+        }
     }
 
     fn new_opener(&self) -> Option<Opener> {
@@ -995,28 +1008,11 @@ impl Session {
             // Take the Hello's key into this peer's replay window.
             let _ = o.open(raw, true);
         }
-        self.peers.insert(
-            cid,
-            Peer {
-                addr: src,
-                local_cid: cid,
-                remote_cid: scid,
-                state: State::Validating {
-                    deadline: now.saturating_add(self.cfg.handshake_timeout),
-                },
-                next_seq: 0,
-                last_heard: now,
-                opener,
-                frame_opener: self.new_opener(),
-                rx_mon: ReceiveMonitor::new(self.cfg.monitor),
-                tx_mon: SendMonitor::new(self.cfg.monitor),
-                next_control: now,
-                out: BTreeMap::new(),
-                by_name: BTreeMap::new(),
-                incoming: BTreeMap::new(),
-                early: VecDeque::new(),
-            },
-        );
+        let state = State::Validating {
+            deadline: now.saturating_add(self.cfg.handshake_timeout),
+        };
+        let peer = self.new_peer(now, src, cid, scid, state, opener);
+        self.peers.insert(cid, peer);
         self.by_addr.insert(src, cid);
         self.send_hello_ack(cid, scid);
     }
