@@ -176,7 +176,7 @@ pub fn run(data: &[u8]) -> usize {
                 p.a.handle_datagram(p.now, STRANGER, body);
             }
             OP_HEADED => {
-                let kind = body.first().copied().unwrap_or(3) % 9;
+                let kind = body.first().copied().unwrap_or(3) % 10;
                 wire::write(&mut buf, cid, 0, 0, &wire::Body::Probe);
                 buf[3] = kind;
                 buf.extend_from_slice(body.get(1..).unwrap_or_default());

@@ -36,9 +36,15 @@
 //! [`Session::set_mechanism`] has its [`AdaptiveController`] look at the
 //! path estimate and the channel's load, and moves to what it picks.
 //!
-//! **Not yet** (issue 16, later steps): the channel's own measured loss
-//! fed back to its controller (it runs on predictions alone), DSCP
-//! marking, the striped and blast bulk mechanisms, and a peer that moves
+//! **Closed loop.** With each monitor report the receiver also sends a
+//! ChannelReport: per channel, the highest message number seen and the
+//! messages delivered. The sender turns their increments into the loss
+//! after recovery each controller measured since its last look (messages
+//! still being rebuilt when a report leaves count as lost until the next
+//! one), so a mechanism that misses its target while predicted to meet it
+//! is moved off.
+//!
+//! **Not yet** (issue 16, later steps): DSCP marking, the striped and blast bulk mechanisms, and a peer that moves
 //! to another address (its packets are dropped as foreign; QUIC would
 //! migrate).
 
@@ -51,8 +57,8 @@ use bytes::Bytes;
 
 use super::channel::{MechInst, MechRefused, Reorder, Seen, SeenWindow, split_msg};
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
-use super::select::{AdaptiveController, ControllerConfig, Policy, Traffic};
-use super::wire::{self, Body, Frame, Kind};
+use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic};
+use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
 use super::{Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
@@ -284,6 +290,8 @@ pub struct SessionStats {
     pub frames: u64,
     /// Frames dropped (malformed, unauthenticated, unknown peer).
     pub bad_frames: u64,
+    /// Channel reports whose counts went backwards or past what was sent.
+    pub bad_reports: u64,
 }
 
 /// Per-channel counters.
@@ -321,6 +329,13 @@ struct OutChannel {
     controller: Option<AdaptiveController>,
     /// Messages and bytes sent since the last control tick.
     tick: (u64, u64),
+    /// The peer's last ChannelReport for this channel (highest, delivered).
+    fb_last: Option<(u32, u32)>,
+    /// Messages the reports covered and of those delivered, since the
+    /// last control tick.
+    fb_acc: (u64, u64),
+    /// The same since the channel opened.
+    fb_total: (u64, u64),
 }
 
 #[derive(Debug)]
@@ -330,6 +345,12 @@ struct InChannel {
     insts: BTreeMap<MechanismKind, (MechInst, Instant)>,
     seen: SeenWindow,
     reorder: Option<Reorder>,
+    /// Highest message number seen and messages delivered (both
+    /// wrapping), for the ChannelReport; `dirty` when they moved since the
+    /// last one.
+    highest: u32,
+    delivered: u32,
+    dirty: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -564,6 +585,9 @@ impl Session {
                 stats: ChannelStats::default(),
                 controller: policy.map(|pol| AdaptiveController::new(ctl, pol, qos)),
                 tick: (0, 0),
+                fb_last: None,
+                fb_acc: (0, 0),
+                fb_total: (0, 0),
             },
         );
         let ch = ChannelId { peer, id };
@@ -851,7 +875,14 @@ impl Session {
             return;
         };
         let n = match inc.seen.check(msg) {
-            Seen::New(n) => n,
+            Seen::New(n) => {
+                if inc.delivered == 0 || msg.wrapping_sub(inc.highest) as i32 > 0 {
+                    inc.highest = msg;
+                }
+                inc.delivered = inc.delivered.wrapping_add(1);
+                inc.dirty = true;
+                n
+            }
             Seen::Duplicate => {
                 self.stats.duplicates += 1;
                 return;
@@ -921,6 +952,9 @@ impl Session {
                         stats: ChannelStats::default(),
                         controller: None,
                         tick: (0, 0),
+                        fb_last: None,
+                        fb_acc: (0, 0),
+                        fb_total: (0, 0),
                     },
                 );
                 self.events.push_back(SessionEvent::ChannelOpened {
@@ -942,6 +976,9 @@ impl Session {
                 insts: BTreeMap::new(),
                 seen: SeenWindow::default(),
                 reorder: ordered.then(Reorder::default),
+                highest: 0,
+                delivered: 0,
+                dirty: false,
             },
         );
         Some(local)
@@ -1155,6 +1192,33 @@ impl Session {
                 Err(_) => self.stats.malformed += 1,
             },
             Body::Probe => {}
+            Body::ChannelReport(r) => {
+                for e in r.iter() {
+                    let Some(c) = p.out.get_mut(&e.channel) else {
+                        self.stats.unknown_channel += 1;
+                        continue;
+                    };
+                    let Some((h0, d0)) = c.fb_last.replace((e.highest, e.delivered)) else {
+                        continue;
+                    };
+                    // Counts only move forward, and by no more than was
+                    // sent: a stale, reordered or lying report moves
+                    // nothing (it may still overstate the loss, which
+                    // costs redundancy, never a message).
+                    let span = i64::from(e.highest.wrapping_sub(h0) as i32);
+                    let got = i64::from(e.delivered.wrapping_sub(d0) as i32);
+                    if span < 0 || got < 0 || span > i64::from(c.next_msg.wrapping_sub(h0)) {
+                        c.fb_last = Some((h0, d0));
+                        self.stats.bad_reports += 1;
+                        continue;
+                    }
+                    let got = got.min(span) as u64;
+                    c.fb_acc.0 += span as u64;
+                    c.fb_acc.1 += got;
+                    c.fb_total.0 += span as u64;
+                    c.fb_total.1 += got;
+                }
+            }
             Body::Close { .. } => {
                 self.remove_peer(cid);
                 self.events
@@ -1191,7 +1255,12 @@ impl Session {
             } else {
                 Traffic::from_qos(&c.qos, 200).unwrap_or(Traffic::new(1.0, 200))
             };
-            if let Some(sw) = ctl.on_interval(now, &path, &traffic, None)
+            let (span, got) = std::mem::take(&mut c.fb_acc);
+            let measured = (span > 0).then(|| Measured {
+                loss_after_recovery: (span - got) as f64 / span as f64,
+                messages: span,
+            });
+            if let Some(sw) = ctl.on_interval(now, &path, &traffic, measured)
                 && sw.to != c.mech
             {
                 moves.push((id, c.mech, sw.to));
@@ -1213,6 +1282,16 @@ impl Session {
                 });
             }
         }
+    }
+
+    /// What the peer's ChannelReports said of channel `ch` since it opened:
+    /// the messages they covered, and how many of those were delivered.
+    pub fn delivery_report(&self, ch: ChannelId) -> Option<(u64, u64)> {
+        self.peers
+            .get(&ch.peer.0)?
+            .out
+            .get(&ch.id)
+            .map(|c| c.fb_total)
     }
 
     /// What the resource monitor knows of the path to `peer`.
@@ -1498,6 +1577,22 @@ impl Machine for Session {
             }
             let report = p.rx_mon.poll_report(now);
             let probe = p.tx_mon.poll_probe(now);
+            let counts: Vec<ChannelCounts> = if report.is_some() {
+                p.incoming
+                    .iter_mut()
+                    .filter(|(_, c)| c.dirty)
+                    .map(|(&channel, c)| {
+                        c.dirty = false;
+                        ChannelCounts {
+                            channel,
+                            highest: c.highest,
+                            delivered: c.delivered,
+                        }
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let control = self.cfg.policy.is_some() && now >= p.next_control;
             if control {
                 p.next_control = now.saturating_add(self.cfg.control_interval);
@@ -1515,6 +1610,11 @@ impl Machine for Session {
                 let mut body = Vec::new();
                 r.encode(&mut body);
                 self.emit(cid, &Body::Report(&body));
+            }
+            let mut buf = Vec::new();
+            for chunk in counts.chunks(wire::MAX_CHANNEL_REPORTS) {
+                let r = ChannelReports::encode(chunk, &mut buf);
+                self.emit(cid, &Body::ChannelReport(r));
             }
             if probe {
                 self.emit(cid, &Body::Probe);

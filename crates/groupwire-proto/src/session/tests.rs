@@ -470,7 +470,7 @@ proptest! {
     #[test]
     fn hostile_datagrams_and_frames_never_panic(
         packets in proptest::collection::vec(
-            (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..200), 0u8..9),
+            (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..200), 0u8..10),
             1..50,
         )
     ) {
@@ -589,4 +589,58 @@ fn a_scripted_path_change_switches_the_mechanism_without_loss_or_duplicates() {
     );
     let path = net.a.path(ca.peer).expect("peer");
     assert!(path.srtt.is_some(), "the monitor measured the round trip");
+}
+
+#[test]
+fn the_peer_reports_what_each_channel_delivered() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, _) = net.pair("ch", Qos::low_latency());
+    net.a.set_mechanism(net.now, ca, Mechanism::Plain).unwrap();
+    let mut n = 0u32;
+    net.drop = Box::new(move |from, t| {
+        let data = crate::session::wire::parse(&t.payload)
+            .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data);
+        if from == A && data {
+            n += 1;
+            n % 10 == 0
+        } else {
+            false
+        }
+    });
+    stream(&mut net, ca, 0, 1000, Duration::from_millis(5));
+    net.run_for(Duration::from_secs(1));
+    let (covered, delivered) = net.a.delivery_report(ca).expect("channel");
+    // The first report sets the baseline; the rest cover all but the
+    // first few messages, and every 10th was lost.
+    assert!((950..=1000).contains(&covered), "{covered}");
+    let loss = 1.0 - delivered as f64 / covered as f64;
+    assert!((loss - 0.1).abs() < 0.01, "{loss}");
+    assert_eq!(net.a.stats().bad_reports, 0);
+}
+
+#[test]
+fn channel_reports_round_trip_and_refuse_ragged_bodies() {
+    use crate::session::wire::{Body, ChannelCounts, ChannelReports, parse, write};
+    let entries = [
+        ChannelCounts {
+            channel: 1,
+            highest: 7,
+            delivered: 6,
+        },
+        ChannelCounts {
+            channel: 2,
+            highest: u32::MAX,
+            delivered: 0,
+        },
+    ];
+    let mut b = Vec::new();
+    let r = ChannelReports::encode(&entries, &mut b);
+    let mut out = Vec::new();
+    assert!(write(&mut out, 1, 2, 3, &Body::ChannelReport(r)));
+    match parse(&out).unwrap().1 {
+        Body::ChannelReport(r) => assert_eq!(r.iter().collect::<Vec<_>>(), entries),
+        other => panic!("{other:?}"),
+    }
+    out.push(0);
+    assert!(parse(&out).is_err());
 }

@@ -35,6 +35,7 @@
 //! | 6 Report | the resource monitor's report |
 //! | 7 Probe | nothing |
 //! | 8 Close | reason (1) |
+//! | 9 ChannelReport | per channel the sender sends on: channel (2), highest message number seen (4), messages delivered (4, cumulative); at most [`MAX_CHANNEL_REPORTS`] |
 //!
 //! **Address validation, QUIC-style** (RFC 9000 §8.1): a Hello must be
 //! padded to [`HELLO_LEN`] bytes and the HelloAck is shorter, so an
@@ -93,6 +94,9 @@ pub enum Kind {
     Probe = 7,
     /// The session ends.
     Close = 8,
+    /// What each of the peer's channels delivered: the measured loss after
+    /// recovery that closes the adaptive controller's loop.
+    ChannelReport = 9,
 }
 
 impl Kind {
@@ -106,6 +110,7 @@ impl Kind {
             6 => Self::Report,
             7 => Self::Probe,
             8 => Self::Close,
+            9 => Self::ChannelReport,
             _ => return None,
         })
     }
@@ -175,6 +180,53 @@ pub enum Body<'a> {
         /// Why (0: the application closed).
         reason: u8,
     },
+    /// See [`Kind::ChannelReport`]; read with [`ChannelReports`].
+    ChannelReport(ChannelReports<'a>),
+}
+
+/// Entries in one ChannelReport at most.
+pub const MAX_CHANNEL_REPORTS: usize = 64;
+/// Bytes of one ChannelReport entry.
+pub const CHANNEL_REPORT_LEN: usize = 10;
+
+/// One channel's counts in a ChannelReport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelCounts {
+    /// The channel (the report's receiver sends on it).
+    pub channel: u16,
+    /// Highest message number seen (wrapping).
+    pub highest: u32,
+    /// Messages delivered so far (wrapping).
+    pub delivered: u32,
+}
+
+/// A ChannelReport's entries, in place (length checked at parse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelReports<'a>(&'a [u8]);
+
+impl<'a> ChannelReports<'a> {
+    /// The entries.
+    pub fn iter(&self) -> impl Iterator<Item = ChannelCounts> + 'a {
+        self.0
+            .chunks_exact(CHANNEL_REPORT_LEN)
+            .map(|c| ChannelCounts {
+                channel: u16::from_be_bytes([c[0], c[1]]),
+                highest: u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                delivered: u32::from_be_bytes([c[6], c[7], c[8], c[9]]),
+            })
+    }
+
+    /// Writes `entries` (at most [`MAX_CHANNEL_REPORTS`] are taken) into
+    /// `buf` (cleared) and views them.
+    pub fn encode(entries: &[ChannelCounts], buf: &'a mut Vec<u8>) -> Self {
+        buf.clear();
+        for e in entries.iter().take(MAX_CHANNEL_REPORTS) {
+            buf.extend_from_slice(&e.channel.to_be_bytes());
+            buf.extend_from_slice(&e.highest.to_be_bytes());
+            buf.extend_from_slice(&e.delivered.to_be_bytes());
+        }
+        Self(buf)
+    }
 }
 
 impl Body<'_> {
@@ -189,6 +241,7 @@ impl Body<'_> {
             Self::Report(_) => Kind::Report,
             Self::Probe => Kind::Probe,
             Self::Close { .. } => Kind::Close,
+            Self::ChannelReport(_) => Kind::ChannelReport,
         }
     }
 }
@@ -303,6 +356,15 @@ pub fn parse(data: &[u8]) -> Result<(Header, Body<'_>), ParseError> {
         Kind::Close => Body::Close {
             reason: *b.first().ok_or(ParseError::Truncated)?,
         },
+        Kind::ChannelReport => {
+            if b.len() % CHANNEL_REPORT_LEN != 0 {
+                return Err(ParseError::Truncated);
+            }
+            if b.len() > MAX_CHANNEL_REPORTS * CHANNEL_REPORT_LEN {
+                return Err(ParseError::BadChannel);
+            }
+            Body::ChannelReport(ChannelReports(b))
+        }
     };
     Ok((header, body))
 }
@@ -360,6 +422,7 @@ pub fn write(out: &mut Vec<u8>, dcid: u32, seq: u32, ts: u32, body: &Body<'_>) -
         Body::Report(r) => out.extend_from_slice(r),
         Body::Probe => {}
         Body::Close { reason } => out.push(reason),
+        Body::ChannelReport(r) => out.extend_from_slice(r.0),
     }
     true
 }
@@ -490,7 +553,7 @@ mod tests {
 
     fn body() -> impl Strategy<Value = (u8, u32, u32, u16, u8, Vec<u8>, String)> {
         (
-            1u8..=8,
+            1u8..=9,
             any::<u32>(),
             any::<u32>(),
             0..=MAX_CHANNEL,
@@ -511,7 +574,8 @@ mod tests {
                 5 => Body::OpenAck { channel: ch },
                 6 => Body::Report(&bytes),
                 7 => Body::Probe,
-                _ => Body::Close { reason: m },
+                8 => Body::Close { reason: m },
+                _ => Body::ChannelReport(ChannelReports(&bytes[..bytes.len() / CHANNEL_REPORT_LEN * CHANNEL_REPORT_LEN])),
             };
             let mut out = Vec::new();
             prop_assert!(write(&mut out, dcid, seq, ts, &body));
