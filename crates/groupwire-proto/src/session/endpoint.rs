@@ -1198,16 +1198,21 @@ impl Session {
                         self.stats.unknown_channel += 1;
                         continue;
                     };
+                    // A report about a message not yet sent is a lie.
+                    if c.next_msg.wrapping_sub(e.highest) as i32 <= 0 {
+                        self.stats.bad_reports += 1;
+                        continue;
+                    }
                     let Some((h0, d0)) = c.fb_last.replace((e.highest, e.delivered)) else {
                         continue;
                     };
-                    // Counts only move forward, and by no more than was
-                    // sent: a stale, reordered or lying report moves
-                    // nothing (it may still overstate the loss, which
-                    // costs redundancy, never a message).
+                    // Counts only move forward: a stale or reordered report
+                    // moves nothing. (A key holder can still claim losses
+                    // it did not have, which costs redundancy, never a
+                    // message.)
                     let span = i64::from(e.highest.wrapping_sub(h0) as i32);
                     let got = i64::from(e.delivered.wrapping_sub(d0) as i32);
-                    if span < 0 || got < 0 || span > i64::from(c.next_msg.wrapping_sub(h0)) {
+                    if span < 0 || got < 0 {
                         c.fb_last = Some((h0, d0));
                         self.stats.bad_reports += 1;
                         continue;

@@ -644,3 +644,49 @@ fn channel_reports_round_trip_and_refuse_ragged_bodies() {
     out.push(0);
     assert!(parse(&out).is_err());
 }
+
+#[test]
+fn a_proven_peer_flooding_opens_and_reports_stays_bounded() {
+    use crate::session::wire::{Body, ChannelCounts, ChannelReports, write};
+    let mut cfg = SessionConfig::new(1);
+    cfg.max_channels = 32;
+    let mut net = Net::new(cfg, SessionConfig::new(2));
+    let (ca, _) = net.pair("ch", Qos::low_latency());
+    let dcid = ca.peer.0;
+    let mut out = Vec::new();
+    let mut rb = Vec::new();
+    let (mut sent, mut answered) = (0usize, 0usize);
+    for i in 0..5000u32 {
+        let name = format!("flood-{i}");
+        let body = if i % 2 == 0 {
+            Body::Open {
+                channel: (i % 30_000) as u16,
+                name: &name,
+            }
+        } else {
+            let lie = [ChannelCounts {
+                channel: ca.id,
+                highest: i * 1000,
+                delivered: 0,
+            }];
+            Body::ChannelReport(ChannelReports::encode(&lie, &mut rb))
+        };
+        write(&mut out, dcid, i, 0, &body);
+        sent += out.len();
+        net.a.handle_datagram(net.now, B, &out);
+        while let Some(t) = net.a.poll_transmit(net.now) {
+            answered += t.payload.len();
+        }
+    }
+    let s = net.a.stats();
+    // 32 channels at most, opened by the peer or here; the rest refused.
+    assert!(s.unknown_channel >= 2500 - 32, "{s:?}");
+    let opened = std::iter::from_fn(|| net.a.poll_event())
+        .filter(|e| matches!(e, SessionEvent::ChannelOpened { .. }))
+        .count();
+    assert!(opened <= 32, "{opened}");
+    // Claims of more messages than were ever sent are refused.
+    assert!(s.bad_reports >= 2000, "{s:?}");
+    assert_eq!(net.a.delivery_report(ca), Some((0, 0)));
+    assert!(answered < sent, "replies {answered} for {sent}");
+}
