@@ -431,7 +431,7 @@ impl TeleImmersion {
         let mut app_a = App::sender(Session::new(cfg_a), &specs, end);
         app_a.connect(addr_of(b), plan, rtt);
         let app_b = App::receiver(Session::new(cfg_b), &specs);
-        let (na, nb) = stream_pair(a, app_a, b, app_b, &TcpConfig::default().nagle(false), 1);
+        let (na, nb) = stream_pair(a, app_a, b, app_b, &stream_tcp(), 1);
         sim.add_node(Box::new(na));
         sim.add_node(Box::new(nb));
         PointToPoint::build(&mut sim, a, b, fwd.clone(), rev)
@@ -735,6 +735,22 @@ impl TeleImmersion {
             plots,
         }
     }
+}
+
+/// The stream's TCP: Nagle off (the session's frames are latency-bound,
+/// `TCP_NODELAY`) and a 40 ms delayed ACK, Linux's `TCP_DELACK_MIN`, beside
+/// the model's 200 ms minimum RTO (Linux's `TCP_RTO_MIN`). The model's
+/// default delayed ACK is ns-3's 200 ms, which ns-3 pairs with a 1 s
+/// minimum RTO: with both at 200 ms, a timeout leaves one segment in
+/// flight, the receiver holds its ACK as long as the timer runs, and the
+/// timer fires again first, so after a burst of drops this stream sat at
+/// one segment per timeout for the rest of a run (hundreds of spurious
+/// timeouts; `the_stream_delivers_every_edit_on_a_clean_path` fails with
+/// the default).
+fn stream_tcp() -> TcpConfig {
+    let mut c = TcpConfig::default().nagle(false);
+    c.delayed_ack = Some(Duration::from_millis(40));
+    c
 }
 
 /// The mechanism in use over time as a step line (y: its wire number).
@@ -1433,5 +1449,22 @@ mod tests {
             .collect();
         assert!(missed.is_empty(), "{missed:?}");
         assert_eq!(r.summary["stationary_no_flapping"], true);
+    }
+
+    #[test]
+    fn the_stream_delivers_every_edit_on_a_clean_path() {
+        // Bulk datasets overflow the queue; the stream must recover.
+        let sc = TeleImmersion {
+            loss: LossModel::default(),
+            duration: Duration::from_secs(100),
+            stationary_duration: Duration::ZERO,
+            fixed: vec!["plain".into()],
+            ..TeleImmersion::default()
+        };
+        let out = sc.run_one(1, &Plan::Fixed("plain".into(), Fixed::Plain), false);
+        for ch in &out.channels[3..] {
+            assert_eq!(ch.got.len(), ch.sent.len(), "{:?}", ch.stats);
+        }
+        assert!(out.stream_timeouts < 20, "{} timeouts", out.stream_timeouts);
     }
 }
