@@ -309,7 +309,7 @@ impl TeleImmersion {
         if self.bulk_every.is_zero() {
             return invalid("bulk_every", "must be positive".into());
         }
-        if self.camera_rate.as_bps() == 0 || self.camera_msgs_per_sec() > 10_000.0 {
+        if !(1.0..=10_000.0).contains(&self.camera_msgs_per_sec()) {
             return invalid(
                 "camera_rate",
                 "must give 1 to 10000 messages per second".into(),
@@ -1466,5 +1466,26 @@ mod tests {
             assert_eq!(ch.got.len(), ch.sent.len(), "{:?}", ch.stats);
         }
         assert!(out.stream_timeouts < 20, "{} timeouts", out.stream_timeouts);
+    }
+
+    #[test]
+    fn the_scenario_reads_back_from_toml_and_names_impossible_settings() {
+        use crate::scenario::Scenario;
+        let mut s = Scenario::builtin("tele-immersion").expect("registered");
+        assert_eq!(Scenario::from_toml(&s.to_toml()).expect("reads back"), s);
+        s.set("duration", "60s").expect("a duration");
+        s.set("fixed", "[\"plain\", \"xor:4x4\"]").expect("a list");
+        assert!(s.validate().is_ok());
+        for (key, value, named) in [
+            ("fixed", "[\"fec\"]", "fixed"),
+            ("warmup", "90s", "warmup"),
+            ("state_size", "4", "state_size"),
+            ("camera_rate", "1bit/s", "camera_rate"),
+        ] {
+            let mut bad = s.clone();
+            bad.set(key, value).expect("parses");
+            let e = bad.validate().expect_err("impossible").to_string();
+            assert!(e.contains(named), "{key}={value}: {e}");
+        }
     }
 }
