@@ -17,6 +17,7 @@
 #   scripts/results.sh robustness-tunnel  # the tunnel on the channel family, a few minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
 #   scripts/results.sh robustness-peers  # tunnel beside UDPspeeder and kcptun's FEC, 8-16 minutes
+#   scripts/results.sh tele-immersion  # issue 16's session: model selector vs heuristic vs fixed, under a minute
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -270,6 +271,67 @@ table counts, per budget, the channels where each leaves fewer sources
 late. Each cell pools two seeds of 120 s (240,000 sources, the last 256
 not scored)." \
     fec-codes --seed 1
+fi
+
+if selected tele-immersion; then
+  result tele-immersion \
+"Issue 16's simulator proof, first version
+(\`crates/groupwire-sim/src/scenario/tele_immersion.rs\`; its module docs
+define every measure). One session (\`groupwire_proto::session::Session\`)
+from A to B with five channels: a telepointer (30 messages/s of 40 bytes,
+\`Qos::awareness().mer_band(0.05, 0.06)\`), state (20/s of 200 bytes,
+\`Qos::low_latency().max_loss(0.001).max_delay(50ms)\`), a camera (2 Mbit/s
+in 1000-byte messages, \`Qos::stream().rate(2Mbit/s).max_residual_loss(0.001).max_delay(50ms)\`),
+edits (2/s of 300 bytes, \`Qos::reliable_ordered()\`) and bulk (a 1 MB
+dataset every 30 s in 16 KiB messages, \`Qos::bulk()\`). The path (A to B;
+the reverse is loss-free with the same rate and delay) changes every 60 s:
+its loss is 0.1% random, then 2% random, then Gilbert with 8% loss in mean
+bursts of 4, then 0.5% random; its rate is 10 Mbit/s but 4 Mbit/s in the
+third minute; its one-way delay is 20 ms, 40 ms in the second and third
+minutes; a 100-packet drop-tail queue. Runs on the same seed: the
+model-based selector (\`model\`), Leigh et al.'s heuristic (\`heuristic\`),
+every channel pinned to one mechanism (\`fixed:M\`, where M is valid for
+the channel's QoS; \`valid\` is false where it is not and the channel sat on
+its initial mechanism), and the model selector on a stationary path (2%
+random loss, 10 Mbit/s, 20 ms; \`stationary\`).
+
+**Columns.** \`qos_met\`: share of 1 s windows (by send time, after a 10 s
+warm-up) whose messages lost or late are within the QoS (band: at most its
+top, 6%; residual: at most 0.1%; reliable: none lost); \`in_band\`: within
+the band itself; \`lost\`: never delivered; \`late\`: delivered after the
+deadline (the link's propagation delay plus the 50 ms budget, or the
+telepointer's 400 ms lifetime); \`overhead\`: the session's wire bytes per
+application byte, less one (stream channels: frame headers only; TCP/IP
+headers and retransmissions are not counted); latency from send to
+delivery at B. The goal table sets the model run beside the best fixed
+choice per channel (highest \`qos_met\`, then least overhead); the
+mechanism plots show the mechanism each policy run had in force (0 plain,
+1 afec, 2 xor, 3 block, 4 reliable).
+
+**What this run shows (the reasons are read from the code and the
+tables below).** (1) The session's XOR channels close a parity group
+whenever nothing was sent for 2 ms (\`XorEndpointConfig::close_when_idle\`'s
+default), so at these message rates every layout sends one parity per
+message: all \`fixed:xor:*\` rows are the same run, and the selector's
+XOR predictions (one parity per L messages) do not hold. (2) The session
+gives the selector no capacity figure (\`delivered: None\`), so in the
+4 Mbit/s minute redundancy on the camera overloads the link, and every
+run that adds redundancy there has its datagram channels late for much of
+that minute (plain alone stays on time, and loses what the path loses). (3) All
+reliable traffic shares one TCP stream: bulk datasets, edits, and any
+channel moved to Reliable queue behind one another (edits' latency);
+where the model moves the telepointer to Reliable in the bursty minute
+(the switches table) it is predicted to meet its band and is late
+instead. The stream's TCP uses a 40 ms delayed ACK (Linux's minimum;
+\`stream_tcp\` in the source says why the simulator's 200 ms default
+stalls it). (4) Bulk can only be Reliable (the session does not run
+striped TCP or Reliable Blast UDP yet), so its and edits' comparisons are
+trivial. (5) Packets carry no DSCP and the queue is one FIFO. (6) At 30
+messages a window the telepointer's MER moves in steps of 1/30, so no
+window can sit inside the 5-6% band: \`in_band\` is 0 by arithmetic, and
+\`qos_met\` counts windows at or under 6%. So issue 16's goal is not met
+here; \`the_model_selector_meets_issue_16s_goal\` (ignored) asserts it at 120 s." \
+    tele-immersion --seed 1
 fi
 
 if selected bulk; then

@@ -19,6 +19,7 @@ mod miyoshi;
 mod robustness_afec;
 mod robustness_tunnel;
 mod tcp_dumbbell;
+mod tele_immersion;
 mod tunnel;
 
 use std::time::Duration;
@@ -38,6 +39,7 @@ pub use self::miyoshi::Miyoshi;
 pub use self::robustness_afec::RobustnessAfec;
 pub use self::robustness_tunnel::RobustnessTunnel;
 pub use self::tcp_dumbbell::{QueueSpec, ShortFlowSpec, TcpDumbbell};
+pub use self::tele_immersion::TeleImmersion;
 pub use self::tunnel::{TunnelScenario, TunnelSetting};
 
 /// A runnable experiment. The `scenario` key of a TOML file names the kind.
@@ -80,6 +82,10 @@ pub enum Scenario {
     /// Issue 15's channel-family bench for AFEC: every controller against
     /// the cheapest fixed code set size that meets each band.
     RobustnessAfec(Box<RobustnessAfec>),
+    /// Issue 16's proof: one session with five channels over a changing
+    /// path, the model selector against the heuristic and every fixed
+    /// mechanism.
+    TeleImmersion(Box<TeleImmersion>),
 }
 
 /// A built-in scenario: its name, a one-line description and its defaults.
@@ -156,6 +162,11 @@ pub fn builtins() -> Vec<Builtin> {
             about: "issue 15's channel family for AFEC: afec, afec-frac, afec-pred and afec-robust on Bernoulli, Gilbert, Gilbert-Elliott and time-varying channels with 4 MER bands at 256 and 56 kbit/s, each against the cheapest fixed code set size that meets the band",
             make: || Scenario::RobustnessAfec(Box::default()),
         },
+        Builtin {
+            name: "tele-immersion",
+            about: "issue 16's proof: one session with a telepointer, state, camera, edits and bulk channel over a path whose loss, rate and delay change; the model-based selector against Leigh et al.'s heuristic and each fixed mechanism, and on a stationary path",
+            make: || Scenario::TeleImmersion(Box::default()),
+        },
     ]
 }
 
@@ -228,6 +239,7 @@ impl Scenario {
             Self::Bulk(_) => "bulk",
             Self::FecCodes(_) => "fec-codes",
             Self::RobustnessAfec(_) => "robustness-afec",
+            Self::TeleImmersion(_) => "tele-immersion",
         }
     }
 
@@ -287,6 +299,7 @@ impl Scenario {
             Self::Bulk(s) => s.validate(),
             Self::FecCodes(s) => s.validate(),
             Self::RobustnessAfec(s) => s.validate(),
+            Self::TeleImmersion(s) => s.validate(),
         }
     }
 
@@ -306,6 +319,7 @@ impl Scenario {
             Self::Bulk(s) => Duration::from_nanos(s.total_runs()),
             Self::FecCodes(s) => Duration::from_nanos(s.total_runs()),
             Self::RobustnessAfec(s) => Duration::from_nanos(s.total_runs()),
+            Self::TeleImmersion(s) => Duration::from_nanos(s.total_runs()),
         }
     }
 
@@ -323,7 +337,8 @@ impl Scenario {
             | Self::Leigh(_)
             | Self::Bulk(_)
             | Self::FecCodes(_)
-            | Self::RobustnessAfec(_) => ProgressUnit::Count,
+            | Self::RobustnessAfec(_)
+            | Self::TeleImmersion(_) => ProgressUnit::Count,
         }
     }
 
@@ -347,6 +362,7 @@ impl Scenario {
             Self::Bulk(s) => s.run(seed, progress),
             Self::FecCodes(s) => s.run(seed, progress),
             Self::RobustnessAfec(s) => s.run(seed, progress),
+            Self::TeleImmersion(s) => s.run(seed, progress),
         }
     }
 }
