@@ -142,6 +142,21 @@ impl Net {
     }
 }
 
+/// Drops every `n`th data datagram A sends (repairs and copies too).
+fn every_nth_data_from_a(n: u32) -> DropRule {
+    let mut count = 0u32;
+    Box::new(move |from, t| {
+        let data = crate::session::wire::parse(&t.payload)
+            .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data);
+        if from == A && data {
+            count += 1;
+            count % n == 0
+        } else {
+            false
+        }
+    })
+}
+
 fn msg(i: u32) -> Vec<u8> {
     let mut v = i.to_be_bytes().to_vec();
     v.resize(200, i as u8);
@@ -204,17 +219,7 @@ fn fec_mechanisms_rebuild_losses_and_plain_does_not() {
         let (ca, cb) = net.pair("ch", qos);
         net.a.set_mechanism(net.now, ca, m).expect("mechanism");
         // Every 7th data datagram A sends is lost (repairs and copies too).
-        let mut n = 0u32;
-        net.drop = Box::new(move |from, t| {
-            let data = crate::session::wire::parse(&t.payload)
-                .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data);
-            if from == A && data {
-                n += 1;
-                n % 7 == 0
-            } else {
-                false
-            }
-        });
+        net.drop = every_nth_data_from_a(7);
         stream(&mut net, ca, 0, 700, Duration::from_millis(5));
         net.run_for(Duration::from_secs(2));
         let got = net.got(cb);
@@ -596,17 +601,7 @@ fn the_peer_reports_what_each_channel_delivered() {
     let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
     let (ca, _) = net.pair("ch", Qos::low_latency());
     net.a.set_mechanism(net.now, ca, Mechanism::Plain).unwrap();
-    let mut n = 0u32;
-    net.drop = Box::new(move |from, t| {
-        let data = crate::session::wire::parse(&t.payload)
-            .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data);
-        if from == A && data {
-            n += 1;
-            n % 10 == 0
-        } else {
-            false
-        }
-    });
+    net.drop = every_nth_data_from_a(10);
     stream(&mut net, ca, 0, 1000, Duration::from_millis(5));
     net.run_for(Duration::from_secs(1));
     let (covered, delivered) = net.a.delivery_report(ca).expect("channel");

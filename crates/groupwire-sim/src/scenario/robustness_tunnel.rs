@@ -26,6 +26,7 @@
 //! the budget (its delay above the link's own one-way delay): meeting the
 //! target within the budget is one number, `residual`.
 
+use super::par_map;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -505,41 +506,6 @@ impl RobustnessTunnel {
         tick(runs.len() as u64);
         runs.into_iter().collect()
     }
-}
-
-/// `f(0..n)` on `threads` worker threads (0: one per core), results in
-/// index order whatever the thread count (as `miyoshi`'s runner does).
-fn par_map<R: Send>(threads: usize, n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let threads = match threads {
-        0 => std::thread::available_parallelism().map_or(1, usize::from),
-        t => t,
-    }
-    .clamp(1, n.max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (next, f) = (&next, &f);
-            scope.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= n || tx.send((i, f(i))).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for (i, r) in rx {
-            results[i] = Some(r);
-        }
-    });
-    results
-        .into_iter()
-        .map(|r| r.expect("every index ran"))
-        .collect()
 }
 
 /// A fixed code `(k, m)` and its residual loss.

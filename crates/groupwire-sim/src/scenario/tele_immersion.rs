@@ -66,6 +66,7 @@
 //! switches more than once in any minute (60 s sliding window, after the
 //! warm-up).
 
+use super::par_map;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -771,41 +772,6 @@ fn mechanism_series(name: &str, log: &ChannelLog, end: Instant) -> TimeSeries {
     let last = log.mechanism.map_or(first, |m| f64::from(m.kind() as u8));
     s.push(end.as_secs_f64(), last);
     s
-}
-
-/// `f(0..n)` on `threads` worker threads (0: one per core), results in
-/// index order whatever the thread count.
-fn par_map<R: Send>(threads: usize, n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let threads = match threads {
-        0 => std::thread::available_parallelism().map_or(1, usize::from),
-        t => t,
-    }
-    .clamp(1, n.max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (next, f) = (&next, &f);
-            scope.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= n || tx.send((i, f(i))).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for (i, r) in rx {
-            results[i] = Some(r);
-        }
-    });
-    results
-        .into_iter()
-        .map(|r| r.expect("every index ran"))
-        .collect()
 }
 
 /// What one run left for scoring.
