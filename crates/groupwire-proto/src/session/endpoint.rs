@@ -674,11 +674,12 @@ impl Session {
                 MechRefused::Full => SessionError::Full,
             })?,
             None => {
-                let limit = room.saturating_sub(wire::FRAME_HEADER_LEN);
-                if payload.len() > u32::MAX as usize - 64 {
+                // A stream frame's length prefix is 32 bits.
+                let max = u32::MAX as usize - 64;
+                if payload.len() > max {
                     return Err(SessionError::TooLarge {
                         len: payload.len(),
-                        max: limit,
+                        max,
                     });
                 }
             }
@@ -802,10 +803,10 @@ impl Session {
                 }
             }
         }
-        for (&id, c) in p.incoming.iter_mut() {
-            if only.is_some() {
-                break;
-            }
+        // Feedback (reports, NAK/INC) of the channels the peer sends on
+        // goes with a full pump only: one channel's send makes none.
+        let incoming = p.incoming.iter_mut().filter(|_| only.is_none());
+        for (&id, c) in incoming {
             for (k, (inst, _)) in c.insts.iter_mut() {
                 while let Some(pkt) = inst.poll_transmit(now) {
                     pkts.push((id | wire::PEER_OWNED, *k as u8, pkt));
@@ -837,43 +838,44 @@ impl Session {
 
     /// Delivers what the receive-side mechanisms of peer `cid` rebuilt.
     fn pump_in(&mut self, cid: u32) {
-        let limit = self.cfg.reorder_limit;
         let Some(p) = self.peers.get_mut(&cid) else {
             return;
         };
         let mut ready = Vec::new();
-        for c in p.incoming.values_mut() {
+        for (&id, c) in p.incoming.iter_mut() {
             for (k, (inst, _)) in c.insts.iter_mut() {
                 while let Some((data, recovered)) = inst.poll_delivery() {
-                    ready.push((c.local, *k, data, recovered));
+                    ready.push((id, *k, data, recovered));
                 }
             }
         }
-        for (local, k, data, recovered) in ready {
-            self.deliver(cid, local, k, &data, recovered, limit);
+        for (id, k, data, recovered) in ready {
+            match split_msg(&data) {
+                Some((msg, payload)) => self.deliver(cid, id, msg, payload, k, recovered),
+                None => self.stats.malformed += 1,
+            }
         }
-        let _ = limit;
     }
 
+    /// Message `msg` of the peer's channel `id`: dropped if seen before,
+    /// else handed out (in order, where the channel asked for it).
     fn deliver(
         &mut self,
         cid: u32,
-        local: u16,
+        id: u16,
+        msg: u32,
+        payload: Bytes,
         via: MechanismKind,
-        data: &Bytes,
         recovered: bool,
-        limit: usize,
     ) {
-        let Some((msg, payload)) = split_msg(data) else {
-            self.stats.malformed += 1;
-            return;
-        };
+        let limit = self.cfg.reorder_limit;
         let Some(p) = self.peers.get_mut(&cid) else {
             return;
         };
-        let Some(inc) = p.incoming.values_mut().find(|c| c.local == local) else {
+        let Some(inc) = p.incoming.get_mut(&id) else {
             return;
         };
+        let local = inc.local;
         let n = match inc.seen.check(msg) {
             Seen::New(n) => {
                 if inc.delivered == 0 || msg.wrapping_sub(inc.highest) as i32 > 0 {
@@ -1325,7 +1327,6 @@ impl Session {
                 Early::Datagram { channel, .. } | Early::Frame { channel, .. } => *channel == id,
             });
         p.early = rest;
-        let limit = self.cfg.reorder_limit;
         for e in mine {
             match e {
                 Early::Datagram {
@@ -1347,24 +1348,7 @@ impl Session {
                     msg,
                     payload,
                 } => {
-                    let Some(local) = self
-                        .peers
-                        .get(&cid)
-                        .and_then(|p| p.incoming.get(&channel))
-                        .map(|c| c.local)
-                    else {
-                        continue;
-                    };
-                    let mut data = msg.to_be_bytes().to_vec();
-                    data.extend_from_slice(&payload);
-                    self.deliver(
-                        cid,
-                        local,
-                        MechanismKind::Reliable,
-                        &Bytes::from(data),
-                        false,
-                        limit,
-                    );
+                    self.deliver(cid, channel, msg, payload, MechanismKind::Reliable, false);
                 }
             }
         }
@@ -1681,7 +1665,7 @@ impl StreamMachine for Session {
             return;
         }
         p.last_heard = now;
-        let Some(local) = p.incoming.get(&f.channel).map(|c| c.local) else {
+        if !p.incoming.contains_key(&f.channel) {
             if p.early.len() >= EARLY {
                 self.stats.unknown_channel += 1;
             } else {
@@ -1692,17 +1676,15 @@ impl StreamMachine for Session {
                 });
             }
             return;
-        };
-        let mut data = f.msg.to_be_bytes().to_vec();
-        data.extend_from_slice(f.payload);
-        let limit = self.cfg.reorder_limit;
+        }
+        let payload = Bytes::copy_from_slice(f.payload);
         self.deliver(
             dcid,
-            local,
+            f.channel,
+            f.msg,
+            payload,
             MechanismKind::Reliable,
-            &Bytes::from(data),
             false,
-            limit,
         );
     }
 }
