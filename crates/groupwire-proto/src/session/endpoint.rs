@@ -201,6 +201,16 @@ pub enum SessionEvent {
         /// Rebuilt by the mechanism's redundancy rather than received.
         recovered: bool,
     },
+    /// Whether a channel's QoS is predicted met changed (the adaptive
+    /// controller's verdict on the measured path, corrected by the loss
+    /// the peer reported; see [`Session::meets`]). The first verdict after
+    /// a channel opens comes as one of these too.
+    QosMet {
+        /// The channel.
+        channel: ChannelId,
+        /// Met now.
+        met: bool,
+    },
     /// A channel's mechanism changed.
     MechanismChanged {
         /// The channel.
@@ -336,6 +346,10 @@ struct OutChannel {
     fb_acc: (u64, u64),
     /// The same since the channel opened.
     fb_total: (u64, u64),
+    /// Opened here only because the peer sent on it
+    /// ([`SessionEvent::ChannelOpened`]); the application may still open it
+    /// by name with a QoS of its own.
+    implicit: bool,
 }
 
 #[derive(Debug)]
@@ -464,6 +478,17 @@ impl Session {
         self.peers.get(&peer.0).map(|p| p.addr)
     }
 
+    /// The peer at `addr` (connected, connecting or validating).
+    pub fn peer_at(&self, addr: SocketAddr) -> Option<PeerId> {
+        self.by_addr.get(&addr).map(|&id| PeerId(id))
+    }
+
+    /// A channel's name.
+    pub fn channel_name(&self, ch: ChannelId) -> Option<&str> {
+        let p = self.peers.get(&ch.peer.0)?;
+        p.out.get(&ch.id).map(|c| c.name.as_str())
+    }
+
     /// Whether the handshake with `peer` is complete.
     pub fn is_connected(&self, peer: PeerId) -> bool {
         self.peers
@@ -563,8 +588,33 @@ impl Session {
         let max = self.cfg.max_channels;
         let (policy, ctl) = (self.cfg.policy, self.cfg.controller);
         let p = self.peers.get_mut(&peer.0).ok_or(SessionError::NoPeer)?;
-        if p.by_name.contains_key(name) {
-            return Err(SessionError::NameTaken(name.into()));
+        if let Some(&id) = p.by_name.get(name) {
+            // The peer opened it first: take it over with this QoS.
+            let c = p.out.get_mut(&id).expect("by_name names out channels");
+            if !c.implicit {
+                return Err(SessionError::NameTaken(name.into()));
+            }
+            c.implicit = false;
+            c.qos = qos;
+            if qos.preserve_order {
+                for inc in p.incoming.values_mut().filter(|i| i.local == id) {
+                    inc.reorder.get_or_insert_with(Reorder::default);
+                }
+            }
+            let c = p.out.get_mut(&id).expect("by_name names out channels");
+            c.controller = policy.map(|pol| AdaptiveController::new(ctl, pol, qos));
+            let ch = ChannelId { peer, id };
+            let (from, to) = (c.mech, initial_mechanism(&qos));
+            if from != to {
+                self.install(now, ch, to)?;
+                self.events.push_back(SessionEvent::MechanismChanged {
+                    channel: ch,
+                    from,
+                    to,
+                });
+            }
+            self.handle_timeout(now);
+            return Ok(ch);
         }
         if p.out.len() >= max {
             return Err(SessionError::TooManyChannels);
@@ -588,6 +638,7 @@ impl Session {
                 fb_last: None,
                 fb_acc: (0, 0),
                 fb_total: (0, 0),
+                implicit: false,
             },
         );
         let ch = ChannelId { peer, id };
@@ -697,31 +748,8 @@ impl Session {
     }
 
     fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) {
-        let Some(p) = self.peers.get(&ch.peer.0) else {
+        let Some((dst, bytes)) = self.seal_frame(ch.peer, ch.id, msg, payload) else {
             return;
-        };
-        if p.state != State::Established {
-            return;
-        }
-        let (dst, dcid) = (p.addr, p.remote_cid);
-        let mut body = Vec::with_capacity(wire::FRAME_HEADER_LEN + payload.len());
-        Frame {
-            dcid,
-            channel: ch.id,
-            msg,
-            payload,
-        }
-        .write(&mut body);
-        let bytes = match self.sealer.as_mut() {
-            None => body,
-            Some(s) => {
-                let Some(sealed) = s.seal(&body[4..]) else {
-                    return;
-                };
-                let mut out = body[..4].to_vec();
-                out.extend_from_slice(&sealed);
-                out
-            }
         };
         if let Ok(c) = self.out_mut(ch) {
             c.stats.wire_bytes += bytes.len() as u64;
@@ -729,8 +757,54 @@ impl Session {
         self.transmits.push_back(Transmit {
             dst,
             transport: Transport::TcpFrame,
-            payload: Bytes::from(bytes),
+            payload: bytes,
         });
+    }
+
+    /// A stream frame to an established `peer` (sealed under the key),
+    /// and the peer's address.
+    fn seal_frame(
+        &mut self,
+        peer: PeerId,
+        channel: u16,
+        msg: u32,
+        payload: &[u8],
+    ) -> Option<(SocketAddr, Bytes)> {
+        let p = self.peers.get(&peer.0)?;
+        if p.state != State::Established {
+            return None;
+        }
+        let (dst, dcid) = (p.addr, p.remote_cid);
+        let mut body = Vec::with_capacity(wire::FRAME_HEADER_LEN + payload.len());
+        Frame {
+            dcid,
+            channel,
+            msg,
+            payload,
+        }
+        .write(&mut body);
+        let bytes = match self.sealer.as_mut() {
+            None => body,
+            Some(s) => {
+                let sealed = s.seal(&body[4..])?;
+                let mut out = body[..4].to_vec();
+                out.extend_from_slice(&sealed);
+                out
+            }
+        };
+        Some((dst, Bytes::from(bytes)))
+    }
+
+    /// The first frame a driver writes on a stream connection it opened to
+    /// `peer` (established): it carries no message, and tells the peer
+    /// (through [`accept_frame`](Self::accept_frame)) which peer slot the
+    /// connection serves, so the peer can send its own frames back on it.
+    /// Sealed under the key like every frame, so only a key holder can
+    /// bind a stream, and a replayed bind is refused by the anti-replay
+    /// window. `None` before the handshake completes.
+    pub fn bind_frame(&mut self, peer: PeerId) -> Option<Bytes> {
+        self.seal_frame(peer, wire::BIND_CHANNEL, 0, &[])
+            .map(|(_, b)| b)
     }
 
     /// Wraps and queues one datagram to peer `cid`.
@@ -957,6 +1031,7 @@ impl Session {
                         fb_last: None,
                         fb_acc: (0, 0),
                         fb_total: (0, 0),
+                        implicit: true,
                     },
                 );
                 self.events.push_back(SessionEvent::ChannelOpened {
@@ -1252,10 +1327,12 @@ impl Session {
             ..p.tx_mon.estimate()
         };
         let mut moves = Vec::new();
+        let mut verdicts = Vec::new();
         for (&id, c) in p.out.iter_mut() {
             let Some(ctl) = c.controller.as_mut() else {
                 continue;
             };
+            let before = ctl.current().map(|_| ctl.meets());
             let (msgs, bytes) = std::mem::take(&mut c.tick);
             let traffic = if msgs > 0 {
                 Traffic::new(msgs as f64 / interval, (bytes / msgs) as usize)
@@ -1267,11 +1344,25 @@ impl Session {
                 loss_after_recovery: (span - got) as f64 / span as f64,
                 messages: span,
             });
-            if let Some(sw) = ctl.on_interval(now, &path, &traffic, measured)
+            let switch = ctl.on_interval(now, &path, &traffic, measured);
+            let after = ctl.current().map(|_| ctl.meets());
+            if after.is_some() && after != before {
+                verdicts.push((id, after == Some(true)));
+            }
+            if let Some(sw) = switch
                 && sw.to != c.mech
             {
                 moves.push((id, c.mech, sw.to));
             }
+        }
+        for (id, met) in verdicts {
+            self.events.push_back(SessionEvent::QosMet {
+                channel: ChannelId {
+                    peer: PeerId(cid),
+                    id,
+                },
+                met,
+            });
         }
         for (id, from, to) in moves {
             let ch = ChannelId {
@@ -1630,17 +1721,30 @@ impl Machine for Session {
 
 impl StreamMachine for Session {
     fn handle_frame(&mut self, now: Instant, _src: SocketAddr, frame: &[u8]) {
+        self.accept_frame(now, frame);
+    }
+}
+
+impl Session {
+    /// [`handle_frame`](StreamMachine::handle_frame) that also says which
+    /// peer the frame came from: `Some` when it was accepted (opened under
+    /// the key, well formed, for an established peer), `None` when it was
+    /// counted in [`SessionStats::bad_frames`] and dropped. A driver binds a
+    /// stream connection to the peer of the first frame accepted on it and
+    /// closes a connection whose frame was refused.
+    pub fn accept_frame(&mut self, now: Instant, frame: &[u8]) -> Option<PeerId> {
+        self.now = self.now.max(now);
         self.stats.frames += 1;
         let Some(dcid) = frame
             .get(..4)
             .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
         else {
             self.stats.bad_frames += 1;
-            return;
+            return None;
         };
         let Some(p) = self.peers.get_mut(&dcid) else {
             self.stats.bad_frames += 1;
-            return;
+            return None;
         };
         let plain = match p.frame_opener.as_mut() {
             None => frame.to_vec(),
@@ -1652,19 +1756,31 @@ impl StreamMachine for Session {
                 }
                 Err(_) => {
                     self.stats.bad_frames += 1;
-                    return;
+                    return None;
                 }
             },
         };
         let Ok(f) = Frame::parse(&plain) else {
             self.stats.bad_frames += 1;
-            return;
+            return None;
         };
-        if p.state != State::Established {
-            self.stats.bad_frames += 1;
-            return;
+        match p.state {
+            State::Established => {}
+            // The frame names the connection id we chose at random and sent
+            // only in the HelloAck to the peer's address: the same proof a
+            // datagram carrying it gives (RFC 9000 §8.1). The stream's bind
+            // frame often outruns the first datagram.
+            State::Validating { .. } => self.established(now, dcid),
+            State::Connecting { .. } => {
+                self.stats.bad_frames += 1;
+                return None;
+            }
         }
+        let p = self.peers.get_mut(&dcid).expect("looked up above");
         p.last_heard = now;
+        if f.channel == wire::BIND_CHANNEL {
+            return Some(PeerId(dcid));
+        }
         if !p.incoming.contains_key(&f.channel) {
             if p.early.len() >= EARLY {
                 self.stats.unknown_channel += 1;
@@ -1675,7 +1791,7 @@ impl StreamMachine for Session {
                     payload: Bytes::copy_from_slice(f.payload),
                 });
             }
-            return;
+            return Some(PeerId(dcid));
         }
         let payload = Bytes::copy_from_slice(f.payload);
         self.deliver(
@@ -1686,5 +1802,6 @@ impl StreamMachine for Session {
             MechanismKind::Reliable,
             false,
         );
+        Some(PeerId(dcid))
     }
 }

@@ -117,17 +117,25 @@ impl Mechanism {
     }
 }
 
+impl fmt::Display for MechanismKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 impl fmt::Display for Mechanism {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Plain | Self::Reliable | Self::Blast => f.write_str(self.kind().name()),
             Self::Afec { lo, hi } => write!(f, "afec[{:.1}-{:.1}%]", lo * 100.0, hi * 100.0),
             Self::Xor(l) => write!(f, "{l}"),
+            // Whole milliseconds: a budget derived from a lifetime and an
+            // RTT has no round value.
             Self::Block { target, max_delay } => write!(
                 f,
-                "block[{}% in {}]",
+                "block[{}% in {}ms]",
                 target * 100.0,
-                groupwire_units::duration::format(*max_delay)
+                max_delay.as_millis()
             ),
             Self::Striped { streams } => write!(f, "striped:{streams}"),
         }

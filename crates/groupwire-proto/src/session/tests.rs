@@ -685,3 +685,71 @@ fn a_proven_peer_flooding_opens_and_reports_stays_bounded() {
     assert_eq!(net.a.delivery_report(ca), Some((0, 0)));
     assert!(answered < sent, "replies {answered} for {sent}");
 }
+
+#[test]
+fn a_bind_frame_names_its_sender_only_under_the_key_and_only_once() {
+    let mut net = Net::new(keyed(1, b"0123456789abcdef"), keyed(2, b"0123456789abcdef"));
+    let pb = net.a.connect(net.now, B).unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert!(net.a.is_connected(pb));
+    let pa = net
+        .ev_b
+        .iter()
+        .find_map(|e| match e {
+            SessionEvent::PeerConnected { peer, .. } => Some(*peer),
+            _ => None,
+        })
+        .expect("B saw A");
+    let bind = net.a.bind_frame(pb).expect("established");
+    let now = net.now;
+    assert_eq!(net.b.accept_frame(now, &bind), Some(pa));
+    let bad_before = net.b.stats().bad_frames;
+    // A replay is refused by the anti-replay window ...
+    assert_eq!(net.b.accept_frame(now, &bind), None);
+    // ... and so is a flipped bit, a truncation, and a stranger's cid.
+    let mut flipped = bind.to_vec();
+    *flipped.last_mut().unwrap() ^= 1;
+    assert_eq!(net.b.accept_frame(now, &flipped), None);
+    assert_eq!(net.b.accept_frame(now, &bind[..3]), None);
+    let mut stranger = bind.to_vec();
+    stranger[0] ^= 0xff;
+    assert_eq!(net.b.accept_frame(now, &stranger), None);
+    assert_eq!(net.b.stats().bad_frames, bad_before + 4);
+    assert!(
+        net.ev_b
+            .iter()
+            .all(|e| !matches!(e, SessionEvent::Message { .. }))
+    );
+    // Before the handshake there is nothing to bind.
+    let mut lone = Session::new(SessionConfig::new(9));
+    let p = lone.connect(Instant::ZERO, A).unwrap();
+    assert!(lone.bind_frame(p).is_none());
+}
+
+#[test]
+fn a_bind_frame_that_outruns_the_first_datagram_proves_the_address() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let pb = net.a.connect(net.now, B).unwrap();
+    // Hello at 0 ms reaches B at 10, the HelloAck reaches A at 20; A's
+    // next datagram would reach B at 30.
+    net.run_for(Duration::from_millis(25));
+    assert!(net.a.is_connected(pb));
+    assert!(
+        !net.ev_b
+            .iter()
+            .any(|e| matches!(e, SessionEvent::PeerConnected { .. })),
+        "B has not seen A's proof yet"
+    );
+    let bind = net.a.bind_frame(pb).unwrap();
+    let pa = net
+        .b
+        .accept_frame(net.now, &bind)
+        .expect("the bind proves A");
+    net.drain();
+    assert!(net.b.is_connected(pa));
+    assert!(
+        net.ev_b
+            .iter()
+            .any(|e| matches!(e, SessionEvent::PeerConnected { peer, .. } if *peer == pa))
+    );
+}

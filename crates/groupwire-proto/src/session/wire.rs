@@ -52,7 +52,9 @@
 //! **Stream frames** (reliable channels, over the TCP connection the driver
 //! keeps to the peer; each frame length-prefixed by the driver, sealed
 //! like a datagram under a key): destination cid (4), channel (2), message
-//! number (4), the message.
+//! number (4), the message. A frame whose channel is [`BIND_CHANNEL`]
+//! carries no message: it names the stream's sender (the first frame on a
+//! stream the driver opened).
 
 use std::fmt;
 
@@ -73,6 +75,12 @@ pub const PEER_OWNED: u16 = 0x8000;
 pub const MAX_CHANNEL: u16 = PEER_OWNED - 1;
 /// Bytes before a stream frame's message.
 pub const FRAME_HEADER_LEN: usize = 10;
+/// A stream frame's channel field when the frame carries no message but
+/// binds the stream it arrives on to the sender's peer slot: the first
+/// frame a driver writes on a stream connection it opened, so the peer can
+/// send its own frames back on that connection (see
+/// [`Session::bind_frame`](super::Session::bind_frame)).
+pub const BIND_CHANNEL: u16 = u16::MAX;
 
 /// What a datagram is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -444,7 +452,7 @@ impl<'a> Frame<'a> {
     /// Parses a frame. Never panics, never allocates.
     pub fn parse(data: &'a [u8]) -> Result<Self, ParseError> {
         let channel = be16(data, 4)?;
-        if channel > MAX_CHANNEL {
+        if channel > MAX_CHANNEL && channel != BIND_CHANNEL {
             return Err(ParseError::BadChannel);
         }
         Ok(Self {
@@ -596,6 +604,17 @@ mod tests {
             let mut out = Vec::new();
             f.write(&mut out);
             prop_assert_eq!(Frame::parse(&out), Ok(f));
+        }
+
+        #[test]
+        fn frame_channels_past_the_limit_are_refused_but_bind(dcid: u32, ch in (MAX_CHANNEL + 1)..BIND_CHANNEL) {
+            let mut out = Vec::new();
+            Frame { dcid, channel: ch, msg: 0, payload: &[] }.write(&mut out);
+            prop_assert_eq!(Frame::parse(&out), Err(ParseError::BadChannel));
+            out.clear();
+            let bind = Frame { dcid, channel: BIND_CHANNEL, msg: 0, payload: &[] };
+            bind.write(&mut out);
+            prop_assert_eq!(Frame::parse(&out), Ok(bind));
         }
     }
 }

@@ -169,6 +169,13 @@ pub struct Provision {
     /// The block controller's overhead bound
     /// (`TargetConfig::max_overhead`'s default).
     pub block_max_overhead: f64,
+    /// The reliable stream crosses the path the monitor measures (default
+    /// `true`: TCP and UDP to one peer share a route). Where it does not
+    /// (the stream goes straight to the peer while the datagrams cross a
+    /// relay or a link emulator), nothing measured says what the stream
+    /// would do, so [`Mechanism::Reliable`] is offered only to channels
+    /// that need every message.
+    pub stream_on_path: bool,
 }
 
 impl Provision {
@@ -180,6 +187,7 @@ impl Provision {
         assumed_rtt: Duration::from_millis(100),
         afec_max_size: 16.0,
         block_max_overhead: 3.0,
+        stream_on_path: true,
     };
 }
 
@@ -377,7 +385,10 @@ fn heuristic(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic
             );
         let tolerated = qos.reliability.max_loss();
         let measured = path.model().loss_rate();
-        if !low_latency || qos.reliability == Reliability::Full || tolerated <= 0.0 {
+        // Without the stream on the measured path, a channel that tolerates
+        // loss stays on datagrams (see `Provision::stream_on_path`).
+        let to_tcp = !low_latency && prov.stream_on_path;
+        if to_tcp || qos.reliability == Reliability::Full || tolerated <= 0.0 {
             (
                 Mechanism::Reliable,
                 "not low latency, or no loss tolerated".to_string(),
@@ -434,7 +445,9 @@ pub fn candidates(prov: &Provision, qos: &Qos, path: &PathEstimate) -> Vec<Mecha
             out.push(Mechanism::Block { target, max_delay });
         }
     }
-    out.push(Mechanism::Reliable);
+    if qos.reliability == Reliability::Full || prov.stream_on_path {
+        out.push(Mechanism::Reliable);
+    }
     if is_bulk(qos) {
         out.extend((1..=8).map(|n| Mechanism::Striped { streams: n }));
         if prov.reserved {

@@ -580,3 +580,21 @@ proptest! {
         prop_assert!(pb.overhead >= pa.overhead - 1e-9, "{pa:?} then {pb:?}");
     }
 }
+
+#[test]
+fn without_the_stream_on_the_path_only_full_reliability_gets_tcp() {
+    let off = Provision {
+        stream_on_path: false,
+        ..Provision::DEFAULT
+    };
+    let path = PathEstimate::UNKNOWN;
+    for qos in [
+        Qos::awareness(),
+        Qos::low_latency().max_loss(0.01),
+        Qos::stream(),
+    ] {
+        assert!(!candidates(&off, &qos, &path).contains(&Mechanism::Reliable));
+        assert!(candidates(&Provision::DEFAULT, &qos, &path).contains(&Mechanism::Reliable));
+    }
+    assert!(candidates(&off, &Qos::reliable_ordered(), &path).contains(&Mechanism::Reliable));
+}
