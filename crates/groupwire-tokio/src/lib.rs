@@ -31,6 +31,9 @@
 //! - [`bulk::BulkListener`] takes either on one port: it tells an RBUDP
 //!   control connection from a striped stream by its first byte
 //!   (`groupwire bulk recv --via auto`).
+//! - [`session`] is the application's view: one [`session::Session`] per
+//!   process, peers, and channels that declare a [`session::Qos`]; the
+//!   strategy selector picks each channel's mechanism (Leigh et al. §2).
 //! - [`Emulator`] forwards UDP between clients and a target through two
 //!   seeded [`groupwire_link::Link`]s, the same models the simulator uses.
 //!
@@ -66,6 +69,7 @@ pub mod file;
 pub mod metrics_http;
 pub mod rbudp;
 mod send;
+pub mod session;
 #[cfg(target_os = "linux")]
 pub mod shell;
 mod socket;

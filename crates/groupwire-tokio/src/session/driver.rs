@@ -1,0 +1,428 @@
+//! The session's task: the UDP socket, the TCP listener and connections,
+//! the machine's timers, and the handles' wake-ups, in one select loop.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use groupwire_proto::units::MAX_UDP_PAYLOAD;
+use groupwire_proto::{Instant, Machine as _, Transmit, Transport};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use super::stream::{Conn, ConnId, StreamIn};
+use super::{ConnectError, Event, Inner, SessionOptions, Shared, StreamCounters, bind_timeout};
+use crate::driver::GRO_BUFFER;
+use crate::send::{send_transmits, sleep_until};
+use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
+
+/// How long a dialing side waits before opening a broken connection again.
+const REDIAL: Duration = Duration::from_secs(1);
+
+/// Most receive buffers per `recvmmsg`.
+const RECV_BATCH: usize = 32;
+
+/// The connections and what waits for them.
+struct Streams {
+    shared: Arc<Shared>,
+    events: mpsc::Sender<StreamIn>,
+    conns: BTreeMap<ConnId, Conn>,
+    /// The connection that carries frames to each peer (by its datagram
+    /// address).
+    by_addr: BTreeMap<SocketAddr, ConnId>,
+    /// Accepted connections not yet bound, oldest first, with when they came.
+    unbound: VecDeque<(ConnId, tokio::time::Instant)>,
+    /// Frames for peers whose connection has not bound yet.
+    pending: BTreeMap<SocketAddr, Vec<Bytes>>,
+    /// Peers (by datagram address) to dial again, and when.
+    redial: BTreeMap<SocketAddr, tokio::time::Instant>,
+    /// Connected peers' addresses (an event names the peer only).
+    peers: BTreeMap<groupwire_proto::session::PeerId, SocketAddr>,
+    next: ConnId,
+    max_unbound: usize,
+    bind_timeout: Duration,
+}
+
+impl Streams {
+    /// The driver clock's now, as a tokio instant for timers.
+    fn now(&self) -> tokio::time::Instant {
+        let c = self.shared.clock;
+        c.to_tokio(c.now())
+    }
+
+    fn counters(&self) -> &StreamCounters {
+        &self.shared.streams
+    }
+
+    /// Routes one frame the machine queued.
+    fn route(&mut self, g: &mut Inner, t: Transmit) {
+        if let Some(c) = self.by_addr.get(&t.dst).and_then(|id| self.conns.get(id)) {
+            c.send(&self.shared.streams, t.payload);
+            return;
+        }
+        if g.dial.contains_key(&t.dst) && self.dial(g, t.dst) {
+            self.route(g, t);
+            return;
+        }
+        // The peer dials us: hold the frame until its connection binds.
+        self.counters()
+            .queued
+            .fetch_add(t.payload.len(), Ordering::Relaxed);
+        self.pending.entry(t.dst).or_default().push(t.payload);
+    }
+
+    /// Opens the connection to the peer at `addr` (which we connected to);
+    /// false if the machine has no bind frame for it (not established).
+    fn dial(&mut self, g: &mut Inner, addr: SocketAddr) -> bool {
+        if self.by_addr.contains_key(&addr) {
+            return true;
+        }
+        let Some(stream) = g.dial.get(&addr).copied() else {
+            return false;
+        };
+        let Some(bind) = g
+            .machine
+            .peer_at(addr)
+            .and_then(|p| g.machine.bind_frame(p))
+        else {
+            return false;
+        };
+        let id = self.next_id();
+        let conn = Conn::dial(
+            &self.shared,
+            id,
+            stream,
+            bind,
+            self.bind_timeout,
+            self.events.clone(),
+        );
+        self.conns.insert(id, conn);
+        self.by_addr.insert(addr, id);
+        self.redial.remove(&addr);
+        self.flush_pending(addr);
+        true
+    }
+
+    fn next_id(&mut self) -> ConnId {
+        self.next += 1;
+        self.next
+    }
+
+    /// Hands what waited for `addr`'s connection to it.
+    fn flush_pending(&mut self, addr: SocketAddr) {
+        let Some(frames) = self.pending.remove(&addr) else {
+            return;
+        };
+        let c = self.by_addr.get(&addr).and_then(|id| self.conns.get(id));
+        for f in frames {
+            self.shared
+                .streams
+                .queued
+                .fetch_sub(f.len(), Ordering::Relaxed);
+            match c {
+                Some(c) => c.send(&self.shared.streams, f),
+                None => StreamCounters::add(&self.shared.streams.frames_dropped, 1),
+            }
+        }
+    }
+
+    /// Takes an accepted connection; sheds the oldest unbound one past the
+    /// limit.
+    fn accept(&mut self, stream: tokio::net::TcpStream) {
+        StreamCounters::add(&self.counters().accepted, 1);
+        while self.unbound.len() >= self.max_unbound {
+            let Some((old, _)) = self.unbound.pop_front() else {
+                break;
+            };
+            self.close(old, true);
+        }
+        let id = self.next_id();
+        let conn = Conn::accepted(&self.shared, id, stream, self.events.clone());
+        self.conns.insert(id, conn);
+        let now = self.now();
+        self.unbound.push_back((id, now));
+    }
+
+    /// What a connection's tasks said.
+    fn on_stream(&mut self, g: &mut Inner, now: Instant, m: StreamIn) {
+        match m {
+            StreamIn::Frame { conn, data } => self.on_frame(g, now, conn, &data),
+            StreamIn::Closed { conn } => {
+                let unbound = self.unbound.iter().any(|&(c, _)| c == conn);
+                self.close(conn, unbound);
+            }
+        }
+    }
+
+    /// A frame from connection `conn`.
+    fn on_frame(&mut self, g: &mut Inner, now: Instant, conn: ConnId, data: &[u8]) {
+        if !self.conns.contains_key(&conn) {
+            return;
+        }
+        StreamCounters::add(&self.counters().frames_received, 1);
+        let Some(peer) = g.machine.accept_frame(now, data) else {
+            debug!(
+                conn,
+                "session stream: frame refused; closing the connection"
+            );
+            self.close(conn, true);
+            return;
+        };
+        if let Some(i) = self.unbound.iter().position(|(c, _)| *c == conn) {
+            self.unbound.remove(i);
+            StreamCounters::add(&self.counters().bound, 1);
+            if let Some(addr) = g.machine.peer_addr(peer) {
+                self.by_addr.entry(addr).or_insert(conn);
+                self.flush_pending(addr);
+            }
+        }
+    }
+
+    /// Connection `conn` is gone (or is to go).
+    fn close(&mut self, conn: ConnId, refused: bool) {
+        if let Some(c) = self.conns.remove(&conn) {
+            c.close();
+            if refused {
+                StreamCounters::add(&self.counters().refused, 1);
+            }
+        }
+        self.unbound.retain(|(c, _)| *c != conn);
+        let gone: Vec<SocketAddr> = self
+            .by_addr
+            .iter()
+            .filter(|&(_, &c)| c == conn)
+            .map(|(&a, _)| a)
+            .collect();
+        for addr in gone {
+            self.by_addr.remove(&addr);
+            if self.peers.values().any(|&a| a == addr) {
+                let at = self.now() + REDIAL;
+                self.redial.insert(addr, at);
+            }
+        }
+    }
+
+    /// The peer at `addr` is gone: its connection and what waited for it.
+    fn forget(&mut self, addr: SocketAddr) {
+        if let Some(id) = self.by_addr.remove(&addr) {
+            self.close(id, false);
+        }
+        self.redial.remove(&addr);
+        self.flush_pending(addr);
+    }
+
+    /// Closes unbound connections past the bind timeout and redials what
+    /// is due.
+    fn on_timer(&mut self, g: &mut Inner) {
+        let now = self.now();
+        while let Some(&(id, at)) = self.unbound.front() {
+            if now < at + self.bind_timeout {
+                break;
+            }
+            self.close(id, true);
+        }
+        let due: Vec<SocketAddr> = self
+            .redial
+            .iter()
+            .filter(|&(_, &t)| t <= now)
+            .map(|(&a, _)| a)
+            .collect();
+        for addr in due {
+            self.redial.remove(&addr);
+            if g.dial.contains_key(&addr) {
+                self.dial(g, addr);
+            }
+        }
+    }
+
+    /// When [`on_timer`](Self::on_timer) has work.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        let unbound = self.unbound.front().map(|&(_, at)| at + self.bind_timeout);
+        unbound
+            .into_iter()
+            .chain(self.redial.values().copied())
+            .min()
+    }
+}
+
+/// Runs the session until [`Shared::stop`] is notified.
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    udp: BatchedUdpSocket,
+    listener: TcpListener,
+    app: mpsc::Sender<Event>,
+    opts: SessionOptions,
+) -> io::Result<()> {
+    let clock = shared.clock;
+    let slots = RECV_BATCH.min(udp.max_recv_batch()).max(1);
+    let slot_len = if slots > 1 {
+        GRO_BUFFER
+    } else {
+        MAX_UDP_PAYLOAD
+    };
+    let mut rx = RecvBatch::new(slots, slot_len);
+    let (st_tx, mut st_rx) = mpsc::channel(256);
+    let mut streams = Streams {
+        shared: Arc::clone(&shared),
+        events: st_tx,
+        conns: BTreeMap::new(),
+        by_addr: BTreeMap::new(),
+        unbound: VecDeque::new(),
+        pending: BTreeMap::new(),
+        redial: BTreeMap::new(),
+        peers: BTreeMap::new(),
+        next: 0,
+        max_unbound: opts.max_unbound_streams.max(1),
+        bind_timeout: bind_timeout(&opts.config),
+    };
+    let mut out = Vec::new();
+    let mut scratch = Vec::new();
+    let mut evs = Vec::new();
+    let mut app_open = true;
+    let result = loop {
+        let deadline = {
+            let mut g = shared.lock();
+            drain(&mut g, &mut streams, clock.now(), &mut out, &mut evs);
+            g.machine.poll_timeout().map(|t| clock.to_tokio(t))
+        };
+        send_transmits(&udp, &out, &mut scratch).await;
+        out.clear();
+        for e in evs.drain(..) {
+            if app_open && app.send(e).await.is_err() {
+                app_open = false;
+            }
+        }
+        let wake = deadline.into_iter().chain(streams.deadline()).min();
+        tokio::select! {
+            () = shared.stop.notified() => break Ok(()),
+            () = shared.wake.notified() => {}
+            r = udp.recv_batch(&mut rx) => match r {
+                Ok(()) => {
+                    let now = clock.now();
+                    let mut g = shared.lock();
+                    for (src, data) in rx.iter() {
+                        g.machine.handle_datagram(now, src, data);
+                    }
+                }
+                Err(e) if is_transient(&e) => {
+                    debug!(error = %e, "session: recv error ignored (a datagram was lost)");
+                }
+                Err(e) => break Err(e),
+            },
+            Some(m) = st_rx.recv() => {
+                let now = clock.now();
+                let mut g = shared.lock();
+                streams.on_stream(&mut g, now, m);
+                // Take what else is waiting, a bounded number per turn.
+                for _ in 1..64 {
+                    let Ok(m) = st_rx.try_recv() else { break };
+                    streams.on_stream(&mut g, now, m);
+                }
+            }
+            a = listener.accept() => match a {
+                Ok((s, _)) => streams.accept(s),
+                Err(e) => {
+                    // Out of descriptors, or an aborted handshake: wait a
+                    // little rather than spin, and go on.
+                    debug!(error = %e, "session: accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            () = sleep_until(wake) => {
+                let mut g = shared.lock();
+                g.machine.handle_timeout(clock.now());
+                streams.on_timer(&mut g);
+            }
+        }
+    };
+    // Last words: what the handles queued goes out, then the connections
+    // finish their queues (a second at most) and close.
+    {
+        let mut g = shared.lock();
+        drain(&mut g, &mut streams, clock.now(), &mut out, &mut evs);
+        g.closed = true;
+        for (_, ws) in std::mem::take(&mut g.waiters) {
+            for w in ws {
+                let _ = w.send(Err(ConnectError::Closed));
+            }
+        }
+    }
+    send_transmits(&udp, &out, &mut scratch).await;
+    for e in evs.drain(..) {
+        if app_open {
+            let _ = app.try_send(e);
+        }
+    }
+    let conns = std::mem::take(&mut streams.conns);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        for (_, c) in conns {
+            c.finish().await;
+        }
+    })
+    .await;
+    result
+}
+
+/// The machine's drain: datagrams to `out`, frames to their connections,
+/// events to `evs` (after the driver's own bookkeeping).
+fn drain(
+    g: &mut Inner,
+    streams: &mut Streams,
+    now: Instant,
+    out: &mut Vec<Transmit>,
+    evs: &mut Vec<Event>,
+) {
+    loop {
+        let mut any = false;
+        while let Some(t) = g.machine.poll_transmit(now) {
+            any = true;
+            match t.transport {
+                Transport::Udp => out.push(t),
+                _ => streams.route(g, t),
+            }
+        }
+        while let Some(e) = g.machine.poll_event() {
+            any = true;
+            on_event(g, streams, &e);
+            evs.push(e);
+        }
+        if !any {
+            break;
+        }
+    }
+}
+
+/// The driver's part of an event: connect waiters, the peer's stream.
+fn on_event(g: &mut Inner, streams: &mut Streams, e: &Event) {
+    match e {
+        Event::PeerConnected { peer, addr } => {
+            streams.peers.insert(*peer, *addr);
+            for w in g.waiters.remove(peer).unwrap_or_default() {
+                let _ = w.send(Ok(()));
+            }
+            // The dialing side opens the stream at once, so the peer can
+            // send reliable frames before we do.
+            if g.dial.contains_key(addr) {
+                streams.dial(g, *addr);
+            }
+        }
+        Event::PeerFailed { peer, addr } => {
+            g.dial.remove(addr);
+            for w in g.waiters.remove(peer).unwrap_or_default() {
+                let _ = w.send(Err(ConnectError::NoAnswer(*addr)));
+            }
+        }
+        Event::PeerGone { peer } => {
+            if let Some(addr) = streams.peers.remove(peer) {
+                g.dial.remove(&addr);
+                streams.forget(addr);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,224 @@
+//! The reliable channels' TCP connections: one reader and one writer task
+//! per connection, length-prefixed frames (4 bytes, big endian).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::debug;
+
+use super::{Shared, StreamCounters};
+
+/// A connection's number in the driver.
+pub(super) type ConnId = u64;
+
+/// What the connection tasks tell the driver.
+#[derive(Debug)]
+pub(super) enum StreamIn {
+    /// A whole frame (without its length prefix).
+    Frame { conn: ConnId, data: Vec<u8> },
+    /// The connection is gone (closed, broken, never opened, or a frame
+    /// over the limit).
+    Closed { conn: ConnId },
+}
+
+/// The driver's end of one connection.
+#[derive(Debug)]
+pub(super) struct Conn {
+    /// Frames to write.
+    tx: mpsc::UnboundedSender<Bytes>,
+    reader: Option<JoinHandle<()>>,
+    writer: JoinHandle<()>,
+}
+
+impl Conn {
+    /// Queues `frame`: counted in the shared queue until written.
+    pub(super) fn send(&self, counters: &StreamCounters, frame: Bytes) {
+        let len = frame.len();
+        counters.queued.fetch_add(len, Ordering::Relaxed);
+        if self.tx.send(frame).is_err() {
+            counters.queued.fetch_sub(len, Ordering::Relaxed);
+            StreamCounters::add(&counters.frames_dropped, 1);
+        }
+    }
+
+    /// Opens a connection to `addr` and writes `bind` first; frames
+    /// queued meanwhile follow it.
+    pub(super) fn dial(
+        shared: &Arc<Shared>,
+        conn: ConnId,
+        addr: SocketAddr,
+        bind: Bytes,
+        timeout: Duration,
+        events: mpsc::Sender<StreamIn>,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sh = Arc::clone(shared);
+        let q = Queue {
+            rx,
+            sh: Arc::clone(shared),
+        };
+        Self {
+            tx,
+            reader: None,
+            writer: tokio::spawn(async move {
+                let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        debug!(%addr, error = %e, "session stream: connect failed");
+                        return fail(q, conn, events).await;
+                    }
+                    Err(_) => {
+                        debug!(%addr, "session stream: connect timed out");
+                        return fail(q, conn, events).await;
+                    }
+                };
+                StreamCounters::add(&sh.streams.opened, 1);
+                let _ = stream.set_nodelay(true);
+                let (r, w) = stream.into_split();
+                let reader = tokio::spawn(read_loop(r, conn, sh.max_frame, events.clone()));
+                let mut w = BufWriter::new(w);
+                if write_frame(&mut w, &bind).await.is_err() || w.flush().await.is_err() {
+                    reader.abort();
+                    return fail(q, conn, events).await;
+                }
+                write_loop(w, q, conn, events).await;
+                reader.abort();
+            }),
+        }
+    }
+
+    /// Takes an accepted connection: frames are read at once, written
+    /// once the driver has bound it and queues some.
+    pub(super) fn accepted(
+        shared: &Arc<Shared>,
+        conn: ConnId,
+        stream: TcpStream,
+        events: mpsc::Sender<StreamIn>,
+    ) -> Self {
+        let _ = stream.set_nodelay(true);
+        let (r, w) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let q = Queue {
+            rx,
+            sh: Arc::clone(shared),
+        };
+        let reader = tokio::spawn(read_loop(r, conn, shared.max_frame, events.clone()));
+        Self {
+            tx,
+            reader: Some(reader),
+            writer: tokio::spawn(write_loop(BufWriter::new(w), q, conn, events)),
+        }
+    }
+
+    /// Lets the writer finish what is queued, then closes.
+    pub(super) async fn finish(self) {
+        let Self { tx, reader, writer } = self;
+        drop(tx);
+        let _ = writer.await;
+        if let Some(r) = reader {
+            r.abort();
+        }
+    }
+
+    /// Closes it now; frames still queued are dropped and counted.
+    pub(super) fn close(self) {
+        if let Some(r) = self.reader {
+            r.abort();
+        }
+        self.writer.abort();
+    }
+}
+
+/// A connection's queue of frames to write. Dropped (the writer ended,
+/// failed or was aborted), it gives back what it still held to the shared
+/// count and counts it dropped.
+struct Queue {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    sh: Arc<Shared>,
+}
+
+impl Queue {
+    /// The next frame, no longer counted as queued.
+    async fn next(&mut self) -> Option<Bytes> {
+        let f = self.rx.recv().await?;
+        self.sh.streams.queued.fetch_sub(f.len(), Ordering::Relaxed);
+        Some(f)
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(f) = self.rx.try_recv() {
+            self.sh.streams.queued.fetch_sub(f.len(), Ordering::Relaxed);
+            StreamCounters::add(&self.sh.streams.frames_dropped, 1);
+        }
+    }
+}
+
+/// Writes queued frames until the queue closes or a write fails; then
+/// tells the driver.
+async fn write_loop(
+    mut w: BufWriter<OwnedWriteHalf>,
+    mut q: Queue,
+    conn: ConnId,
+    events: mpsc::Sender<StreamIn>,
+) {
+    while let Some(frame) = q.next().await {
+        if write_frame(&mut w, &frame).await.is_err() {
+            StreamCounters::add(&q.sh.streams.frames_dropped, 1);
+            return fail(q, conn, events).await;
+        }
+        StreamCounters::add(&q.sh.streams.frames_sent, 1);
+        // Gather what is queued into one write; flush when caught up.
+        if q.rx.is_empty() && w.flush().await.is_err() {
+            return fail(q, conn, events).await;
+        }
+    }
+}
+
+/// The connection failed: what is queued is dropped, the driver told.
+async fn fail(q: Queue, conn: ConnId, events: mpsc::Sender<StreamIn>) {
+    StreamCounters::add(&q.sh.streams.failed, 1);
+    drop(q);
+    let _ = events.send(StreamIn::Closed { conn }).await;
+}
+
+async fn write_frame(w: &mut BufWriter<OwnedWriteHalf>, frame: &[u8]) -> std::io::Result<()> {
+    let len = u32::try_from(frame.len()).map_err(std::io::Error::other)?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(frame).await
+}
+
+/// Reads frames and hands them to the driver; a length over `max_frame`,
+/// the end of the stream or an error ends the connection.
+async fn read_loop(
+    mut r: OwnedReadHalf,
+    conn: ConnId,
+    max_frame: usize,
+    events: mpsc::Sender<StreamIn>,
+) {
+    while let Ok(len) = r.read_u32().await {
+        let len = len as usize;
+        if len > max_frame {
+            debug!(conn, len, max_frame, "session stream: frame over the limit");
+            break;
+        }
+        let mut data = vec![0u8; len];
+        if r.read_exact(&mut data).await.is_err() {
+            break;
+        }
+        if events.send(StreamIn::Frame { conn, data }).await.is_err() {
+            return;
+        }
+    }
+    let _ = events.send(StreamIn::Closed { conn }).await;
+}

@@ -1,0 +1,328 @@
+//! Two sessions on loopback sockets. Every assertion holds on a loaded
+//! machine: deadlines are generous and only bound how long a failure
+//! takes to show; what is asserted is counted, not timed.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use groupwire_link::{LinkConfig, LossModel};
+use tokio::io::AsyncWriteExt;
+
+use super::*;
+use crate::emulator::{Emulator, EmulatorConfig};
+
+const LOOPBACK: &str = "127.0.0.1:0";
+/// Only bounds how long a failing test takes.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn opts() -> SessionOptions {
+    let mut o = SessionOptions::new().unwrap();
+    o.config.handshake_timeout = Duration::from_secs(10);
+    o
+}
+
+/// What one side received, by channel name: message numbers in arrival
+/// order, and how many were rebuilt.
+#[derive(Default, Debug)]
+struct Got {
+    names: BTreeMap<ChannelId, String>,
+    msgs: BTreeMap<String, Vec<u32>>,
+    recovered: BTreeMap<String, usize>,
+    peers: Vec<PeerId>,
+}
+
+impl Got {
+    fn count(&self, name: &str) -> usize {
+        self.msgs.get(name).map_or(0, Vec::len)
+    }
+
+    fn take(&mut self, s: &Session, e: Event) {
+        match e {
+            Event::PeerConnected { peer, .. } => self.peers.push(peer),
+            Event::ChannelOpened { channel, name } => {
+                self.names.insert(channel, name);
+            }
+            Event::Message {
+                channel,
+                payload,
+                recovered,
+                ..
+            } => {
+                let name = self
+                    .names
+                    .entry(channel)
+                    .or_insert_with(|| s.channel(channel).unwrap().name().to_owned())
+                    .clone();
+                let n = u32::from_be_bytes(payload[..4].try_into().unwrap());
+                self.msgs.entry(name.clone()).or_default().push(n);
+                *self.recovered.entry(name).or_default() += usize::from(recovered);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Reads `s`'s events into `got` until `done` says so or [`PATIENCE`]
+/// runs out.
+async fn read_until(s: &Session, got: &mut Got, done: impl Fn(&Got) -> bool) {
+    let _ = tokio::time::timeout(PATIENCE, async {
+        while !done(got) {
+            match s.next_event().await {
+                Some(e) => got.take(s, e),
+                None => return,
+            }
+        }
+    })
+    .await;
+}
+
+/// Reads events into `got` for `d` more.
+async fn read_for(s: &Session, got: &mut Got, d: Duration) {
+    let _ = tokio::time::timeout(d, async {
+        while let Some(e) = s.next_event().await {
+            got.take(s, e);
+        }
+    })
+    .await;
+}
+
+fn msg(i: u32, len: usize) -> Vec<u8> {
+    let mut v = i.to_be_bytes().to_vec();
+    v.resize(len.max(4), 0xab);
+    v
+}
+
+/// Sends `n` messages on each channel, paced so loopback buffers never
+/// fill whatever the load.
+async fn send_all(chans: &[&Channel], n: u32, len: usize) {
+    for i in 0..n {
+        for c in chans {
+            c.send(msg(i, len)).unwrap();
+        }
+        if i % 20 == 19 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+fn in_order_once(v: &[u32], n: u32) -> bool {
+    v == (0..n).collect::<Vec<_>>()
+}
+
+fn each_at_most_once(v: &[u32], n: u32) -> bool {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s.dedup();
+    s.len() == v.len() && v.iter().all(|&i| i < n)
+}
+
+#[tokio::test]
+async fn two_sessions_carry_every_kind_of_channel_over_one_socket() {
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let peer = a.connect(b.local_addr()).await.unwrap();
+    assert!(peer.is_connected());
+    let pointer = peer
+        .channel("telepointer", Qos::awareness().mer_band(0.05, 0.06))
+        .unwrap();
+    let state = peer
+        .channel("state", Qos::low_latency().max_loss(0.001))
+        .unwrap();
+    let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
+    assert_eq!(edits.report().unwrap().mechanism, Mechanism::Reliable);
+    let n = 300;
+    send_all(&[&pointer, &state, &edits], n, 200).await;
+    let mut got = Got::default();
+    read_until(&b, &mut got, |g| {
+        g.count("edits") == n as usize
+            && g.count("telepointer") >= n as usize * 95 / 100
+            && g.count("state") >= n as usize * 95 / 100
+    })
+    .await;
+    assert!(
+        in_order_once(&got.msgs["edits"], n),
+        "{:?}",
+        got.msgs.get("edits")
+    );
+    for name in ["telepointer", "state"] {
+        let v = &got.msgs[name];
+        assert!(each_at_most_once(v, n), "{name}: {v:?}");
+        assert!(
+            v.len() >= n as usize * 95 / 100,
+            "{name}: {} of {n}",
+            v.len()
+        );
+    }
+    assert_eq!(got.peers.len(), 1);
+    let streams = a.stream_stats();
+    assert_eq!(streams.opened, 1, "{streams:?}");
+    assert_eq!(b.stream_stats().bound, 1, "{:?}", b.stream_stats());
+    assert_eq!(a.stats().malformed + b.stats().malformed, 0);
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_accepting_side_sends_reliable_messages_back_on_the_dialers_connection() {
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let _peer = a.connect(b.local_addr()).await.unwrap();
+    // B learns of A from its event, and replies first on a channel of its
+    // own; A never sends a reliable frame.
+    let mut got_b = Got::default();
+    read_until(&b, &mut got_b, |g| !g.peers.is_empty()).await;
+    let to_a = b.peer(got_b.peers[0]).expect("connected");
+    let replies = to_a.channel("replies", Qos::reliable_ordered()).unwrap();
+    let n = 500;
+    send_all(&[&replies], n, 1000).await;
+    let mut got_a = Got::default();
+    read_until(&a, &mut got_a, |g| g.count("replies") == n as usize).await;
+    assert!(in_order_once(&got_a.msgs["replies"], n));
+    assert_eq!(a.stream_stats().opened, 1);
+    assert_eq!(b.stream_stats().opened, 0, "B never dials");
+}
+
+#[tokio::test]
+async fn a_channel_the_peer_opened_can_be_taken_over_with_a_qos() {
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let peer = a.connect(b.local_addr()).await.unwrap();
+    let chat = peer.channel("chat", Qos::reliable_ordered()).unwrap();
+    chat.send(msg(0, 8)).unwrap();
+    let mut got_b = Got::default();
+    read_until(&b, &mut got_b, |g| g.count("chat") == 1).await;
+    let to_a = b.peer(got_b.peers[0]).unwrap();
+    // B answers on "chat" too: the peer's channel, now with B's QoS.
+    let back = to_a.channel("chat", Qos::reliable_ordered()).unwrap();
+    assert_eq!(back.report().unwrap().mechanism, Mechanism::Reliable);
+    back.send(msg(7, 8)).unwrap();
+    let mut got_a = Got::default();
+    read_until(&a, &mut got_a, |g| g.count("chat") == 1).await;
+    assert_eq!(got_a.msgs["chat"], vec![7]);
+    assert!(matches!(
+        to_a.channel("chat", Qos::low_latency()),
+        Err(SessionError::NameTaken(_))
+    ));
+}
+
+#[tokio::test]
+async fn without_the_key_there_is_no_session() {
+    let mut o = opts().key(b"0123456789abcdef0123").unwrap();
+    o.config.handshake_timeout = Duration::from_secs(2);
+    let a = Session::bind_with(LOOPBACK, o).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts().key(b"another key, 20 bytes").unwrap())
+        .await
+        .unwrap();
+    let err = a.connect(b.local_addr()).await.unwrap_err();
+    assert!(matches!(err, ConnectError::NoAnswer(_)), "{err}");
+    assert!(b.stats().unauthenticated > 0);
+    assert!(opts().key(b"short").is_err());
+    // With the same key on both sides it works, reliable frames included.
+    let k = b"the same key on both sides";
+    let a = Session::bind_with(LOOPBACK, opts().key(k).unwrap())
+        .await
+        .unwrap();
+    let b = Session::bind_with(LOOPBACK, opts().key(k).unwrap())
+        .await
+        .unwrap();
+    let peer = a.connect(b.local_addr()).await.unwrap();
+    let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
+    let state = peer.channel("state", Qos::low_latency()).unwrap();
+    send_all(&[&edits, &state], 50, 100).await;
+    let mut got = Got::default();
+    read_until(&b, &mut got, |g| {
+        g.count("edits") == 50 && g.count("state") >= 45
+    })
+    .await;
+    assert!(in_order_once(&got.msgs["edits"], 50));
+}
+
+#[tokio::test]
+async fn strangers_on_the_stream_port_are_closed_and_bounded() {
+    let mut o = opts();
+    o.config.handshake_timeout = Duration::from_millis(500);
+    o.max_unbound_streams = 4;
+    let b = Session::bind_with(LOOPBACK, o).await.unwrap();
+    let addr = b.local_addr();
+    // A frame that does not open, a length over the limit, and silence.
+    let mut garbage = tokio::net::TcpStream::connect(addr).await.unwrap();
+    garbage.write_all(&[0, 0, 0, 12]).await.unwrap();
+    garbage.write_all(&[1; 12]).await.unwrap();
+    let mut huge = tokio::net::TcpStream::connect(addr).await.unwrap();
+    huge.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let mut silent = Vec::new();
+    for _ in 0..10 {
+        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // Every one is closed: refused (garbage, shed, silent) or failed (huge).
+    let _ = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let s = b.stream_stats();
+            if s.accepted == 12 && s.refused + s.failed >= 12 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let s = b.stream_stats();
+    assert_eq!(s.accepted, 12, "{s:?}");
+    assert!(s.refused + s.failed >= 12, "{s:?}");
+    assert_eq!(s.bound, 0);
+    assert_eq!(b.stats().frames, 1, "only the garbage frame was read whole");
+    assert_eq!(b.stats().bad_frames, 1);
+}
+
+#[tokio::test]
+async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let loss = LossModel::Bernoulli {
+        p: groupwire_proto::Probability::new(0.1).unwrap(),
+    };
+    let emu = Emulator::bind(
+        EmulatorConfig::new(LOOPBACK.parse().unwrap(), b.local_addr())
+            .forward_link(LinkConfig::new().loss(loss).seed(7)),
+    )
+    .await
+    .unwrap();
+    let emu_addr: SocketAddr = emu.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let emu_task = tokio::spawn(emu.run(async {
+        let _ = stop_rx.await;
+    }));
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let peer = a
+        .connect_with_stream(emu_addr, b.local_addr())
+        .await
+        .unwrap();
+    let plain = peer.channel("plain", Qos::low_latency()).unwrap();
+    let xor = peer.channel("xor", Qos::low_latency()).unwrap();
+    let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
+    plain.set_mechanism(Mechanism::Plain).unwrap();
+    xor.set_mechanism(Mechanism::Xor(groupwire_proto::xor::XorLayout::row(2)))
+        .unwrap();
+    let n = 1000;
+    send_all(&[&plain, &xor, &edits], n, 100).await;
+    let mut got = Got::default();
+    read_until(&b, &mut got, |g| g.count("edits") == n as usize).await;
+    // Let the last repairs land.
+    read_for(&b, &mut got, Duration::from_millis(500)).await;
+    assert!(
+        in_order_once(&got.msgs["edits"], n),
+        "the stream bypasses the emulator: {} edits, {:?} / {:?}, {:?}",
+        got.count("edits"),
+        a.stream_stats(),
+        b.stream_stats(),
+        b.stats()
+    );
+    let (p, x) = (got.count("plain"), got.count("xor"));
+    assert!(each_at_most_once(&got.msgs["plain"], n));
+    assert!(each_at_most_once(&got.msgs["xor"], n));
+    assert!(p < n as usize, "10% loss took nothing from plain ({p})");
+    assert!(got.recovered["xor"] > 0, "xor rebuilt nothing");
+    assert!(x > p, "xor delivered {x}, plain {p}");
+    let _ = stop_tx.send(());
+    let stats = emu_task.await.unwrap().unwrap();
+    assert!(stats.forward.lost > 0);
+}
