@@ -6,6 +6,7 @@
 mod args;
 mod awareness;
 mod bulk;
+mod demo;
 mod emulate;
 mod error;
 mod metrics;
@@ -29,8 +30,9 @@ pub(crate) use error::UsageError;
 /// groupwire: an adaptive, loss-resilient networking toolkit for real-time
 /// collaboration and streaming.
 ///
-/// Start with `groupwire sim list` to see the built-in experiments, then
-/// `groupwire sim run tcp-dumbbell` to run one.
+/// Start with `groupwire demo` to watch a live two-peer session pick a
+/// mechanism for each of its channels, or `groupwire sim list` to see the
+/// built-in experiments.
 #[derive(Debug, Parser)]
 #[command(name = "groupwire", version, max_term_width = 100)]
 struct Cli {
@@ -40,6 +42,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    Demo(demo::DemoArgs),
     /// Run and inspect experiments in the deterministic network simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
         Command::Sim(cmd) => sim::run(cmd),
         Command::Emulate(args) => emulate::run(*args),
         Command::Awareness(cmd) => awareness::run(cmd),

@@ -20,6 +20,33 @@ pub(crate) fn write_all(
     wall: Duration,
     plots: bool,
 ) -> anyhow::Result<usize> {
+    let mut summary = report.summary.clone();
+    // Key order as before: seed, wall time, speed.
+    summary.insert("seed".into(), Value::from(report.seed));
+    summary.insert("wall_seconds".into(), Value::from(wall.as_secs_f64()));
+    if let Some(ev) = summary.get("events").and_then(Value::as_f64) {
+        summary.insert(
+            "events_per_sec".into(),
+            Value::from(ev / wall.as_secs_f64().max(1e-9)),
+        );
+    }
+    let report = Report {
+        summary,
+        ..report.clone()
+    };
+    let n = write_report(dir, &report, plots)?;
+    let p = dir.join("scenario.toml");
+    std::fs::write(
+        &p,
+        format!("# seed = {}\n{}", report.seed, scenario.to_toml()),
+    )
+    .with_context(|| format!("cannot write {}", p.display()))?;
+    Ok(n + 1)
+}
+
+/// Writes `summary.json` (with the seed), `report.md`, one CSV per table
+/// and per plot, and a PNG per plot. Returns the number of files written.
+pub(crate) fn write_report(dir: &Path, report: &Report, plots: bool) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create output directory {}", dir.display()))?;
     let mut n = 0;
@@ -29,23 +56,12 @@ pub(crate) fn write_all(
     };
     let mut summary = report.summary.clone();
     summary.insert("seed".into(), Value::from(report.seed));
-    summary.insert("wall_seconds".into(), Value::from(wall.as_secs_f64()));
-    if let Some(ev) = summary.get("events").and_then(Value::as_f64) {
-        summary.insert(
-            "events_per_sec".into(),
-            Value::from(ev / wall.as_secs_f64().max(1e-9)),
-        );
-    }
     write(
         "summary.json",
         serde_json::to_string_pretty(&summary)?.as_bytes(),
     )?;
-    write(
-        "scenario.toml",
-        format!("# seed = {}\n{}", report.seed, scenario.to_toml()).as_bytes(),
-    )?;
     write("report.md", report.to_markdown(plots).as_bytes())?;
-    n += 3;
+    n += 2;
     for t in &report.tables {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(&t.columns)?;
