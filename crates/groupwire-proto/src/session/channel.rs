@@ -28,6 +28,28 @@ use crate::{Instant, Machine};
 /// Bytes of the message number in front of every message.
 pub const MSG_PREFIX: usize = 4;
 
+/// How long an XOR sender waits with nothing to send before it closes a
+/// partial group ([`XorEndpointConfig::close_when_idle`]): half the
+/// channel's delay budget (its [`Qos::max_delay`], else its lifetime),
+/// or [`XOR_WAIT_WITHOUT_BUDGET`] when it has neither.
+///
+/// The wait restarts at every message, so at any message gap shorter than
+/// it a row of `L` fills: one parity per `L` messages, and the row's first
+/// message waits the row's fill time (`L − 1` gaps) for its parity, which
+/// may be past the budget (the selector's predictor counts that share).
+/// At a gap at or above it every message is a group of its own, whose
+/// parity (a copy) follows it after the wait: one parity per message,
+/// every rebuild in time. Half the budget rather than all of it, so that
+/// copy also has time to cross the queue within the budget (Block's
+/// `max_block_wait` splits its budget the same way).
+pub(super) fn xor_close_wait(qos: &Qos) -> Duration {
+    // `Qos::validate` keeps a lifetime at or above the delay budget, so
+    // the budget, when there is one, is the shorter.
+    qos.max_delay
+        .or(qos.lifetime)
+        .map_or(XOR_WAIT_WITHOUT_BUDGET, |b| b / 2)
+}
+
 /// Why a mechanism refused a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum MechRefused {
@@ -66,7 +88,9 @@ impl MechInst {
     /// A fresh instance of `m` toward `peer`; `room` is the bytes a
     /// mechanism packet may take (the datagram less the session header and
     /// seal). `None` for the stream mechanisms, which the session runs
-    /// itself.
+    /// itself. An XOR sender closes a partial group once nothing was sent
+    /// for [`xor_close_wait`]`(qos)` (half the delay budget; 1 s without
+    /// one), so its groups fill at the channel's message rate.
     pub(super) fn new(m: &Mechanism, qos: &Qos, peer: SocketAddr, room: usize) -> Option<Self> {
         Some(match *m {
             Mechanism::Plain => Self::Plain {
@@ -96,6 +120,14 @@ impl MechInst {
             Mechanism::Xor(layout) => {
                 let mut cfg = XorEndpointConfig::new(peer, layout);
                 cfg.max_datagram = room;
+                // Not the endpoint's 2 ms (the tunnel's block wait): at
+                // the session's message rates that closed a group after
+                // every message, one parity each whatever the layout.
+                cfg.close_when_idle = Some(xor_close_wait(qos));
+                // The receiving half is made from the mechanism's kind
+                // alone (the wire names no layout), so it takes whatever
+                // layout the parity says it has.
+                cfg.any_layout = true;
                 Self::Xor(Box::new(XorEndpoint::new(cfg).ok()?))
             }
             Mechanism::Block { target, max_delay } => {
@@ -335,6 +367,13 @@ impl Reorder {
         out
     }
 }
+
+/// [`xor_close_wait`] for a channel without a delay budget or lifetime:
+/// nothing such a channel receives is late, so the wait only has to let
+/// groups fill, which 1 s does for any channel sending at least once a
+/// second, while the messages before a longer pause still get their
+/// parity within a second.
+const XOR_WAIT_WITHOUT_BUDGET: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {

@@ -1412,6 +1412,8 @@ fn receive_side(kind: MechanismKind, qos: &Qos) -> Option<Mechanism> {
             Reliability::MerBand { lo, hi } => Mechanism::Afec { lo, hi },
             _ => Mechanism::Afec { lo: 0.01, hi: 0.02 },
         },
+        // Any layout: the receiving half reads each parity's own
+        // (`XorEndpointConfig::any_layout`).
         MechanismKind::Xor => Mechanism::Xor(crate::xor::XorLayout::row(3)),
         MechanismKind::Block => Mechanism::Block {
             target: 0.001,

@@ -250,6 +250,60 @@ fn fec_mechanisms_rebuild_losses_and_plain_does_not() {
     }
 }
 
+/// An XOR row of 4 sends one parity per 4 messages whenever the message
+/// gap is shorter than the wait before a partial group is closed (half the
+/// delay budget, or 1 s without one), and one per message (a copy, in time
+/// for the budget) when it is not; a 4x4 matrix sends 8 per 16. The
+/// selector's predictor counts the same overhead. Until groups were closed
+/// by the budget, a 2 ms idle wait made every message its own group at
+/// every gap here.
+#[test]
+fn xor_rows_send_one_parity_per_row_and_the_predictor_counts_the_same() {
+    let budget = Qos::stream()
+        .max_residual_loss(0.001)
+        .max_delay(Duration::from_millis(50));
+    let row = XorLayout::row(4);
+    // (QoS, layout, gap between messages, parity packets for 400 messages)
+    let cases = [
+        (budget, row, 5, 100),
+        (Qos::stream(), row, 100, 100),
+        (budget, row, 40, 400),
+        // 25 matrices of 16: 4 rows and 4 columns each.
+        (budget, XorLayout::matrix(4, 4), 5, 200),
+    ];
+    for (qos, layout, gap_ms, parity) in cases {
+        let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+        let (ca, cb) = net.pair("ch", qos);
+        net.a
+            .set_mechanism(net.now, ca, Mechanism::Xor(layout))
+            .expect("mechanism");
+        let before = net.log.len();
+        net.drop = every_nth_data_from_a(7);
+        let gap = Duration::from_millis(gap_ms);
+        stream(&mut net, ca, 0, 400, gap);
+        net.run_for(Duration::from_secs(2));
+        let data = net.log[before..]
+            .iter()
+            .filter(|(from, t)| {
+                *from == A
+                    && crate::session::wire::parse(&t.payload)
+                        .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data)
+            })
+            .count();
+        let what = format!("{layout} {qos:?} every {gap_ms} ms");
+        assert_eq!(data - 400, parity, "{what}");
+        let got = net.got(cb).len();
+        assert!(got > 390, "{what}: parity rebuilt the losses: {got}");
+        let traffic = Traffic::new(1000.0 / gap_ms as f64, msg(0).len());
+        let path = PathEstimate::known(Duration::from_millis(20), 0.01, 1.0, None);
+        let p = predict(&Mechanism::Xor(layout), &qos, &path, &traffic);
+        assert!(
+            (p.overhead - parity as f64 / 400.0).abs() < 1e-9,
+            "{what}: predicted {p:?}"
+        );
+    }
+}
+
 #[test]
 fn switching_mechanisms_mid_stream_loses_and_duplicates_nothing() {
     let ms = [
