@@ -90,8 +90,15 @@ impl MechInst {
     /// seal). `None` for the stream mechanisms, which the session runs
     /// itself. An XOR sender closes a partial group once nothing was sent
     /// for [`xor_close_wait`]`(qos)` (half the delay budget; 1 s without
-    /// one), so its groups fill at the channel's message rate.
-    pub(super) fn new(m: &Mechanism, qos: &Qos, peer: SocketAddr, room: usize) -> Option<Self> {
+    /// one), so its groups fill at the channel's message rate; its first
+    /// media packet is numbered `xor_seq` (other kinds ignore it).
+    pub(super) fn new(
+        m: &Mechanism,
+        qos: &Qos,
+        peer: SocketAddr,
+        room: usize,
+        xor_seq: u16,
+    ) -> Option<Self> {
         Some(match *m {
             Mechanism::Plain => Self::Plain {
                 out: VecDeque::new(),
@@ -128,6 +135,7 @@ impl MechInst {
                 // alone (the wire names no layout), so it takes whatever
                 // layout the parity says it has.
                 cfg.any_layout = true;
+                cfg.first_seq = xor_seq;
                 Self::Xor(Box::new(XorEndpoint::new(cfg).ok()?))
             }
             Mechanism::Block { target, max_delay } => {
@@ -162,6 +170,14 @@ impl MechInst {
             Self::Afec(_) => MechanismKind::Afec,
             Self::Xor(_) => MechanismKind::Xor,
             Self::Block(_) => MechanismKind::Block,
+        }
+    }
+
+    /// For XOR, the RTP sequence number of its next media packet.
+    pub(super) fn xor_next_seq(&self) -> Option<u16> {
+        match self {
+            Self::Xor(ep) => Some(ep.next_seq()),
+            _ => None,
         }
     }
 

@@ -321,6 +321,11 @@ struct OutChannel {
     inst: Option<MechInst>,
     /// Replaced mechanisms still draining, until the instant given.
     draining: Vec<(MechInst, Instant)>,
+    /// The RTP sequence number the next XOR instance starts at. XOR media
+    /// numbers run on across instances: the peer keeps one XOR receiver
+    /// per channel whatever the layout (the wire names only the kind), and
+    /// would take a restart at 0 for packets it has already seen.
+    xor_seq: u16,
     next_msg: u32,
     open_acked: bool,
     next_open: Instant,
@@ -579,6 +584,7 @@ impl Session {
                 mech: Mechanism::Plain,
                 inst: None,
                 draining: Vec::new(),
+                xor_seq: 0,
                 next_msg: 0,
                 open_acked: false,
                 next_open: now,
@@ -626,13 +632,16 @@ impl Session {
         let drain = self.cfg.drain;
         let addr = self.peer_addr(ch.peer).ok_or(SessionError::NoPeer)?;
         let c = self.out_mut(ch)?;
+        if let Some(seq) = c.inst.as_ref().and_then(MechInst::xor_next_seq) {
+            c.xor_seq = seq;
+        }
         let inst = match m {
             Mechanism::Reliable => None,
             Mechanism::Striped { .. } | Mechanism::Blast => {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
             _ => Some(
-                MechInst::new(&m, &c.qos, addr, room)
+                MechInst::new(&m, &c.qos, addr, room, c.xor_seq)
                     .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
             ),
         };
@@ -946,8 +955,10 @@ impl Session {
                             &Qos::low_latency(),
                             p.addr,
                             0,
+                            0,
                         )?),
                         draining: Vec::new(),
+                        xor_seq: 0,
                         next_msg: 0,
                         open_acked: false,
                         next_open: now,
@@ -1169,7 +1180,7 @@ impl Session {
                         Entry::Occupied(o) => o.into_mut(),
                         Entry::Vacant(v) => {
                             let Some(i) = receive_side(kind, &qos)
-                                .and_then(|m| MechInst::new(&m, &qos, addr, room))
+                                .and_then(|m| MechInst::new(&m, &qos, addr, room, 0))
                             else {
                                 self.stats.unknown_mechanism += 1;
                                 return;

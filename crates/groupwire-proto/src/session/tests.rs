@@ -739,3 +739,36 @@ fn a_proven_peer_flooding_opens_and_reports_stays_bounded() {
     assert_eq!(net.a.delivery_report(ca), Some((0, 0)));
     assert!(answered < sent, "replies {answered} for {sent}");
 }
+
+/// A switch from one XOR layout to another starts a new sender toward the
+/// peer's one XOR receiver for the channel, which cannot tell layouts
+/// apart: the new sender's media numbers continue the old one's (a restart
+/// at 0 looked like packets already seen, and every later message was
+/// lost), and the receiver rebuilds at whatever layout the parity has.
+#[test]
+fn switching_between_xor_layouts_loses_nothing() {
+    let ms = [
+        Mechanism::Xor(XorLayout::row(4)),
+        Mechanism::Xor(XorLayout::row(5)),
+        Mechanism::Xor(XorLayout::matrix(4, 4)),
+        Mechanism::Xor(XorLayout::row(3)),
+    ];
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("ch", Qos::stream());
+    net.drop = every_nth_data_from_a(9);
+    let mut sent = 0;
+    for m in ms {
+        net.a.set_mechanism(net.now, ca, m).expect("switch");
+        stream(&mut net, ca, sent, 100, Duration::from_millis(3));
+        sent += 100;
+    }
+    net.run_for(Duration::from_secs(3));
+    let mut got = net.got(cb);
+    got.sort_unstable();
+    let missing: Vec<u32> = (0..sent)
+        .filter(|i| got.binary_search(i).is_err())
+        .collect();
+    assert!(missing.is_empty(), "{missing:?}");
+    assert!(net.b.channel_stats(cb).unwrap().recovered > 30);
+    assert_eq!(net.b.stats().duplicates, 0);
+}
