@@ -18,7 +18,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Mechanism, MechanismKind, Qos};
 use crate::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
-use crate::block::{BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig};
+use crate::block::{
+    BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig, SenderNumbers,
+};
 use crate::control::FecConfig;
 use crate::control::target::TargetConfig;
 use crate::wire::afec::MsgType;
@@ -48,6 +50,20 @@ pub(super) fn xor_close_wait(qos: &Qos) -> Duration {
     qos.max_delay
         .or(qos.lifetime)
         .map_or(XOR_WAIT_WITHOUT_BUDGET, |b| b / 2)
+}
+
+/// Where a channel's next XOR and Block senders start their numbers. The
+/// peer keeps one receiver per mechanism kind for the channel (the wire
+/// names only the kind), so a new sender of a kind continues the last
+/// one's numbers ([`MechInst::hand_on`]): one restarting at 0 looked to
+/// the receiver like packets it had already seen, and after a switch
+/// between two layouts or targets of one mechanism nothing more arrived.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Numbering {
+    /// The RTP sequence number of the next XOR media packet.
+    pub(super) xor_seq: u16,
+    /// The next Block sender's numbers.
+    pub(super) block: SenderNumbers,
 }
 
 /// Why a mechanism refused a message.
@@ -90,14 +106,14 @@ impl MechInst {
     /// seal). `None` for the stream mechanisms, which the session runs
     /// itself. An XOR sender closes a partial group once nothing was sent
     /// for [`xor_close_wait`]`(qos)` (half the delay budget; 1 s without
-    /// one), so its groups fill at the channel's message rate; its first
-    /// media packet is numbered `xor_seq` (other kinds ignore it).
+    /// one), so its groups fill at the channel's message rate. XOR and
+    /// Block senders start their numbers at `from`.
     pub(super) fn new(
         m: &Mechanism,
         qos: &Qos,
         peer: SocketAddr,
         room: usize,
-        xor_seq: u16,
+        from: &Numbering,
     ) -> Option<Self> {
         Some(match *m {
             Mechanism::Plain => Self::Plain {
@@ -135,7 +151,7 @@ impl MechInst {
                 // alone (the wire names no layout), so it takes whatever
                 // layout the parity says it has.
                 cfg.any_layout = true;
-                cfg.first_seq = xor_seq;
+                cfg.first_seq = from.xor_seq;
                 Self::Xor(Box::new(XorEndpoint::new(cfg).ok()?))
             }
             Mechanism::Block { target, max_delay } => {
@@ -148,6 +164,7 @@ impl MechInst {
                 s.pacing = false;
                 s.max_block_wait = Some(max_delay / 2);
                 s.max_datagram = room;
+                s.first = from.block;
                 let r = ReceiverConfig {
                     ordered: false,
                     max_wait: max_delay.max(Duration::from_millis(50)) * 4,
@@ -173,11 +190,12 @@ impl MechInst {
         }
     }
 
-    /// For XOR, the RTP sequence number of its next media packet.
-    pub(super) fn xor_next_seq(&self) -> Option<u16> {
+    /// Records in `n` where a successor of this one's kind starts.
+    pub(super) fn hand_on(&self, n: &mut Numbering) {
         match self {
-            Self::Xor(ep) => Some(ep.next_seq()),
-            _ => None,
+            Self::Xor(ep) => n.xor_seq = ep.next_seq(),
+            Self::Block(ep) => n.block = ep.sender.successor_numbers(),
+            Self::Plain { .. } | Self::Afec(_) => {}
         }
     }
 

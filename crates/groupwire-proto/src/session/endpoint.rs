@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::channel::{MechInst, MechRefused, Reorder, Seen, SeenWindow, split_msg};
+use super::channel::{MechInst, MechRefused, Numbering, Reorder, Seen, SeenWindow, split_msg};
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
 use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
@@ -321,11 +321,8 @@ struct OutChannel {
     inst: Option<MechInst>,
     /// Replaced mechanisms still draining, until the instant given.
     draining: Vec<(MechInst, Instant)>,
-    /// The RTP sequence number the next XOR instance starts at. XOR media
-    /// numbers run on across instances: the peer keeps one XOR receiver
-    /// per channel whatever the layout (the wire names only the kind), and
-    /// would take a restart at 0 for packets it has already seen.
-    xor_seq: u16,
+    /// Where the next XOR or Block instance starts its numbers.
+    numbering: Numbering,
     next_msg: u32,
     open_acked: bool,
     next_open: Instant,
@@ -584,7 +581,7 @@ impl Session {
                 mech: Mechanism::Plain,
                 inst: None,
                 draining: Vec::new(),
-                xor_seq: 0,
+                numbering: Numbering::default(),
                 next_msg: 0,
                 open_acked: false,
                 next_open: now,
@@ -632,8 +629,8 @@ impl Session {
         let drain = self.cfg.drain;
         let addr = self.peer_addr(ch.peer).ok_or(SessionError::NoPeer)?;
         let c = self.out_mut(ch)?;
-        if let Some(seq) = c.inst.as_ref().and_then(MechInst::xor_next_seq) {
-            c.xor_seq = seq;
+        if let Some(old) = &c.inst {
+            old.hand_on(&mut c.numbering);
         }
         let inst = match m {
             Mechanism::Reliable => None,
@@ -641,7 +638,7 @@ impl Session {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
             _ => Some(
-                MechInst::new(&m, &c.qos, addr, room, c.xor_seq)
+                MechInst::new(&m, &c.qos, addr, room, &c.numbering)
                     .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
             ),
         };
@@ -955,10 +952,10 @@ impl Session {
                             &Qos::low_latency(),
                             p.addr,
                             0,
-                            0,
+                            &Numbering::default(),
                         )?),
                         draining: Vec::new(),
-                        xor_seq: 0,
+                        numbering: Numbering::default(),
                         next_msg: 0,
                         open_acked: false,
                         next_open: now,
@@ -1179,9 +1176,9 @@ impl Session {
                     let slot = match inc.insts.entry(kind) {
                         Entry::Occupied(o) => o.into_mut(),
                         Entry::Vacant(v) => {
-                            let Some(i) = receive_side(kind, &qos)
-                                .and_then(|m| MechInst::new(&m, &qos, addr, room, 0))
-                            else {
+                            let Some(i) = receive_side(kind, &qos).and_then(|m| {
+                                MechInst::new(&m, &qos, addr, room, &Numbering::default())
+                            }) else {
                                 self.stats.unknown_mechanism += 1;
                                 return;
                             };

@@ -740,35 +740,50 @@ fn a_proven_peer_flooding_opens_and_reports_stays_bounded() {
     assert!(answered < sent, "replies {answered} for {sent}");
 }
 
-/// A switch from one XOR layout to another starts a new sender toward the
-/// peer's one XOR receiver for the channel, which cannot tell layouts
-/// apart: the new sender's media numbers continue the old one's (a restart
-/// at 0 looked like packets already seen, and every later message was
-/// lost), and the receiver rebuilds at whatever layout the parity has.
+/// A switch to another layout or target of the same mechanism starts a
+/// new sender toward the peer's one receiver of that kind for the channel,
+/// which cannot tell senders apart: the new sender continues the old one's
+/// numbers (a restart at 0 looked like packets already seen, and every
+/// later message was lost), also across a spell on another mechanism, and
+/// the XOR receiver rebuilds at whatever layout the parity has.
 #[test]
-fn switching_between_xor_layouts_loses_nothing() {
+fn switching_between_layouts_or_targets_of_one_mechanism_loses_nothing() {
+    let block = |target| Mechanism::Block {
+        target,
+        max_delay: Duration::from_millis(50),
+    };
     let ms = [
         Mechanism::Xor(XorLayout::row(4)),
         Mechanism::Xor(XorLayout::row(5)),
         Mechanism::Xor(XorLayout::matrix(4, 4)),
+        Mechanism::Plain,
         Mechanism::Xor(XorLayout::row(3)),
+        block(0.001),
+        block(0.0005),
+        Mechanism::Plain,
+        block(0.0001),
     ];
     let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
     let (ca, cb) = net.pair("ch", Qos::stream());
     net.drop = every_nth_data_from_a(9);
     let mut sent = 0;
+    let mut lossless = Vec::new();
     for m in ms {
         net.a.set_mechanism(net.now, ca, m).expect("switch");
+        if m != Mechanism::Plain {
+            lossless.extend(sent..sent + 100);
+        }
         stream(&mut net, ca, sent, 100, Duration::from_millis(3));
         sent += 100;
     }
     net.run_for(Duration::from_secs(3));
     let mut got = net.got(cb);
     got.sort_unstable();
-    let missing: Vec<u32> = (0..sent)
-        .filter(|i| got.binary_search(i).is_err())
+    let missing: Vec<u32> = lossless
+        .into_iter()
+        .filter(|&i| got.binary_search(&i).is_err())
         .collect();
-    assert!(missing.is_empty(), "{missing:?}");
-    assert!(net.b.channel_stats(cb).unwrap().recovered > 30);
+    assert!(missing.is_empty(), "{} lost: {missing:?}", missing.len());
+    assert!(net.b.channel_stats(cb).unwrap().recovered > 50);
     assert_eq!(net.b.stats().duplicates, 0);
 }
