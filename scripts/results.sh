@@ -309,20 +309,29 @@ mechanism plots show the mechanism each policy run had in force (0 plain,
 1 afec, 2 xor, 3 block, 4 reliable).
 
 **What this run shows (the reasons are read from the code and the
-tables below).** (1) The session's XOR channels close a parity group
-whenever nothing was sent for 2 ms (\`XorEndpointConfig::close_when_idle\`'s
-default), so at these message rates every layout sends one parity per
-message: all \`fixed:xor:*\` rows are the same run, and the selector's
-XOR predictions (one parity per L messages) do not hold. (2) The session
-gives the selector no capacity figure (\`delivered: None\`), so in the
-4 Mbit/s minute redundancy on the camera overloads the link, and every
-run that adds redundancy there has its datagram channels late for much of
-that minute (plain alone stays on time, and loses what the path loses). (3) All
-reliable traffic shares one TCP stream: bulk datasets, edits, and any
-channel moved to Reliable queue behind one another (edits' latency);
-where the model moves the telepointer to Reliable in the bursty minute
-(the switches table) it is predicted to meet its band and is late
-instead. The stream's TCP uses a 40 ms delayed ACK (Linux's minimum;
+tables below).** (1) XOR now sends what the selector predicts: a session
+XOR sender closes a partial group once nothing was sent for half the
+channel's delay budget (its lifetime's half for the telepointer, 1 s
+without either), so a row of L sends one parity per L messages, and the
+receiver takes any layout and continues across switches. The
+\`fixed:xor:*\` rows now differ, and XOR layouts are the best fixed choice
+for the telepointer, state and camera. State sends 20 messages a second,
+a gap longer than half its 50 ms budget, so every layout sends each state
+message twice (its parity is a copy, in time): all \`fixed:xor:*\` rows
+but the matrix have the same overhead there. (2) The model selector runs
+the camera on Block, not XOR: Block is the cheapest mechanism predicted to
+meet its residual target (also once its controller has tightened it: the
+\`block[...]\` targets of the switches table), but the session's Block
+sends several times the overhead the predictor counts for it (compare
+\`fixed:block\` with the XOR rows). The session gives the selector no
+capacity figure (\`delivered: None\`), so in the 4 Mbit/s minute that
+overhead overloads the link and the model run's datagram channels are
+late for much of that minute, while the XOR rows, at one parity per L,
+are rarely late there. (3) All reliable traffic shares one TCP stream: bulk
+datasets, edits, and any channel moved to Reliable queue behind one
+another (edits' latency); where the model moves the telepointer to
+Reliable (the switches table) it is predicted to meet its band and is
+late instead. The stream's TCP uses a 40 ms delayed ACK (Linux's minimum;
 \`stream_tcp\` in the source says why the simulator's 200 ms default
 stalls it). (4) Bulk can only be Reliable (the session does not run
 striped TCP or Reliable Blast UDP yet), so its and edits' comparisons are

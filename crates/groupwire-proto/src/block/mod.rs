@@ -40,7 +40,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use self::receiver::{BlockReceiver, Delivery, ReceiverConfig, ReceiverStats};
-pub use self::sender::{BlockSender, SendError, SenderConfig, SenderStats};
+pub use self::sender::{BlockSender, SendError, SenderConfig, SenderNumbers, SenderStats};
 use crate::machine::{Machine, Transmit};
 use crate::time::Instant;
 use crate::units::{Bitrate, DataSize};

@@ -59,6 +59,24 @@ pub struct SenderConfig {
     /// and only a receiver with [`ReceiverConfig::allow_unchecked`](super::ReceiverConfig::allow_unchecked)
     /// takes them. Symbols keep their own CRC either way.
     pub checksums: bool,
+    /// The numbers of the first packet (all 0 by default): where a sender
+    /// replacing another toward the same receiver starts
+    /// ([`BlockSender::successor_numbers`]).
+    pub first: SenderNumbers,
+}
+
+/// The numbers a [`BlockSender`]'s packets carry: packet sequence, block
+/// and data sequence. A receiver cannot tell two senders of one session
+/// apart, so a sender that replaces another must continue its numbers,
+/// or the receiver takes its blocks for ones already finished.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SenderNumbers {
+    /// The next packet sequence number.
+    pub seq: u32,
+    /// The next block number.
+    pub block: u32,
+    /// The next data sequence number.
+    pub data_seq: u32,
 }
 
 impl SenderConfig {
@@ -77,6 +95,7 @@ impl SenderConfig {
             send_history: 8192,
             wire_size: None,
             checksums: true,
+            first: SenderNumbers::default(),
         }
     }
 
@@ -271,13 +290,14 @@ impl BlockSender {
     pub fn with_controller(mut cfg: SenderConfig, controller: Box<dyn FecController>) -> Self {
         cfg.k = cfg.k.clamp(1, 254);
         cfg.send_history = cfg.send_history.max(1);
+        let first = cfg.first;
         Self {
             history: vec![(u32::MAX, Instant::ZERO, 0); cfg.send_history],
             cfg,
             controller,
-            next_seq: 0,
-            next_block: 0,
-            next_data_seq: 0,
+            next_seq: first.seq,
+            next_block: first.block,
+            next_data_seq: first.data_seq,
             block: Vec::new(),
             block_k: 1,
             rate_mark: None,
@@ -334,6 +354,23 @@ impl BlockSender {
     /// Its configuration.
     pub fn config(&self) -> &SenderConfig {
         &self.cfg
+    }
+
+    /// Where a sender replacing this one toward the same receiver starts
+    /// ([`SenderConfig::first`]): past its open block and past the
+    /// sequence numbers of what it has queued. The open block's repairs,
+    /// still to come from this one, share sequence numbers with the
+    /// successor's first packets; the receiver counts them as reordered
+    /// (sequence numbers feed only its loss counts, not decoding).
+    pub fn successor_numbers(&self) -> SenderNumbers {
+        let queued = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
+        SenderNumbers {
+            seq: self.next_seq.wrapping_add(queued),
+            block: self
+                .next_block
+                .wrapping_add(u32::from(!self.block.is_empty())),
+            data_seq: self.next_data_seq,
+        }
     }
 
     /// What it has done.

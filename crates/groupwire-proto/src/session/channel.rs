@@ -18,7 +18,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Mechanism, MechanismKind, Qos};
 use crate::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
-use crate::block::{BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig};
+use crate::block::{
+    BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig, SenderNumbers,
+};
 use crate::control::FecConfig;
 use crate::control::target::TargetConfig;
 use crate::wire::afec::MsgType;
@@ -27,6 +29,42 @@ use crate::{Instant, Machine};
 
 /// Bytes of the message number in front of every message.
 pub const MSG_PREFIX: usize = 4;
+
+/// How long an XOR sender waits with nothing to send before it closes a
+/// partial group ([`XorEndpointConfig::close_when_idle`]): half the
+/// channel's delay budget (its [`Qos::max_delay`], else its lifetime),
+/// or [`XOR_WAIT_WITHOUT_BUDGET`] when it has neither.
+///
+/// The wait restarts at every message, so at any message gap shorter than
+/// it a row of `L` fills: one parity per `L` messages, and the row's first
+/// message waits the row's fill time (`L − 1` gaps) for its parity, which
+/// may be past the budget (the selector's predictor counts that share).
+/// At a gap at or above it every message is a group of its own, whose
+/// parity (a copy) follows it after the wait: one parity per message,
+/// every rebuild in time. Half the budget rather than all of it, so that
+/// copy also has time to cross the queue within the budget (Block's
+/// `max_block_wait` splits its budget the same way).
+pub(super) fn xor_close_wait(qos: &Qos) -> Duration {
+    // `Qos::validate` keeps a lifetime at or above the delay budget, so
+    // the budget, when there is one, is the shorter.
+    qos.max_delay
+        .or(qos.lifetime)
+        .map_or(XOR_WAIT_WITHOUT_BUDGET, |b| b / 2)
+}
+
+/// Where a channel's next XOR and Block senders start their numbers. The
+/// peer keeps one receiver per mechanism kind for the channel (the wire
+/// names only the kind), so a new sender of a kind continues the last
+/// one's numbers ([`MechInst::hand_on`]): one restarting at 0 looked to
+/// the receiver like packets it had already seen, and after a switch
+/// between two layouts or targets of one mechanism nothing more arrived.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Numbering {
+    /// The RTP sequence number of the next XOR media packet.
+    pub(super) xor_seq: u16,
+    /// The next Block sender's numbers.
+    pub(super) block: SenderNumbers,
+}
 
 /// Why a mechanism refused a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,8 +104,17 @@ impl MechInst {
     /// A fresh instance of `m` toward `peer`; `room` is the bytes a
     /// mechanism packet may take (the datagram less the session header and
     /// seal). `None` for the stream mechanisms, which the session runs
-    /// itself.
-    pub(super) fn new(m: &Mechanism, qos: &Qos, peer: SocketAddr, room: usize) -> Option<Self> {
+    /// itself. An XOR sender closes a partial group once nothing was sent
+    /// for [`xor_close_wait`]`(qos)` (half the delay budget; 1 s without
+    /// one), so its groups fill at the channel's message rate. XOR and
+    /// Block senders start their numbers at `from`.
+    pub(super) fn new(
+        m: &Mechanism,
+        qos: &Qos,
+        peer: SocketAddr,
+        room: usize,
+        from: &Numbering,
+    ) -> Option<Self> {
         Some(match *m {
             Mechanism::Plain => Self::Plain {
                 out: VecDeque::new(),
@@ -96,6 +143,15 @@ impl MechInst {
             Mechanism::Xor(layout) => {
                 let mut cfg = XorEndpointConfig::new(peer, layout);
                 cfg.max_datagram = room;
+                // Not the endpoint's 2 ms (the tunnel's block wait): at
+                // the session's message rates that closed a group after
+                // every message, one parity each whatever the layout.
+                cfg.close_when_idle = Some(xor_close_wait(qos));
+                // The receiving half is made from the mechanism's kind
+                // alone (the wire names no layout), so it takes whatever
+                // layout the parity says it has.
+                cfg.any_layout = true;
+                cfg.first_seq = from.xor_seq;
                 Self::Xor(Box::new(XorEndpoint::new(cfg).ok()?))
             }
             Mechanism::Block { target, max_delay } => {
@@ -108,6 +164,7 @@ impl MechInst {
                 s.pacing = false;
                 s.max_block_wait = Some(max_delay / 2);
                 s.max_datagram = room;
+                s.first = from.block;
                 let r = ReceiverConfig {
                     ordered: false,
                     max_wait: max_delay.max(Duration::from_millis(50)) * 4,
@@ -130,6 +187,15 @@ impl MechInst {
             Self::Afec(_) => MechanismKind::Afec,
             Self::Xor(_) => MechanismKind::Xor,
             Self::Block(_) => MechanismKind::Block,
+        }
+    }
+
+    /// Records in `n` where a successor of this one's kind starts.
+    pub(super) fn hand_on(&self, n: &mut Numbering) {
+        match self {
+            Self::Xor(ep) => n.xor_seq = ep.next_seq(),
+            Self::Block(ep) => n.block = ep.sender.successor_numbers(),
+            Self::Plain { .. } | Self::Afec(_) => {}
         }
     }
 
@@ -335,6 +401,13 @@ impl Reorder {
         out
     }
 }
+
+/// [`xor_close_wait`] for a channel without a delay budget or lifetime:
+/// nothing such a channel receives is late, so the wait only has to let
+/// groups fill, which 1 s does for any channel sending at least once a
+/// second, while the messages before a longer pause still get their
+/// parity within a second.
+const XOR_WAIT_WITHOUT_BUDGET: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {

@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::channel::{MechInst, MechRefused, Reorder, Seen, SeenWindow, split_msg};
+use super::channel::{MechInst, MechRefused, Numbering, Reorder, Seen, SeenWindow, split_msg};
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
 use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
@@ -331,6 +331,8 @@ struct OutChannel {
     inst: Option<MechInst>,
     /// Replaced mechanisms still draining, until the instant given.
     draining: Vec<(MechInst, Instant)>,
+    /// Where the next XOR or Block instance starts its numbers.
+    numbering: Numbering,
     next_msg: u32,
     open_acked: bool,
     next_open: Instant,
@@ -629,6 +631,7 @@ impl Session {
                 mech: Mechanism::Plain,
                 inst: None,
                 draining: Vec::new(),
+                numbering: Numbering::default(),
                 next_msg: 0,
                 open_acked: false,
                 next_open: now,
@@ -677,13 +680,16 @@ impl Session {
         let drain = self.cfg.drain;
         let addr = self.peer_addr(ch.peer).ok_or(SessionError::NoPeer)?;
         let c = self.out_mut(ch)?;
+        if let Some(old) = &c.inst {
+            old.hand_on(&mut c.numbering);
+        }
         let inst = match m {
             Mechanism::Reliable => None,
             Mechanism::Striped { .. } | Mechanism::Blast => {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
             _ => Some(
-                MechInst::new(&m, &c.qos, addr, room)
+                MechInst::new(&m, &c.qos, addr, room, &c.numbering)
                     .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
             ),
         };
@@ -1020,8 +1026,10 @@ impl Session {
                             &Qos::low_latency(),
                             p.addr,
                             0,
+                            &Numbering::default(),
                         )?),
                         draining: Vec::new(),
+                        numbering: Numbering::default(),
                         next_msg: 0,
                         open_acked: false,
                         next_open: now,
@@ -1243,9 +1251,9 @@ impl Session {
                     let slot = match inc.insts.entry(kind) {
                         Entry::Occupied(o) => o.into_mut(),
                         Entry::Vacant(v) => {
-                            let Some(i) = receive_side(kind, &qos)
-                                .and_then(|m| MechInst::new(&m, &qos, addr, room))
-                            else {
+                            let Some(i) = receive_side(kind, &qos).and_then(|m| {
+                                MechInst::new(&m, &qos, addr, room, &Numbering::default())
+                            }) else {
                                 self.stats.unknown_mechanism += 1;
                                 return;
                             };
@@ -1503,6 +1511,8 @@ fn receive_side(kind: MechanismKind, qos: &Qos) -> Option<Mechanism> {
             Reliability::MerBand { lo, hi } => Mechanism::Afec { lo, hi },
             _ => Mechanism::Afec { lo: 0.01, hi: 0.02 },
         },
+        // Any layout: the receiving half reads each parity's own
+        // (`XorEndpointConfig::any_layout`).
         MechanismKind::Xor => Mechanism::Xor(crate::xor::XorLayout::row(3)),
         MechanismKind::Block => Mechanism::Block {
             target: 0.001,

@@ -19,7 +19,8 @@ pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecoderConfig {
     /// The sender's layout, or `None` to learn `L` and `D` from the first
-    /// parity packets as GStreamer's `rtpst2022-1-fecdec` does. Parity that
+    /// parity packets as GStreamer's `rtpst2022-1-fecdec` does (with
+    /// `partial_groups`: to take any geometry, see there). Parity that
     /// disagrees with it is counted ([`XorDecoderStats::fec_mismatched`])
     /// and dropped.
     pub layout: Option<XorLayout>,
@@ -32,7 +33,10 @@ pub struct DecoderConfig {
     pub max_bytes: usize,
     /// Take groups shorter than the layout's (`NA` below `L` for a row or
     /// `D` for a column, from [`XorEncoder::close`](super::XorEncoder::close)).
-    /// Needs a configured `layout`. Off by default, as in GStreamer.
+    /// Off by default, as in GStreamer. Without a `layout`, every parity
+    /// packet's own geometry (its `NA` and offset) is taken and none is
+    /// learnt: for a receiver that does not know the sender's layout, or
+    /// whose sender changes it.
     pub partial_groups: bool,
 }
 
@@ -332,7 +336,12 @@ impl XorDecoder {
     /// what is not (a row gives `L`; a column gives `L` and `D`).
     fn fits_layout(&mut self, row: bool, offset: u8, na: u8) -> bool {
         let (l, d) = if row { (na, None) } else { (offset, Some(na)) };
-        if self.cfg.partial_groups && self.cfg.layout.is_some() {
+        if self.cfg.partial_groups && self.cfg.layout.is_none() {
+            // Any layout: the header says which packets the parity covers
+            // (the parser refuses NA or offset 0).
+            return true;
+        }
+        if self.cfg.partial_groups {
             // Only the counts may fall short; the geometry must agree.
             let short_row = row && self.l.is_some_and(|x| na <= x);
             let short_col = !row && self.l == Some(offset) && self.d.is_some_and(|x| na <= x);
@@ -415,6 +424,16 @@ impl XorDecoder {
                     break;
                 };
                 if self.columns.contains_key(&base) {
+                    todo.push((false, base));
+                }
+            }
+        } else if self.cfg.partial_groups && self.cfg.layout.is_none() {
+            // Any layout: each held column has its own step and count; a
+            // column spans at most 254 steps of 255.
+            let from = seq.saturating_sub(254 * 255);
+            for (&base, g) in self.columns.range(from..=seq) {
+                let off = seq - base;
+                if off % g.step == 0 && off / g.step < g.count {
                     todo.push((false, base));
                 }
             }

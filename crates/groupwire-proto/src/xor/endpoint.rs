@@ -60,6 +60,12 @@ pub struct XorEndpointConfig {
     /// the stream's packet gap: a stream slower than one packet per wait
     /// closes a group after every packet (one parity each).
     pub close_when_idle: Option<Duration>,
+    /// Rebuild from parity of any layout, reading each parity packet's
+    /// geometry from its header instead of checking it against `layout`
+    /// (partial groups included): for a receiver that does not know the
+    /// sender's layout, such as a session's, whose peer picks and changes
+    /// it. `layout` then only shapes what this side sends.
+    pub any_layout: bool,
     /// Sequence window of the decoder.
     pub window: u16,
     /// Byte budget of the decoder.
@@ -72,8 +78,9 @@ pub struct XorEndpointConfig {
 impl XorEndpointConfig {
     /// Defaults: SSRC 0 both ways, payload types 97 (media) and 96
     /// (parity), 90 kHz timestamps, partial groups closed after 2 ms
-    /// without a packet (the tunnel's block wait), the decoder's default
-    /// window and budget, 1472-byte datagrams.
+    /// without a packet (the tunnel's block wait), parity checked against
+    /// `layout`, the decoder's default window and budget, 1472-byte
+    /// datagrams.
     pub fn new(peer: SocketAddr, layout: XorLayout) -> Self {
         Self {
             peer,
@@ -86,6 +93,7 @@ impl XorEndpointConfig {
             clock_rate: 90_000,
             shared_clock_micros: None,
             close_when_idle: Some(Duration::from_millis(2)),
+            any_layout: false,
             window: super::DEFAULT_WINDOW,
             max_bytes: super::DEFAULT_MAX_BYTES,
             max_datagram: 1472,
@@ -234,10 +242,10 @@ impl XorEndpoint {
     pub fn new(cfg: XorEndpointConfig) -> Result<Self, XorLayoutError> {
         let enc = XorEncoder::new(cfg.layout, cfg.fec_pt)?;
         let dec = XorDecoder::new(DecoderConfig {
-            layout: Some(cfg.layout),
+            layout: (!cfg.any_layout).then_some(cfg.layout),
             window: cfg.window,
             max_bytes: cfg.max_bytes,
-            partial_groups: cfg.close_when_idle.is_some(),
+            partial_groups: cfg.any_layout || cfg.close_when_idle.is_some(),
         });
         Ok(Self {
             seq: cfg.first_seq,
@@ -261,6 +269,12 @@ impl XorEndpoint {
     /// The configuration.
     pub fn config(&self) -> &XorEndpointConfig {
         &self.cfg
+    }
+
+    /// The sequence number the next media packet gets: where a successor
+    /// toward the same receiver should start ([`XorEndpointConfig::first_seq`]).
+    pub fn next_seq(&self) -> u16 {
+        self.seq
     }
 
     /// What was dropped and delivered.

@@ -90,6 +90,68 @@ fn a_burst_of_l_is_rebuilt_from_the_columns() {
     assert_eq!(out.len(), 4);
 }
 
+/// A decoder told no layout but to take partial groups reads each
+/// parity's geometry from its header: it rebuilds from a 5x4 matrix
+/// (columns included), a closed partial matrix, and then rows of 7 that
+/// continue the sequence numbers, as a session's receiver must when its
+/// peer switches layouts.
+#[test]
+fn a_decoder_without_a_layout_takes_every_parity_at_its_own_geometry() {
+    let mut dec = XorDecoder::new(DecoderConfig {
+        layout: None,
+        partial_groups: true,
+        ..DecoderConfig::default()
+    });
+    let mut lost = Vec::new();
+    // Across the sequence numbers' wrap.
+    let mut seq = 65480u16;
+    // (layout, packets, close at the end, lost at these indices)
+    let parts: [(XorLayout, u16, bool, &[u16]); 3] = [
+        // A burst of 5 mid-matrix: only the columns rebuild it.
+        (XorLayout::matrix(5, 4), 40, false, &[13, 14, 15, 16, 17]),
+        // A partial matrix of 2 rows and 1: rows and columns of NA < L, D.
+        (XorLayout::matrix(5, 4), 11, true, &[1, 7, 10]),
+        (XorLayout::row(7), 70, true, &[3, 12, 20, 69]),
+    ];
+    for (layout, count, close, drop) in parts {
+        let mut enc = XorEncoder::new(layout, 96).unwrap();
+        for i in 0..count {
+            let m = media(seq);
+            enc.push(&m).unwrap();
+            if drop.contains(&i) {
+                lost.push(seq);
+            } else {
+                assert_eq!(dec.on_media(m), MediaOutcome::New);
+            }
+            seq = seq.wrapping_add(1);
+            while let Some(f) = enc.poll_fec() {
+                dec.on_fec(f.packet);
+            }
+        }
+        if close {
+            enc.close();
+        } else {
+            enc.flush();
+        }
+        while let Some(f) = enc.poll_fec() {
+            dec.on_fec(f.packet);
+        }
+    }
+    let mut got: Vec<u16> = std::iter::from_fn(|| dec.poll_recovered())
+        .map(|r| {
+            assert_eq!(r.packet, media(r.seq), "rebuilt {} differs", r.seq);
+            r.seq
+        })
+        .collect();
+    got.sort_unstable();
+    lost.sort_unstable();
+    assert_eq!(got, lost);
+    // Rows alone cannot rebuild the burst (3 of it in one row).
+    assert!(dec.stats().recovered_column > 0, "{:?}", dec.stats());
+    assert_eq!(dec.stats().fec_mismatched, 0);
+    assert_eq!(dec.dimensions(), (None, None), "nothing learnt");
+}
+
 #[test]
 fn rows_and_columns_rebuild_in_turn() {
     // In a 3x3 matrix lose (r0,c0), (r0,c1), (r1,c1), (r1,c2): neither

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{Prediction, Provision, Traffic};
 use crate::control::target::{TargetConfig, TwoState, block_residual, choose_code, k_within};
 use crate::control::tfrc::throughput;
+use crate::session::channel::xor_close_wait;
 use crate::session::{Mechanism, PathEstimate, Qos};
 use crate::xor::{ColumnTiming, XorLayout};
 
@@ -38,6 +39,9 @@ struct Ctx {
     /// The path's delivered rate, bytes per second.
     delivered: Option<f64>,
     jitter: Duration,
+    /// Seconds an XOR sender waits idle before closing a partial group
+    /// (the session's rule, [`xor_close_wait`]).
+    xor_wait: f64,
 }
 
 impl Ctx {
@@ -65,6 +69,7 @@ impl Ctx {
             },
             delivered: path.delivered.map(|b| b.as_bps() as f64 / 8.0),
             jitter: path.jitter,
+            xor_wait: xor_close_wait(qos).as_secs_f64(),
         }
     }
 
@@ -275,7 +280,15 @@ pub(super) fn predict_in(
 /// Delay: a source rebuilt from its row waits `1..=L` gaps (see
 /// `block_late_share`); from its column, up to `2·L·D` gaps with spread
 /// parities (`L·D` immediate), taken as uniform over that span.
+///
+/// All of that holds when groups fill: the session's sender closes a
+/// partial group only after [`xor_close_wait`] with nothing sent, so they
+/// do at any message gap shorter than that wait. At a longer gap every
+/// message is a group of its own ([`xor_alone`]).
 fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
+    if c.gap >= c.xor_wait {
+        return xor_alone(c, layout);
+    }
     let l = usize::from(layout.l.max(1));
     let d = usize::from(layout.d.max(1));
     let row_res = if layout.rows {
@@ -316,6 +329,31 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
         residual,
         late,
         added_delay: secs(typical),
+        overhead,
+        rate_ok: c.fits(c.need * (1.0 + overhead)),
+        throughput: None,
+    }
+}
+
+/// XOR when the message gap is at least the sender's idle wait, so every
+/// message closes its own group: the group's row and column parity (each
+/// a copy of the message) follow it after the wait, before the next
+/// message, so they are the channel's next packets. Residual: the message
+/// and its copies all lost, [`block_residual`]`(model, 1, copies)`, exact
+/// for that order. Rebuilt messages wait the wait: late iff it is past
+/// the budget. Overhead: one parity per copy, per message.
+fn xor_alone(c: &Ctx, layout: XorLayout) -> Prediction {
+    let copies = usize::from(layout.rows) + usize::from(layout.columns);
+    let residual = block_residual(&c.model, 1, copies).min(c.loss);
+    let late = match c.budget {
+        Some(b) if c.xor_wait > b => (c.loss - residual).max(0.0),
+        _ => 0.0,
+    };
+    let overhead = copies as f64;
+    Prediction {
+        residual,
+        late,
+        added_delay: secs(c.xor_wait),
         overhead,
         rate_ok: c.fits(c.need * (1.0 + overhead)),
         throughput: None,
