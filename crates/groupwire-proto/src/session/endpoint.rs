@@ -44,10 +44,16 @@
 //! one), so a mechanism that misses its target while predicted to meet it
 //! is moved off.
 //!
-//! **Not yet** (issue 16, later steps): DSCP marking, the striped and blast bulk mechanisms, and a peer that moves
-//! to another address (its packets are dropped as foreign; QUIC would
-//! migrate).
+//! **DiffServ** (the paper's QoS provisioner): each channel's datagrams,
+//! and the feedback about it, carry the code point its [`Qos`] gives
+//! ([`Session::poll_transmit_marked`]); control datagrams and stream frames
+//! go unmarked.
+//!
+//! **Not yet** (issue 16, later steps): the striped and blast bulk
+//! mechanisms, and a peer that moves to another address (its packets are
+//! dropped as foreign; QUIC would migrate).
 
+use std::borrow::Cow;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -59,7 +65,7 @@ use super::channel::{MechInst, MechRefused, Numbering, Reorder, Seen, SeenWindow
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
 use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
-use super::{Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
+use super::{Dscp, Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
 use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
@@ -431,7 +437,9 @@ pub struct Session {
     by_addr: BTreeMap<SocketAddr, u32>,
     next_id: u64,
     sealer: Option<Sealer>,
-    transmits: VecDeque<Transmit>,
+    /// What to send, each datagram with its channel's DiffServ code point
+    /// (`None`: unmarked, the socket's default).
+    transmits: VecDeque<(Transmit, Option<Dscp>)>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
     buf: Vec<u8>,
@@ -478,6 +486,16 @@ impl Session {
     /// The peer's address, once known.
     pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
         self.peers.get(&peer.0).map(|p| p.addr)
+    }
+
+    /// [`poll_transmit`](Machine::poll_transmit) with the DiffServ code
+    /// point the datagram should carry: its channel's
+    /// ([`Qos::dscp_value`], RFC 4594 by the capacity profile) for
+    /// channel data and the feedback about it, `None` (unmarked) for
+    /// control and stream frames. A driver sets it as the socket's traffic
+    /// class (`IP_TOS`, `IPV6_TCLASS`); the simulator as the packet's.
+    pub fn poll_transmit_marked(&mut self, _now: Instant) -> Option<(Transmit, Option<Dscp>)> {
+        self.transmits.pop_front()
     }
 
     /// The peer at `addr` (connected, connecting or validating).
@@ -760,11 +778,14 @@ impl Session {
         if let Ok(c) = self.out_mut(ch) {
             c.stats.wire_bytes += bytes.len() as u64;
         }
-        self.transmits.push_back(Transmit {
-            dst,
-            transport: Transport::TcpFrame,
-            payload: bytes,
-        });
+        self.transmits.push_back((
+            Transmit {
+                dst,
+                transport: Transport::TcpFrame,
+                payload: bytes,
+            },
+            None,
+        ));
     }
 
     /// A stream frame to an established `peer` (sealed under the key),
@@ -813,8 +834,14 @@ impl Session {
             .map(|(_, b)| b)
     }
 
-    /// Wraps and queues one datagram to peer `cid`.
+    /// Wraps and queues one datagram to peer `cid`, unmarked (control:
+    /// handshakes, Opens, reports, probes).
     fn emit(&mut self, cid: u32, body: &Body<'_>) -> usize {
+        self.emit_marked(cid, body, None)
+    }
+
+    /// Wraps and queues one datagram to peer `cid` with code point `dscp`.
+    fn emit_marked(&mut self, cid: u32, body: &Body<'_>, dscp: Option<Dscp>) -> usize {
         let Some(p) = self.peers.get_mut(&cid) else {
             return 0;
         };
@@ -844,11 +871,14 @@ impl Session {
         }
         self.stats.sent += 1;
         self.stats.sent_bytes += n as u64;
-        self.transmits.push_back(Transmit {
-            dst,
-            transport: Transport::Udp,
-            payload: Bytes::from(out),
-        });
+        self.transmits.push_back((
+            Transmit {
+                dst,
+                transport: Transport::Udp,
+                payload: Bytes::from(out),
+            },
+            dscp,
+        ));
         n
     }
 
@@ -867,11 +897,14 @@ impl Session {
             }
             return;
         }
-        let mut pkts: Vec<(u16, u8, Bytes)> = Vec::new();
-        for (&id, c) in p.out.iter_mut() {
-            if only.is_some_and(|o| o != id) {
-                continue;
-            }
+        let mut pkts: Vec<(u16, u8, Bytes, Option<Dscp>)> = Vec::new();
+        // One channel's send looks at that channel alone, not at all of them.
+        let outs: Vec<(u16, &mut OutChannel)> = match only {
+            Some(id) => p.out.get_mut(&id).map(|c| (id, c)).into_iter().collect(),
+            None => p.out.iter_mut().map(|(&id, c)| (id, c)).collect(),
+        };
+        for (id, c) in outs {
+            let dscp = c.qos.dscp_value();
             let insts = c
                 .inst
                 .iter_mut()
@@ -879,28 +912,31 @@ impl Session {
             for inst in insts {
                 let k = inst.kind() as u8;
                 while let Some(pkt) = inst.poll_transmit(now) {
-                    pkts.push((id, k, pkt));
+                    pkts.push((id, k, pkt, dscp));
                 }
             }
         }
         // Feedback (reports, NAK/INC) of the channels the peer sends on
         // goes with a full pump only: one channel's send makes none.
+        // Feedback is marked as the channel it is about is here.
         let incoming = p.incoming.iter_mut().filter(|_| only.is_none());
         for (&id, c) in incoming {
+            let dscp = p.out.get(&c.local).and_then(|o| o.qos.dscp_value());
             for (k, (inst, _)) in c.insts.iter_mut() {
                 while let Some(pkt) = inst.poll_transmit(now) {
-                    pkts.push((id | wire::PEER_OWNED, *k as u8, pkt));
+                    pkts.push((id | wire::PEER_OWNED, *k as u8, pkt, dscp));
                 }
             }
         }
-        for (channel, mechanism, payload) in pkts {
-            let n = self.emit(
+        for (channel, mechanism, payload, dscp) in pkts {
+            let n = self.emit_marked(
                 cid,
                 &Body::Data {
                     channel,
                     mechanism,
                     payload: &payload,
                 },
+                dscp,
             );
             if channel & wire::PEER_OWNED == 0
                 && let Some(c) = self
@@ -1071,10 +1107,14 @@ impl Session {
 
     /// Finds the peer a datagram from `src` belongs to, opening it first
     /// under the key.
-    fn open_datagram(&mut self, src: SocketAddr, data: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
+    fn open_datagram<'a>(
+        &mut self,
+        src: SocketAddr,
+        data: &'a [u8],
+    ) -> Option<(Option<u32>, Cow<'a, [u8]>)> {
         let known = self.by_addr.get(&src).copied();
         if self.cfg.key.is_none() {
-            return Some((known, data.to_vec()));
+            return Some((known, Cow::Borrowed(data)));
         }
         let opened = match known.and_then(|c| self.peers.get_mut(&c)) {
             Some(p) => {
@@ -1090,7 +1130,7 @@ impl Session {
             }
         };
         match opened {
-            Ok(plain) => Some((known, plain)),
+            Ok(plain) => Some((known, Cow::Owned(plain))),
             Err(_) => {
                 self.stats.unauthenticated += 1;
                 None
@@ -1717,7 +1757,7 @@ impl Machine for Session {
     }
 
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
-        self.transmits.pop_front()
+        self.transmits.pop_front().map(|(t, _)| t)
     }
 
     fn poll_event(&mut self) -> Option<SessionEvent> {

@@ -855,3 +855,44 @@ fn switching_between_layouts_or_targets_of_one_mechanism_loses_nothing() {
     assert!(net.b.channel_stats(cb).unwrap().recovered > 50);
     assert_eq!(net.b.stats().duplicates, 0);
 }
+
+#[test]
+fn each_channels_datagrams_carry_its_code_point_and_control_goes_unmarked() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (pointer, _) = net.pair("pointer", Qos::awareness());
+    let camera = net
+        .a
+        .open_channel(net.now, pointer.peer, "camera", Qos::stream())
+        .unwrap();
+    let quiet = net
+        .a
+        .open_channel(
+            net.now,
+            pointer.peer,
+            "quiet",
+            Qos::low_latency().dscp(None),
+        )
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    let mut marks = Vec::new();
+    for (ch, tag) in [(pointer, 1u8), (camera, 2), (quiet, 3)] {
+        net.a.set_mechanism(net.now, ch, Mechanism::Plain).unwrap();
+        net.a.send(net.now, ch, &[tag; 8]).unwrap();
+        while let Some((t, dscp)) = net.a.poll_transmit_marked(net.now) {
+            marks.push((t.payload.last().copied(), dscp));
+        }
+    }
+    assert!(marks.contains(&(Some(1), Some(Dscp::EF))), "{marks:?}");
+    assert!(marks.contains(&(Some(2), Some(Dscp::AF41))), "{marks:?}");
+    assert!(marks.contains(&(Some(3), None)), "{marks:?}");
+    // Control: a probe or report when the path is idle goes unmarked.
+    net.run_for(Duration::from_secs(1));
+    let mut control = 0;
+    net.a.handle_timeout(net.now + Duration::from_secs(1));
+    while let Some((t, dscp)) = net.a.poll_transmit_marked(net.now) {
+        assert_eq!(t.transport, Transport::Udp);
+        assert_eq!(dscp, None, "only channel data is marked");
+        control += 1;
+    }
+    assert!(control > 0, "the monitor reports or probes");
+}
