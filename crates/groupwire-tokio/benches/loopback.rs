@@ -14,7 +14,12 @@
 //!   the sending application issues one driver command per message and the
 //!   receiving one reads `AfecEvent::Delivered` from the event channel;
 //!   over tokio's `UdpSocket` (one system call per datagram) or over
-//!   `BatchedUdpSocket` (`quinn-udp`: `recvmmsg`, GSO/GRO).
+//!   `BatchedUdpSocket` (`quinn-udp`: `recvmmsg`, GSO/GRO);
+//! - `session-afec-1ch`, `session-afec-8ch`: the same messages through two
+//!   `session::Session`s (batched sockets), spread round robin over 1 or 8
+//!   channels pinned to AFEC, read from `next_event`: what the session's
+//!   multiplexing (header, monitor, channel lookup, the shared machine)
+//!   costs against `afec-1-batched` (issue 16: at most 10%).
 //!
 //! Two phases per case, each bounded in messages and in time:
 //!
@@ -43,6 +48,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme};
 use groupwire_proto::wire::afec::MsgType;
+use groupwire_tokio::session::{Event, Mechanism, Qos, Session, SessionOptions};
 use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, Driver, DriverStats};
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -61,7 +67,15 @@ const RCVBUF: usize = 4 << 20;
 #[derive(Clone, Copy, Debug)]
 enum Case {
     PlainUdp,
-    Afec { scheme: Scheme, batched: bool },
+    Afec {
+        scheme: Scheme,
+        batched: bool,
+    },
+    /// Two `session::Session`s (batched sockets), the messages spread
+    /// round robin over `channels` channels pinned to AFEC.
+    Session {
+        channels: usize,
+    },
 }
 
 impl Case {
@@ -75,6 +89,7 @@ impl Case {
                 };
                 format!("afec-{n}-{}", if batched { "batched" } else { "tokio" })
             }
+            Self::Session { channels } => format!("session-afec-{channels}ch"),
         }
     }
 }
@@ -297,6 +312,73 @@ async fn afec<S: DatagramSocket>(
     }
 }
 
+/// AFEC through the session: the same messages as [`afec`], on
+/// `channels` channels of one session pair, each pinned to AFEC (its band
+/// is moot on loopback: nothing is lost, the code set size stays 1).
+async fn session(channels: usize, n: u64, window: u64) -> Run {
+    let clock = Clock::start();
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let opts = || {
+        let mut o = SessionOptions::new().expect("OS randomness");
+        o.socket_buffer = RCVBUF;
+        o
+    };
+    let a = Session::bind_with(loopback, opts()).await.expect("bind");
+    let b = Arc::new(Session::bind_with(loopback, opts()).await.expect("bind"));
+    let peer = a.connect(b.local_addr()).await.expect("connect");
+    let chans: Vec<_> = (0..channels)
+        .map(|i| {
+            let c = peer
+                .channel(&format!("ch{i}"), Qos::awareness())
+                .expect("channel");
+            c.set_mechanism(Mechanism::Afec { lo: 0.01, hi: 0.02 })
+                .expect("AFEC");
+            c
+        })
+        .collect();
+    let progress = Arc::new(Progress::default());
+    let p = Arc::clone(&progress);
+    let rx = Arc::clone(&b);
+    let receiver = tokio::spawn(async move {
+        let mut t = Tally::new(clock, n);
+        while let Ok(Some(e)) = tokio::time::timeout(IDLE, rx.next_event()).await {
+            if let Event::Message { payload, .. } = e {
+                let seq = stamp(&payload[8..]);
+                if t.record(&p, seq, &payload) {
+                    break;
+                }
+            }
+        }
+        t
+    });
+    let start = clock.now();
+    let mut sent = 0;
+    for seq in 0..n {
+        progress.admit(seq, window).await;
+        if clock.now().saturating_duration_since(start) > RUN_CAP {
+            break;
+        }
+        let mut msg = message(&clock);
+        msg[8..16].copy_from_slice(&seq.to_le_bytes());
+        if chans[seq as usize % channels].send(msg).is_ok() {
+            sent += 1;
+        }
+    }
+    let t = receiver.await.expect("receiver task");
+    let (tx, rx) = (a.socket_stats(), b.socket_stats());
+    drop(chans);
+    drop(peer);
+    a.close().await.expect("sender session");
+    Run {
+        sent,
+        delivered: t.delivered,
+        elapsed: Duration::from_nanos(t.last.saturating_sub(start.as_nanos())),
+        latency: t.latency,
+        tx: Some(tx),
+        rx: Some(rx),
+    }
+}
+
 async fn batched() -> BatchedUdpSocket {
     BatchedUdpSocket::new(bind().await).expect("quinn-udp socket")
 }
@@ -312,6 +394,7 @@ async fn run(case: Case, n: u64, window: u64) -> Run {
             scheme,
             batched: true,
         } => afec(scheme, batched().await, batched().await, n, window).await,
+        Case::Session { channels } => session(channels, n, window).await,
     }
 }
 
@@ -328,7 +411,7 @@ fn show(x: Option<f64>) -> String {
     x.map_or_else(|| "-".into(), |x| format!("{x:.2}"))
 }
 
-fn parse_args() -> (Params, Option<String>) {
+fn parse_args() -> (Params, Option<String>, Option<String>) {
     let mut p = Params {
         messages: 200_000,
         window: 64,
@@ -336,6 +419,7 @@ fn parse_args() -> (Params, Option<String>) {
         repeats: 3,
     };
     let mut json = None;
+    let mut only = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = |what: &str| -> u64 {
@@ -349,6 +433,8 @@ fn parse_args() -> (Params, Option<String>) {
             "--latency-messages" => p.latency_messages = num("--latency-messages").max(1),
             "--repeats" => p.repeats = usize::try_from(num("--repeats")).unwrap_or(1).max(1),
             "--json" => json = args.next(),
+            // Some cases (comma-separated names) and the baseline.
+            "--only" => only = args.next(),
             // `cargo test --benches` runs this as a smoke test.
             "--test" => {
                 p = Params {
@@ -361,11 +447,11 @@ fn parse_args() -> (Params, Option<String>) {
             _ => {} // cargo's --bench, filters
         }
     }
-    (p, json)
+    (p, json, only)
 }
 
 fn main() {
-    let (p, json_out) = parse_args();
+    let (p, json_out, only) = parse_args();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -389,7 +475,20 @@ fn main() {
             scheme: Scheme::Fec(3.0),
             batched: true,
         },
+        Case::Session { channels: 1 },
+        Case::Session { channels: 8 },
     ];
+    let cases: Vec<Case> = cases
+        .into_iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            *i == 0
+                || only
+                    .as_ref()
+                    .is_none_or(|o| o.split(',').any(|n| n == c.name()))
+        })
+        .map(|(_, c)| c)
+        .collect();
     let (gso, recv_batch) = rt.block_on(async {
         let s = batched().await;
         let recv_batch = s

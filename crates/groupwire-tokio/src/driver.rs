@@ -446,27 +446,27 @@ impl<E> Outbox<E> {
 
 /// Live counters, shared between the driver and its handles.
 #[derive(Debug, Default)]
-struct Counters {
-    datagrams_sent: AtomicU64,
-    send_calls: AtomicU64,
-    bytes_sent: AtomicU64,
-    send_errors: AtomicU64,
-    unsupported_transmits: AtomicU64,
-    datagrams_received: AtomicU64,
-    recv_calls: AtomicU64,
-    bytes_received: AtomicU64,
-    recv_errors: AtomicU64,
-    commands: AtomicU64,
-    events_dropped: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) datagrams_sent: AtomicU64,
+    pub(crate) send_calls: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) send_errors: AtomicU64,
+    pub(crate) unsupported_transmits: AtomicU64,
+    pub(crate) datagrams_received: AtomicU64,
+    pub(crate) recv_calls: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) recv_errors: AtomicU64,
+    pub(crate) commands: AtomicU64,
+    pub(crate) events_dropped: AtomicU64,
 }
 
 impl Counters {
-    fn add(c: &AtomicU64, n: u64) {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
         // Counters only; no ordering with other memory is needed.
         c.fetch_add(n, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> DriverStats {
+    pub(crate) fn snapshot(&self) -> DriverStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         DriverStats {
             datagrams_sent: get(&self.datagrams_sent),

@@ -33,6 +33,17 @@ pub(crate) async fn send_transmits<S: DatagramSocket>(
     ts: &[Transmit],
     scratch: &mut Vec<u8>,
 ) -> SendTally {
+    send_transmits_marked(socket, ts, scratch, 0).await
+}
+
+/// [`send_transmits`] with the traffic-class byte `tos` on every datagram
+/// ([`DatagramSocket::send_segments_marked`]; 0: unmarked, the plain path).
+pub(crate) async fn send_transmits_marked<S: DatagramSocket>(
+    socket: &S,
+    ts: &[Transmit],
+    scratch: &mut Vec<u8>,
+    tos: u8,
+) -> SendTally {
     let max_segments = socket.max_send_segments().max(1);
     let mut tally = SendTally::default();
     let mut i = 0;
@@ -47,13 +58,25 @@ pub(crate) async fn send_transmits<S: DatagramSocket>(
         let end = gso_run(ts, i, max_segments);
         let n = (end - i) as u64;
         let sent = if n == 1 {
-            socket.send_to(&t.payload, t.dst).await
+            if tos == 0 {
+                socket.send_to(&t.payload, t.dst).await
+            } else {
+                let len = t.payload.len();
+                socket
+                    .send_segments_marked(&t.payload, len, t.dst, tos)
+                    .await
+            }
         } else {
             scratch.clear();
             for u in &ts[i..end] {
                 scratch.extend_from_slice(&u.payload);
             }
-            socket.send_segments(scratch, t.payload.len(), t.dst).await
+            let seg = t.payload.len();
+            if tos == 0 {
+                socket.send_segments(scratch, seg, t.dst).await
+            } else {
+                socket.send_segments_marked(scratch, seg, t.dst, tos).await
+            }
         };
         match sent {
             Ok(bytes) => {

@@ -58,6 +58,24 @@ pub trait DatagramSocket: Send + Sync + 'static {
             Ok(data.len())
         }
     }
+    /// Whether [`send_segments_marked`](Self::send_segments_marked) sets
+    /// the traffic class it is given (false: it sends unmarked).
+    fn can_mark(&self) -> bool {
+        false
+    }
+    /// [`send_segments`](Self::send_segments) with the IP traffic-class
+    /// byte `tos` (a DiffServ code point shifted left by two, ECN bits
+    /// zero) on every datagram. The default ignores `tos`.
+    fn send_segments_marked(
+        &self,
+        data: &[u8],
+        segment_size: usize,
+        dst: SocketAddr,
+        tos: u8,
+    ) -> impl Future<Output = io::Result<usize>> + Send {
+        let _ = tos;
+        self.send_segments(data, segment_size, dst)
+    }
     /// Most buffers one [`recv_batch`](Self::recv_batch) call fills; 1
     /// when the socket receives one datagram per call.
     fn max_recv_batch(&self) -> usize {
@@ -122,6 +140,18 @@ impl<S: DatagramSocket> DatagramSocket for Arc<S> {
         dst: SocketAddr,
     ) -> impl Future<Output = io::Result<usize>> + Send {
         S::send_segments(self, data, segment_size, dst)
+    }
+    fn can_mark(&self) -> bool {
+        S::can_mark(self)
+    }
+    fn send_segments_marked(
+        &self,
+        data: &[u8],
+        segment_size: usize,
+        dst: SocketAddr,
+        tos: u8,
+    ) -> impl Future<Output = io::Result<usize>> + Send {
+        S::send_segments_marked(self, data, segment_size, dst, tos)
     }
     fn max_recv_batch(&self) -> usize {
         S::max_recv_batch(self)
@@ -366,6 +396,60 @@ impl DatagramSocket for BatchedUdpSocket {
         self.send(data, segment_size, dst)
     }
 
+    #[cfg(target_os = "linux")]
+    fn can_mark(&self) -> bool {
+        true
+    }
+
+    /// quinn-udp writes an `IP_TOS` control message with the ECN bits on
+    /// every send, which overrides a traffic class set on the socket, and
+    /// takes no DSCP; so marked datagrams go out through `sendmsg` here,
+    /// with their own `IP_TOS` (or `IPV6_TCLASS`) and, for several
+    /// segments, `UDP_SEGMENT` (GSO) control messages. Linux only.
+    #[cfg(target_os = "linux")]
+    async fn send_segments_marked(
+        &self,
+        data: &[u8],
+        segment_size: usize,
+        dst: SocketAddr,
+        tos: u8,
+    ) -> io::Result<usize> {
+        let v6 = self.io.local_addr()?.is_ipv6();
+        let mut ctrl = Vec::with_capacity(64);
+        let (level, kind) = if v6 {
+            (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+        } else {
+            (libc::IPPROTO_IP, libc::IP_TOS)
+        };
+        push_cmsg(
+            &mut ctrl,
+            level,
+            kind,
+            &libc::c_int::from(tos).to_ne_bytes(),
+        );
+        if segment_size > 0 && segment_size < data.len() {
+            let seg = u16::try_from(segment_size).map_err(io::Error::other)?;
+            push_cmsg(
+                &mut ctrl,
+                libc::SOL_UDP,
+                libc::UDP_SEGMENT,
+                &seg.to_ne_bytes(),
+            );
+        }
+        let addr = socket2::SockAddr::from(dst);
+        self.io
+            .async_io(Interest::WRITABLE, || {
+                // Built per try: the header holds raw pointers (not Send).
+                let bufs = [io::IoSlice::new(data)];
+                let msg = socket2::MsgHdr::new()
+                    .with_addr(&addr)
+                    .with_buffers(&bufs)
+                    .with_control(&ctrl);
+                socket2::SockRef::from(&self.io).sendmsg(&msg, 0)
+            })
+            .await
+    }
+
     fn max_recv_batch(&self) -> usize {
         quinn_udp::BATCH_SIZE
     }
@@ -400,6 +484,22 @@ impl DatagramSocket for BatchedUdpSocket {
         }
         Ok(())
     }
+}
+
+/// Appends one control message (`cmsghdr`: a `size_t` length, the level
+/// and type as `int`s, then the data, padded to `size_t` alignment), as
+/// `CMSG_SPACE` lays it out on Linux.
+#[cfg(target_os = "linux")]
+fn push_cmsg(out: &mut Vec<u8>, level: libc::c_int, kind: libc::c_int, data: &[u8]) {
+    let align = std::mem::size_of::<usize>();
+    let header = std::mem::size_of::<libc::cmsghdr>();
+    let len = header + data.len();
+    out.extend_from_slice(&len.to_ne_bytes());
+    out.extend_from_slice(&level.to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.resize(out.len() + header - align - 8, 0);
+    out.extend_from_slice(data);
+    out.resize(out.len().next_multiple_of(align), 0);
 }
 
 /// Whether a receive error only means that some datagram was lost, so the

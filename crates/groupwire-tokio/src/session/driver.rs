@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_proto::session::Dscp;
 use groupwire_proto::units::MAX_UDP_PAYLOAD;
 use groupwire_proto::{Instant, Machine as _, Transmit, Transport};
 use tokio::net::TcpListener;
@@ -17,8 +18,8 @@ use tracing::debug;
 
 use super::stream::{Conn, ConnId, StreamIn};
 use super::{ConnectError, Event, Inner, SessionOptions, Shared, StreamCounters, bind_timeout};
-use crate::driver::GRO_BUFFER;
-use crate::send::{send_transmits, sleep_until};
+use crate::driver::{Counters, GRO_BUFFER};
+use crate::send::{send_transmits_marked, sleep_until};
 use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
 
 /// How long a dialing side waits before opening a broken connection again.
@@ -281,7 +282,9 @@ pub(super) async fn run(
         bind_timeout: bind_timeout(&opts.config),
     };
     let mut out = Vec::new();
+    let mut run = Vec::new();
     let mut scratch = Vec::new();
+    let mark = opts.mark_dscp && udp.can_mark();
     let mut evs = Vec::new();
     let mut app_open = true;
     let result = loop {
@@ -290,26 +293,40 @@ pub(super) async fn run(
             drain(&mut g, &mut streams, clock.now(), &mut out, &mut evs);
             g.machine.poll_timeout().map(|t| clock.to_tokio(t))
         };
-        send_transmits(&udp, &out, &mut scratch).await;
-        out.clear();
+        send_udp(&shared, &udp, mark, &mut out, &mut scratch, &mut run).await;
         for e in evs.drain(..) {
-            if app_open && app.send(e).await.is_err() {
-                app_open = false;
+            if !app_open {
+                break;
             }
+            // Wait only when the application is behind.
+            app_open = match app.try_send(e) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(e)) => app.send(e).await.is_ok(),
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            };
         }
         let wake = deadline.into_iter().chain(streams.deadline()).min();
         tokio::select! {
             () = shared.stop.notified() => break Ok(()),
-            () = shared.wake.notified() => {}
+            () = shared.wake.notified() => {
+                // Let the application's burst of sends finish, so its
+                // datagrams leave together (GSO) rather than one per wake.
+                tokio::task::yield_now().await;
+            }
             r = udp.recv_batch(&mut rx) => match r {
                 Ok(()) => {
                     let now = clock.now();
+                    let c = &shared.udp;
+                    Counters::add(&c.recv_calls, 1);
                     let mut g = shared.lock();
                     for (src, data) in rx.iter() {
+                        Counters::add(&c.datagrams_received, 1);
+                        Counters::add(&c.bytes_received, data.len() as u64);
                         g.machine.handle_datagram(now, src, data);
                     }
                 }
                 Err(e) if is_transient(&e) => {
+                    Counters::add(&shared.udp.recv_errors, 1);
                     debug!(error = %e, "session: recv error ignored (a datagram was lost)");
                 }
                 Err(e) => break Err(e),
@@ -352,7 +369,7 @@ pub(super) async fn run(
             }
         }
     }
-    send_transmits(&udp, &out, &mut scratch).await;
+    send_udp(&shared, &udp, mark, &mut out, &mut scratch, &mut run).await;
     for e in evs.drain(..) {
         if app_open {
             let _ = app.try_send(e);
@@ -368,21 +385,54 @@ pub(super) async fn run(
     result
 }
 
+/// Sends the turn's datagrams, each run of one code point with that
+/// traffic class (when `mark`; in as few system calls as GSO allows), and
+/// counts them.
+async fn send_udp(
+    shared: &Shared,
+    udp: &BatchedUdpSocket,
+    mark: bool,
+    out: &mut Vec<(Transmit, Option<Dscp>)>,
+    scratch: &mut Vec<u8>,
+    run: &mut Vec<Transmit>,
+) {
+    let mut i = 0;
+    while i < out.len() {
+        let dscp = out[i].1;
+        let end = out[i..]
+            .iter()
+            .position(|(_, d)| *d != dscp)
+            .map_or(out.len(), |n| i + n);
+        run.clear();
+        run.extend(out[i..end].iter().map(|(t, _)| t.clone()));
+        let tos = if mark { dscp.map_or(0, Dscp::tos) } else { 0 };
+        let t = send_transmits_marked(udp, run, scratch, tos).await;
+        let c = &shared.udp;
+        Counters::add(&c.send_calls, t.calls);
+        Counters::add(&c.datagrams_sent, t.datagrams);
+        Counters::add(&c.bytes_sent, t.bytes);
+        Counters::add(&c.send_errors, t.errors);
+        i = end;
+    }
+    out.clear();
+    run.clear();
+}
+
 /// The machine's drain: datagrams to `out`, frames to their connections,
 /// events to `evs` (after the driver's own bookkeeping).
 fn drain(
     g: &mut Inner,
     streams: &mut Streams,
     now: Instant,
-    out: &mut Vec<Transmit>,
+    out: &mut Vec<(Transmit, Option<Dscp>)>,
     evs: &mut Vec<Event>,
 ) {
     loop {
         let mut any = false;
-        while let Some(t) = g.machine.poll_transmit(now) {
+        while let Some((t, dscp)) = g.machine.poll_transmit_marked(now) {
             any = true;
             match t.transport {
-                Transport::Udp => out.push(t),
+                Transport::Udp => out.push((t, dscp)),
                 _ => streams.route(g, t),
             }
         }

@@ -48,13 +48,17 @@
 //!   first. Frames waiting for a connection are bounded by
 //!   [`SessionOptions::max_queued_stream_bytes`]; past it a reliable send is
 //!   refused ([`SendError::Full`]) rather than dropped.
-//! - **Not done here**: DSCP marks. The machine chooses one per channel
-//!   ([`Qos::dscp_value`]), but one UDP socket carries every channel and
-//!   per-datagram traffic class needs `IP_TOS` ancillary data, which the
-//!   batched socket layer (quinn-udp) does not pass; no reservation
-//!   protocol is reachable either. A reliable connection that breaks loses
-//!   the frames in flight (the next frame opens a new one): reliable means
-//!   "while the connection lives", as TCP does.
+//! - **DiffServ marks** (Leigh et al.'s QoS provisioner): each datagram
+//!   leaves with its channel's code point ([`Qos::dscp_value`], RFC 4594
+//!   by the channel's capacity profile) as the socket's traffic class
+//!   (`IP_TOS` / `IPV6_TCLASS`), set where consecutive datagrams change
+//!   class, so a run of one channel's datagrams still goes in one GSO
+//!   call ([`SessionOptions::mark_dscp`] turns it off). Control datagrams
+//!   and the TCP stream go unmarked. No reservation protocol (RSVP) is
+//!   reachable here, so none is called.
+//! - A reliable connection that breaks loses the frames in flight (the
+//!   next frame opens a new one): reliable means "while the connection
+//!   lives", as TCP does.
 
 mod driver;
 mod stream;
@@ -100,6 +104,11 @@ pub struct SessionOptions {
     pub event_capacity: usize,
     /// Kernel buffer asked for the UDP socket (`SO_RCVBUF`, `SO_SNDBUF`).
     pub socket_buffer: usize,
+    /// Set each channel's DiffServ code point ([`Qos::dscp_value`]) as the
+    /// socket's traffic class for its datagrams (default on; off where a
+    /// network drops or re-marks marked packets; a channel's
+    /// [`Qos::dscp`] can also say `None`).
+    pub mark_dscp: bool,
 }
 
 impl SessionOptions {
@@ -120,6 +129,7 @@ impl SessionOptions {
             max_unbound_streams: 16,
             event_capacity: 4096,
             socket_buffer: crate::DEFAULT_SOCKET_BUFFER,
+            mark_dscp: true,
         }
     }
 
@@ -265,6 +275,8 @@ struct Shared {
     max_frame: usize,
     max_queued: usize,
     streams: StreamCounters,
+    /// The UDP socket's counters, as [`crate::Driver`]'s.
+    udp: crate::driver::Counters,
 }
 
 struct Inner {
@@ -299,7 +311,8 @@ impl Drop for Life {
 pub struct Session {
     shared: Arc<Shared>,
     life: Arc<Life>,
-    events: tokio::sync::Mutex<mpsc::Receiver<Event>>,
+    /// Polled under a short lock, never held across an await.
+    events: Mutex<mpsc::Receiver<Event>>,
     task: Mutex<Option<JoinHandle<io::Result<()>>>>,
 }
 
@@ -344,13 +357,14 @@ impl Session {
             max_frame: opts.max_frame.max(1),
             max_queued: opts.max_queued_stream_bytes,
             streams: StreamCounters::default(),
+            udp: crate::driver::Counters::default(),
         });
         let (ev_tx, ev_rx) = mpsc::channel(opts.event_capacity.max(1));
         let task = tokio::spawn(driver::run(Arc::clone(&shared), udp, listener, ev_tx, opts));
         Ok(Self {
             life: Arc::new(Life(Arc::clone(&shared))),
             shared,
-            events: tokio::sync::Mutex::new(ev_rx),
+            events: Mutex::new(ev_rx),
             task: Mutex::new(Some(task)),
         })
     }
@@ -437,12 +451,24 @@ impl Session {
     /// channels the peers opened, mechanism changes, QoS met or not.
     /// `None` once the session has stopped.
     pub async fn next_event(&self) -> Option<Event> {
-        self.events.lock().await.recv().await
+        std::future::poll_fn(|cx| {
+            self.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .poll_recv(cx)
+        })
+        .await
     }
 
     /// The machine's counters.
     pub fn stats(&self) -> SessionStats {
         self.shared.lock().machine.stats()
+    }
+
+    /// The UDP socket's counters: datagrams and system calls each way,
+    /// send and receive errors (as [`crate::Driver`] counts them).
+    pub fn socket_stats(&self) -> crate::DriverStats {
+        self.shared.udp.snapshot()
     }
 
     /// The reliable streams' counters.

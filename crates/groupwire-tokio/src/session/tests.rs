@@ -326,3 +326,150 @@ async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
     let stats = emu_task.await.unwrap().unwrap();
     assert!(stats.forward.lost > 0);
 }
+
+/// A UDP hop between two sessions that forwards both ways and records the
+/// traffic class (TOS byte) of every datagram from the first sender.
+#[cfg(target_os = "linux")]
+mod tap {
+    use std::collections::BTreeSet;
+    use std::mem::MaybeUninit;
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use socket2::{Domain, MaybeUninitSlice, MsgHdrMut, SockAddr, Socket, Type};
+
+    pub(super) struct Tap {
+        pub(super) addr: SocketAddr,
+        pub(super) seen: Arc<Mutex<BTreeSet<u8>>>,
+        stop: Arc<AtomicBool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    /// The TOS byte in a control buffer (`IP_TOS` at level `IPPROTO_IP`):
+    /// `cmsghdr` is a `usize` length, two `i32`s, then the data.
+    fn tos(ctrl: &[u8]) -> Option<u8> {
+        let mut at = 0;
+        let hdr = std::mem::size_of::<usize>() + 8;
+        while at + hdr <= ctrl.len() {
+            let len = usize::from_ne_bytes(ctrl[at..at + 8].try_into().ok()?);
+            let level = i32::from_ne_bytes(ctrl[at + 8..at + 12].try_into().ok()?);
+            let kind = i32::from_ne_bytes(ctrl[at + 12..at + 16].try_into().ok()?);
+            if level == 0 && kind == 1 {
+                return ctrl.get(at + hdr).copied();
+            }
+            if len < hdr {
+                return None;
+            }
+            at += len.next_multiple_of(8);
+        }
+        None
+    }
+
+    impl Tap {
+        pub(super) fn start(to: SocketAddr) -> Self {
+            let sock = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+            sock.bind(&SockAddr::from(SocketAddr::from(([127, 0, 0, 1], 0))))
+                .unwrap();
+            sock.set_recv_tos_v4(true).unwrap();
+            sock.set_read_timeout(Some(Duration::from_millis(20)))
+                .unwrap();
+            let addr = sock.local_addr().unwrap().as_socket().unwrap();
+            let seen = Arc::new(Mutex::new(BTreeSet::new()));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (s, st) = (Arc::clone(&seen), Arc::clone(&stop));
+            let task = tokio::task::spawn_blocking(move || {
+                let mut from_a: Option<SocketAddr> = None;
+                let mut buf = [MaybeUninit::new(0u8); 2048];
+                let mut ctrl = [MaybeUninit::new(0u8); 128];
+                while !st.load(Ordering::Relaxed) {
+                    let mut src = SockAddr::from(addr);
+                    let mut bufs = [MaybeUninitSlice::new(&mut buf)];
+                    let mut msg = MsgHdrMut::new()
+                        .with_addr(&mut src)
+                        .with_buffers(&mut bufs)
+                        .with_control(&mut ctrl);
+                    let Ok(n) = sock.recvmsg(&mut msg, 0) else {
+                        continue;
+                    };
+                    let clen = msg.control_len();
+                    #[expect(
+                        unsafe_code,
+                        reason = "both buffers were initialised (zeroed) before recvmsg wrote into them"
+                    )]
+                    let (data, c): (Vec<u8>, Vec<u8>) = unsafe {
+                        (
+                            buf[..n].iter().map(|b| b.assume_init()).collect(),
+                            ctrl[..clen].iter().map(|b| b.assume_init()).collect(),
+                        )
+                    };
+                    let src = src.as_socket().unwrap();
+                    let dst = if src == to {
+                        from_a
+                    } else {
+                        from_a = Some(src);
+                        if let Some(t) = tos(&c) {
+                            s.lock().unwrap().insert(t);
+                        }
+                        Some(to)
+                    };
+                    if let Some(d) = dst {
+                        let _ = sock.send_to(&data, &SockAddr::from(d));
+                    }
+                }
+            });
+            Self {
+                addr,
+                seen,
+                stop,
+                task,
+            }
+        }
+
+        pub(super) async fn stop(self) -> BTreeSet<u8> {
+            self.stop.store(true, Ordering::Relaxed);
+            self.task.await.unwrap();
+            self.seen.lock().unwrap().clone()
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn each_channels_datagrams_leave_with_its_traffic_class() {
+    for mark in [true, false] {
+        let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+        let tap = tap::Tap::start(b.local_addr());
+        let mut o = opts();
+        o.mark_dscp = mark;
+        let a = Session::bind_with(LOOPBACK, o).await.unwrap();
+        let peer = a
+            .connect_with_stream(tap.addr, b.local_addr())
+            .await
+            .unwrap();
+        let pointer = peer.channel("pointer", Qos::awareness()).unwrap();
+        let camera = peer.channel("camera", Qos::stream()).unwrap();
+        for c in [&pointer, &camera] {
+            c.set_mechanism(Mechanism::Plain).unwrap();
+        }
+        send_all(&[&pointer, &camera], 50, 100).await;
+        let mut got = Got::default();
+        read_until(&b, &mut got, |g| {
+            g.count("pointer") >= 45 && g.count("camera") >= 45
+        })
+        .await;
+        let seen = tap.stop().await;
+        let (ef, af41) = (
+            groupwire_proto::session::Dscp::EF,
+            groupwire_proto::session::Dscp::AF41,
+        );
+        if mark {
+            assert!(seen.contains(&ef.tos()), "{seen:?}");
+            assert!(seen.contains(&af41.tos()), "{seen:?}");
+            assert!(seen.contains(&0), "control goes unmarked: {seen:?}");
+        } else {
+            assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![0]);
+        }
+    }
+}
