@@ -11,6 +11,7 @@
 #   scripts/perf.sh xor      # only the XOR parity section
 #   scripts/perf.sh sliding  # only the sliding-window (RFC 8681) repair section
 #   scripts/perf.sh miyoshi  # only the Miyoshi Figure 2 sweep section
+#   scripts/perf.sh session  # only the session multiplexing and selector section
 #   scripts/perf.sh compare [REV]  # before/after: REV's build against this tree's
 #
 # What it runs:
@@ -33,6 +34,11 @@
 #      with GMIAD + 200 long-lived TCP flows, 1 Gbit/s, RTTmin 10 ms, 10 s
 #      simulated), against the same dumbbell with the 200 TCP flows alone
 #      in the same run; its own marked section, like the codec's.
+#   7. the session's channel multiplexing (scripts/perf.sh session): the
+#      loopback benchmark's AFEC-alone case against the same messages
+#      through a session on 1 and 8 channels, and the strategy selector's
+#      cost at 100 channels (crates/groupwire-proto/benches/select.rs);
+#      its own marked section.
 #   6. `groupwire tunnel` on loopback, 1400-byte datagrams, k=20, Fwnd=8, with and without --key-file,
 #      against a plain UDP relay in the same run (scripts/tunnel_bench.py);
 #      written between markers, so it can be refreshed alone.
@@ -344,6 +350,69 @@ if [ "${1:-}" = tunnel ]; then
   tunnel_section
   exit 0
 fi
+# Issue 16's two performance figures: what a session's channel
+# multiplexing costs against one mechanism alone on loopback (same run),
+# and what the strategy selector costs per control interval at 100
+# channels; replaces the session section of $out.
+session_section() {
+  local tmp
+  tmp=$(mktemp -d)
+  cargo bench -q -p groupwire-tokio --bench loopback -- --repeats 5 \
+    --only afec-1-batched,session-afec-1ch,session-afec-8ch --json "$tmp/session.json"
+  cargo bench -q -p groupwire-proto --bench select -- --noplot >/dev/null
+  python3 - "$out" "$tmp/session.json" <<'PY'
+import glob, json, os, sys
+sys.path.insert(0, "scripts")
+from perf_sections import generated_line, replace_section
+out, path = sys.argv[1:]
+lb = json.load(open(path))
+by = {c["case"]: c for c in lb["cases"]}
+alone = by["afec-1-batched"]["rate"]
+calls = lambda x: "-" if x is None else f"{x:.1f}"
+L = ["<!-- session:begin (scripts/perf.sh session rewrites this section) -->",
+     "## A session's channel multiplexing and its selector (issue 16)\n",
+     generated_line("session"),
+     f"Benchmark `crates/groupwire-tokio/benches/loopback.rs` (`--only afec-1-batched,session-afec-1ch,session-afec-8ch`): "
+     f"{lb['messages']} messages of {lb['message_len']} bytes on 127.0.0.1, at most {lb['window']} in flight, median of "
+     f"{lb['repeats']} runs with the cases interleaved, one process, {lb['runtime_workers']} tokio workers. The baseline "
+     "is one `AfecEndpoint` at code set size 1 on each side through the `Driver` on batched sockets; the session rows "
+     "send the same messages through two `groupwire_tokio::session::Session`s (batched sockets too), round robin over "
+     "1 or 8 channels of one peer, each pinned to AFEC (nothing is lost on loopback, so the code set size stays 1), "
+     "read from `Session::next_event`. The difference is what the session costs: its 16-byte header and packet "
+     "numbers, the resource monitor, the channel lookup, one machine behind a mutex shared by the application's "
+     "handles and the driver task. Goal (issue 16): at most 10% below the single mechanism's rate.\n",
+     "| case | messages per second | relative to AFEC alone | latency under load p50 / p99 | datagrams per send / receive call |",
+     "|---|---|---|---|---|"]
+for name, label in [("afec-1-batched", "AFEC alone (baseline)"), ("session-afec-1ch", "session, 1 channel"),
+                    ("session-afec-8ch", "session, 8 channels")]:
+    c = by[name]
+    L.append(f"| {label} | {c['rate']/1e3:.0f} k | {c['rate']/alone:.2f} | {c['loaded_p50_us']:.0f} / "
+             f"{c['loaded_p99_us']:.0f} µs | {calls(c['datagrams_per_send_call'])} / {calls(c['datagrams_per_recv_call'])} |")
+verdict = lambda r: "meets" if r >= 0.9 else "misses"
+r1, r8 = (by[n]["rate"] / alone for n in ("session-afec-1ch", "session-afec-8ch"))
+L.append("")
+L.append(f"One channel reaches {r1:.2f} of AFEC alone ({verdict(r1)} the 0.90 goal), eight channels {r8:.2f} "
+         f"({verdict(r8)} it). Each run's rate: " + "; ".join(
+             f"{c['case']} " + ", ".join(f"{r/1e3:.0f}k" for r in c["rates"]) for c in lb["cases"]) + ".\n")
+L.append("Criterion benchmark `crates/groupwire-proto/benches/select.rs` (`cargo bench -p groupwire-proto --bench "
+         "select`): one 100 ms control interval of 100 channels' adaptive controllers (20 peers with issue 16's five "
+         "channels each, noisy path estimates), median, one core. Goal (issue 16): under 1% of a core, 1 ms per "
+         "interval.\n")
+L.append("| policy | time per interval (100 channels) | share of a core at a 100 ms interval |")
+L.append("|---|---|---|")
+for est in sorted(glob.glob("target/criterion/select*/**/new/estimates.json", recursive=True)):
+    name = os.path.relpath(os.path.dirname(os.path.dirname(est)), "target/criterion")
+    ns = json.load(open(est))["median"]["point_estimate"]
+    L.append(f"| {name} | {ns/1e3:.1f} µs | {ns/1e6/100*100:.2f}% |")
+L.append("<!-- session:end -->")
+replace_section(out, "session", L)
+print("wrote the session section of", out)
+PY
+}
+if [ "${1:-}" = session ]; then
+  session_section
+  exit 0
+fi
 # Before/after a refactoring: BASE's release build (in a temporary
 # worktree, kept under /tmp so a second run reuses it) against this tree's,
 # alternating in one run (scripts/perf_compare.py). Not part of the full run.
@@ -474,3 +543,4 @@ sliding_section
 miyoshi_section
 geneva_section
 tunnel_section
+session_section
