@@ -11,8 +11,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use groupwire_link::{LinkConfig, LossModel, Varying};
-use groupwire_metrics::{Plot, Report, Table, TimeSeries};
-use groupwire_proto::session::{ChannelId, Reliability};
+use groupwire_metrics::{
+    ChannelMeter, LatencyKind, Path as MeterPath, Plot, Report, Table, TimeSeries,
+};
+use groupwire_proto::session::{ChannelId, MechanismKind, Reliability};
 use groupwire_tokio::Clock;
 use groupwire_tokio::emulator::{Emulator, EmulatorConfig};
 use groupwire_tokio::session::{Channel, Event, Qos, SendError, Session, SessionOptions};
@@ -69,6 +71,24 @@ pub(crate) struct DemoArgs {
     /// No live table; the summary only.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
+}
+
+/// Each channel's measures in the shared model (Leigh et al. §4's
+/// bandwidth, latency, both jitters, burstiness, loss and recovery paths),
+/// fed by the receiving application: what `--metrics-json` writes.
+type Meters = Arc<Mutex<BTreeMap<String, ChannelMeter>>>;
+
+/// How a message reached the application, in the metrics model's words.
+fn path(via: MechanismKind, recovered: bool) -> MeterPath {
+    match (via, recovered) {
+        (_, false) => MeterPath::Arrived,
+        (MechanismKind::Afec, true) => MeterPath::Piggyback,
+        (MechanismKind::Xor, true) => MeterPath::XorRow,
+        (MechanismKind::Reliable, true) => MeterPath::Retransmit,
+        (_, true) => MeterPath::Block,
+    }
 }
 
 /// One channel of the demo: its QoS and what the application sends.
@@ -176,7 +196,7 @@ fn met(qos: &Qos, loss: f64, p99_ms: Option<f64>, path_delay: Duration) -> bool 
 
 type Tracks = Arc<Mutex<BTreeMap<String, Track>>>;
 
-fn lock(t: &Tracks) -> std::sync::MutexGuard<'_, BTreeMap<String, Track>> {
+fn lock<T>(t: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     t.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -219,14 +239,27 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
 
     let clock = Clock::start();
     let tracks: Tracks = Arc::default();
+    let meters: Meters = Arc::default();
+    let (mut sinks, prom) = args.metrics.open().await?;
+    if let Some(a) = prom {
+        eprintln!("channel measures at http://{a}/metrics");
+    }
     let specs = specs();
     let mut chans = Vec::new();
     for s in &specs {
         chans.push(peer.channel(s.name, s.qos)?);
         lock(&tracks).insert(s.name.to_owned(), Track::default());
+        let m = ChannelMeter::new(s.name, LatencyKind::OneWay, clock.now());
+        lock(&meters).insert(s.name.to_owned(), m);
     }
     let names: BTreeMap<ChannelId, String> = BTreeMap::new();
-    let receiver = tokio::spawn(receive(b, clock, Arc::clone(&tracks), names));
+    let receiver = tokio::spawn(receive(
+        b,
+        clock,
+        Arc::clone(&tracks),
+        Arc::clone(&meters),
+        names,
+    ));
     let senders: Vec<_> = specs
         .iter()
         .zip(&chans)
@@ -238,6 +271,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 args.duration,
                 clock,
                 Arc::clone(&tracks),
+                Arc::clone(&meters),
             ))
         })
         .collect();
@@ -332,6 +366,12 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             )
         });
         live.show(sec.min(total), total, &rows, path.as_deref().unwrap_or(""));
+        let now = clock.now();
+        let snaps: Vec<_> = lock(&meters)
+            .values_mut()
+            .map(|m| m.snapshot(now))
+            .collect();
+        sinks.record(&snaps);
     }
     live.finish();
     for s in senders {
@@ -341,6 +381,16 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let _ = stop_emu.send(());
     let emu_stats = emu_task.await??;
     receiver.abort();
+    let now = clock.now();
+    let snaps: Vec<_> = lock(&meters)
+        .values_mut()
+        .map(|m| {
+            m.finish();
+            m.snapshot(now)
+        })
+        .collect();
+    sinks.record(&snaps);
+    sinks.close();
 
     let tracks = lock(&tracks);
     let report = summary(&specs, &chans, &tracks, &windows, series, &args, &emu_stats)?;
@@ -366,6 +416,7 @@ async fn send_loop(
     d: Duration,
     clock: Clock,
     tracks: Tracks,
+    meters: Meters,
 ) -> anyhow::Result<()> {
     let gap = Duration::from_secs(1) / per_sec.max(1);
     let mut tick = tokio::time::interval(gap);
@@ -384,6 +435,9 @@ async fn send_loop(
             let len = tr.sent.len().max(tr.got.len());
             tr.got.resize(len, None);
         }
+        if let Some(m) = lock(&meters).get_mut(ch.name()) {
+            m.sent(msg.len());
+        }
         match ch.send(&msg) {
             // A full queue is a message the application could not send:
             // it counts as lost.
@@ -395,7 +449,13 @@ async fn send_loop(
 }
 
 /// Records every message that arrives at the receiving session.
-async fn receive(s: Session, clock: Clock, tracks: Tracks, mut names: BTreeMap<ChannelId, String>) {
+async fn receive(
+    s: Session,
+    clock: Clock,
+    tracks: Tracks,
+    meters: Meters,
+    mut names: BTreeMap<ChannelId, String>,
+) {
     while let Some(ev) = s.next_event().await {
         match ev {
             Event::ChannelOpened { channel, name } => {
@@ -404,6 +464,7 @@ async fn receive(s: Session, clock: Clock, tracks: Tracks, mut names: BTreeMap<C
             Event::Message {
                 channel,
                 payload,
+                via,
                 recovered,
                 ..
             } if payload.len() >= HEADER => {
@@ -413,12 +474,21 @@ async fn receive(s: Session, clock: Clock, tracks: Tracks, mut names: BTreeMap<C
                 let Some(name) = names.get(&channel) else {
                     continue;
                 };
+                let latency = now.saturating_sub(t);
+                if let Some(m) = lock(&meters).get_mut(name) {
+                    m.received(payload.len());
+                    m.delivered(
+                        i as u64,
+                        path(via, recovered),
+                        Some(Duration::from_micros(latency)),
+                    );
+                }
                 let mut g = lock(&tracks);
                 if let Some(tr) = g.get_mut(name) {
                     if tr.got.len() <= i {
                         tr.got.resize(i + 1, None);
                     }
-                    tr.got[i] = Some((now.saturating_sub(t), recovered));
+                    tr.got[i] = Some((latency, recovered));
                 }
             }
             _ => {}

@@ -10,6 +10,8 @@ fn a_short_demo_runs_every_channel_and_writes_its_report() {
     let out = Command::new(env!("CARGO_BIN_EXE_groupwire"))
         .args(["demo", "--duration", "4s", "--quiet", "--no-plots", "--out"])
         .arg(dir.path())
+        .arg("--metrics-json")
+        .arg(dir.path().join("m.jsonl"))
         .output()
         .expect("the groupwire binary runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -49,6 +51,16 @@ fn a_short_demo_runs_every_channel_and_writes_its_report() {
         assert!(dir.path().join(f).exists(), "{f} missing");
     }
     assert!(stdout.contains("demo"), "{stdout}");
+    // The shared metrics model: a line per channel per second, and a last one.
+    let lines = std::fs::read_to_string(dir.path().join("m.jsonl")).unwrap();
+    for name in &seen {
+        let n = lines
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["channel"] == name.as_str())
+            .count();
+        assert!(n >= 2, "{name}: {n} snapshots");
+    }
 }
 
 #[test]
