@@ -449,7 +449,8 @@ impl Session {
 
     /// The next event: messages on every channel, peers coming and going,
     /// channels the peers opened, mechanism changes, QoS met or not.
-    /// `None` once the session has stopped.
+    /// `None` once the session has stopped. Read events from one task:
+    /// two tasks waiting at once may leave one of them unwoken.
     pub async fn next_event(&self) -> Option<Event> {
         std::future::poll_fn(|cx| {
             self.events
