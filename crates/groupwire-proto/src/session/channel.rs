@@ -22,6 +22,7 @@ use crate::block::{
     BlockEndpoint, BlockReceiver, BlockSender, ReceiverConfig, SenderConfig, SenderNumbers,
 };
 use crate::control::FecConfig;
+use crate::control::gilbert::RunCounts;
 use crate::control::target::TargetConfig;
 use crate::wire::afec::MsgType;
 use crate::xor::{XorEndpoint, XorEndpointConfig};
@@ -133,13 +134,16 @@ impl MechInst {
     /// itself. An XOR sender closes a partial group once nothing was sent
     /// for [`xor_close_wait`]`(qos)` (half the delay budget; 1 s without
     /// one), so its groups fill at the channel's message rate. XOR and
-    /// Block senders start their numbers at `from`.
+    /// Block senders start their numbers at `from`. A Block sender's
+    /// controller starts from `fits` (the resource monitor's loss fits of
+    /// the path, slow then fast; see [`TargetConfig::prior`]) when given.
     pub(super) fn new(
         m: &Mechanism,
         qos: &Qos,
         peer: SocketAddr,
         room: usize,
         from: &Numbering,
+        fits: Option<[RunCounts; 2]>,
     ) -> Option<Self> {
         Some(match *m {
             Mechanism::Plain => Self::Plain {
@@ -182,7 +186,10 @@ impl MechInst {
             }
             Mechanism::Block { target, max_delay } => {
                 let mut s = SenderConfig::new(peer, 16);
-                let ctl = block_controller(target, max_delay);
+                let ctl = TargetConfig {
+                    prior: fits,
+                    ..block_controller(target, max_delay)
+                };
                 s.controller = FecConfig::Target(ctl);
                 s.pacing = false;
                 // The controller's own bound, stated: its `k` fills in it.
