@@ -152,6 +152,22 @@ impl TwoFits {
         }
     }
 
+    /// Fits that continue others' counts (`slow`, `fast`), for a fit of a
+    /// path another user of it has measured.
+    pub fn resume(
+        slow: RunCounts,
+        fast: RunCounts,
+        half_life: Duration,
+        fast_half_life: Duration,
+    ) -> Self {
+        Self {
+            slow,
+            fast,
+            half_life,
+            fast_half_life,
+        }
+    }
+
     /// `elapsed` has passed since the previous interval (both fits decay),
     /// and this interval's counts arrive.
     pub fn add(&mut self, elapsed: Duration, received: f64, lost: f64, runs: f64) {

@@ -697,6 +697,15 @@ impl Session {
         let room = self.cfg.room();
         let drain = self.cfg.drain;
         let addr = self.peer_addr(ch.peer).ok_or(SessionError::NoPeer)?;
+        // What the monitor has measured of the path, once it rests on
+        // enough packets to be reported (its own rule): a Block sender's
+        // controller starts there, as the selector's prediction did.
+        let min = self.cfg.monitor.min_samples;
+        let fits = self
+            .peers
+            .get(&ch.peer.0)
+            .map(|p| p.tx_mon.fits())
+            .filter(|[slow, _]| slow.samples() >= min);
         let c = self.out_mut(ch)?;
         if let Some(old) = &c.inst {
             old.hand_on(&mut c.numbering);
@@ -707,7 +716,7 @@ impl Session {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
             _ => Some(
-                MechInst::new(&m, &c.qos, addr, room, &c.numbering)
+                MechInst::new(&m, &c.qos, addr, room, &c.numbering, fits)
                     .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
             ),
         };
@@ -1063,6 +1072,7 @@ impl Session {
                             p.addr,
                             0,
                             &Numbering::default(),
+                            None,
                         )?),
                         draining: Vec::new(),
                         numbering: Numbering::default(),
@@ -1292,7 +1302,7 @@ impl Session {
                         Entry::Occupied(o) => o.into_mut(),
                         Entry::Vacant(v) => {
                             let Some(i) = receive_side(kind, &qos).and_then(|m| {
-                                MechInst::new(&m, &qos, addr, room, &Numbering::default())
+                                MechInst::new(&m, &qos, addr, room, &Numbering::default(), None)
                             }) else {
                                 self.stats.unknown_mechanism += 1;
                                 return;

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use super::{Prediction, Provision, Traffic};
-use crate::control::target::{TargetConfig, TwoState, block_residual, choose_code, k_within};
+use crate::control::target::{TwoState, block_residual, choose_code, k_within};
 use crate::control::tfrc::throughput;
-use crate::session::channel::xor_close_wait;
+use crate::session::channel::{block_controller, xor_close_wait};
 use crate::session::{Mechanism, PathEstimate, Qos};
 use crate::xor::{ColumnTiming, XorLayout};
 
@@ -403,15 +403,21 @@ fn afec(c: &Ctx, prov: &Provision, lo: f64, hi: f64) -> Prediction {
 
 /// The block target controller (`control::target`): the code it would
 /// choose for this chain, target and budget at this rate
-/// ([`choose_code`], [`k_within`] with the tunnel's margin), and what that
-/// code leaves ([`block_residual`], exact). Delay as for XOR rows, over the
-/// block's `k`.
+/// ([`choose_code`], [`k_within`]), and what that code leaves
+/// ([`block_residual`], exact). Delay as for XOR rows, over the block's
+/// `k`.
+///
+/// The controller's configuration is the session's own
+/// ([`block_controller`]: blocks close at half the budget), so `k` is
+/// at most what the session's sender fills, and the overhead `m / k` is
+/// what it sends (repair symbols per source; headers not counted). The
+/// predictor follows the mechanism here, not the other way round: the
+/// half budget is the session's choice for rebuilt messages to be in time
+/// behind a queue (see there), and a prediction for blocks the sender
+/// never closes (the tunnel's 90% of the budget, as it was) promised
+/// about half the overhead Block then sent.
 fn block(c: &Ctx, prov: &Provision, target: f64, max_delay: Duration) -> Prediction {
-    let cfg = TargetConfig {
-        target,
-        max_delay,
-        ..TargetConfig::default()
-    };
+    let cfg = block_controller(target, max_delay);
     let k_max = k_within(cfg.block_budget(), c.rate, cfg.k_max);
     let code = choose_code(&[c.model], target, k_max, prov.block_max_overhead);
     let residual = code.residual.min(c.loss);

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use super::predict::{every_nth, run_prob, run_starts};
 use super::*;
 use crate::Bitrate;
-use crate::control::target::{TargetConfig, TwoState, block_residual, choose_code, k_within};
+use crate::control::target::{TwoState, block_residual, choose_code, k_within};
 use crate::session::MechanismKind;
 
 fn ms(n: u64) -> Duration {
@@ -213,11 +213,9 @@ fn xor_rows_and_blocks_predict_what_the_exact_code_computes() {
         max_delay: ms(50),
     };
     let p = predict(&b, &qos, &path, &VIDEO);
-    let cfg = TargetConfig {
-        target: 0.001,
-        max_delay: ms(50),
-        ..TargetConfig::default()
-    };
+    // The session's controller: blocks close at half the budget.
+    let cfg = crate::session::channel::block_controller(0.001, ms(50));
+    assert_eq!(cfg.block_budget(), ms(25));
     let code = choose_code(
         &[model],
         0.001,
