@@ -21,7 +21,6 @@ pub(crate) fn write_all(
     plots: bool,
 ) -> anyhow::Result<usize> {
     let mut summary = report.summary.clone();
-    // Key order as before: seed, wall time, speed.
     summary.insert("seed".into(), Value::from(report.seed));
     summary.insert("wall_seconds".into(), Value::from(wall.as_secs_f64()));
     if let Some(ev) = summary.get("events").and_then(Value::as_f64) {
@@ -30,11 +29,7 @@ pub(crate) fn write_all(
             Value::from(ev / wall.as_secs_f64().max(1e-9)),
         );
     }
-    let report = Report {
-        summary,
-        ..report.clone()
-    };
-    let n = write_report(dir, &report, plots)?;
+    let n = write_files(dir, report, &summary, plots)?;
     let p = dir.join("scenario.toml");
     std::fs::write(
         &p,
@@ -44,9 +39,23 @@ pub(crate) fn write_all(
     Ok(n + 1)
 }
 
-/// Writes `summary.json` (with the seed), `report.md`, one CSV per table
-/// and per plot, and a PNG per plot. Returns the number of files written.
+/// Writes `summary.json` (the report's summary and its seed), `report.md`,
+/// one CSV per table and per plot, and a PNG per plot. Returns the number
+/// of files written.
 pub(crate) fn write_report(dir: &Path, report: &Report, plots: bool) -> anyhow::Result<usize> {
+    let mut summary = report.summary.clone();
+    summary.insert("seed".into(), Value::from(report.seed));
+    write_files(dir, report, &summary, plots)
+}
+
+/// `summary` as `summary.json`; the rest from `report` (whose own summary
+/// is what `report.md` shows).
+fn write_files(
+    dir: &Path,
+    report: &Report,
+    summary: &serde_json::Map<String, Value>,
+    plots: bool,
+) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create output directory {}", dir.display()))?;
     let mut n = 0;
@@ -54,11 +63,9 @@ pub(crate) fn write_report(dir: &Path, report: &Report, plots: bool) -> anyhow::
         let p = dir.join(name);
         std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))
     };
-    let mut summary = report.summary.clone();
-    summary.insert("seed".into(), Value::from(report.seed));
     write(
         "summary.json",
-        serde_json::to_string_pretty(&summary)?.as_bytes(),
+        serde_json::to_string_pretty(summary)?.as_bytes(),
     )?;
     write("report.md", report.to_markdown(plots).as_bytes())?;
     n += 2;
