@@ -52,6 +52,15 @@ pub trait Machine {
     fn handle_timeout(&mut self, now: Instant);
     /// The next datagram to send, if any. Call until `None` after every input.
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit>;
+    /// [`poll_transmit`](Machine::poll_transmit) with the DiffServ code
+    /// point (six bits, RFC 2474) the datagram should carry, `None` for
+    /// unmarked. A driver that can mark sets it as the traffic class (the
+    /// simulator on the packet, honoured by its classful links). The
+    /// default marks nothing; a machine that marks overrides it, and a
+    /// driver calls one of the two, never both.
+    fn poll_transmit_marked(&mut self, now: Instant) -> Option<(Transmit, Option<u8>)> {
+        self.poll_transmit(now).map(|t| (t, None))
+    }
     /// The next event for the application, if any. Call until `None` after every input.
     fn poll_event(&mut self) -> Option<Self::Event>;
     /// When [`handle_timeout`](Machine::handle_timeout) should next be called.

@@ -1,6 +1,7 @@
 //! Runs a sans-IO [`Machine`] from `groupwire-proto` as a simulator node:
 //! the same state machine that the tokio driver runs on real sockets.
 
+use groupwire_link::qdisc::Dscp;
 use groupwire_proto::{Instant, Machine, Transmit};
 
 use crate::core::{Ctx, Node, NodeId, Packet, Payload, addr_of, node_of};
@@ -85,6 +86,15 @@ impl<M: Machine> MachineNode<M> {
     }
 }
 
+/// `pkt` with the code point a machine gave its datagram (six bits; an
+/// out-of-range value leaves it unmarked), for the classful links.
+pub(crate) fn marked(pkt: Packet, dscp: Option<u8>) -> Packet {
+    match dscp.and_then(Dscp::new) {
+        Some(d) => pkt.with_dscp(d),
+        None => pkt,
+    }
+}
+
 fn drain_into<M: Machine>(
     me: NodeId,
     machine: &mut M,
@@ -93,7 +103,7 @@ fn drain_into<M: Machine>(
     ctx: &mut Ctx<'_>,
 ) {
     let now = ctx.now();
-    while let Some(Transmit { dst, payload, .. }) = machine.poll_transmit(now) {
+    while let Some((Transmit { dst, payload, .. }, dscp)) = machine.poll_transmit_marked(now) {
         let Some(dst) = node_of(dst) else {
             *unroutable += 1;
             continue;
@@ -101,7 +111,10 @@ fn drain_into<M: Machine>(
         let size = u32::try_from(payload.len())
             .unwrap_or(u32::MAX)
             .saturating_add(UDP_IP_HEADER);
-        ctx.send(Packet::new(me, dst, 0, size, Payload::Datagram(payload)));
+        ctx.send(marked(
+            Packet::new(me, dst, 0, size, Payload::Datagram(payload)),
+            dscp,
+        ));
     }
     while let Some(e) = machine.poll_event() {
         events.push((now, e));
@@ -161,6 +174,22 @@ mod tests {
     use super::*;
     use crate::core::Simulator;
     use crate::topology::PointToPoint;
+
+    #[test]
+    fn a_machines_code_point_marks_its_packet_and_a_bad_one_is_ignored() {
+        let pkt = || {
+            Packet::new(
+                NodeId(0),
+                NodeId(1),
+                0,
+                100,
+                Payload::Datagram(Bytes::new()),
+            )
+        };
+        assert_eq!(marked(pkt(), Some(46)).dscp, Dscp::EF);
+        assert_eq!(marked(pkt(), None).dscp, Dscp::DEFAULT);
+        assert_eq!(marked(pkt(), Some(64)).dscp, Dscp::DEFAULT);
+    }
 
     /// Pings its peer every 10 ms with a counter; reports every datagram it receives.
     #[derive(Debug)]

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use groupwire_proto::{Instant, StreamMachine, Transmit, Transport};
 
 use crate::core::{Ctx, Node, NodeId, Packet, Payload, addr_of, node_of};
+use crate::machine_node::marked;
 use crate::tcp::{TcpConfig, TcpReceiver, TcpSender};
 use crate::traffic::UDP_IP_HEADER;
 
@@ -176,11 +177,14 @@ impl<M: StreamMachine> StreamMachineNode<M> {
     /// and events.
     fn flush_machine(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        while let Some(Transmit {
-            dst,
-            transport,
-            payload,
-        }) = self.machine.poll_transmit(now)
+        while let Some((
+            Transmit {
+                dst,
+                transport,
+                payload,
+            },
+            dscp,
+        )) = self.machine.poll_transmit_marked(now)
         {
             match transport {
                 Transport::TcpFrame if node_of(dst) == Some(self.peer) => {
@@ -196,12 +200,9 @@ impl<M: StreamMachine> StreamMachineNode<M> {
                     let size = u32::try_from(payload.len())
                         .unwrap_or(u32::MAX)
                         .saturating_add(UDP_IP_HEADER);
-                    ctx.send(Packet::new(
-                        self.me,
-                        dst,
-                        0,
-                        size,
-                        Payload::Datagram(payload),
+                    ctx.send(marked(
+                        Packet::new(self.me, dst, 0, size, Payload::Datagram(payload)),
+                        dscp,
                     ));
                 }
                 _ => self.unroutable += 1,

@@ -488,16 +488,6 @@ impl Session {
         self.peers.get(&peer.0).map(|p| p.addr)
     }
 
-    /// [`poll_transmit`](Machine::poll_transmit) with the DiffServ code
-    /// point the datagram should carry: its channel's
-    /// ([`Qos::dscp_value`], RFC 4594 by the capacity profile) for
-    /// channel data and the feedback about it, `None` (unmarked) for
-    /// control and stream frames. A driver sets it as the socket's traffic
-    /// class (`IP_TOS`, `IPV6_TCLASS`); the simulator as the packet's.
-    pub fn poll_transmit_marked(&mut self, _now: Instant) -> Option<(Transmit, Option<Dscp>)> {
-        self.transmits.pop_front()
-    }
-
     /// The peer at `addr` (connected, connecting or validating).
     pub fn peer_at(&self, addr: SocketAddr) -> Option<PeerId> {
         self.by_addr.get(&addr).map(|&id| PeerId(id))
@@ -1768,6 +1758,15 @@ impl Machine for Session {
 
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
         self.transmits.pop_front().map(|(t, _)| t)
+    }
+
+    /// The code point is the channel's ([`Qos::dscp_value`], RFC 4594 by
+    /// the capacity profile) for channel data and the feedback about it,
+    /// `None` (unmarked) for control and stream frames.
+    fn poll_transmit_marked(&mut self, _now: Instant) -> Option<(Transmit, Option<u8>)> {
+        self.transmits
+            .pop_front()
+            .map(|(t, d)| (t, d.map(Dscp::bits)))
     }
 
     fn poll_event(&mut self) -> Option<SessionEvent> {

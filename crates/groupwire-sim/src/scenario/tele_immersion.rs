@@ -33,9 +33,9 @@
 //!   run striped TCP or Reliable Blast UDP (`Session::set_mechanism`
 //!   refuses them), so bulk's only choice is Reliable and its comparison is
 //!   trivial.
-//! - Packets are not DSCP-marked (the session does not mark yet) and the
-//!   bottleneck is one FIFO drop-tail queue: bulk and everything on the
-//!   stream compete with the real-time channels.
+//! - The session marks each channel's packets with its DSCP, but the
+//!   bottleneck is one FIFO drop-tail queue, which ignores the marks: bulk
+//!   and everything on the stream compete with the real-time channels.
 //! - The reverse direction (reports, NAKs, TCP acknowledgements) is
 //!   loss-free; it follows the same rate and delay schedules.
 //! - `overhead` is the session's own count ([`ChannelStats::wire_bytes`]
@@ -1163,6 +1163,10 @@ impl Machine for App {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         self.session.poll_transmit(now)
+    }
+
+    fn poll_transmit_marked(&mut self, now: Instant) -> Option<(Transmit, Option<u8>)> {
+        self.session.poll_transmit_marked(now)
     }
 
     fn poll_event(&mut self) -> Option<Infallible> {

@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use groupwire_proto::session::Dscp;
 use groupwire_proto::units::MAX_UDP_PAYLOAD;
 use groupwire_proto::{Instant, Machine as _, Transmit, Transport};
 use tokio::net::TcpListener;
@@ -392,7 +391,7 @@ async fn send_udp(
     shared: &Shared,
     udp: &BatchedUdpSocket,
     mark: bool,
-    out: &mut Vec<(Transmit, Option<Dscp>)>,
+    out: &mut Vec<(Transmit, Option<u8>)>,
     scratch: &mut Vec<u8>,
     run: &mut Vec<Transmit>,
 ) {
@@ -405,7 +404,8 @@ async fn send_udp(
             .map_or(out.len(), |n| i + n);
         run.clear();
         run.extend(out[i..end].iter().map(|(t, _)| t.clone()));
-        let tos = if mark { dscp.map_or(0, Dscp::tos) } else { 0 };
+        // The traffic-class byte: the six DSCP bits above two ECN bits.
+        let tos = if mark { dscp.map_or(0, |b| b << 2) } else { 0 };
         let t = send_transmits_marked(udp, run, scratch, tos).await;
         let c = &shared.udp;
         Counters::add(&c.send_calls, t.calls);
@@ -424,7 +424,7 @@ fn drain(
     g: &mut Inner,
     streams: &mut Streams,
     now: Instant,
-    out: &mut Vec<(Transmit, Option<Dscp>)>,
+    out: &mut Vec<(Transmit, Option<u8>)>,
     evs: &mut Vec<Event>,
 ) {
     loop {
