@@ -177,7 +177,10 @@ impl Streams {
             self.unbound.remove(i);
             StreamCounters::add(&self.counters().bound, 1);
             if let Some(addr) = g.machine.peer_addr(peer) {
-                self.by_addr.entry(addr).or_insert(conn);
+                // The newest binding wins: a peer that dials again does so
+                // because its last connection broke, even if its close has
+                // not reached us yet.
+                self.by_addr.insert(addr, conn);
                 self.flush_pending(addr);
             }
         }
