@@ -252,14 +252,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let m = ChannelMeter::new(s.name, LatencyKind::OneWay, clock.now());
         lock(&meters).insert(s.name.to_owned(), m);
     }
-    let names: BTreeMap<ChannelId, String> = BTreeMap::new();
-    let receiver = tokio::spawn(receive(
-        b,
-        clock,
-        Arc::clone(&tracks),
-        Arc::clone(&meters),
-        names,
-    ));
+    let receiver = tokio::spawn(receive(b, clock, Arc::clone(&tracks), Arc::clone(&meters)));
     let senders: Vec<_> = specs
         .iter()
         .zip(&chans)
@@ -449,13 +442,9 @@ async fn send_loop(
 }
 
 /// Records every message that arrives at the receiving session.
-async fn receive(
-    s: Session,
-    clock: Clock,
-    tracks: Tracks,
-    meters: Meters,
-    mut names: BTreeMap<ChannelId, String>,
-) {
+async fn receive(s: Session, clock: Clock, tracks: Tracks, meters: Meters) {
+    // The receiver learns each channel's name from its Open.
+    let mut names: BTreeMap<ChannelId, String> = BTreeMap::new();
     while let Some(ev) = s.next_event().await {
         match ev {
             Event::ChannelOpened { channel, name } => {

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::stream::{Conn, ConnId, StreamIn};
-use super::{ConnectError, Event, Inner, SessionOptions, Shared, StreamCounters, bind_timeout};
+use super::{ConnectError, Event, Inner, SessionOptions, Shared, StreamCounters};
 use crate::driver::{Counters, GRO_BUFFER};
 use crate::send::{send_transmits_marked, sleep_until};
 use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
@@ -126,7 +126,7 @@ impl Streams {
                 .fetch_sub(f.len(), Ordering::Relaxed);
             match c {
                 Some(c) => c.send(&self.shared.streams, f),
-                None => StreamCounters::add(&self.shared.streams.frames_dropped, 1),
+                None => Counters::add(&self.shared.streams.frames_dropped, 1),
             }
         }
     }
@@ -134,7 +134,7 @@ impl Streams {
     /// Takes an accepted connection; sheds the oldest unbound one past the
     /// limit.
     fn accept(&mut self, stream: tokio::net::TcpStream) {
-        StreamCounters::add(&self.counters().accepted, 1);
+        Counters::add(&self.counters().accepted, 1);
         while self.unbound.len() >= self.max_unbound {
             let Some((old, _)) = self.unbound.pop_front() else {
                 break;
@@ -164,7 +164,7 @@ impl Streams {
         if !self.conns.contains_key(&conn) {
             return;
         }
-        StreamCounters::add(&self.counters().frames_received, 1);
+        Counters::add(&self.counters().frames_received, 1);
         let Some(peer) = g.machine.accept_frame(now, data) else {
             debug!(
                 conn,
@@ -175,7 +175,7 @@ impl Streams {
         };
         if let Some(i) = self.unbound.iter().position(|(c, _)| *c == conn) {
             self.unbound.remove(i);
-            StreamCounters::add(&self.counters().bound, 1);
+            Counters::add(&self.counters().bound, 1);
             if let Some(addr) = g.machine.peer_addr(peer) {
                 // The newest binding wins: a peer that dials again does so
                 // because its last connection broke, even if its close has
@@ -191,7 +191,7 @@ impl Streams {
         if let Some(c) = self.conns.remove(&conn) {
             c.close();
             if refused {
-                StreamCounters::add(&self.counters().refused, 1);
+                Counters::add(&self.counters().refused, 1);
             }
         }
         self.unbound.retain(|(c, _)| *c != conn);
@@ -281,11 +281,10 @@ pub(super) async fn run(
         peers: BTreeMap::new(),
         next: 0,
         max_unbound: opts.max_unbound_streams.max(1),
-        bind_timeout: bind_timeout(&opts.config),
+        // An accepted connection gets as long to bind as a handshake.
+        bind_timeout: opts.config.handshake_timeout,
     };
-    let mut out = Vec::new();
-    let mut run = Vec::new();
-    let mut scratch = Vec::new();
+    let mut out = Datagrams::default();
     let mark = opts.mark_dscp && udp.can_mark();
     let mut evs = Vec::new();
     let mut app_open = true;
@@ -295,7 +294,7 @@ pub(super) async fn run(
             drain(&mut g, &mut streams, clock.now(), &mut out, &mut evs);
             g.machine.poll_timeout().map(|t| clock.to_tokio(t))
         };
-        send_udp(&shared, &udp, mark, &mut out, &mut scratch, &mut run).await;
+        out.send(&shared, &udp, mark).await;
         for e in evs.drain(..) {
             if !app_open {
                 break;
@@ -371,7 +370,7 @@ pub(super) async fn run(
             }
         }
     }
-    send_udp(&shared, &udp, mark, &mut out, &mut scratch, &mut run).await;
+    out.send(&shared, &udp, mark).await;
     for e in evs.drain(..) {
         if app_open {
             let _ = app.try_send(e);
@@ -387,38 +386,47 @@ pub(super) async fn run(
     result
 }
 
-/// Sends the turn's datagrams, each run of one code point with that
-/// traffic class (when `mark`; in as few system calls as GSO allows), and
-/// counts them.
-async fn send_udp(
-    shared: &Shared,
-    udp: &BatchedUdpSocket,
-    mark: bool,
-    out: &mut Vec<(Transmit, Option<u8>)>,
-    scratch: &mut Vec<u8>,
-    run: &mut Vec<Transmit>,
-) {
-    let mut i = 0;
-    while i < out.len() {
-        let dscp = out[i].1;
-        let end = out[i..]
-            .iter()
-            .position(|(_, d)| *d != dscp)
-            .map_or(out.len(), |n| i + n);
-        run.clear();
-        run.extend(out[i..end].iter().map(|(t, _)| t.clone()));
-        // The traffic-class byte: the six DSCP bits above two ECN bits.
-        let tos = if mark { dscp.map_or(0, |b| b << 2) } else { 0 };
-        let t = send_transmits_marked(udp, run, scratch, tos).await;
-        let c = &shared.udp;
-        Counters::add(&c.send_calls, t.calls);
-        Counters::add(&c.datagrams_sent, t.datagrams);
-        Counters::add(&c.bytes_sent, t.bytes);
-        Counters::add(&c.send_errors, t.errors);
-        i = end;
+/// A turn's datagrams, each with its code point, sent at the turn's end.
+#[derive(Default)]
+struct Datagrams {
+    transmits: Vec<Transmit>,
+    /// `marks[i]` is `transmits[i]`'s code point.
+    marks: Vec<Option<u8>>,
+    /// A GSO run's segments glued together.
+    scratch: Vec<u8>,
+}
+
+impl Datagrams {
+    fn push(&mut self, t: Transmit, dscp: Option<u8>) {
+        self.transmits.push(t);
+        self.marks.push(dscp);
     }
-    out.clear();
-    run.clear();
+
+    /// Sends them, each run of one code point with that traffic class
+    /// (when `mark`; in as few system calls as GSO allows), and counts
+    /// them.
+    async fn send(&mut self, shared: &Shared, udp: &BatchedUdpSocket, mark: bool) {
+        let mut i = 0;
+        while i < self.transmits.len() {
+            let dscp = self.marks[i];
+            let end = self.marks[i..]
+                .iter()
+                .position(|d| *d != dscp)
+                .map_or(self.marks.len(), |n| i + n);
+            // The traffic-class byte: the six DSCP bits above two ECN bits.
+            let tos = if mark { dscp.map_or(0, |b| b << 2) } else { 0 };
+            let t =
+                send_transmits_marked(udp, &self.transmits[i..end], &mut self.scratch, tos).await;
+            let c = &shared.udp;
+            Counters::add(&c.send_calls, t.calls);
+            Counters::add(&c.datagrams_sent, t.datagrams);
+            Counters::add(&c.bytes_sent, t.bytes);
+            Counters::add(&c.send_errors, t.errors);
+            i = end;
+        }
+        self.transmits.clear();
+        self.marks.clear();
+    }
 }
 
 /// The machine's drain: datagrams to `out`, frames to their connections,
@@ -427,7 +435,7 @@ fn drain(
     g: &mut Inner,
     streams: &mut Streams,
     now: Instant,
-    out: &mut Vec<(Transmit, Option<u8>)>,
+    out: &mut Datagrams,
     evs: &mut Vec<Event>,
 ) {
     loop {
@@ -435,7 +443,7 @@ fn drain(
         while let Some((t, dscp)) = g.machine.poll_transmit_marked(now) {
             any = true;
             match t.transport {
-                Transport::Udp => out.push((t, dscp)),
+                Transport::Udp => out.push(t, dscp),
                 _ => streams.route(g, t),
             }
         }

@@ -68,7 +68,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use groupwire_proto::session::Session as Machine;
 pub use groupwire_proto::session::{
@@ -243,11 +242,6 @@ struct StreamCounters {
 }
 
 impl StreamCounters {
-    fn add(c: &AtomicU64, n: u64) {
-        // Counters only; no ordering with other memory is needed.
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-
     fn snapshot(&self) -> StreamStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StreamStats {
@@ -674,11 +668,6 @@ impl Channel {
         self.shared.wake.notify_one();
         Ok(())
     }
-}
-
-/// How long an accepted connection may stay unbound.
-fn bind_timeout(cfg: &SessionConfig) -> Duration {
-    cfg.handshake_timeout
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::{Shared, StreamCounters};
+use crate::driver::Counters;
 
 /// A connection's number in the driver.
 pub(super) type ConnId = u64;
@@ -45,7 +46,7 @@ impl Conn {
         counters.queued.fetch_add(len, Ordering::Relaxed);
         if self.tx.send(frame).is_err() {
             counters.queued.fetch_sub(len, Ordering::Relaxed);
-            StreamCounters::add(&counters.frames_dropped, 1);
+            Counters::add(&counters.frames_dropped, 1);
         }
     }
 
@@ -80,7 +81,7 @@ impl Conn {
                         return fail(q, conn, events).await;
                     }
                 };
-                StreamCounters::add(&sh.streams.opened, 1);
+                Counters::add(&sh.streams.opened, 1);
                 let _ = stream.set_nodelay(true);
                 let (r, w) = stream.into_split();
                 let reader = tokio::spawn(read_loop(r, conn, sh.max_frame, events.clone()));
@@ -159,7 +160,7 @@ impl Drop for Queue {
         self.rx.close();
         while let Ok(f) = self.rx.try_recv() {
             self.sh.streams.queued.fetch_sub(f.len(), Ordering::Relaxed);
-            StreamCounters::add(&self.sh.streams.frames_dropped, 1);
+            Counters::add(&self.sh.streams.frames_dropped, 1);
         }
     }
 }
@@ -174,10 +175,10 @@ async fn write_loop(
 ) {
     while let Some(frame) = q.next().await {
         if write_frame(&mut w, &frame).await.is_err() {
-            StreamCounters::add(&q.sh.streams.frames_dropped, 1);
+            Counters::add(&q.sh.streams.frames_dropped, 1);
             return fail(q, conn, events).await;
         }
-        StreamCounters::add(&q.sh.streams.frames_sent, 1);
+        Counters::add(&q.sh.streams.frames_sent, 1);
         // Gather what is queued into one write; flush when caught up.
         if q.rx.is_empty() && w.flush().await.is_err() {
             return fail(q, conn, events).await;
@@ -187,7 +188,7 @@ async fn write_loop(
 
 /// The connection failed: what is queued is dropped, the driver told.
 async fn fail(q: Queue, conn: ConnId, events: mpsc::Sender<StreamIn>) {
-    StreamCounters::add(&q.sh.streams.failed, 1);
+    Counters::add(&q.sh.streams.failed, 1);
     drop(q);
     let _ = events.send(StreamIn::Closed { conn }).await;
 }
