@@ -309,61 +309,66 @@ mechanism plots show the mechanism each policy run had in force (0 plain,
 1 afec, 2 xor, 3 block, 4 reliable).
 
 **What this run shows (the reasons are read from the code and the
-tables below).** (1) XOR now sends what the selector predicts: a session
-XOR sender closes a partial group once nothing was sent for half the
-channel's delay budget (its lifetime's half for the telepointer, 1 s
-without either), so a row of L sends one parity per L messages, and the
-receiver takes any layout and continues across switches. The
-\`fixed:xor:*\` rows now differ, and XOR layouts are the best fixed choice
-for the telepointer, state and camera. State sends 20 messages a second,
-a gap longer than half its 50 ms budget, so every layout sends each state
-message twice (its parity is a copy, in time): all \`fixed:xor:*\` rows
-but the matrix have the same overhead there. (2) Block now sends what
-the selector predicts for it on a measured path. Two causes had made it
-send about twice that: the session closed every block at half the
-channel's delay budget while its controller, and the predictor, chose the
-code for blocks filling 90% of it (at the camera's 250 messages a second,
-7 of the 12 messages each code was chosen for, so every block carried a
-short block's repairs), and every Block the session switched to started
-from the controller's pessimistic prior (15% loss in runs of 4), not from
-the loss the monitor had measured. Both now use one configuration (blocks
-of half the budget) and a Block switched to starts from the monitor's
-fit; \`block_sends_the_overhead_the_predictor_counts\` in the session's
-tests holds them together (camera settings at 2% random loss: 0.35 wire
-overhead, 0.36 predicted with headers; it was 0.62 against 0.23).
-\`fixed:block\` is pinned when the channel opens, before anything is
-measured, so it still starts blind and its rows barely move. Its camera
-overhead of about 1.4 over the run is mostly the third minute, and is
-what the code needs: against Gilbert bursts of 4 at 8% loss a block of 7
-needs about 19 repairs, near the controller's bound of 3 per message, and
-the predictor now says so (2.7 at the 0.1% target; 3.0 and short of the
-target once the selector has tightened it). Where Block is used on a path
-it can serve it costs less than before (the stationary run's camera: 0.38,
-was 0.51), at a residual nearer its target (the controller picks the
-cheapest code that meets 0.1% on average, while in a window of 250
-messages one loss is already over 0.1%: \`qos_met\` 0.95 there, was 0.99).
-Differences of a few hundredths in \`qos_met\` between runs are mostly the
-other channels' traffic: \`fixed:afec\` runs the camera on the same Block
-(AFEC is not valid for it) and differs from \`fixed:block\` by 0.05. The
-model run still misses the camera's goal in the third minute: nothing is
-predicted to meet there (no XOR layout, nor Block within its bound), the
-selector keeps Block as the least lost, and with no capacity figure
-(\`delivered: None\`) it cannot see that the camera at four times its bytes
-does not fit the 4 Mbit/s link: the queue overflows and the model run's
-datagram channels are late for much of that minute, while the XOR rows,
-at one parity per L, are rarely late there. (3) All reliable traffic shares one TCP stream: bulk
-datasets, edits, and any channel moved to Reliable queue behind one
-another (edits' latency); where the model moves the telepointer to
-Reliable (the switches table) it is predicted to meet its band and is
-late instead. The stream's TCP uses a 40 ms delayed ACK (Linux's minimum;
-\`stream_tcp\` in the source says why the simulator's 200 ms default
-stalls it). (4) Bulk can only be Reliable (the session does not run
+tables below).** The goal table: the model selector meets the
+telepointer's and the camera's QoS in at least as many windows as the best
+fixed choice for each, the camera at less overhead; it misses the state
+channel's by a few windows, and the telepointer's overhead in this seed
+(both on other seeds too:
+\`the_model_selector_meets_the_goal_for_the_telepointer_and_the_camera\`
+holds what holds on seeds 1 and 2, and
+\`the_model_selector_meets_issue_16s_goal\` stays ignored for the rest).
+The stationary run never switches more than once a minute. The \`qos_*\`
+plots show where each policy loses windows, per 10 s, beside the best
+fixed choice; the \`monitor_*\` plots what the model run's resource
+monitor believed of the path.
+
+What closed most of the gap, each in the module docs where it lives:
+(1) **Capacity.** The monitor reads a path as full when a standing queue
+holds and the peer gets less of what was sent than the path's own loss
+explains; the delivered rate then (the stream's bytes with the
+datagrams', so a bulk transfer filling the path measures it) is the
+capacity, kept a minute, and the loss counted while full stays out of the
+Gilbert fit. Each channel's share is the capacity less what the others
+send without redundancy. At the start of the third minute, Block's
+controller answers 8% bursty loss on a link cut to 4 Mbit/s with more
+repairs than the link carries: the controller now sees the overload
+within about a second and moves the camera to what fits (before, the
+camera held Block for the whole minute and every channel was late behind
+the full queue). (2) **Rescue.** A fixed 60 s dwell kept a channel on a
+mechanism a new path had made useless; now a channel that no longer meets
+its QoS on a path whose loss rate moved twofold (over 0.5%), or whose
+mechanism no longer fits, moves after a 2 s (overload: 0.5 s) hold, the
+dwell notwithstanding; economies still wait out the dwell. (3)
+**Windows.** The QoS is judged per 1 s window, so the model asks for the
+mean loss at which at most 5% of windows exceed the target
+(\`window_target\`: the telepointer's 6% band top at 30 messages a window
+asks about 1.2%). (4) **Evidence.** It predicts on the loss-run rate one
+standard error above the fit, so a lucky few seconds do not strip a
+channel's redundancy. (5) **Interleaving.** A channel's packets see the
+path's chain only every few packets (the others' packets between): the
+telepointer's XOR groups lose nearly independently on a bursty path, and
+a session XOR copy sent after the idle wait is that many packets later,
+while two copies sent together are adjacent. (6) **Late recoveries**
+reported after the interval that counted them lost no longer read as
+residual loss to the closed loop. (7) **Nothing meets**: losses within
+1.25 times the least are taken as alike and the cheapest is kept.
+(8) Reliable is late for a budgeted channel when a bulk channel shares
+the stream (one FIFO TCP connection).
+
+What is still missing: the state channel (20 messages a second, each
+XOR copy alone) switches to two copies when nothing meets in the third
+minute, which the predictor says loses a quarter less and which measures
+about the same for twice the bytes; the overload at the third minute's
+start still costs every channel a few windows; the telepointer's closed
+loop tightens its target in the third minute, and Block then costs more
+than \`xor:3\`. Bulk can only be Reliable (the session does not run
 striped TCP or Reliable Blast UDP yet), so its and edits' comparisons are
-trivial. (5) Packets carry no DSCP and the queue is one FIFO. (6) At 30
+trivial. Packets carry DSCP marks, but the bottleneck is one FIFO. At 30
 messages a window the telepointer's MER moves in steps of 1/30, so no
 window can sit inside the 5-6% band: \`in_band\` is 0 by arithmetic, and
-\`qos_met\` counts windows at or under 6%. So issue 16's goal is not met
-here; \`the_model_selector_meets_issue_16s_goal\` (ignored) asserts it at 120 s." \
+\`qos_met\` counts windows at or under 6%. The stream's TCP uses a 40 ms
+delayed ACK (Linux's minimum; \`stream_tcp\` in the source says why the
+simulator's 200 ms default stalls it)." \
     tele-immersion --seed 1
 fi
 

@@ -63,12 +63,12 @@ use bytes::Bytes;
 
 use super::channel::{MechInst, MechRefused, Numbering, Reorder, Seen, SeenWindow, split_msg};
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
-use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic};
+use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic, is_bulk};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
 use super::{Dscp, Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
-use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
+use crate::{Bitrate, Instant, Machine, StreamMachine, Transmit, Transport};
 
 /// How a [`Session`] behaves. [`SessionConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -347,6 +347,12 @@ struct OutChannel {
     controller: Option<AdaptiveController>,
     /// Messages and bytes sent since the last control tick.
     tick: (u64, u64),
+    /// When the application last sent on the channel.
+    last_send: Option<Instant>,
+    /// Datagrams and their bytes sent on the wire, cumulative.
+    dgrams: (u64, u64),
+    /// The channel's load, smoothed over the control ticks.
+    load: Load,
     /// The peer's last ChannelReport for this channel (highest, delivered).
     fb_last: Option<(u32, u32)>,
     /// Messages the reports covered and of those delivered, since the
@@ -358,6 +364,104 @@ struct OutChannel {
     /// ([`SessionEvent::ChannelOpened`]); the application may still open it
     /// by name with a QoS of its own.
     implicit: bool,
+}
+
+impl OutChannel {
+    fn new(
+        name: String,
+        qos: Qos,
+        mech: Mechanism,
+        inst: Option<MechInst>,
+        controller: Option<AdaptiveController>,
+        now: Instant,
+    ) -> Self {
+        Self {
+            name,
+            qos,
+            mech,
+            inst,
+            draining: Vec::new(),
+            numbering: Numbering::default(),
+            next_msg: 0,
+            open_acked: false,
+            next_open: now,
+            stats: ChannelStats::default(),
+            controller,
+            tick: (0, 0),
+            last_send: None,
+            dgrams: (0, 0),
+            load: Load::default(),
+            fb_last: None,
+            fb_acc: (0, 0),
+            fb_total: (0, 0),
+            implicit: false,
+        }
+    }
+}
+
+/// A channel the application has not sent on for this long keeps its
+/// mechanism: the controller is not run for it.
+const IDLE_CHANNEL: Duration = Duration::from_secs(1);
+
+/// Half-life of a channel's smoothed load ([`Load`]).
+const LOAD_HALF_LIFE: Duration = Duration::from_secs(1);
+
+/// A channel's load as decayed sums (half-life [`LOAD_HALF_LIFE`]) of what
+/// it sent per control tick and of the ticks' seconds, so each rate is an
+/// unbiased time-weighted mean from the first tick on.
+#[derive(Clone, Copy, Debug, Default)]
+struct Load {
+    msgs: f64,
+    bytes: f64,
+    dgrams: f64,
+    dgram_bytes: f64,
+    secs: f64,
+    /// Datagram counters at the last tick.
+    seen: (u64, u64),
+}
+
+impl Load {
+    /// One tick of `secs`: the messages and bytes the application sent,
+    /// and the channel's datagram counters now.
+    fn tick(&mut self, secs: f64, (msgs, bytes): (u64, u64), dgrams: (u64, u64)) {
+        let w = 0.5f64.powf(secs / LOAD_HALF_LIFE.as_secs_f64());
+        let d = (
+            dgrams.0.saturating_sub(self.seen.0),
+            dgrams.1.saturating_sub(self.seen.1),
+        );
+        self.seen = dgrams;
+        self.msgs = self.msgs * w + msgs as f64;
+        self.bytes = self.bytes * w + bytes as f64;
+        self.dgrams = self.dgrams * w + d.0 as f64;
+        self.dgram_bytes = self.dgram_bytes * w + d.1 as f64;
+        self.secs = self.secs * w + secs;
+    }
+
+    /// Per second: messages, datagrams, datagram bytes.
+    fn rates(&self) -> (f64, f64, f64) {
+        let s = self.secs.max(1e-9);
+        (self.msgs / s, self.dgrams / s, self.dgram_bytes / s)
+    }
+
+    /// Datagram bytes per second the channel would send without
+    /// redundancy: a datagram of its mean size per message (0 for a
+    /// channel on the stream).
+    fn base_rate(&self) -> f64 {
+        if self.dgrams > 0.0 {
+            self.msgs * (self.dgram_bytes / self.dgrams) / self.secs.max(1e-9)
+        } else {
+            0.0
+        }
+    }
+
+    /// Mean message size, bytes (0 before any message).
+    fn msg_size(&self) -> usize {
+        if self.msgs > 0.0 {
+            (self.bytes / self.msgs).round() as usize
+        } else {
+            0
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -633,24 +737,14 @@ impl Session {
         p.by_name.insert(name.into(), id);
         p.out.insert(
             id,
-            OutChannel {
-                name: name.into(),
+            OutChannel::new(
+                name.into(),
                 qos,
-                mech: Mechanism::Plain,
-                inst: None,
-                draining: Vec::new(),
-                numbering: Numbering::default(),
-                next_msg: 0,
-                open_acked: false,
-                next_open: now,
-                stats: ChannelStats::default(),
-                controller: policy.map(|pol| AdaptiveController::new(ctl, pol, qos)),
-                tick: (0, 0),
-                fb_last: None,
-                fb_acc: (0, 0),
-                fb_total: (0, 0),
-                implicit: false,
-            },
+                Mechanism::Plain,
+                None,
+                policy.map(|pol| AdaptiveController::new(ctl, pol, qos)),
+                now,
+            ),
         );
         let ch = ChannelId { peer, id };
         let m = initial_mechanism(&qos);
@@ -759,6 +853,7 @@ impl Session {
             }
         }
         c.next_msg = msg.wrapping_add(1);
+        c.last_send = Some(now);
         c.tick.0 += 1;
         c.tick.1 += payload.len() as u64;
         c.stats.sent += 1;
@@ -776,6 +871,9 @@ impl Session {
         };
         if let Ok(c) = self.out_mut(ch) {
             c.stats.wire_bytes += bytes.len() as u64;
+        }
+        if let Some(p) = self.peers.get_mut(&ch.peer.0) {
+            p.tx_mon.on_stream_send(self.now, bytes.len() + 4);
         }
         self.transmits.push_back((
             Transmit {
@@ -944,6 +1042,8 @@ impl Session {
                     .and_then(|p| p.out.get_mut(&channel))
             {
                 c.stats.wire_bytes += n as u64;
+                c.dgrams.0 += 1;
+                c.dgrams.1 += n as u64;
             }
         }
         if only.is_none() {
@@ -1053,29 +1153,22 @@ impl Session {
                 p.out.insert(
                     l,
                     OutChannel {
-                        name: name.into(),
-                        qos: Qos::low_latency(),
-                        mech: Mechanism::Plain,
-                        inst: Some(MechInst::new(
-                            &Mechanism::Plain,
-                            &Qos::low_latency(),
-                            p.addr,
-                            0,
-                            &Numbering::default(),
-                            None,
-                        )?),
-                        draining: Vec::new(),
-                        numbering: Numbering::default(),
-                        next_msg: 0,
-                        open_acked: false,
-                        next_open: now,
-                        stats: ChannelStats::default(),
-                        controller: None,
-                        tick: (0, 0),
-                        fb_last: None,
-                        fb_acc: (0, 0),
-                        fb_total: (0, 0),
                         implicit: true,
+                        ..OutChannel::new(
+                            name.into(),
+                            Qos::low_latency(),
+                            Mechanism::Plain,
+                            Some(MechInst::new(
+                                &Mechanism::Plain,
+                                &Qos::low_latency(),
+                                p.addr,
+                                0,
+                                &Numbering::default(),
+                                None,
+                            )?),
+                            None,
+                            now,
+                        )
                     },
                 );
                 self.events.push_back(SessionEvent::ChannelOpened {
@@ -1342,7 +1435,11 @@ impl Session {
                         self.stats.bad_reports += 1;
                         continue;
                     }
-                    let got = got.min(span) as u64;
+                    // A message rebuilt or retransmitted after the report
+                    // that first covered it comes in a later one: the
+                    // count may exceed the span by what is still missing.
+                    let missing = c.fb_total.0.saturating_sub(c.fb_total.1);
+                    let got = (got as u64).min(span as u64 + missing);
                     c.fb_acc.0 += span as u64;
                     c.fb_acc.1 += got;
                     c.fb_total.0 += span as u64;
@@ -1365,32 +1462,65 @@ impl Session {
         let Some(p) = self.peers.get_mut(&cid) else {
             return;
         };
-        // The monitor's delivered rate is what the peer got of what we
-        // sent, a lower bound on the capacity while we send less than the
-        // path carries; read as the capacity it would rule out every
-        // mechanism that sends more than we do now. Until the monitor
-        // probes for bandwidth, the selector gets no capacity figure.
-        let path = PathEstimate {
-            delivered: None,
-            ..p.tx_mon.estimate()
-        };
+        // Each channel's load this tick, then the peer's totals. A
+        // channel's packets are interleaved with the others'. Its share of
+        // the path (PathEstimate::delivered, as the selector reads it) is
+        // the capacity less what the others would send without
+        // redundancy: every datagram channel keeps room for its messages,
+        // and redundancy competes for the rest (a channel that takes more
+        // than the rest overloads the path, and the overload rescue moves
+        // it). The stream is elastic (TCP yields) and takes no share.
+        let estimate = p.tx_mon.estimate();
+        let mut totals = (0.0, 0.0);
+        let mut bulk_on_stream = 0usize;
+        for c in p.out.values_mut() {
+            c.load.tick(interval, std::mem::take(&mut c.tick), c.dgrams);
+            let (_, d, _) = c.load.rates();
+            totals.0 += d;
+            totals.1 += c.load.base_rate();
+            bulk_on_stream += usize::from(c.inst.is_none() && is_bulk(&c.qos));
+        }
         let mut moves = Vec::new();
         let mut verdicts = Vec::new();
         for (&id, c) in p.out.iter_mut() {
             let Some(ctl) = c.controller.as_mut() else {
                 continue;
             };
+            // A channel that sent nothing for a second is not reselected:
+            // its load and its feedback say nothing of what it will send.
+            let idle = c
+                .last_send
+                .is_none_or(|t| now.saturating_duration_since(t) > IDLE_CHANNEL);
+            if ctl.current().is_some() && idle {
+                continue;
+            }
             let before = ctl.current().map(|_| ctl.meets());
-            let (msgs, bytes) = std::mem::take(&mut c.tick);
-            let traffic = if msgs > 0 {
-                Traffic::new(msgs as f64 / interval, (bytes / msgs) as usize)
+            let (msgs, dgrams, _) = c.load.rates();
+            let base = c.load.base_rate();
+            let mut traffic = if msgs > 0.0 && c.load.msg_size() > 0 {
+                Traffic::new(msgs, c.load.msg_size())
             } else {
                 Traffic::from_qos(&c.qos, 200).unwrap_or(Traffic::new(1.0, 200))
             };
-            let (span, got) = std::mem::take(&mut c.fb_acc);
-            let measured = (span > 0).then(|| Measured {
-                loss_after_recovery: (span - got) as f64 / span as f64,
-                messages: span,
+            traffic.others_pkt_rate = (totals.0 - dgrams).max(0.0);
+            traffic.stream_shared_with_bulk =
+                bulk_on_stream > usize::from(c.inst.is_none() && is_bulk(&c.qos));
+            let path = PathEstimate {
+                delivered: estimate.capacity.map(|cap| {
+                    let others = (totals.1 - base).max(0.0) * 8.0;
+                    Bitrate::bps((cap.as_bps() as f64 - others).max(0.0) as u64)
+                }),
+                ..estimate
+            };
+            // Late deliveries can make an interval's share negative: they
+            // take back losses counted before. Held until a report covers
+            // a message.
+            let measured = (c.fb_acc.0 > 0).then(|| {
+                let (span, got) = std::mem::take(&mut c.fb_acc);
+                Measured {
+                    loss_after_recovery: (span as f64 - got as f64) / span as f64,
+                    messages: span,
+                }
             });
             let switch = ctl.on_interval(now, &path, &traffic, measured);
             let after = ctl.current().map(|_| ctl.meets());
@@ -1837,6 +1967,8 @@ impl Session {
         }
         let p = self.peers.get_mut(&dcid).expect("looked up above");
         p.last_heard = now;
+        // With its 4-byte length prefix: what the stream carried.
+        p.rx_mon.on_stream_bytes(now, frame.len() + 4);
         if f.channel == wire::BIND_CHANNEL {
             return Some(PeerId(dcid));
         }

@@ -28,6 +28,13 @@ pub struct PathEstimate {
     /// available bandwidth while we send more than the path carries, and
     /// what we sent otherwise.
     pub delivered: Option<Bitrate>,
+    /// The bandwidth the path gave our datagrams when it was last seen
+    /// full: the delivered rate while a standing queue held and the peer
+    /// got less than we sent ([`SendMonitor`](super::monitor::SendMonitor)
+    /// says how). `None` while the path has not been seen full (or not
+    /// for [`capacity_hold`](super::monitor::MonitorConfig::capacity_hold)):
+    /// then nothing measured bounds what more the path would carry.
+    pub capacity: Option<Bitrate>,
     /// RFC 3550 §6.4.1's interarrival jitter of our packets at the peer.
     pub jitter: Duration,
     /// Leigh et al.'s jitter (under their Fig. 4: the mean deviation of
@@ -47,6 +54,7 @@ impl PathEstimate {
         loss_model: None,
         mean_burst: 1.0,
         delivered: None,
+        capacity: None,
         jitter: Duration::ZERO,
         jitter_leigh: None,
         samples: 0.0,
@@ -71,6 +79,7 @@ impl PathEstimate {
             loss_model: Some(TwoState::gilbert(p.min(1.0), r)),
             mean_burst: burst,
             delivered,
+            capacity: delivered,
             jitter: Duration::ZERO,
             jitter_leigh: None,
             samples: f64::INFINITY,
@@ -86,6 +95,42 @@ impl PathEstimate {
             loss_good: self.loss,
             loss_bad: self.loss,
         })
+    }
+
+    /// This estimate with the loss chain's `p` (a loss run begins) raised
+    /// to an upper bound `z` standard errors above the fit, for a
+    /// selector that should not trust a mechanism to a loss rate measured
+    /// on little evidence: loss runs are counted events, so with `n`
+    /// packets received and `k = p·n` runs, `p⁺ = (k + z√k) / n`, the
+    /// count `z` Poisson standard errors up. A path on which no run was
+    /// seen stays lossless: the monitor reports a chain only once it rests
+    /// on [`MonitorConfig::min_samples`](super::monitor::MonitorConfig::min_samples)
+    /// packets, and a clean path of a few hundred packets must still bear
+    /// a 0.1% target. The burst length (`r`) is kept. An estimate resting
+    /// on infinitely many packets ([`known`](Self::known)) is unchanged,
+    /// and so is one without a fitted chain.
+    pub fn upper_bound(&self, z: f64) -> Self {
+        let Some(m) = self.loss_model else {
+            return *self;
+        };
+        let n = self.samples * (1.0 - self.loss).clamp(0.0, 1.0);
+        if !n.is_finite() || n <= 0.0 || !(z > 0.0) {
+            return *self;
+        }
+        let k = (m.p * n).max(0.0);
+        let p = ((k + z * k.sqrt()) / n).clamp(m.p, 1.0);
+        let r = if m.r > 0.0 { m.r } else { 1.0 };
+        let model = TwoState { p, ..m };
+        let model = if m.r > 0.0 {
+            model
+        } else {
+            TwoState { r, ..model }
+        };
+        Self {
+            loss: model.loss_rate(),
+            loss_model: Some(model),
+            ..*self
+        }
     }
 
     /// One-way delay, taken as half the round trip (no clock sync).

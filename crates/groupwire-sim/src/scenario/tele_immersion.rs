@@ -474,6 +474,7 @@ impl TeleImmersion {
             .collect();
         let tcp = na.control_sender().stats();
         RunOut {
+            path: sa.path.clone(),
             channels,
             stream_timeouts: tcp.timeouts,
             stream_retransmits: tcp.retransmits,
@@ -570,6 +571,7 @@ impl TeleImmersion {
         let mut goal_rows = Vec::new();
         let mut summary = serde_json::Map::new();
         let mut all_met = 0;
+        let mut best_runs = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
             let cands: Vec<Candidate> = fixed_runs
                 .iter()
@@ -596,6 +598,10 @@ impl TeleImmersion {
                 &cands,
             );
             let best = g.best.clone();
+            best_runs.push(
+                best.as_ref()
+                    .and_then(|b| plans.iter().position(|p| p.0 == b.run)),
+            );
             all_met += usize::from(g.qos && g.overhead);
             summary.insert(
                 format!("{}_goal_met", spec.name),
@@ -711,7 +717,7 @@ impl TeleImmersion {
                 rows: switch_rows,
             },
         ];
-        let plots = specs
+        let mut plots: Vec<Plot> = specs
             .iter()
             .enumerate()
             .map(|(i, spec)| Plot {
@@ -728,6 +734,25 @@ impl TeleImmersion {
                 ..Default::default()
             })
             .collect();
+        for (i, spec) in specs.iter().enumerate() {
+            let runs = plans.iter().enumerate().filter(|(r, p)| {
+                matches!(p.1, Plan::Policy(_)) && !p.2 || best_runs[i] == Some(*r)
+            });
+            plots.push(Plot {
+                file: format!("qos_{}", spec.name),
+                title: format!(
+                    "{}: share of 1 s windows meeting the QoS, per 10 s",
+                    spec.name
+                ),
+                x_label: "time (s)".into(),
+                y_label: "share of windows met".into(),
+                series: runs
+                    .filter_map(|(r, p)| Some(met_series(&p.0, &scores[r][i].as_ref()?.per_window)))
+                    .collect(),
+                ..Default::default()
+            });
+        }
+        plots.extend(self.monitor_plots(&outs[0]));
         Report {
             scenario: "tele-immersion".into(),
             seed,
@@ -735,6 +760,48 @@ impl TeleImmersion {
             tables,
             plots,
         }
+    }
+}
+
+impl TeleImmersion {
+    /// What the model run's resource monitor estimated, beside what the
+    /// path was: loss rate, and the capacity against the link's rate.
+    fn monitor_plots(&self, out: &RunOut) -> Vec<Plot> {
+        let (fwd, _) = self.links(false);
+        let mut est_loss = TimeSeries::new("estimate");
+        let mut est_cap = TimeSeries::new("capacity estimate");
+        let mut link = TimeSeries::new("link rate");
+        let mut queue = TimeSeries::new("queueing delay (ms)");
+        for (t, e) in &out.path {
+            est_loss.push(*t, 100.0 * e.model().loss_rate());
+            if let Some(c) = e.capacity {
+                est_cap.push(*t, c.as_bps() as f64 / 1e6);
+            }
+            if let Some(r) = fwd.rate_at(Instant::ZERO + Duration::from_secs_f64(*t)) {
+                link.push(*t, r.as_bps() as f64 / 1e6);
+            }
+            if let (Some(s), Some(m)) = (e.srtt, e.min_rtt) {
+                queue.push(*t, s.saturating_sub(m).as_secs_f64() * 1e3);
+            }
+        }
+        vec![
+            Plot {
+                file: "monitor_loss".into(),
+                title: "model run: the monitor's loss estimate (A to B)".into(),
+                x_label: "time (s)".into(),
+                y_label: "loss (%)".into(),
+                series: vec![est_loss],
+                ..Default::default()
+            },
+            Plot {
+                file: "monitor_capacity".into(),
+                title: "model run: capacity as the monitor saw it, and the link".into(),
+                x_label: "time (s)".into(),
+                y_label: "Mbit/s; ms".into(),
+                series: vec![est_cap, link, queue],
+                ..Default::default()
+            },
+        ]
     }
 }
 
@@ -774,10 +841,28 @@ fn mechanism_series(name: &str, log: &ChannelLog, end: Instant) -> TimeSeries {
     s
 }
 
+/// The share of windows met in each 10 s bin, at the bin's start.
+fn met_series(name: &str, windows: &[(f64, u64, bool)]) -> TimeSeries {
+    const BIN: f64 = 10.0;
+    let mut bins: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
+    for &(t, _, ok) in windows {
+        let b = bins.entry((t / BIN) as u64).or_default();
+        b.0 += u32::from(ok);
+        b.1 += 1;
+    }
+    let mut s = TimeSeries::new(name);
+    for (b, (met, n)) in bins {
+        s.push(b as f64 * BIN, f64::from(met) / f64::from(n));
+    }
+    s
+}
+
 /// What one run left for scoring.
 #[derive(Debug, Clone)]
 struct RunOut {
     channels: Vec<ChannelLog>,
+    /// The sender's path estimate once a second.
+    path: Vec<(f64, PathEstimate)>,
     /// The A-to-B stream's retransmission timeouts and retransmitted
     /// segments (the simulator's TCP model).
     stream_timeouts: u64,
@@ -850,6 +935,9 @@ struct ChannelScore {
     switches: u64,
     /// The most in any 60 s.
     max_per_minute: u64,
+    /// Each scored window: its start (s after the start of the run), its
+    /// messages, and whether it met the QoS.
+    per_window: Vec<(f64, u64, bool)>,
 }
 
 /// Scores `log` against `qos` over 1 s windows of send time from `start`
@@ -895,13 +983,15 @@ fn score(qos: &Qos, log: &ChannelLog, start: u64, end: u64) -> ChannelScore {
         }
     }
     let (mut met, mut in_band) = (0u64, 0u64);
-    for &(n, bad) in windows.values() {
+    let mut per_window = Vec::with_capacity(windows.len());
+    for (&w, &(n, bad)) in &windows {
         let share = bad as f64 / n as f64;
         let ok = match qos.reliability {
             Reliability::Full => bad == 0,
             r => share <= r.max_loss() * (1.0 + 1e-9) + 1e-12,
         };
         met += u64::from(ok);
+        per_window.push(((start + w * WINDOW) as f64 / 1e9, n, ok));
         if let Reliability::MerBand { lo, .. } = qos.reliability {
             in_band += u64::from(ok && share >= lo * (1.0 - 1e-9));
         }
@@ -931,6 +1021,7 @@ fn score(qos: &Qos, log: &ChannelLog, start: u64, end: u64) -> ChannelScore {
         p99_ms: l.p99_ms,
         switches: times.len() as u64,
         max_per_minute: max_in_window(&times, 60_000_000_000),
+        per_window,
     }
 }
 
@@ -1014,6 +1105,8 @@ struct App {
     by_local: BTreeMap<u16, usize>,
     /// B: deliveries per spec: message number, arrival (ns).
     got: Vec<Vec<(u32, u64)>>,
+    /// A: the monitor's estimate of the path once a second (s, estimate).
+    path: Vec<(f64, PathEstimate)>,
     sender: bool,
 }
 
@@ -1032,6 +1125,7 @@ impl App {
             switches: vec![Vec::new(); n],
             by_local: BTreeMap::new(),
             got: vec![Vec::new(); n],
+            path: Vec::new(),
             sender,
         }
     }
@@ -1124,6 +1218,12 @@ impl App {
     fn send_due(&mut self, now: Instant) {
         if !self.sender {
             return;
+        }
+        let secs = now.as_secs_f64();
+        if self.path.last().is_none_or(|(t, _)| secs >= t + 1.0)
+            && let Some(est) = self.ids[0].and_then(|ch| self.session.path(ch.peer))
+        {
+            self.path.push((secs.floor(), est));
         }
         for i in 0..self.specs.len() {
             while self.next[i] <= now && self.next[i] < self.end {
@@ -1398,6 +1498,43 @@ mod tests {
         assert_eq!(r.summary["stationary_no_flapping"], true);
     }
 
+    /// What holds of issue 16's goal today, on the default scenario and
+    /// two seeds: the model selector meets the telepointer's and the
+    /// camera's QoS at least as often as the best fixed choice for each,
+    /// the camera at no more overhead, and no channel flaps on the
+    /// stationary path. (The state channel and the telepointer's overhead
+    /// are what `the_model_selector_meets_issue_16s_goal` still misses.)
+    #[test]
+    fn the_model_selector_meets_the_goal_for_the_telepointer_and_the_camera() {
+        for seed in [1, 2] {
+            let r = TeleImmersion::default()
+                .run(seed, &mut |_| {})
+                .expect("runs");
+            let t = r.table("goal").expect("the goal table");
+            let (ch, q, o) = (
+                t.column("channel").unwrap(),
+                t.column("qos_goal").unwrap(),
+                t.column("overhead_goal").unwrap(),
+            );
+            let row = |name: &str| {
+                t.rows
+                    .iter()
+                    .find(|row| row[ch] == name)
+                    .unwrap_or_else(|| panic!("a {name} row"))
+                    .clone()
+            };
+            assert_eq!(
+                row("telepointer")[q],
+                true,
+                "seed {seed}: {:?}",
+                row("telepointer")
+            );
+            assert_eq!(row("camera")[q], true, "seed {seed}: {:?}", row("camera"));
+            assert_eq!(row("camera")[o], true, "seed {seed}: {:?}", row("camera"));
+            assert_eq!(r.summary["stationary_no_flapping"], true, "seed {seed}");
+        }
+    }
+
     /// Issue 16's goal at reduced duration: the model selector meets
     /// each channel's QoS at least as often as its best fixed choice, at
     /// no more overhead, and does not flap on a stationary path. Not met
@@ -1406,7 +1543,9 @@ mod tests {
     #[test]
     #[ignore = "issue 16's goal is not met yet; see docs/results/tele-immersion.md"]
     fn the_model_selector_meets_issue_16s_goal() {
-        let r = short(120).run(1, &mut |_| {}).expect("runs");
+        // Runs on the default scenario (240 s, every fixed choice): where
+        // the model run stands is in docs/results/tele-immersion.md.
+        let r = TeleImmersion::default().run(1, &mut |_| {}).expect("runs");
         let t = r.table("goal").expect("the goal table");
         let (q, o) = (
             t.column("qos_goal").unwrap(),

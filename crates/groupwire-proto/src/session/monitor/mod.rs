@@ -65,6 +65,27 @@
 //!   interval and the interval; the sender keeps both decayed with the fast
 //!   half-life and divides (a time-weighted mean; intervals with no bytes
 //!   are skipped, so an idle path keeps its last rate).
+//! - **Capacity**: the delivered rate is a lower bound on the bandwidth
+//!   while we send less than the path carries, and the bandwidth itself
+//!   once we send more. The sender tells the two apart by what a full
+//!   path does: a standing queue (SRTT more than
+//!   [`queue_threshold`](MonitorConfig::queue_threshold) above the
+//!   windowed minimum) while the peer gets less of what we sent than the
+//!   path's own loss explains, by a tenth of it (both rates decayed
+//!   alike; the path's own loss is the less pessimistic of the two fits,
+//!   since at an overload the slow one lags its drops). A queue that only
+//!   delays, or a loss that only loses, is not a full path: a step up in
+//!   the path's delay lifts SRTT over the minimum for one minimum window
+//!   and loses nothing more. Then the delivered rate (the stream's bytes
+//!   and the datagrams', so a bulk transfer filling the path measures it)
+//!   is the capacity, and the loss counted while the path is full stays
+//!   out of the Gilbert fit (those drops are the queue's, caused by what
+//!   we send: redundancy added against them adds to them); it is kept for
+//!   [`capacity_hold`](MonitorConfig::capacity_hold), raised by any higher
+//!   delivered rate meanwhile, and forgotten after. BBR's bottleneck
+//!   bandwidth is the delivered rate's windowed maximum for the same
+//!   reason; it probes above it, which a session carrying fixed-rate
+//!   channels has no call to do.
 //! - **Probing** (Leigh et al.'s "light probing when a path is idle", the
 //!   issue's words for §2's monitor): when nothing was sent to a peer for
 //!   [`probe_idle`](MonitorConfig::probe_idle), [`SendMonitor::poll_probe`]
@@ -78,7 +99,8 @@
 //! report format, the fit, the filters; each cites its source above.
 //!
 //! Not done here: an available-bandwidth probe (packet pairs or trains);
-//! `delivered` is a lower bound while the sender is application-limited.
+//! `delivered` is a lower bound while the sender is application-limited,
+//! and `capacity` is known only once the session has filled the path.
 
 use std::time::Duration;
 
@@ -148,6 +170,16 @@ pub struct MonitorConfig {
     pub probe_idle: Duration,
     /// Stop probing a peer whose last report is this old (default 5 s).
     pub probe_silence: Duration,
+    /// Queueing delay (SRTT above the windowed minimum) that counts as a
+    /// standing queue for the capacity estimate (default 20 ms; a quarter
+    /// of the minimum round trip where that is more, so a long path's
+    /// ordinary variation does not count).
+    pub queue_threshold: Duration,
+    /// How long a capacity measured on a full path is kept once the path
+    /// stops being full (default 60 s, the controller's least time
+    /// between switches: a channel moved off an overload does not move
+    /// back onto it as soon as the queue has drained).
+    pub capacity_hold: Duration,
 }
 
 impl Default for MonitorConfig {
@@ -166,6 +198,8 @@ impl Default for MonitorConfig {
             min_rate_interval: Duration::from_millis(50),
             probe_idle: Duration::from_millis(250),
             probe_silence: Duration::from_secs(5),
+            queue_threshold: Duration::from_millis(20),
+            capacity_hold: Duration::from_secs(60),
         }
     }
 }

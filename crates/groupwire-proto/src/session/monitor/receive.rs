@@ -129,6 +129,15 @@ impl ReceiveMonitor {
         (self.runs, self.histogram)
     }
 
+    /// `bytes` of the peer's stream (a frame and its length prefix): they
+    /// count in the delivered rate, as the path carried them, and in
+    /// nothing else (the stream has no packet numbers here).
+    pub fn on_stream_bytes(&mut self, now: Instant, bytes: usize) {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        self.interval_bytes = self.interval_bytes.saturating_add(bytes);
+        self.interval_start.get_or_insert(now);
+    }
+
     /// One authenticated datagram from the peer: its packet number `seq`,
     /// its send timestamp `ts` (the sender's µs clock, wrapping:
     /// [`wire_ts`]) and its size.

@@ -15,7 +15,7 @@ use crate::{Bitrate, Instant};
 pub struct SendStats {
     /// Datagrams sent ([`SendMonitor::on_send`]).
     pub sent: u64,
-    /// Bytes of those.
+    /// Bytes of those, and of the stream frames written ([`SendMonitor::on_stream_send`]).
     pub sent_bytes: u64,
     /// Reports accepted.
     pub reports: u64,
@@ -37,6 +37,9 @@ pub struct SendStats {
     pub rtt_rejected: u64,
     /// Probes asked for ([`SendMonitor::poll_probe`] returning `true`).
     pub probes: u64,
+    /// Reports that found the path full (see the module docs,
+    /// "Capacity"): their losses did not go into the loss fit.
+    pub full_reports: u64,
 }
 
 /// Kathleen Nichols' windowed minimum as Linux keeps it
@@ -126,6 +129,14 @@ pub struct SendMonitor {
     /// Decayed bytes delivered and the seconds they took, and when last
     /// decayed.
     delivered: Option<(f64, f64, Instant)>,
+    /// The same for what we sent, over the same intervals (the time
+    /// between accepted reports), and `stats.sent_bytes` at the last one.
+    sent_rate: Option<(f64, f64, Instant)>,
+    sent_at_report: u64,
+    /// Bytes per second the path gave when last seen full, and when.
+    capacity: Option<(f64, Instant)>,
+    /// The last report found the path full.
+    full: bool,
     jitter: Duration,
     jitter_leigh: Option<Duration>,
     last_probe: Option<Instant>,
@@ -147,6 +158,10 @@ impl SendMonitor {
             latest_rtt: None,
             min_rtt: None,
             delivered: None,
+            sent_rate: None,
+            sent_at_report: 0,
+            capacity: None,
+            full: false,
             jitter: Duration::ZERO,
             jitter_leigh: None,
             last_probe: None,
@@ -175,6 +190,21 @@ impl SendMonitor {
         self.sent_highest = Some(ext);
     }
 
+    /// `bytes` written to the peer's stream (a frame and its length
+    /// prefix): they count in the rate sent, beside the datagrams, since
+    /// the peer counts them in the rate delivered
+    /// ([`ReceiveMonitor::on_stream_bytes`](super::ReceiveMonitor::on_stream_bytes)).
+    /// A bulk transfer's frames are written faster than the path takes
+    /// them, so while one drains, a full path reads as full, and its
+    /// delivered rate, the stream's and the datagrams' together, is the
+    /// capacity.
+    pub fn on_stream_send(&mut self, _now: Instant, bytes: usize) {
+        self.stats.sent_bytes = self
+            .stats
+            .sent_bytes
+            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
+    }
+
     /// One report from the peer, already decoded. Stale, hostile or
     /// impossible ones are counted in [`stats`](Self::stats) and ignored.
     pub fn on_report(&mut self, now: Instant, r: &MonitorReport) {
@@ -199,22 +229,21 @@ impl SendMonitor {
         // `lost` falls when late packets fill gaps: a signed difference.
         let lost = r.lost as f64 - before.lost as f64;
         let runs = (r.runs - before.runs) as f64;
-        self.fit.add(elapsed, received, lost, runs);
         self.interval_runs = r.runs_since(&before);
         // Delivered rate: decayed bytes over decayed seconds, from the
         // intervals that carried any.
         if r.interval_bytes > 0 && r.interval_us > 0 {
             let secs = f64::from(r.interval_us) / 1e6;
             let bytes = r.interval_bytes as f64;
-            self.delivered = Some(match self.delivered {
-                None => (bytes, secs, now),
-                Some((b, s, at)) => {
-                    let w =
-                        decay_weight(now.saturating_duration_since(at), self.cfg.fast_half_life);
-                    (b * w + bytes, s * w + secs, now)
-                }
-            });
+            let half = self.cfg.fast_half_life;
+            self.delivered = Some(decayed_add(self.delivered, now, half, bytes, secs));
+            if self.last.is_some() && !elapsed.is_zero() {
+                let sent = self.stats.sent_bytes.saturating_sub(self.sent_at_report) as f64;
+                let e = elapsed.as_secs_f64();
+                self.sent_rate = Some(decayed_add(self.sent_rate, now, half, sent, e));
+            }
         }
+        self.sent_at_report = self.stats.sent_bytes;
         self.jitter = Duration::from_micros(u64::from(r.jitter_us));
         if let Some(j) = r.jitter_leigh_us {
             self.jitter_leigh = Some(Duration::from_micros(u64::from(j)));
@@ -224,6 +253,68 @@ impl SendMonitor {
             at: now,
             report: *r,
         });
+        self.update_capacity(now);
+        // While the path is full, its drops are the queue's, caused by
+        // what we send: not a property of the path that redundancy
+        // repairs (repairs add to them). The fits only decay then.
+        if self.full {
+            self.fit.add(elapsed, 0.0, 0.0, 0.0);
+            self.stats.full_reports += 1;
+        } else {
+            self.fit.add(elapsed, received, lost, runs);
+        }
+    }
+
+    /// The capacity estimate after a report (see the module docs,
+    /// "Capacity").
+    fn update_capacity(&mut self, now: Instant) {
+        if self
+            .capacity
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) > self.cfg.capacity_hold)
+        {
+            self.capacity = None;
+        }
+        let was_full = std::mem::take(&mut self.full);
+        let min = self.cfg.min_rate_interval.as_secs_f64();
+        let rate =
+            |x: Option<(f64, f64, Instant)>| x.and_then(|(b, s, _)| (s >= min).then(|| b / s));
+        let (Some(got), Some(sent)) = (rate(self.delivered), rate(self.sent_rate)) else {
+            return;
+        };
+        let queued = match (self.srtt, self.min_rtt) {
+            (Some((srtt, _)), Some(m)) => {
+                let min = m.get() as f64;
+                let threshold = (self.cfg.queue_threshold.as_micros() as f64).max(min / 4.0);
+                srtt - min > threshold
+            }
+            _ => false,
+        };
+        // What the path loses anyway: the less pessimistic fit (at a rise
+        // the slow one lags, so an overload's own drops do not count as
+        // the path's), and a tenth of what was sent beyond it.
+        let base = self
+            .fits()
+            .iter()
+            .map(|f| f.loss_rate())
+            .fold(1.0f64, f64::min)
+            .clamp(0.0, 1.0);
+        self.full = queued && got < (1.0 - base - FULL_MARGIN).max(0.0) * sent;
+        // While the path stays full its delivered rate climbs to the
+        // capacity (the decayed mean lags a change): the episode's highest
+        // is the estimate, and a new episode starts it again. Outside one,
+        // a delivered rate above the kept capacity raises it.
+        let raise = |c: f64| Some((c.max(got), now));
+        self.capacity = match self.capacity {
+            Some((c, _)) if !self.full || was_full => {
+                if got > c {
+                    raise(c)
+                } else {
+                    self.capacity
+                }
+            }
+            _ if self.full => Some((got, now)),
+            c => c,
+        };
     }
 
     /// Why a report is to be ignored, if it is.
@@ -350,6 +441,9 @@ impl SendMonitor {
                 1.0
             },
             delivered,
+            capacity: self
+                .capacity
+                .map(|(c, _)| Bitrate::bps((c * 8.0).round() as u64)),
             jitter: self.jitter,
             jitter_leigh: self.jitter_leigh,
             samples: fit.samples(),
@@ -384,6 +478,28 @@ impl SendMonitor {
             .max()
             .unwrap_or(answered);
         (due <= answered + self.cfg.probe_silence).then_some(due)
+    }
+}
+
+/// Share of what was sent, beyond the path's own loss, that must go
+/// missing for a queued path to read as full.
+const FULL_MARGIN: f64 = 0.1;
+
+/// `(bytes, secs)` sums decayed with `half` since they were last added
+/// to, plus this interval's.
+fn decayed_add(
+    prev: Option<(f64, f64, Instant)>,
+    now: Instant,
+    half: Duration,
+    bytes: f64,
+    secs: f64,
+) -> (f64, f64, Instant) {
+    match prev {
+        None => (bytes, secs, now),
+        Some((b, s, at)) => {
+            let w = decay_weight(now.saturating_duration_since(at), half);
+            (b * w + bytes, s * w + secs, now)
+        }
     }
 }
 

@@ -706,3 +706,136 @@ proptest! {
         }
     }
 }
+
+/// A bottleneck: a drop-tail FIFO of `limit` packets served at `rate`
+/// bytes per second, then a propagation delay that `set_delay` may change;
+/// reports come back after the delay on an empty reverse path.
+struct Bottleneck {
+    tx: SendMonitor,
+    rx: ReceiveMonitor,
+    rate: f64,
+    limit: usize,
+    delay: Duration,
+    /// Departure times (s) of the packets in the queue.
+    queue: VecDeque<f64>,
+    seq: u32,
+    back: VecDeque<(Instant, MonitorReport)>,
+}
+
+impl Bottleneck {
+    fn new(rate_bps: f64, limit: usize, delay: Duration) -> Self {
+        Self {
+            tx: SendMonitor::new(MonitorConfig::default()),
+            rx: ReceiveMonitor::new(MonitorConfig::default()),
+            rate: rate_bps / 8.0,
+            limit,
+            delay,
+            queue: VecDeque::new(),
+            seq: 0,
+            back: VecDeque::new(),
+        }
+    }
+
+    /// One packet of `bytes` at `now`; `lost` drops it on the path after
+    /// the queue.
+    fn send(&mut self, now: Instant, bytes: usize, lost: bool) {
+        while let Some(&(at, r)) = self.back.front() {
+            if at > now {
+                break;
+            }
+            self.back.pop_front();
+            self.tx.on_report(at, &r);
+        }
+        let t = now.as_secs_f64();
+        while self.queue.front().is_some_and(|&d| d <= t) {
+            self.queue.pop_front();
+        }
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.tx.on_send(now, seq, bytes);
+        if self.queue.len() >= self.limit {
+            return;
+        }
+        let start = self.queue.back().copied().unwrap_or(t).max(t);
+        let depart = start + bytes as f64 / self.rate;
+        self.queue.push_back(depart);
+        if lost {
+            return;
+        }
+        let arrive = Instant::ZERO + Duration::from_secs_f64(depart) + self.delay;
+        self.rx.on_packet(arrive, seq, wire_ts(now), bytes);
+        while let Some(r) = self.rx.poll_report(arrive) {
+            let mut buf = Vec::new();
+            r.encode(&mut buf);
+            let r = MonitorReport::decode(&buf).expect("a report decodes");
+            self.back.push_back((arrive + self.delay, r));
+        }
+    }
+
+    /// `secs` seconds of 1000-byte packets at `bps`, losing each with
+    /// `loss` on the path (seeded), from `start`.
+    fn run(&mut self, start: Instant, secs: f64, bps: f64, loss: f64, seed: u64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let gap = 1000.0 * 8.0 / bps;
+        let n = (secs / gap) as u64;
+        for i in 0..n {
+            let now = start + Duration::from_secs_f64(i as f64 * gap);
+            let lost = rng.random::<f64>() < loss;
+            self.send(now, 1000, lost);
+        }
+    }
+}
+
+#[test]
+fn an_overloaded_path_reads_as_full_and_its_rate_is_the_capacity() {
+    // 4 Mbit/s, 100 packets of queue, 20 ms; 3 Mbit/s with 1% loss first,
+    // then 8 Mbit/s: the queue fills and drops half.
+    let mut b = Bottleneck::new(4e6, 100, 20 * MS);
+    b.run(at_ms(0), 10.0, 3e6, 0.01, 1);
+    let before = b.tx.estimate();
+    assert_eq!(before.capacity, None, "{before:?}");
+    assert_eq!(b.tx.stats().full_reports, 0);
+    b.run(at_ms(10_000), 5.0, 8e6, 0.01, 2);
+    let e = b.tx.estimate();
+    let cap = e.capacity.expect("measured while full").as_bps() as f64;
+    // What arrived: 4 Mbit/s less the path's 1%, within the decayed
+    // mean's lag.
+    assert!((3.3e6..4.05e6).contains(&cap), "{cap}");
+    assert!(b.tx.stats().full_reports > 10, "{:?}", b.tx.stats());
+    // The queue's drops stay out of the loss fit: the path loses 1%.
+    assert!(e.loss < 0.05, "{}", e.loss);
+}
+
+#[test]
+fn a_step_in_delay_alone_is_not_a_full_path() {
+    // 2% loss well under the rate; the one-way delay goes from 20 to
+    // 60 ms: SRTT sits 80 ms over the windowed minimum for 10 s.
+    let mut b = Bottleneck::new(10e6, 100, 20 * MS);
+    b.run(at_ms(0), 10.0, 3e6, 0.02, 3);
+    b.delay = 60 * MS;
+    b.run(at_ms(10_000), 10.0, 3e6, 0.02, 4);
+    let e = b.tx.estimate();
+    // The queueing reading is there, and nothing else says full.
+    assert!(
+        e.srtt.expect("measured") > e.min_rtt.expect("measured") + 20 * MS,
+        "{e:?}"
+    );
+    assert_eq!(b.tx.stats().full_reports, 0);
+    assert_eq!(e.capacity, None);
+}
+
+#[test]
+fn a_capacity_is_forgotten_after_its_hold_and_raised_by_more_delivered() {
+    let mut b = Bottleneck::new(4e6, 100, 20 * MS);
+    b.run(at_ms(0), 5.0, 8e6, 0.0, 5);
+    let cap = b.tx.estimate().capacity.expect("full").as_bps();
+    // The bottleneck widens; the same load now fits, and arrives faster
+    // than the capacity kept: that raises it.
+    b.rate = 20e6 / 8.0;
+    b.run(at_ms(6_000), 5.0, 8e6, 0.0, 6);
+    let raised = b.tx.estimate().capacity.expect("kept").as_bps();
+    assert!(raised > cap + 2_000_000, "{raised} vs {cap}");
+    // A minute later at a lower rate, not full: forgotten.
+    b.run(at_ms(12_000), 65.0, 1e6, 0.0, 7);
+    assert_eq!(b.tx.estimate().capacity, None);
+}

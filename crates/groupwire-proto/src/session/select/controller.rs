@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::{
-    Policy, Prediction, Provision, Traffic, is_bulk, meets, predict_with, select_with, since,
-    tightened,
+    NONE_FACTOR, Policy, Prediction, Provision, Traffic, capped, is_bulk, meets, predict_with,
+    select_with, since, tightened, window_target,
 };
 use crate::Instant;
 use crate::control::target::MIN_SURPRISES;
@@ -21,13 +21,39 @@ pub struct ControllerConfig {
     /// optimistic estimate does not move a channel, and a real change is
     /// followed within seconds).
     pub hold: Duration,
-    /// The least time between two switches (default 60 s): this alone
-    /// bounds a channel to one switch a minute, whatever the estimates do,
-    /// which is issue 16's "never flaps more than once a minute on a
-    /// stationary path". The first choice is not a switch and does not
-    /// start it, so a channel that started on an unmeasured path can move
-    /// as soon as the path is measured.
+    /// The least time between two switches (default 60 s) while the path
+    /// stays as it was at the last one: this bounds a channel to one switch
+    /// a minute on a stationary path, whatever the estimates do, which is
+    /// issue 16's "never flaps more than once a minute on a stationary
+    /// path". It yields to a *rescue* (see [`AdaptiveController`]): a path
+    /// that changed, or a mechanism the path no longer carries. The first
+    /// choice is not a switch and does not start it, so a channel that
+    /// started on an unmeasured path can move as soon as the path is
+    /// measured.
     pub min_dwell: Duration,
+    /// A path has *changed* when its loss rate is this many times what it
+    /// was at the last choice, or that many times less (default 2; loss
+    /// rates under [`ControllerConfig::loss_floor`] count as the floor).
+    pub change_ratio: f64,
+    /// Loss rates this low are alike for [`ControllerConfig::change_ratio`]
+    /// (default 0.5%: the monitor's fast fit rests on about 1.4 s of
+    /// packets, 600 at 400 a second, and three losses more or less move a
+    /// lower rate by twice; a change among rates this low goes by the
+    /// dwell).
+    pub loss_floor: f64,
+    /// How long a pick must stay better before it replaces a mechanism
+    /// the path cannot carry (default 500 ms: an overload delays every
+    /// channel of the peer behind a full queue, so it is left as soon as
+    /// the estimate has shown it for a few control intervals; while it
+    /// lasts the controller reselects every interval, not every
+    /// [`ControllerConfig::reselect`]).
+    pub overload_hold: Duration,
+    /// How long a pick must stay better on a changed path before it
+    /// replaces the current mechanism within the dwell (default 2 s: the
+    /// monitor shows a rise in loss within about 3 s, and a change of
+    /// twice the loss rate that holds at every reselection for 2 s is not
+    /// noise on a stationary path).
+    pub rescue_hold: Duration,
     /// "Clearly cheaper": a meeting candidate replaces a meeting current
     /// mechanism only if its overhead is at least this share lower (default
     /// 0.2; XOR rows of 5 and 6 differ by 17% and do not trade places on
@@ -44,6 +70,26 @@ pub struct ControllerConfig {
     /// channels under 1% of a core at a 100 ms interval; the hold is
     /// counted at this granularity.
     pub reselect: Duration,
+    /// Under [`Policy::Model`], the path is predicted on with its loss-run
+    /// rate this many standard errors above the fit
+    /// ([`PathEstimate::upper_bound`]; default 1): a mechanism is trusted
+    /// to a loss rate only as far as the packets measured bear it out (at
+    /// 0.1% loss and 2000 packets, two runs: the bound is 0.17%), so a
+    /// channel does not drop its redundancy on a lucky few seconds.
+    /// Beyond the paper; 0 predicts on the fit itself.
+    pub confidence_z: f64,
+    /// The QoS's loss target holds for every window this long, not only on
+    /// average (default 1 s; `ZERO`: on average): with `n` messages a
+    /// window, the model policy asks for a mean loss at which a window
+    /// loses more than the target with probability at most
+    /// [`ControllerConfig::window_risk`] ([`window_target`]). At 30
+    /// messages a second and a 6% band top, one loss a window is allowed,
+    /// and a 2% mean loses two or more in 12% of windows: the controller
+    /// asks 1.2% instead. Beyond the paper, whose QoS is a mean: an
+    /// application sees its windows, and the scenario judges them.
+    pub window: Duration,
+    /// The share of windows allowed over the target (default 5%).
+    pub window_risk: f64,
     /// What the host and network offer.
     pub provision: Provision,
 }
@@ -53,9 +99,16 @@ impl Default for ControllerConfig {
         Self {
             hold: Duration::from_secs(5),
             min_dwell: Duration::from_secs(60),
+            overload_hold: Duration::from_millis(500),
+            rescue_hold: Duration::from_secs(2),
+            change_ratio: 2.0,
+            loss_floor: 5e-3,
             margin: 0.2,
             feedback_half_life: Duration::from_secs(30),
             reselect: Duration::from_secs(1),
+            confidence_z: 1.0,
+            window: Duration::from_secs(1),
+            window_risk: 0.05,
             provision: Provision::DEFAULT,
         }
     }
@@ -65,7 +118,9 @@ impl Default for ControllerConfig {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Measured {
     /// Share of its messages lost after recovery (or late): the residual
-    /// loss or MER the receiver reports.
+    /// loss or MER the receiver reports. Negative when messages counted
+    /// lost in an earlier interval were delivered in this one (a recovery
+    /// slower than the reports), down to -1.
     pub loss_after_recovery: f64,
     /// Messages that share is of.
     pub messages: u64,
@@ -123,6 +178,11 @@ pub struct AdaptiveController {
     last_select: Option<Instant>,
     last_switch: Option<Instant>,
     better_since: Option<Instant>,
+    /// Since when the pick has been better on a changed path or past an
+    /// overload, at every interval.
+    rescue_since: Option<Instant>,
+    /// The path's loss rate at the last choice.
+    loss_at_choice: f64,
     measured_lost: f64,
     predicted_lost: f64,
     switches: u64,
@@ -143,6 +203,8 @@ impl AdaptiveController {
             last_select: None,
             last_switch: None,
             better_since: None,
+            rescue_since: None,
+            loss_at_choice: 0.0,
             measured_lost: 0.0,
             predicted_lost: 0.0,
             switches: 0,
@@ -199,14 +261,32 @@ impl AdaptiveController {
     ) -> Option<Switch> {
         self.intervals += 1;
         self.feed(now, measured);
+        // Between reselections only an overload is looked at: the share of
+        // the path the channel has against what its mechanism sends, a
+        // product, not a prediction.
         if self.current.is_some()
             && since(now, self.last_select).is_some_and(|d| d < self.cfg.reselect)
+            && !self.overloaded(path, traffic)
         {
             return None;
         }
         self.last_select = Some(now);
         let prov = self.cfg.provision;
-        let qos = tightened(&self.qos, self.correction());
+        let mut qos = tightened(&self.qos, self.correction());
+        if self.policy == Policy::Model && !self.cfg.window.is_zero() {
+            let n = traffic.msg_rate * self.cfg.window.as_secs_f64();
+            let target = window_target(qos.reliability.max_loss(), n, self.cfg.window_risk);
+            qos = capped(&qos, target);
+        }
+        let loss_now = path.model().loss_rate();
+        let bounded;
+        let path = match self.policy {
+            Policy::Model => {
+                bounded = path.upper_bound(self.cfg.confidence_z);
+                &bounded
+            }
+            _ => path,
+        };
         let pick = select_with(
             self.policy,
             &prov,
@@ -217,6 +297,7 @@ impl AdaptiveController {
         );
         let Some(current) = self.current else {
             self.adopt(pick.mechanism, pick.prediction, pick.meets);
+            self.loss_at_choice = loss_now;
             return Some(Switch {
                 from: None,
                 to: pick.mechanism,
@@ -241,15 +322,44 @@ impl AdaptiveController {
             };
         if !better {
             self.better_since = None;
+            self.rescue_since = None;
             return None;
         }
-        let since_better = *self.better_since.get_or_insert(now);
-        let held = now.saturating_duration_since(since_better) >= self.cfg.hold;
-        let dwelt = since(now, self.last_switch).is_none_or(|d| d >= self.cfg.min_dwell);
-        if !(held && dwelt) {
+        // The pick fits where the current mechanism does not (when neither
+        // does, the others' load is the overload, not this channel's).
+        let overload = !cur.rate_ok && pick.prediction.rate_ok;
+        // A changed path rescues a channel that no longer meets its QoS;
+        // one that now over-protects waits out the dwell (a falling loss
+        // estimate crosses the change ratio again and again as it decays).
+        let urgent = (self.changed(loss_now) && !cur_meets) || overload;
+        if !urgent {
+            self.rescue_since = None;
+        }
+        let rescue_hold = if overload {
+            self.cfg.overload_hold
+        } else {
+            self.cfg.rescue_hold
+        }
+        .min(self.cfg.hold);
+        let held_for =
+            |t: &mut Option<Instant>| now.saturating_duration_since(*t.get_or_insert(now));
+        let better_for = held_for(&mut self.better_since);
+        let rescue = urgent && held_for(&mut self.rescue_since) >= rescue_hold;
+        let last = since(now, self.last_switch);
+        let dwelt = last.is_none_or(|d| d >= self.cfg.min_dwell);
+        let normal = better_for >= self.cfg.hold && dwelt;
+        // Never sooner than the hold after a switch: a pick that needs
+        // rescuing at once was a wrong pick, and another at once may be too.
+        let may_rescue = rescue && last.is_none_or(|d| d >= self.cfg.hold);
+        if !(normal || may_rescue) {
             return None;
+        }
+        if rescue {
+            self.measured_lost = 0.0;
+            self.predicted_lost = 0.0;
         }
         self.adopt(pick.mechanism, pick.prediction, pick.meets);
+        self.loss_at_choice = loss_now;
         self.last_switch = Some(now);
         self.switches += 1;
         Some(Switch {
@@ -265,6 +375,30 @@ impl AdaptiveController {
         self.prediction = Some(p);
         self.meets = meets;
         self.better_since = None;
+        self.rescue_since = None;
+    }
+
+    /// Whether the channel's share of the path (`path.delivered`, as the
+    /// session gives it) is below what the current mechanism sends: its
+    /// load times one plus the overhead last predicted for it.
+    fn overloaded(&self, path: &PathEstimate, traffic: &Traffic) -> bool {
+        let (Some(share), Some(p)) = (path.delivered, self.prediction) else {
+            return false;
+        };
+        if p.throughput.is_some() {
+            return false;
+        }
+        let wire = traffic.msg_rate * traffic.msg_size as f64 * 8.0 * (1.0 + p.overhead);
+        wire > share.as_bps() as f64
+    }
+
+    /// Whether the path's loss rate moved by the change ratio since the
+    /// last choice.
+    fn changed(&self, loss_now: f64) -> bool {
+        let floor = self.cfg.loss_floor.max(1e-12);
+        let (a, b) = (self.loss_at_choice.max(floor), loss_now.max(floor));
+        let ratio = if a > b { a / b } else { b / a };
+        ratio >= self.cfg.change_ratio.max(1.0)
     }
 
     fn feed(&mut self, now: Instant, measured: Option<Measured>) {
@@ -278,10 +412,10 @@ impl AdaptiveController {
         let share = if m.loss_after_recovery.is_nan() {
             0.0
         } else {
-            m.loss_after_recovery.clamp(0.0, 1.0)
+            m.loss_after_recovery.clamp(-1.0, 1.0)
         };
         let n = m.messages as f64;
-        self.measured_lost += share * n;
+        self.measured_lost = (self.measured_lost + share * n).max(0.0);
         if let Some(p) = self.prediction {
             self.predicted_lost += p.lost() * n;
         }
@@ -295,6 +429,12 @@ impl AdaptiveController {
         cur_meets: bool,
     ) -> bool {
         let x = self.cfg.margin.clamp(0.0, 1.0);
+        // A mechanism the path cannot carry loses more than predicted (the
+        // queue overflows, for every channel of the peer): one that fits
+        // is better, whatever the two predict.
+        if new.rate_ok != cur.rate_ok {
+            return new.rate_ok;
+        }
         match (new_meets, cur_meets) {
             (true, false) => true,
             (false, true) => false,
@@ -308,7 +448,12 @@ impl AdaptiveController {
                     };
                 cheaper || faster
             }
-            (false, false) => new.lost() <= (1.0 - x) * cur.lost(),
+            // Neither meets: a clearly lower loss, and not one that costs
+            // more for a loss the current one is within NONE_FACTOR of.
+            (false, false) => {
+                new.lost() <= (1.0 - x) * cur.lost()
+                    && (new.overhead <= cur.overhead || cur.lost() > NONE_FACTOR * new.lost())
+            }
         }
     }
 }

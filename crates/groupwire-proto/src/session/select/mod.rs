@@ -82,22 +82,37 @@ pub struct Traffic {
     pub msg_rate: f64,
     /// Mean message size, bytes.
     pub msg_size: usize,
+    /// Datagrams per second the peer's *other* channels send on the same
+    /// path (0: this channel is alone). A channel's packets are then
+    /// interleaved with theirs, so it sees the path's loss chain only
+    /// every few packets: burst losses hit its consecutive packets less
+    /// often than the chain's consecutive ones. The predictors thin the
+    /// chain accordingly (`predict.rs`, `Ctx::new`).
+    pub others_pkt_rate: f64,
+    /// The peer's reliable stream also carries a capacity-seeking channel
+    /// (a bulk transfer): the stream is one FIFO, so a message written to
+    /// it may wait behind the whole transfer (TCP keeps its send buffer
+    /// full). Reliable is then late for any channel with a delay budget.
+    pub stream_shared_with_bulk: bool,
 }
 
 impl Traffic {
-    /// `msg_rate` messages of `msg_size` bytes per second.
+    /// `msg_rate` messages of `msg_size` bytes per second, alone on the
+    /// path.
     pub const fn new(msg_rate: f64, msg_size: usize) -> Self {
-        Self { msg_rate, msg_size }
+        Self {
+            msg_rate,
+            msg_size,
+            others_pkt_rate: 0.0,
+            stream_shared_with_bulk: false,
+        }
     }
 
     /// The load [`Qos::rate`] declares, in messages of `msg_size` bytes;
     /// `None` without a rate (or with a zero size).
     pub fn from_qos(qos: &Qos, msg_size: usize) -> Option<Self> {
         let rate = qos.rate?;
-        (msg_size > 0).then(|| Self {
-            msg_rate: rate.as_bps() as f64 / 8.0 / msg_size as f64,
-            msg_size,
-        })
+        (msg_size > 0).then(|| Self::new(rate.as_bps() as f64 / 8.0 / msg_size as f64, msg_size))
     }
 }
 
@@ -307,7 +322,8 @@ pub fn select(
 /// best predicted throughput, the least overhead (beyond the brief: a bulk
 /// transfer wants speed, and every reliable mechanism costs the same
 /// retransmissions). If none meets, the least `residual + late` (rate
-/// fitting first), with [`Selection::meets`] false. `current` is not read
+/// fitting first), or the cheapest whose loss is within [`NONE_FACTOR`]
+/// of that, with [`Selection::meets`] false. `current` is not read
 /// either (the controller holds the hysteresis); it is in the signature
 /// so a policy may prefer staying put.
 pub fn select_with(
@@ -324,7 +340,7 @@ pub fn select_with(
     }
 }
 
-fn is_bulk(qos: &Qos) -> bool {
+pub(crate) fn is_bulk(qos: &Qos) -> bool {
     qos.profile == CapacityProfile::CapacitySeeking && qos.reliability == Reliability::Full
 }
 
@@ -457,6 +473,14 @@ pub fn candidates(prov: &Provision, qos: &Qos, path: &PathEstimate) -> Vec<Mecha
     out
 }
 
+/// When no candidate meets the QoS, losses within this factor of the
+/// least are taken as alike, and the cheapest of them is chosen: the
+/// channel fails its target whatever it sends, and redundancy that only
+/// trims the loss a little costs the whole path bytes (at 8% loss in
+/// bursts, a second XOR copy of each message trims a third of what one
+/// copy leaves, for twice the bytes).
+pub const NONE_FACTOR: f64 = 1.25;
+
 fn model(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic) -> Selection {
     let scored: Vec<(Mechanism, Prediction, bool)> = candidates(prov, qos, path)
         .into_iter()
@@ -495,7 +519,7 @@ fn model(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic) ->
             reason: why,
         };
     }
-    let (m, p, _) = scored
+    let (_, least, _) = scored
         .iter()
         .min_by(|a, b| {
             b.1.rate_ok
@@ -504,11 +528,20 @@ fn model(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic) ->
                 .then(a.1.overhead.total_cmp(&b.1.overhead))
         })
         .expect("Reliable is always a candidate");
+    let (m, p, _) = scored
+        .iter()
+        .filter(|s| s.1.rate_ok == least.rate_ok && s.1.lost() <= NONE_FACTOR * least.lost())
+        .min_by(|a, b| a.1.overhead.total_cmp(&b.1.overhead))
+        .expect("the least lost is within its own factor");
     Selection {
         mechanism: *m,
         prediction: *p,
         meets: false,
-        reason: format!("none meets; least lost {:.2e}", p.lost()),
+        reason: format!(
+            "none meets; lost {:.2e} (least {:.2e})",
+            p.lost(),
+            least.lost()
+        ),
     }
 }
 
@@ -526,6 +559,60 @@ fn tightened(qos: &Qos, factor: f64) -> Qos {
         Reliability::MerBand { lo, hi } => Reliability::MerBand {
             lo: lo / f,
             hi: hi / f,
+        },
+        r => r,
+    };
+    q
+}
+
+/// The highest mean loss `q` at which a window of `n` messages loses more
+/// than the share `target` of them with probability at most `risk`: the
+/// largest `q` with `P(Binomial(n, q) > ⌊target·n⌋) <= risk`, by bisection
+/// (the tail grows with `q`). Independent losses: a burst loss clumps, so
+/// the same mean exceeds the target in fewer windows, and the bound is on
+/// the safe side there. `n` is capped at 10⁶ and the allowed count at
+/// 10⁴ (the sum's length); never more than `target`.
+pub fn window_target(target: f64, n: f64, risk: f64) -> f64 {
+    if !(target > 0.0) || !(n >= 1.0) || !(risk > 0.0) {
+        return target.max(0.0);
+    }
+    let n = n.min(1e6).floor();
+    let allowed = (target * n * (1.0 + 1e-9)).floor().min(1e4) as u64;
+    // P(X <= allowed) for X ~ Binomial(n, q), term by term.
+    let cdf = |q: f64| {
+        let mut term = (1.0 - q).powf(n);
+        let mut sum = term;
+        for i in 0..allowed {
+            let i = i as f64;
+            term *= (n - i) / (i + 1.0) * q / (1.0 - q);
+            sum += term;
+        }
+        sum
+    };
+    let (mut lo, mut hi) = (0.0, target.min(1.0));
+    if 1.0 - cdf(hi) <= risk {
+        return hi;
+    }
+    for _ in 0..50 {
+        let mid = (lo + hi) / 2.0;
+        if 1.0 - cdf(mid) <= risk {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// A QoS whose loss target (a band's top; its floor keeps its ratio to
+/// the top) is at most `target`.
+fn capped(qos: &Qos, target: f64) -> Qos {
+    let mut q = *qos;
+    q.reliability = match qos.reliability {
+        Reliability::Residual(p) => Reliability::Residual(p.min(target)),
+        Reliability::MerBand { lo, hi } if hi > target && hi > 0.0 => Reliability::MerBand {
+            lo: lo * target / hi,
+            hi: target,
         },
         r => r,
     };

@@ -42,6 +42,11 @@ struct Ctx {
     /// Seconds an XOR sender waits idle before closing a partial group
     /// (the session's rule, [`xor_close_wait`]).
     xor_wait: f64,
+    /// The path's chain itself (`model` is thinned to the channel's
+    /// packets by [`Ctx::thinned`]), and the other channels' datagrams
+    /// per second.
+    path_model: TwoState,
+    others: f64,
 }
 
 impl Ctx {
@@ -70,7 +75,27 @@ impl Ctx {
             delivered: path.delivered.map(|b| b.as_bps() as f64 / 8.0),
             jitter: path.jitter,
             xor_wait: xor_close_wait(qos).as_secs_f64(),
+            path_model: model,
+            others: if traffic.others_pkt_rate.is_finite() {
+                traffic.others_pkt_rate.max(0.0)
+            } else {
+                0.0
+            },
         }
+    }
+
+    /// This context with the chain as the channel's own packets see it
+    /// when it sends `per_msg` packets a message: between two of them the
+    /// other channels send `others / (rate · per_msg)` on average, so the
+    /// channel sees every `1 + that`-th packet of the path's chain
+    /// ([`every_nth`], taken at that mean spacing). Beyond the paper, which
+    /// predicts per channel as if it were alone: a sparse channel beside a
+    /// busy one sees nearly independent losses on a bursty path, and a
+    /// prediction on the path's chain overstates what bursts do to it.
+    fn thinned(mut self, per_msg: f64) -> Self {
+        let spacing = 1.0 + self.others / (self.rate * per_msg.max(1.0));
+        self.model = every_nth(&self.path_model, spacing);
+        self
     }
 
     /// Whether `wire` bytes per second fit the delivered rate (always,
@@ -109,14 +134,22 @@ fn sane_model(m: TwoState) -> TwoState {
 /// The chain seen every `n`-th packet (`n >= 1`): for a two-state chain
 /// with `λ = 1 − p − r`, `Pⁿ` has `P(G→B) = π_B (1 − λⁿ)` and
 /// `P(B→G) = π_G (1 − λⁿ)` (the eigen-decomposition of a 2×2 stochastic
-/// matrix); the losses per state are unchanged. Exact.
-pub(super) fn every_nth(m: &TwoState, n: u32) -> TwoState {
+/// matrix); the losses per state are unchanged. Exact for whole `n`; a
+/// fractional `n` (a mean spacing) takes `λⁿ` at it where `λ >= 0`, and
+/// rounds `n` where the chain alternates (`λ < 0`).
+pub(super) fn every_nth(m: &TwoState, n: f64) -> TwoState {
     let (pb, s) = (m.p_bad(), m.p + m.r);
-    if s <= 0.0 {
+    if s <= 0.0 || !(n > 1.0) {
         return *m;
     }
     let lam = 1.0 - s;
-    let mix = 1.0 - lam.powi(n.min(i32::MAX as u32) as i32);
+    let n = n.min(1e9);
+    let pow = if lam >= 0.0 {
+        lam.powf(n)
+    } else {
+        lam.powi(n.round() as i32)
+    };
+    let mix = 1.0 - pow;
     TwoState {
         p: (pb * mix).clamp(0.0, 1.0),
         r: ((1.0 - pb) * mix).clamp(0.0, 1.0),
@@ -146,6 +179,23 @@ pub(super) fn run_prob(m: &TwoState, n: u64, lost: bool) -> f64 {
     let pw = mat_pow(step, n - 1);
     let out = v[0] * (pw[0][0] + pw[0][1]) + v[1] * (pw[1][0] + pw[1][1]);
     out.clamp(0.0, 1.0)
+}
+
+/// `P(a packet and the packets gaps[0], gaps[0] + gaps[1], … after it
+/// are all lost)` on the chain from its stationary state, a gap `g`
+/// stepping the chain as [`every_nth`] does. Exact for whole gaps.
+pub(super) fn all_lost_at(m: &TwoState, gaps: &[f64]) -> f64 {
+    let h = [m.loss_good, m.loss_bad];
+    let pb = m.p_bad();
+    let mut v = [(1.0 - pb) * h[0], pb * h[1]];
+    for &g in gaps {
+        let t = every_nth(m, g);
+        v = [
+            (v[0] * (1.0 - t.p) + v[1] * t.r) * h[0],
+            (v[0] * t.p + v[1] * (1.0 - t.r)) * h[1],
+        ];
+    }
+    (v[0] + v[1]).clamp(0.0, 1.0)
 }
 
 type Mat = [[f64; 2]; 2];
@@ -244,6 +294,17 @@ pub(super) fn predict_in(
     traffic: &Traffic,
 ) -> Prediction {
     let c = Ctx::new(qos, path, traffic, prov);
+    let per_msg = match *m {
+        Mechanism::Xor(layout) => 1.0 + layout.overhead(),
+        Mechanism::Reliable | Mechanism::Striped { .. } => {
+            (traffic.msg_size as f64 / prov.mss.max(1) as f64).ceil()
+        }
+        // AFEC piggybacks its copies; Block's repairs are not known before
+        // its code is chosen (they space its sources a little more: the
+        // prediction is a little pessimistic there).
+        _ => 1.0,
+    };
+    let c = c.thinned(per_msg);
     let p = match *m {
         Mechanism::Plain => Prediction {
             residual: c.loss,
@@ -297,7 +358,7 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
         c.loss
     };
     let col_res = if layout.columns {
-        block_residual(&every_nth(&c.model, l as u32), d, 1)
+        block_residual(&every_nth(&c.model, l as f64), d, 1)
     } else {
         c.loss
     };
@@ -344,7 +405,13 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
 /// the budget. Overhead: one parity per copy, per message.
 fn xor_alone(c: &Ctx, layout: XorLayout) -> Prediction {
     let copies = usize::from(layout.rows) + usize::from(layout.columns);
-    let residual = block_residual(&c.model, 1, copies).min(c.loss);
+    // The copies go out back to back the wait after the message, with the
+    // other channels' packets between it and them (`Ctx::after`).
+    let spacing = 1.0 + c.others * c.xor_wait.max(0.0);
+    let gaps: Vec<f64> = (0..copies)
+        .map(|i| if i == 0 { spacing } else { 1.0 })
+        .collect();
+    let residual = all_lost_at(&c.path_model, &gaps).min(c.loss);
     let late = match c.budget {
         Some(b) if c.xor_wait > b => (c.loss - residual).max(0.0),
         _ => 0.0,
@@ -475,6 +542,8 @@ fn stream(c: &Ctx, prov: &Provision, traffic: &Traffic, n: u8) -> Prediction {
     let gaps = DUP_ACKS * n_f / seg_rate;
     let d = rto.min(rtt_s + gaps);
     let late = match c.budget {
+        // Behind a bulk transfer on the same stream, any wait (`Traffic`).
+        Some(_) if traffic.stream_shared_with_bulk => 1.0,
         Some(b) if d > b && c.loss > 0.0 => {
             let n_pkts = ((d - b) * seg_rate).ceil().clamp(1.0, 1e12) as u64;
             1.0 - run_prob(&c.model, n_pkts, false)
