@@ -84,20 +84,17 @@ impl Drop for Emulator {
 /// `groupwire emulate` in front of `target`, losing 10% of what clients
 /// send, from a seeded Bernoulli process.
 fn emulate(target: SocketAddr, seed: u64) -> Emulator {
-    Emulator(common::spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target.to_string(),
+    let seed = seed.to_string();
+    let args = [
         "--loss",
         "bernoulli:0.1",
         "--seed",
-        &seed.to_string(),
+        &seed,
         "--duration",
         "90s",
         "--quiet",
-    ]))
+    ];
+    Emulator(common::emulate_to(target, &args))
 }
 
 /// Until `out` hears from the pipeline, a one-byte datagram (not RTP, so

@@ -99,16 +99,6 @@ pub(crate) fn emulate_trace(
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(trace.as_bytes()))
         .unwrap();
-    super::spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target.to_string(),
-        "--loss",
-        &format!("trace:{}", path.display()),
-        "--duration",
-        "60s",
-        "--quiet",
-    ])
+    let loss = format!("trace:{}", path.display());
+    super::emulate_to(target, &["--loss", &loss, "--duration", "60s", "--quiet"])
 }
