@@ -14,42 +14,46 @@ fn groupwire(args: &[&str]) -> Output {
 
 #[test]
 fn help_shows_a_loopback_example() {
-    let o = groupwire(&["emulate", "--help"]);
-    assert!(o.status.success());
+    assert_help_mentions(
+        &["emulate", "--help"],
+        &[
+            "--listen",
+            "--forward",
+            "--loss",
+            "--reverse-loss",
+            "--rate",
+            "--queue",
+            "schedule:alternating",
+            "groupwire emulate --listen 127.0.0.1:7401",
+        ],
+    );
+    assert_help_mentions(
+        &["awareness", "send", "--help"],
+        &[
+            "--protocol",
+            "afec-frac",
+            "--trace",
+            "groupwire awareness send --to",
+            "--framing",
+            "rtpreddec",
+            "--red-clock-rate",
+            "--red-pt",
+            "--message-pt",
+            "xor:3",
+            "xor:LxD",
+            "--xor-close-after",
+            "--protocol xor:3 --duration 60s",
+        ],
+    );
+}
+
+/// `groupwire ARGS` succeeds and its output names every one of `needles`.
+fn assert_help_mentions(args: &[&str], needles: &[&str]) {
+    let o = groupwire(args);
+    assert!(o.status.success(), "{args:?}");
     let out = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "--listen",
-        "--forward",
-        "--loss",
-        "--reverse-loss",
-        "--rate",
-        "--queue",
-        "schedule:alternating",
-        "groupwire emulate --listen 127.0.0.1:7401",
-    ] {
-        assert!(out.contains(needle), "emulate --help lacks {needle}: {out}");
-    }
-    let o = groupwire(&["awareness", "send", "--help"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "--protocol",
-        "afec-frac",
-        "--trace",
-        "groupwire awareness send --to",
-        "--framing",
-        "rtpreddec",
-        "--red-clock-rate",
-        "--red-pt",
-        "--message-pt",
-        "xor:3",
-        "xor:LxD",
-        "--xor-close-after",
-        "--protocol xor:3 --duration 60s",
-    ] {
-        assert!(
-            out.contains(needle),
-            "awareness send --help lacks {needle}: {out}"
-        );
+    for needle in needles {
+        assert!(out.contains(needle), "{args:?} lacks {needle}: {out}");
     }
 }
 

@@ -129,14 +129,14 @@ fn gstreamer_rtpreddec_recovers_messages_groupwire_sent_as_red() {
     let Some(gst) = gst_launch() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (gst_port, out) = (free_port(), bind());
-    let _gst = Pipeline::start(
+    let _gst = Pipeline::udp(
         &gst,
+        gst_port,
         &format!(
-            "udpsrc address=127.0.0.1 port={gst_port} buffer-size=4194304 \
-             caps=application/x-rtp,media=application,clock-rate=1000,encoding-name=RED,payload={RED_PT} \
-             ! rtpreddec pt={RED_PT} ! udpsink host=127.0.0.1 port={} sync=false async=false",
-            out.local_addr().unwrap().port()
+            "application/x-rtp,media=application,clock-rate=1000,encoding-name=RED,payload={RED_PT}"
         ),
+        &format!("rtpreddec pt={RED_PT}"),
+        out.local_addr().unwrap().port(),
     );
     wait_until_playing(gst_port, &out);
 
@@ -272,14 +272,14 @@ fn groupwire_recovers_messages_gstreamer_protected_with_rtpredenc() {
     let rx_addr = rx.local_addr().unwrap();
     let emu = emulate(rx_addr, 11);
     let in_port = free_port();
-    let _gst = Pipeline::start(
+    let _gst = Pipeline::udp(
         &gst,
+        in_port,
         &format!(
-            "udpsrc address=127.0.0.1 port={in_port} buffer-size=4194304 \
-             caps=application/x-rtp,media=application,clock-rate=1000,encoding-name=X-GW-TP,payload={MSG_PT} \
-             ! rtpredenc pt={RED_PT} distance=1 ! udpsink host=127.0.0.1 port={} sync=false async=false",
-            emu.listen().port()
+            "application/x-rtp,media=application,clock-rate=1000,encoding-name=X-GW-TP,payload={MSG_PT}"
         ),
+        &format!("rtpredenc pt={RED_PT} distance=1"),
+        emu.listen().port(),
     );
     // groupwire's side: the AFEC endpoint reading RTP/RED with the CLI's
     // payload types (the defaults); the test is its driver.

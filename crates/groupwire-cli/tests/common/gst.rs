@@ -29,6 +29,7 @@ pub(crate) fn gst_launch() -> Option<PathBuf> {
 pub(crate) struct Pipeline(Child);
 
 impl Pipeline {
+    /// `gst-launch-1.0 -q DESCRIPTION`.
     pub(crate) fn start(gst: &PathBuf, description: &str) -> Self {
         let args: Vec<&str> = description.split_whitespace().collect();
         Self(
@@ -41,6 +42,25 @@ impl Pipeline {
                 .expect("gst-launch-1.0 starts"),
         )
     }
+}
+
+impl Pipeline {
+    /// `udpsrc(from, caps) ! ELEMENTS ! udpsink(to)`: a stream in on one
+    /// loopback port, through `elements`, out to another.
+    pub(crate) fn udp(gst: &PathBuf, from: u16, caps: &str, elements: &str, to: u16) -> Self {
+        let (src, sink) = (udpsrc(from, caps), udpsink(to));
+        Self::start(gst, &format!("{src} ! {elements} ! {sink}"))
+    }
+}
+
+/// A `udpsrc` on 127.0.0.1:`port` (4 MiB socket buffer) producing `caps`.
+pub(crate) fn udpsrc(port: u16, caps: &str) -> String {
+    format!("udpsrc address=127.0.0.1 port={port} buffer-size=4194304 caps={caps}")
+}
+
+/// A `udpsink` to 127.0.0.1:`port`, not synchronised to the clock.
+pub(crate) fn udpsink(port: u16) -> String {
+    format!("udpsink host=127.0.0.1 port={port} sync=false async=false")
 }
 
 impl Drop for Pipeline {
