@@ -200,6 +200,19 @@ pub enum ScenarioError {
     Loss(#[from] groupwire_link::loss::LossError),
 }
 
+/// [`ScenarioError::Invalid`] naming `key`, saying `why`.
+pub(crate) fn invalid(key: &'static str, why: impl ToString) -> ScenarioError {
+    ScenarioError::Invalid {
+        key,
+        why: why.to_string(),
+    }
+}
+
+/// The validators' one check: `Ok` when `ok`, else [`invalid`]`(key, why)`.
+pub(crate) fn require(ok: bool, key: &'static str, why: &str) -> Result<(), ScenarioError> {
+    if ok { Ok(()) } else { Err(invalid(key, why)) }
+}
+
 impl Scenario {
     /// The built-in scenario `name`.
     pub fn builtin(name: &str) -> Result<Self, ScenarioError> {
