@@ -252,14 +252,7 @@ impl<T: AsRef<[u8]>> DataPacket<T> {
     /// `Ok` when the fixed header fits; after that no accessor panics
     /// (messages are checked one by one by [`messages`](Self::messages)).
     pub fn check_len(&self) -> Result<(), WireError> {
-        let got = self.buffer.as_ref().len();
-        if got < DATA_HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: DATA_HEADER_LEN,
-                got,
-            });
-        }
-        Ok(())
+        super::need(self.buffer.as_ref(), DATA_HEADER_LEN)
     }
 
     fn body(&self) -> &[u8] {
@@ -342,10 +335,7 @@ impl<'a> DataRepr<'a> {
     /// Parses a whole data packet. Never panics. Rejects a wrong version or
     /// kind, a count larger than the messages present, and trailing bytes.
     pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::AfecData {
-            return Err(WireError::Malformed("not an AFEC data packet"));
-        }
+        let h = header::Repr::parse_kind(buf, Kind::AfecData, "not an AFEC data packet")?;
         let p = DataPacket::new_checked(buf)?;
         // Each message takes at least MESSAGE_HEADER_LEN bytes, so the count
         // is bounded by the datagram before anything is allocated.
@@ -528,16 +518,8 @@ impl ControlRepr {
     /// Parses a control packet. Never panics; unknown ops are an error for
     /// the whole packet (a newer peer should bump the version).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::AfecControl {
-            return Err(WireError::Malformed("not an AFEC control packet"));
-        }
-        if buf.len() < CONTROL_HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: CONTROL_HEADER_LEN,
-                got: buf.len(),
-            });
-        }
+        let h = header::Repr::parse_kind(buf, Kind::AfecControl, "not an AFEC control packet")?;
+        super::need(buf, CONTROL_HEADER_LEN)?;
         let body = &buf[HEADER_LEN..];
         let count = usize::from(body[field::CTL_COUNT]);
         let needed = CONTROL_HEADER_LEN + count * ENTRY_LEN;

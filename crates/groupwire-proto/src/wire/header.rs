@@ -90,14 +90,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// `Ok` when the buffer holds at least [`HEADER_LEN`] bytes. After that
     /// no accessor panics.
     pub fn check_len(&self) -> Result<(), WireError> {
-        let got = self.buffer.as_ref().len();
-        if got < HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: HEADER_LEN,
-                got,
-            });
-        }
-        Ok(())
+        super::need(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// The version byte.
@@ -184,6 +177,20 @@ impl Repr {
         })
     }
 
+    /// Parses the header at the start of `buf` and checks it is of `kind`:
+    /// [`WireError::Malformed`]`(not_it)` when it is another. Never panics.
+    pub(crate) fn parse_kind(
+        buf: &[u8],
+        kind: Kind,
+        not_it: &'static str,
+    ) -> Result<Self, WireError> {
+        let h = Self::parse(&Packet::new_unchecked(buf))?;
+        if h.kind != kind {
+            return Err(WireError::Malformed(not_it));
+        }
+        Ok(h)
+    }
+
     /// Bytes [`emit`](Self::emit) writes.
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
@@ -200,6 +207,20 @@ impl Repr {
         packet.clear_reserved();
         packet.set_session(self.session);
     }
+}
+
+/// Writes the prefix the stream protocols' messages share (RBUDP,
+/// striping): the header of `kind`, then the message type `ty` at byte
+/// [`HEADER_LEN`] and three reserved zero bytes.
+pub(crate) fn emit_typed(buf: &mut [u8], kind: Kind, ty: u8, flags: u8, session: u32) {
+    Repr {
+        kind,
+        flags,
+        session,
+    }
+    .emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
+    buf[HEADER_LEN] = ty;
+    buf[HEADER_LEN + 1..HEADER_LEN + 4].fill(0);
 }
 
 #[cfg(test)]

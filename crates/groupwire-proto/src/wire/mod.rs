@@ -105,6 +105,18 @@ pub enum WireError {
     Checksum,
 }
 
+/// `Ok` when `buf` holds at least `needed` bytes, else
+/// [`WireError::Truncated`].
+pub(crate) fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
+    if buf.len() < needed {
+        return Err(WireError::Truncated {
+            needed,
+            got: buf.len(),
+        });
+    }
+    Ok(())
+}
+
 /// The big-endian `u16` at the start of `b`; the caller has checked the
 /// length (as every `parse` does before it reads a field).
 pub(crate) fn be16(b: &[u8]) -> u16 {
