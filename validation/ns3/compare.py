@@ -261,17 +261,20 @@ def events_per_second(runs):
                  if num(o.get("events")) and num(o.get("wall_seconds")) and o["wall_seconds"] > 0])
 
 
+def metric_head(lead, metrics, tail):
+    """A table's header and rule: the `lead` columns, ns-3, gw and their
+    ratio for each of `metrics`, then the `tail` columns."""
+    cols = lead + [c for _, label, _, _ in metrics
+                   for c in (f"{label} ns-3", f"{label} gw", "gw/ns-3")] + tail
+    return ["".join(f"| {c} " for c in cols) + "|", "|" + "---|" * len(cols)]
+
+
 def grid_table(cells):
     keys = cells_of(cells, "grid")
     if not keys:
         return "_No grid results found._\n"
-    out = []
-    head = "| Bottleneck | RTT | Flows | Queue (pkts) | Seeds ns-3/gw "
-    for _, label, _, _ in METRICS:
-        head += f"| {label} ns-3 | {label} gw | gw/ns-3 "
-    head += "| Flags (means) | ns-3 seed spread > 10% |"
-    out.append(head)
-    out.append("|" + "---|" * (5 + 3 * len(METRICS) + 2))
+    out = metric_head(["Bottleneck", "RTT", "Flows", "Queue (pkts)", "Seeds ns-3/gw"], METRICS,
+                      ["Flags (means)", "ns-3 seed spread > 10%"])
     for cell, rate, rtt, flows in grid(cells):
         ns, gw = cell.get("ns-3"), cell.get("groupwire")
         stats = cell_stats(cell)
@@ -468,12 +471,8 @@ def cbr_tables(cells):
         "bottleneck over those offered, in the measurement window; the per-flow column "
         "is the range over single flows and runs of each flow's own loss rate.\n"
     )
-    head = "| RTT | TCP flows | CBR flows | Runs ns-3/gw "
-    for _, label, _, _ in CBR_METRICS:
-        head += f"| {label} ns-3 | {label} gw | gw/ns-3 "
-    head += "| Per-flow CBR loss (%) ns-3 | Per-flow CBR loss (%) gw | Flags |"
-    out.append(head)
-    out.append("|" + "---|" * (4 + 3 * len(CBR_METRICS) + 3))
+    out += metric_head(["RTT", "TCP flows", "CBR flows", "Runs ns-3/gw"], CBR_METRICS,
+                       ["Per-flow CBR loss (%) ns-3", "Per-flow CBR loss (%) gw", "Flags"])
     for key in keys:
         _, rtt, flows, ncbr, cbr_bps = key
         ns = cells[key].get("ns-3") or {}
