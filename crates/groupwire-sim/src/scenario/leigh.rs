@@ -52,7 +52,7 @@ use serde_json::json;
 
 use super::leigh_fig3::LeighDiffServ;
 use super::leigh_fig4::Fig4;
-use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, PlotStyle, Report, ScenarioError, Table, require_parts, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
 use crate::metrics::{LatencyStats, TimeSeries};
@@ -216,12 +216,11 @@ impl Leigh {
         }
         self.parsed_layouts()?;
         self.path_loss.build()?;
-        if self.parts.is_empty() || self.parts.iter().any(|p| !PARTS.contains(&p.as_str())) {
-            return invalid(
-                "parts",
-                "name some of fig3, fig4 and fig5, e.g. [\"fig3\"]".into(),
-            );
-        }
+        require_parts(
+            &self.parts,
+            &PARTS,
+            "name some of fig3, fig4 and fig5, e.g. [\"fig3\"]",
+        )?;
         if self.fig4_sizes.is_empty()
             || self
                 .fig4_sizes
@@ -246,15 +245,12 @@ impl Leigh {
     /// The EVL-SARA path of Figures 4 and 5: the bottleneck behind fast
     /// access links.
     fn path(&self) -> DumbbellConfig {
-        DumbbellConfig {
-            bottleneck_rate: self.link_rate,
-            rtt: self.rtt,
-            access_rate: Bitrate::gbps(10),
-            access_delay: Duration::from_micros(100),
-            queue: QueueLimit::Packets(self.queue),
-            loss: self.path_loss.clone(),
-            host_jitter: Duration::ZERO,
-        }
+        DumbbellConfig::fast_access(
+            self.link_rate,
+            self.rtt,
+            QueueLimit::Packets(self.queue),
+            self.path_loss.clone(),
+        )
     }
 
     fn runs(&self, part: &str) -> bool {

@@ -213,6 +213,17 @@ pub(crate) fn require(ok: bool, key: &'static str, why: &str) -> Result<(), Scen
     if ok { Ok(()) } else { Err(invalid(key, why)) }
 }
 
+/// The check of a `parts` list: at least one part, each one of `known`;
+/// else [`invalid`]`("parts", why)`.
+pub(crate) fn require_parts(
+    parts: &[String],
+    known: &[&str],
+    why: &str,
+) -> Result<(), ScenarioError> {
+    let ok = !parts.is_empty() && parts.iter().all(|p| known.contains(&p.as_str()));
+    require(ok, "parts", why)
+}
+
 impl Scenario {
     /// The built-in scenario `name`.
     pub fn builtin(name: &str) -> Result<Self, ScenarioError> {
