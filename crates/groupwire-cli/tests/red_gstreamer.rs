@@ -128,15 +128,12 @@ const SIZE: usize = 40;
 fn gstreamer_rtpreddec_recovers_messages_groupwire_sent_as_red() {
     let Some(gst) = gst_launch() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (gst_port, out) = (free_port(), bind());
-    let _gst = Pipeline::udp(
+    let (_gst, gst_port, out) = Pipeline::udp_to_socket(
         &gst,
-        gst_port,
         &format!(
             "application/x-rtp,media=application,clock-rate=1000,encoding-name=RED,payload={RED_PT}"
         ),
         &format!("rtpreddec pt={RED_PT}"),
-        out.local_addr().unwrap().port(),
     );
     wait_until_playing(gst_port, &out);
 

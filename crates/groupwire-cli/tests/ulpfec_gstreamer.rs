@@ -160,16 +160,13 @@ fn groupwire_repairs_a_stream_gstreamer_protected() {
 fn gstreamer_repairs_a_stream_groupwire_protected() {
     let Some(gst) = gst_launch() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (gst_port, out) = (free_port(), bind());
-    let _gst = Pipeline::udp(
+    let (_gst, gst_port, out) = Pipeline::udp_to_socket(
         &gst,
-        gst_port,
         CAPS_ANY_PT,
         &format!(
             "rtpstorage size-time=2000000000 ! rtpssrcdemux ! \
              rtpjitterbuffer do-lost=true latency=1000 ! rtpulpfecdec pt={DEFAULT_FEC_PT}"
         ),
-        out.local_addr().unwrap().port(),
     );
     let to_gst = SocketAddr::from(([127, 0, 0, 1], gst_port));
     let emu = emulate_trace(to_gst, TRACE, &dir);

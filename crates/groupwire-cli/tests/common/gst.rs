@@ -51,6 +51,18 @@ impl Pipeline {
         let (src, sink) = (udpsrc(from, caps), udpsink(to));
         Self::start(gst, &format!("{src} ! {elements} ! {sink}"))
     }
+
+    /// [`udp`](Self::udp) from a free loopback port to a socket of ours:
+    /// the pipeline, the port it listens on and the socket it sends to.
+    pub(crate) fn udp_to_socket(
+        gst: &PathBuf,
+        caps: &str,
+        elements: &str,
+    ) -> (Self, u16, UdpSocket) {
+        let (port, out) = (free_port(), bind());
+        let pipeline = Self::udp(gst, port, caps, elements, out.local_addr().unwrap().port());
+        (pipeline, port, out)
+    }
 }
 
 /// A `udpsrc` on 127.0.0.1:`port` (4 MiB socket buffer) producing `caps`.
