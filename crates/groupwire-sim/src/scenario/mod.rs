@@ -213,6 +213,27 @@ pub(crate) fn require(ok: bool, key: &'static str, why: &str) -> Result<(), Scen
     if ok { Ok(()) } else { Err(invalid(key, why)) }
 }
 
+/// A latency summary's p50 and p99 (and its max, `with_max`) as table
+/// cells in ms; `null` where nothing was measured.
+pub(crate) fn latency_cells(
+    s: &crate::metrics::LatencySummary,
+    with_max: bool,
+) -> Vec<serde_json::Value> {
+    let mut ms = vec![s.p50_ms, s.p99_ms];
+    if with_max {
+        ms.push(s.max_ms);
+    }
+    ms.into_iter()
+        .map(|v| {
+            if s.count == 0 {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!(v)
+            }
+        })
+        .collect()
+}
+
 /// The check of a `parts` list: at least one part, each one of `known`;
 /// else [`invalid`]`("parts", why)`.
 pub(crate) fn require_parts(
