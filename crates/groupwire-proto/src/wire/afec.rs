@@ -229,32 +229,13 @@ pub struct DataRepr<'a> {
     pub messages: Vec<MessageRepr<'a>>,
 }
 
-/// A view of a data packet in a buffer.
-#[derive(Debug, Clone)]
-pub struct DataPacket<T: AsRef<[u8]>> {
-    buffer: T,
+super::buffer_view! {
+    /// A view of a data packet in a buffer. Its messages, past the fixed
+    /// header, are checked one by one by [`messages`](Self::messages).
+    pub struct DataPacket, fixed part DATA_HEADER_LEN
 }
 
 impl<T: AsRef<[u8]>> DataPacket<T> {
-    /// Wraps `buffer` without checks; accessors may panic until
-    /// [`check_len`](Self::check_len) returns `Ok`.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps `buffer` after checking the fixed header fits.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// `Ok` when the fixed header fits; after that no accessor panics
-    /// (messages are checked one by one by [`messages`](Self::messages)).
-    pub fn check_len(&self) -> Result<(), WireError> {
-        super::need(self.buffer.as_ref(), DATA_HEADER_LEN)
-    }
-
     fn body(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }

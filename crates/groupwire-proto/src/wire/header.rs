@@ -67,32 +67,12 @@ crate::wire_enum! {
     }
 }
 
-/// A read/write view of a header in a buffer.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+super::buffer_view! {
+    /// A read/write view of a header in a buffer.
+    pub struct Packet, fixed part HEADER_LEN
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checking its length; accessors may panic until
-    /// [`check_len`](Self::check_len) has returned `Ok`.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps `buffer` after checking it holds a whole header.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// `Ok` when the buffer holds at least [`HEADER_LEN`] bytes. After that
-    /// no accessor panics.
-    pub fn check_len(&self) -> Result<(), WireError> {
-        super::need(self.buffer.as_ref(), HEADER_LEN)
-    }
-
     /// The version byte.
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VERSION]
