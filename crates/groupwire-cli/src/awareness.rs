@@ -327,7 +327,6 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
 }
 
 fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
-    let usage = |e: anyhow::Error| UsageError(e);
     if args.xor_close_after.is_some() {
         return Err(UsageError(anyhow::anyhow!(
             "--xor-close-after applies to --protocol xor:..., not {scheme}"
@@ -346,11 +345,9 @@ fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
         .max_bitrate(args.max_bitrate)
         .framing(framing)
         .red(args.red.config(args.red_clock_rate));
-    check_message(&args, cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN)?;
-    let messages = message_schedule(&args).map_err(usage)?;
+    let (messages, bind) = plan_send(&args, cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN)?;
     let mut endpoint = afec_endpoint(cfg)?;
     endpoint.add_peer(args.to);
-    let bind = args.bind.unwrap_or_else(|| any_addr(args.to));
     let to = args.to;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
@@ -422,7 +419,6 @@ fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
 /// `--protocol xor:...`: each message one RTP media packet, XOR parity
 /// beside them ([`XorEndpoint`], as `groupwire tunnel --fec xor:...`).
 fn send_xor(args: SendArgs, layout: XorLayout) -> anyhow::Result<()> {
-    let usage = |e: anyhow::Error| UsageError(e);
     if args.framing == FramingArg::Red {
         return Err(UsageError(anyhow::anyhow!(
             "--framing red carries AFEC's redundant copies (RFC 2198); --protocol {layout} \
@@ -447,9 +443,7 @@ fn send_xor(args: SendArgs, layout: XorLayout) -> anyhow::Result<()> {
         .unwrap_or_else(|| Duration::from_secs_f64(XOR_CLOSE_INTERVALS / args.rate));
     let mut cfg = xor_config(args.to, layout, args.session);
     cfg.close_when_idle = Some(close_after);
-    check_message(&args, cfg.max_payload())?;
-    let messages = message_schedule(&args).map_err(usage)?;
-    let bind = args.bind.unwrap_or_else(|| any_addr(args.to));
+    let (messages, bind) = plan_send(&args, cfg.max_payload())?;
     let to = args.to;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
@@ -591,6 +585,16 @@ async fn stream<M: Sending>(
 }
 
 /// `--size` must fit `room` and carry the timestamp; `--rate` must be sane.
+/// What a sender needs before it starts: its messages fit `room` bytes
+/// and the rate, their schedule, and the address to bind (`--bind`, or
+/// any of the peer's family).
+fn plan_send(args: &SendArgs, room: usize) -> anyhow::Result<(Vec<Message>, SocketAddr)> {
+    check_message(args, room)?;
+    let messages = message_schedule(args).map_err(UsageError)?;
+    let bind = args.bind.unwrap_or_else(|| any_addr(args.to));
+    Ok((messages, bind))
+}
+
 fn check_message(args: &SendArgs, room: usize) -> anyhow::Result<()> {
     if !(TIMESTAMP_LEN..=room).contains(&args.size) {
         return Err(UsageError(anyhow::anyhow!(
@@ -811,13 +815,7 @@ fn recv_afec(args: RecvArgs, scheme: Scheme) -> anyhow::Result<()> {
         if let Some(a) = rx.cannot_meet {
             writeln!(out, "  sender cannot meet   more than {a:.2}")?;
         }
-        write_overhead(&mut out, &driver, delivered)?;
-        writeln!(
-            out,
-            "  latency p50 / p99    {} / {} (one way, same-host clocks)",
-            ms(rx.latency.quantile_micros(0.5)),
-            ms(rx.latency.quantile_micros(0.99))
-        )?;
+        write_costs(&mut out, &driver, delivered, &rx.latency)?;
         writeln!(out, "  duplicates           {}", s.duplicates)?;
         writeln!(out, "  channel              {}", channel.line())?;
         Ok(())
@@ -878,13 +876,7 @@ fn recv_xor(args: RecvArgs, layout: XorLayout) -> anyhow::Result<()> {
             percent(loss.wire_loss)
         )?;
         writeln!(out, "  parity packets       {} received", d.fec)?;
-        write_overhead(&mut out, &driver, delivered)?;
-        writeln!(
-            out,
-            "  latency p50 / p99    {} / {} (one way, same-host clocks)",
-            ms(rx.latency.quantile_micros(0.5)),
-            ms(rx.latency.quantile_micros(0.99))
-        )?;
+        write_costs(&mut out, &driver, delivered, &rx.latency)?;
         writeln!(out, "  duplicates           {}", d.media_duplicate)?;
         writeln!(out, "  senders heard        {}", rx.peers)?;
         writeln!(
@@ -922,6 +914,22 @@ fn write_overhead(
         out,
         "  overhead             {:.0} B/msg on the wire (IP+UDP headers included)",
         per_message(wire_bytes(driver), messages)
+    )
+}
+
+/// The receiver summary's overhead and latency lines.
+fn write_costs(
+    out: &mut impl Write,
+    driver: &DriverStats,
+    delivered: u64,
+    latency: &LatencyStats,
+) -> std::io::Result<()> {
+    write_overhead(out, driver, delivered)?;
+    writeln!(
+        out,
+        "  latency p50 / p99    {} / {} (one way, same-host clocks)",
+        ms(latency.quantile_micros(0.5)),
+        ms(latency.quantile_micros(0.99))
     )
 }
 
