@@ -330,16 +330,7 @@ impl Bulk {
     fn schemes(&self) -> Vec<Scheme> {
         let mut v = Vec::new();
         for &rate in &self.rates {
-            v.push(Scheme::Rbudp {
-                rate,
-                adaptive: false,
-            });
-            if self.adaptive {
-                v.push(Scheme::Rbudp {
-                    rate,
-                    adaptive: true,
-                });
-            }
+            self.push_rbudp(&mut v, rate);
         }
         if self.tcp {
             let bdp = self.link_rate.bytes_in(self.rtt);
@@ -375,17 +366,22 @@ impl Bulk {
         }
         let rate =
             Bitrate::bps((self.lfn_rbudp_share * self.lfn_rate.as_bps() as f64).round() as u64);
-        v.push(Scheme::Rbudp {
+        self.push_rbudp(&mut v, rate);
+        v
+    }
+
+    /// RBUDP at `rate`, then with the adaptive rate too if asked for.
+    fn push_rbudp(&self, schemes: &mut Vec<Scheme>, rate: Bitrate) {
+        schemes.push(Scheme::Rbudp {
             rate,
             adaptive: false,
         });
         if self.adaptive {
-            v.push(Scheme::Rbudp {
+            schemes.push(Scheme::Rbudp {
                 rate,
                 adaptive: true,
             });
         }
-        v
     }
 
     /// The LFN path's bandwidth-delay product in bytes (the paper's
