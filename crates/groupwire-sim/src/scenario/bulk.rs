@@ -744,13 +744,7 @@ impl Bulk {
         seed: u64,
         progress: &mut dyn FnMut(Instant),
     ) -> Result<Report, ScenarioError> {
-        let mut report = Report {
-            scenario: "bulk".into(),
-            seed,
-            summary: serde_json::Map::new(),
-            tables: Vec::new(),
-            plots: Vec::new(),
-        };
+        let mut report = Report::new("bulk", seed);
         let mut count = Progress {
             done: 0,
             events: 0,

@@ -361,13 +361,7 @@ impl Miyoshi {
         seed: u64,
         progress: &mut dyn FnMut(Instant),
     ) -> Result<Report, ScenarioError> {
-        let mut report = Report {
-            scenario: "miyoshi".into(),
-            seed,
-            summary: serde_json::Map::new(),
-            tables: Vec::new(),
-            plots: Vec::new(),
-        };
+        let mut report = Report::new("miyoshi", seed);
         let mut done = 0u64;
         let mut tick = |n: u64| {
             done += n;
