@@ -13,19 +13,9 @@ packages=(gstreamer1.0-tools gstreamer1.0-plugins-good)
 have() {
   command -v gst-launch-1.0 >/dev/null 2>&1 && gst-inspect-1.0 rtpst2022-1-fecdec >/dev/null 2>&1
 }
-if ! have && command -v apt-get >/dev/null 2>&1; then
-  sudo=()
-  [ "$(id -u)" = 0 ] || sudo=(sudo -n)
-  # Tests may ask at the same time; one installs, the others wait.
-  exec 9>"${TMPDIR:-/tmp}/groupwire-gstreamer.lock"
-  flock 9
-  if ! have; then
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${packages[@]}" >&2 \
-      || { "${sudo[@]}" apt-get update -q >&2 && "${sudo[@]}" apt-get install -y -q --no-install-recommends "${packages[@]}" >&2; } \
-      || true
-  fi
-fi
+# shellcheck source=scripts/apt_ensure.sh
+. "$(dirname "$0")/apt_ensure.sh"
+apt_ensure gstreamer "${packages[@]}"
 if ! have; then
   echo "GStreamer with rtpst2022-1-fecdec is not available and could not be installed here:" \
        "install ${packages[*]} (1.20 or later)" >&2

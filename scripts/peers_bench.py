@@ -173,6 +173,29 @@ def wait_bound(port, proc, what):
     raise SystemExit(f"{what} did not bind port {port}")
 
 
+def start_side(ps, kind, side, to, life, args, log):
+    """One side of `kind`'s tunnel, sending on to `to`: the far side (facing
+    the sink) returns the address the link sends to, the near side (facing
+    the application) where the application sends."""
+    far = side == "far"
+    if kind == "gw":
+        p, ready = start_ready([GW, "tunnel", "--listen", "127.0.0.1:0", "--forward" if far else "--peer", to,
+                                "--duration", f"{life}s", "--quiet"] + args)
+        ps.add(p)
+        return ready["link" if far else "app"]
+    if kind == "udpspeeder":
+        port = free_port()
+        p = ps.add(subprocess.Popen([UDPSPEEDER, "-s" if far else "-c", "-l", f"127.0.0.1:{port}", "-r", to,
+                                     "--log-level", "2", "--disable-color"] + args,
+                                    stdout=log, stderr=log))
+        wait_bound(port, p, "UDPspeeder " + ("server" if far else "client"))
+        return f"127.0.0.1:{port}"
+    p = ps.add(subprocess.Popen([KCP_UDP, "server" if far else "client", "--listen", "127.0.0.1:0",
+                                 "--forward" if far else "--peer", to, "--duration", str(life)] + args,
+                                stdout=subprocess.PIPE, stderr=log, text=True))
+    return json.loads(p.stdout.readline())["listen"]
+
+
 def run(tmp, cell, kind, args):
     """app sender -> near side -> emulator (cell's loss) -> far side -> sink."""
     sink_json, emu_json = os.path.join(tmp, "sink.json"), os.path.join(tmp, "emu.json")
@@ -183,47 +206,12 @@ def run(tmp, cell, kind, args):
                             "--deadlines-ms", ",".join(str(d) for _, d in BUDGETS)])
         ps.add(sink)
         sink_addr = line.split()[1]
-        # The far side, facing the sink: returns the address the link sends to.
-        if kind == "gw":
-            far, ready = start_ready([GW, "tunnel", "--listen", "127.0.0.1:0", "--forward", sink_addr,
-                                      "--duration", f"{life}s", "--quiet"] + args)
-            ps.add(far)
-            far_addr = ready["link"]
-        elif kind == "udpspeeder":
-            port = free_port()
-            far = ps.add(subprocess.Popen([UDPSPEEDER, "-s", "-l", f"127.0.0.1:{port}", "-r", sink_addr,
-                                           "--log-level", "2", "--disable-color"] + args,
-                                          stdout=log, stderr=log))
-            wait_bound(port, far, "UDPspeeder server")
-            far_addr = f"127.0.0.1:{port}"
-        else:
-            far = ps.add(subprocess.Popen([KCP_UDP, "server", "--listen", "127.0.0.1:0", "--forward", sink_addr,
-                                           "--duration", str(life)] + args,
-                                          stdout=subprocess.PIPE, stderr=log, text=True))
-            far_addr = json.loads(far.stdout.readline())["listen"]
+        far_addr = start_side(ps, kind, "far", sink_addr, life, args, log)
         emu, ready = start_ready([GW, "emulate", "--listen", "127.0.0.1:0", "--forward", far_addr,
                                   "--loss", cell[2], "--seed", "1", "--duration", f"{life}s", "--quiet",
                                   "--stats-json", emu_json])
         ps.add(emu)
-        emu_addr = ready["listen"]
-        # The near side, facing the application: returns where the app sends.
-        if kind == "gw":
-            near, ready = start_ready([GW, "tunnel", "--listen", "127.0.0.1:0", "--peer", emu_addr,
-                                       "--duration", f"{life}s", "--quiet"] + args)
-            ps.add(near)
-            app = ready["app"]
-        elif kind == "udpspeeder":
-            port = free_port()
-            near = ps.add(subprocess.Popen([UDPSPEEDER, "-c", "-l", f"127.0.0.1:{port}", "-r", emu_addr,
-                                            "--log-level", "2", "--disable-color"] + args,
-                                           stdout=log, stderr=log))
-            wait_bound(port, near, "UDPspeeder client")
-            app = f"127.0.0.1:{port}"
-        else:
-            near = ps.add(subprocess.Popen([KCP_UDP, "client", "--listen", "127.0.0.1:0", "--peer", emu_addr,
-                                            "--duration", str(life)] + args,
-                                           stdout=subprocess.PIPE, stderr=log, text=True))
-            app = json.loads(near.stdout.readline())["listen"]
+        app = start_side(ps, kind, "near", ready["listen"], life, args, log)
         time.sleep(0.3)
         sent = json.loads(subprocess.run([LOAD, "send", "--to", app, "--rate", str(RATE), "--size", str(SIZE),
                                           "--duration", str(SECONDS)],

@@ -118,6 +118,20 @@ def cls(phase, c):
     return phase["classes"].get(c, {})
 
 
+def cells(c, keys=("p50_ms", "p99_ms", "max_ms")):
+    """A class's latency summary as table cells."""
+    return " | ".join(ms(c.get(k)) for k in keys)
+
+
+def by_mode(res, key, classes):
+    """For each relay of MODES: its mode, the summaries of `classes` in the
+    first phase of its `key` run, and that run's latency series."""
+    for mode, _ in MODES:
+        j, series = res[(key, mode)]
+        p = j["phases"][0]
+        yield mode, [cls(p, c) for c in classes], series
+
+
 def main():
     os.makedirs(PLOTS, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="relaybench")
@@ -171,6 +185,13 @@ def figure(tmp, name, fields, rows, **kw):
         w.writerows(rows)
     plot(csvfile, f"{PLOTS}/{name}.png", **kw)
     return ["", f"![{name}]({os.path.basename(PLOTS)}/{name}.png)", ""]
+
+
+def latency_figure(tmp, name, fields, rows, split, title):
+    """`figure` of each message's latency against its number, one series
+    per value of the field `split`."""
+    return figure(tmp, name, fields, rows, x="msg", y="latency_ms", split=split, points=True,
+                  title=title, x_label="message", y_label="latency (ms)")
 
 
 def plot(csvfile, png, **kw):
@@ -228,17 +249,11 @@ def write(res, fan, nats_ver, tmp):
           "| relay | chat p50 ms | chat p99 ms | chat max ms | image p50 ms | image p99 ms |",
           "|---|---|---|---|---|---|"]
     rows = []
-    for mode, _ in MODES:
-        j, series = res[("burst", mode)]
-        p = j["phases"][0]
-        c, im = cls(p, "chat"), cls(p, "image")
-        L.append(f"| {mode} | {ms(c.get('p50_ms'))} | {ms(c.get('p99_ms'))} | {ms(c.get('max_ms'))} "
-                 f"| {ms(im.get('p50_ms'))} | {ms(im.get('p99_ms'))} |")
+    for mode, (c, im), series in by_mode(res, "burst", ("chat", "image")):
+        L.append(f"| {mode} | {cells(c)} | {cells(im, ('p50_ms', 'p99_ms'))} |")
         rows += [dict(r, mode=mode) for r in series]
-    L += figure(tmp, "fig5", ["mode", "probe", "msg", "t_s", "latency_ms"], rows,
-                x="msg", y="latency_ms", split="mode", points=True,
-                title="Fig. 5: chat sender's latency (own messages) during 40 KB bursts",
-                x_label="message", y_label="latency (ms)")
+    L += latency_figure(tmp, "fig5", ["mode", "probe", "msg", "t_s", "latency_ms"], rows, "mode",
+                        "Fig. 5: chat sender's latency (own messages) during 40 KB bursts")
 
     # Fig. 6
     L += ["## Fig. 6: a 2-member high-priority group while another grows", "",
@@ -274,17 +289,11 @@ def write(res, fan, nats_ver, tmp):
           "|---|---|---|---|---|---|---|---|"]
     paper7 = {"adaptive": "high 150-300 ms, low 250-400 ms", "equal": "150-400 ms"}
     rows = []
-    for mode, _ in MODES:
-        j, series = res[("roles", mode)]
-        p = j["phases"][0]
-        h, lo = cls(p, "high"), cls(p, "low")
-        L.append(f"| {mode} | {ms(h.get('p50_ms'))} | {ms(h.get('p99_ms'))} | {ms(h.get('max_ms'))} "
-                 f"| {ms(lo.get('p50_ms'))} | {ms(lo.get('p99_ms'))} | {ms(lo.get('max_ms'))} | {paper7[mode]} |")
+    for mode, (h, lo), series in by_mode(res, "roles", ("high", "low")):
+        L.append(f"| {mode} | {cells(h)} | {cells(lo)} | {paper7[mode]} |")
         rows += [dict(r, probe=f"{mode}: {r['probe']}") for r in series]
-    L += figure(tmp, "fig7", ["probe", "msg", "t_s", "latency_ms"], rows,
-                x="msg", y="latency_ms", split="probe", points=True,
-                title="Fig. 7: latency of a high- and a low-priority member",
-                x_label="message", y_label="latency (ms)")
+    L += latency_figure(tmp, "fig7", ["probe", "msg", "t_s", "latency_ms"], rows, "probe",
+                        "Fig. 7: latency of a high- and a low-priority member")
 
     # Isolation
     L += ["## Isolation: 20 low-rate groups next to a firehose", "",

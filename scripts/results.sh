@@ -24,14 +24,28 @@ cd "$(dirname "$0")/.."
 cargo build --release -q -p groupwire-cli
 gw=${CARGO_TARGET_DIR:-target}/release/groupwire
 
+# fresh NAME SIM_ARGS...: `groupwire sim SIM_ARGS... --out docs/results/NAME
+# --quiet` into an emptied folder.
+fresh() {
+  local dir=docs/results/$1
+  shift
+  rm -rf "$dir"
+  "$gw" sim "$@" --out "$dir" --quiet
+}
+
+# report NAME: the report of the run in docs/results/NAME/, its plots'
+# links made relative to docs/results/; removes it (the page replaces it).
+report() {
+  sed -e "s#](\([^)]*\.png\))#]($1/\1)#" "docs/results/$1/report.md"
+  rm "docs/results/$1/report.md"
+}
+
 # result NAME "PROSE" ARGS...: runs `groupwire sim run ARGS... --out docs/results/NAME`
 # and writes docs/results/NAME.md from the run's report.
 result() {
   local name=$1 prose=$2
   shift 2
-  local dir=docs/results/$name
-  rm -rf "$dir"
-  "$gw" sim run "$@" --out "$dir" --quiet
+  fresh "$name" run "$@"
   {
     echo "# $name"
     echo
@@ -43,9 +57,8 @@ result() {
     echo
     echo "$prose"
     echo
-    sed -e "s#](\([a-z0-9_-]*\.png\))#]($name/\1)#" "$dir/report.md"
+    report "$name"
   } >"docs/results/$name.md"
-  rm "$dir/report.md"
   echo "wrote docs/results/$name.md"
 }
 
@@ -53,13 +66,20 @@ result() {
 # (`groupwire sim sweep`) into docs/results/NAME/ and makes its page
 # docs/results/NAME.md.
 sweep() {
+  fresh "$1" sweep "crates/groupwire-sim/plans/$1.toml"
+  report "$1" >"docs/results/$1.md"
+  echo "wrote docs/results/$1.md"
+}
+
+# scripted NAME: a scenario whose page needs prose built from the numbers:
+# the run's files, then scripts/NAME_doc.py (underscores for dashes)
+# writes the page.
+scripted() {
   local name=$1
-  local dir=docs/results/$name
-  rm -rf "$dir"
-  "$gw" sim sweep "crates/groupwire-sim/plans/$name.toml" --out "$dir" --quiet
-  sed -e "s#](\([^)]*\.png\))#]($name/\1)#" "$dir/report.md" >"docs/results/$name.md"
-  rm "$dir/report.md"
-  echo "wrote docs/results/$name.md"
+  fresh "$name" run "$name" --seed 1
+  rm -f "docs/results/$name/report.md"
+  python3 "scripts/${name//-/_}_doc.py" "docs/results/$name" "docs/results/$name.md" \
+    "groupwire sim run $name --seed 1 --out docs/results/$name"
 }
 
 targets=("$@")
@@ -223,31 +243,15 @@ if selected robustness-tunnel; then
   # The tunnel on the channel family (issue 15): every cell's runs on both
   # cores, a few minutes; a script composes the page with the reasons for
   # every missed cell, from the run's files.
-  dir=docs/results/robustness-tunnel
-  rm -rf "$dir"
-  "$gw" sim run robustness-tunnel --seed 1 --out "$dir" --quiet
-  rm -f "$dir/report.md"
-  python3 scripts/robustness_tunnel_doc.py "$dir" docs/results/robustness-tunnel.md \
-    "groupwire sim run robustness-tunnel --seed 1 --out $dir"
+  scripted robustness-tunnel
 fi
 
 if selected miyoshi; then
-  # Its page needs prose built from the numbers, so a script writes it.
-  dir=docs/results/miyoshi
-  rm -rf "$dir"
-  "$gw" sim run miyoshi --seed 1 --out "$dir" --quiet
-  rm -f "$dir/report.md"
-  python3 scripts/miyoshi_doc.py "$dir" docs/results/miyoshi.md \
-    "groupwire sim run miyoshi --seed 1 --out $dir"
+  scripted miyoshi
 fi
 
 if selected leigh; then
-  dir=docs/results/leigh
-  rm -rf "$dir"
-  "$gw" sim run leigh --seed 1 --out "$dir" --quiet
-  rm -f "$dir/report.md"
-  python3 scripts/leigh_doc.py "$dir" docs/results/leigh.md \
-    "groupwire sim run leigh --seed 1 --out $dir"
+  scripted leigh
 fi
 
 if selected fec-codes; then
@@ -373,12 +377,7 @@ simulator's 200 ms default stalls it)." \
 fi
 
 if selected bulk; then
-  dir=docs/results/bulk
-  rm -rf "$dir"
-  "$gw" sim run bulk --seed 1 --out "$dir" --quiet
-  rm -f "$dir/report.md"
-  python3 scripts/bulk_doc.py "$dir" docs/results/bulk.md \
-    "groupwire sim run bulk --seed 1 --out $dir"
+  scripted bulk
 fi
 
 if selected bulk-real; then

@@ -171,12 +171,17 @@ def ratio(gw, ns):
     return gw / ns
 
 
-def fmt_ratio(r):
-    if r is None:
+def show(x, spec):
+    """`x` formatted by `spec`; "—" for None, "∞" for infinity."""
+    if x is None:
         return "—"
-    if math.isinf(r):
+    if math.isinf(x):
         return "∞"
-    return f"{r:.3f}"
+    return format(x, spec)
+
+
+def fmt_ratio(r):
+    return show(r, ".3f")
 
 
 def differs(r):
@@ -215,11 +220,7 @@ class Stat:
 
 
 def pct(x):
-    if x is None:
-        return "—"
-    if math.isinf(x):
-        return "∞"
-    return f"{100 * x:.0f}%"
+    return show(x, ".0%")
 
 
 def cell_stats(cell):
@@ -241,21 +242,42 @@ def flagged(stats):
     return res
 
 
+def cells_of(cells, kind):
+    """The keys of the cells of `kind` ("grid", "speed"), in order."""
+    return sorted(k for k in cells if k[0] == kind)
+
+
+def grid(cells):
+    """Each grid cell in order: its runs by simulator, its bottleneck rate,
+    RTT and number of flows."""
+    for key in cells_of(cells, "grid"):
+        _, rate, rtt, flows = key
+        yield cells[key], rate, rtt, flows
+
+
+def events_per_second(runs):
+    """Stat of events over wall seconds across `runs`."""
+    return Stat([o["events"] / o["wall_seconds"] for o in runs.values()
+                 if num(o.get("events")) and num(o.get("wall_seconds")) and o["wall_seconds"] > 0])
+
+
+def metric_head(lead, metrics, tail):
+    """A table's header and rule: the `lead` columns, ns-3, gw and their
+    ratio for each of `metrics`, then the `tail` columns."""
+    cols = lead + [c for _, label, _, _ in metrics
+                   for c in (f"{label} ns-3", f"{label} gw", "gw/ns-3")] + tail
+    return ["".join(f"| {c} " for c in cols) + "|", "|" + "---|" * len(cols)]
+
+
 def grid_table(cells):
-    keys = sorted(k for k in cells if k[0] == "grid")
+    keys = cells_of(cells, "grid")
     if not keys:
         return "_No grid results found._\n"
-    out = []
-    head = "| Bottleneck | RTT | Flows | Queue (pkts) | Seeds ns-3/gw "
-    for _, label, _, _ in METRICS:
-        head += f"| {label} ns-3 | {label} gw | gw/ns-3 "
-    head += "| Flags (means) | ns-3 seed spread > 10% |"
-    out.append(head)
-    out.append("|" + "---|" * (5 + 3 * len(METRICS) + 2))
-    for key in keys:
-        _, rate, rtt, flows = key
-        ns, gw = cells[key].get("ns-3"), cells[key].get("groupwire")
-        stats = cell_stats(cells[key])
+    out = metric_head(["Bottleneck", "RTT", "Flows", "Queue (pkts)", "Seeds ns-3/gw"], METRICS,
+                      ["Flags (means)", "ns-3 seed spread > 10%"])
+    for cell, rate, rtt, flows in grid(cells):
+        ns, gw = cell.get("ns-3"), cell.get("groupwire")
+        stats = cell_stats(cell)
         any_obj = next(iter((ns or gw).values()))
         q = any_obj.get("queue_packets")
         row = (
@@ -286,13 +308,11 @@ def grid_table(cells):
 
 def counters_table(cells):
     """Retransmissions and timeouts per second (groupwire; ns-3 when present)."""
-    keys = sorted(k for k in cells if k[0] == "grid")
     rows = []
-    for key in keys:
-        _, rate, rtt, flows = key
+    for cell, rate, rtt, flows in grid(cells):
         r = [f"| {rate_str(rate)} | {rtt:g} ms | {flows} "]
         for sim in ("ns-3", "groupwire"):
-            runs = cells[key].get(sim) or {}
+            runs = cell.get(sim) or {}
             for k in ("retransmits", "timeouts"):
                 xs = [o[k] / o["duration_s"] for o in runs.values() if num(o.get(k))]
                 r.append(f"| {Stat(xs).cell('.0f')} ")
@@ -307,21 +327,16 @@ def counters_table(cells):
 
 
 def timing_table(cells):
-    keys = sorted(k for k in cells if k[0] == "grid")
     out = [
         "| Bottleneck | RTT | Flows | Wall ns-3 (s) | CPU ns-3 (s) | Wall gw (s) "
         "| Events/s ns-3 | Events/s gw | Speed-up (ns-3 wall / gw wall) |",
         "|" + "---|" * 9,
     ]
-    for key in keys:
-        _, rate, rtt, flows = key
-        ns, gw = cells[key].get("ns-3") or {}, cells[key].get("groupwire") or {}
+    for cell, rate, rtt, flows in grid(cells):
+        ns, gw = cell.get("ns-3") or {}, cell.get("groupwire") or {}
         w_ns, w_gw = Stat(values(ns, "wall_seconds")), Stat(values(gw, "wall_seconds"))
         c_ns = Stat(values(ns, "cpu_seconds"))
-        ev_ns = Stat([o["events"] / o["wall_seconds"] for o in ns.values()
-                      if num(o.get("events")) and num(o.get("wall_seconds")) and o["wall_seconds"] > 0])
-        ev_gw = Stat([o["events"] / o["wall_seconds"] for o in gw.values()
-                      if num(o.get("events")) and num(o.get("wall_seconds")) and o["wall_seconds"] > 0])
+        ev_ns, ev_gw = events_per_second(ns), events_per_second(gw)
         out.append(
             f"| {rate_str(rate)} | {rtt:g} ms | {flows} | {fmt(w_ns.mean, '.2f')} "
             f"| {fmt(c_ns.mean, '.2f')} | {fmt(w_gw.mean, '.2f')} "
@@ -332,15 +347,13 @@ def timing_table(cells):
 
 
 def explanations(cells):
-    keys = sorted(k for k in cells if k[0] == "grid")
     out = []
-    for key in keys:
-        _, rate, rtt, flows = key
-        stats = cell_stats(cells[key])
+    for cell, rate, rtt, flows in grid(cells):
+        stats = cell_stats(cell)
         for mkey, r in flagged(stats):
             s_ns, s_gw = stats[mkey]
             spec = dict((k, f) for k, _, _, f in METRICS)[mkey]
-            gw_runs = cells[key].get("groupwire") or {}
+            gw_runs = cell.get("groupwire") or {}
             to = Stat([o["timeouts"] for o in gw_runs.values() if num(o.get("timeouts"))])
             thr_ns, thr_gw = stats["throughput_bps"]
             loss_ns, loss_gw = stats["bottleneck_loss_rate"]
@@ -385,7 +398,7 @@ def explanations(cells):
 
 
 def speed_table(cells):
-    keys = sorted(k for k in cells if k[0] == "speed")
+    keys = cells_of(cells, "speed")
     if not keys:
         return "_No speed benchmark results found._\n"
     out = []
@@ -446,7 +459,7 @@ def cbr_values(runs, key, scale):
 
 
 def cbr_tables(cells):
-    keys = sorted(k for k in cells if k[0] == "cbr")
+    keys = cells_of(cells, "cbr")
     if not keys:
         return None
     out = []
@@ -458,12 +471,8 @@ def cbr_tables(cells):
         "bottleneck over those offered, in the measurement window; the per-flow column "
         "is the range over single flows and runs of each flow's own loss rate.\n"
     )
-    head = "| RTT | TCP flows | CBR flows | Runs ns-3/gw "
-    for _, label, _, _ in CBR_METRICS:
-        head += f"| {label} ns-3 | {label} gw | gw/ns-3 "
-    head += "| Per-flow CBR loss (%) ns-3 | Per-flow CBR loss (%) gw | Flags |"
-    out.append(head)
-    out.append("|" + "---|" * (4 + 3 * len(CBR_METRICS) + 3))
+    out += metric_head(["RTT", "TCP flows", "CBR flows", "Runs ns-3/gw"], CBR_METRICS,
+                       ["Per-flow CBR loss (%) ns-3", "Per-flow CBR loss (%) gw", "Flags"])
     for key in keys:
         _, rtt, flows, ncbr, cbr_bps = key
         ns = cells[key].get("ns-3") or {}

@@ -303,6 +303,20 @@ fn parse_band(s: &str) -> Result<(f64, f64), String> {
     }
 }
 
+/// The AFEC configuration both ends start from: `user` running `scheme`
+/// in `session`.
+fn afec_config(user: u32, scheme: Scheme, session: u32) -> AfecConfig {
+    let (mode, step) = scheme.mode_and_step();
+    AfecConfig::new(user).mode(mode).step(step).session(session)
+}
+
+/// The endpoint for `cfg`; a configuration it refuses is a usage error.
+fn afec_endpoint(cfg: AfecConfig) -> anyhow::Result<AfecEndpoint> {
+    AfecEndpoint::new(cfg)
+        .context("AFEC configuration")
+        .map_err(|e| UsageError(e).into())
+}
+
 // ---- Sender ----------------------------------------------------------------
 
 fn send(args: SendArgs) -> anyhow::Result<()> {
@@ -313,44 +327,32 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
 }
 
 fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
-    let usage = |e: anyhow::Error| UsageError(e);
     if args.xor_close_after.is_some() {
         return Err(UsageError(anyhow::anyhow!(
             "--xor-close-after applies to --protocol xor:..., not {scheme}"
         ))
         .into());
     }
-    let (mode, step) = scheme.mode_and_step();
     let framing = match args.framing {
         FramingArg::Native => Framing::Native,
         FramingArg::Red => Framing::Red,
     };
-    let cfg = AfecConfig::new(SENDER_USER)
-        .mode(mode)
-        .step(step)
+    let cfg = afec_config(SENDER_USER, scheme, args.session)
         .default_qos(TypeQos {
             lifetime: args.lifetime.0,
             ..TypeQos::telepointer()
         })
-        .session(args.session)
         .max_bitrate(args.max_bitrate)
         .framing(framing)
         .red(args.red.config(args.red_clock_rate));
-    check_message(&args, cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN)?;
-    let messages = message_schedule(&args).map_err(usage)?;
-    let mut endpoint = AfecEndpoint::new(cfg)
-        .context("AFEC configuration")
-        .map_err(usage)?;
+    let (messages, bind) = plan_send(&args, cfg.mtu - DATA_HEADER_LEN - MESSAGE_HEADER_LEN)?;
+    let mut endpoint = afec_endpoint(cfg)?;
     endpoint.add_peer(args.to);
-    let bind = args.bind.unwrap_or_else(|| any_addr(args.to));
     let to = args.to;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
         // Batched I/O (recvmmsg, GSO/GRO) where the OS has it: see docs/results/perf.md.
-        let socket = BatchedUdpSocket::bind(bind)
-            .await
-            .with_context(|| format!("cannot bind {bind}"))
-            .map_err(usage)?;
+        let socket = bind_socket(bind).await?;
         let clock = Clock::start();
         let (driver, handle, mut events) =
             Driver::new(endpoint, socket, clock).context("socket has no local address")?;
@@ -400,11 +402,7 @@ fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
             "  code set size        {:.2} (final), {changes} changes",
             fin.figure.value()
         )?;
-        writeln!(
-            out,
-            "  overhead             {:.0} B/msg on the wire (IP+UDP headers included)",
-            per_message(wire_bytes(&fin.driver), fin.messages)
-        )?;
+        write_overhead(&mut out, &fin.driver, fin.messages)?;
         writeln!(out, "  cannot-meet events   {unmet}")?;
         if framing == Framing::Red {
             writeln!(
@@ -421,7 +419,6 @@ fn send_afec(args: SendArgs, scheme: Scheme) -> anyhow::Result<()> {
 /// `--protocol xor:...`: each message one RTP media packet, XOR parity
 /// beside them ([`XorEndpoint`], as `groupwire tunnel --fec xor:...`).
 fn send_xor(args: SendArgs, layout: XorLayout) -> anyhow::Result<()> {
-    let usage = |e: anyhow::Error| UsageError(e);
     if args.framing == FramingArg::Red {
         return Err(UsageError(anyhow::anyhow!(
             "--framing red carries AFEC's redundant copies (RFC 2198); --protocol {layout} \
@@ -446,16 +443,11 @@ fn send_xor(args: SendArgs, layout: XorLayout) -> anyhow::Result<()> {
         .unwrap_or_else(|| Duration::from_secs_f64(XOR_CLOSE_INTERVALS / args.rate));
     let mut cfg = xor_config(args.to, layout, args.session);
     cfg.close_when_idle = Some(close_after);
-    check_message(&args, cfg.max_payload())?;
-    let messages = message_schedule(&args).map_err(usage)?;
-    let bind = args.bind.unwrap_or_else(|| any_addr(args.to));
+    let (messages, bind) = plan_send(&args, cfg.max_payload())?;
     let to = args.to;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
-        let socket = BatchedUdpSocket::bind(bind)
-            .await
-            .with_context(|| format!("cannot bind {bind}"))
-            .map_err(usage)?;
+        let socket = bind_socket(bind).await?;
         let clock = Clock::start();
         // RTP timestamps on the wall clock: a receiver on this host (or a
         // synchronized one) measures one-way latency, as in the tunnel.
@@ -492,11 +484,7 @@ fn send_xor(args: SendArgs, layout: XorLayout) -> anyhow::Result<()> {
             e.row_fec,
             e.column_fec
         )?;
-        writeln!(
-            out,
-            "  overhead             {:.0} B/msg on the wire (IP+UDP headers included)",
-            per_message(wire_bytes(&fin.driver), fin.messages)
-        )?;
+        write_overhead(&mut out, &fin.driver, fin.messages)?;
         writeln!(out, "  send errors          {}", fin.driver.send_errors)?;
         Ok(())
     })
@@ -597,6 +585,16 @@ async fn stream<M: Sending>(
 }
 
 /// `--size` must fit `room` and carry the timestamp; `--rate` must be sane.
+/// What a sender needs before it starts: its messages fit `room` bytes
+/// and the rate, their schedule, and the address to bind (`--bind`, or
+/// any of the peer's family).
+fn plan_send(args: &SendArgs, room: usize) -> anyhow::Result<(Vec<Message>, SocketAddr)> {
+    check_message(args, room)?;
+    let messages = message_schedule(args).map_err(UsageError)?;
+    let bind = args.bind.unwrap_or_else(|| any_addr(args.to));
+    Ok((messages, bind))
+}
+
 fn check_message(args: &SendArgs, room: usize) -> anyhow::Result<()> {
     if !(TIMESTAMP_LEN..=room).contains(&args.size) {
         return Err(UsageError(anyhow::anyhow!(
@@ -749,31 +747,21 @@ fn recv(args: RecvArgs) -> anyhow::Result<()> {
 }
 
 fn recv_afec(args: RecvArgs, scheme: Scheme) -> anyhow::Result<()> {
-    let usage = |e: anyhow::Error| UsageError(e);
-    let (mode, step) = scheme.mode_and_step();
     let qos = TypeQos {
         mer_min: args.mer_band.0,
         mer_max: args.mer_band.1,
         lifetime: args.lifetime.0,
         ..TypeQos::telepointer()
     };
-    let mut cfg = AfecConfig::new(RECEIVER_USER)
-        .mode(mode)
-        .step(step)
-        .session(args.session)
+    let mut cfg = afec_config(RECEIVER_USER, scheme, args.session)
         .default_qos(qos)
         .mer_window(args.mer_window)
         .red(args.red.config(RedConfig::default().clock_rate));
     cfg.min_window = cfg.min_window.min(args.mer_window);
-    let endpoint = AfecEndpoint::new(cfg)
-        .context("AFEC configuration")
-        .map_err(usage)?;
+    let endpoint = afec_endpoint(cfg)?;
     let quiet = args.quiet;
     runtime()?.block_on(async move {
-        let socket = BatchedUdpSocket::bind(args.bind)
-            .await
-            .with_context(|| format!("cannot bind {}", args.bind))
-            .map_err(usage)?;
+        let socket = bind_socket(args.bind).await?;
         let clock = Clock::start();
         let (driver, handle, mut events) =
             Driver::new(endpoint, socket, clock).context("socket has no local address")?;
@@ -787,22 +775,9 @@ fn recv_afec(args: RecvArgs, scheme: Scheme) -> anyhow::Result<()> {
                 100.0 * args.mer_band.1
             );
         }
-        let (mut sinks, metrics_addr) = args.metrics.open().await?;
-        if let (Some(a), false) = (metrics_addr, quiet) {
-            eprintln!("metrics at http://{a}/metrics");
-        }
-        let start = clock.now();
-        let mut rx = RecvState::new(format!("awareness {}", args.protocol.label()), start);
-        let last_driver = receive(
-            &handle,
-            &mut events,
-            clock,
-            args.duration,
-            quiet,
-            &mut sinks,
-            &mut rx,
-        )
-        .await?;
+        let channel = format!("awareness {}", args.protocol.label());
+        let (mut rx, last_driver, sinks) =
+            receive_all(&handle, &mut events, clock, &args, channel).await?;
         let mer = rx.mer(&handle).await.unwrap_or(None);
         let (driver, channel) = rx.finish(&handle, &last_driver, clock.now(), sinks);
         drop(handle);
@@ -840,17 +815,7 @@ fn recv_afec(args: RecvArgs, scheme: Scheme) -> anyhow::Result<()> {
         if let Some(a) = rx.cannot_meet {
             writeln!(out, "  sender cannot meet   more than {a:.2}")?;
         }
-        writeln!(
-            out,
-            "  overhead             {:.0} B/msg on the wire (IP+UDP headers included)",
-            per_message(wire_bytes(&driver), delivered)
-        )?;
-        writeln!(
-            out,
-            "  latency p50 / p99    {} / {} (one way, same-host clocks)",
-            ms(rx.latency.quantile_micros(0.5)),
-            ms(rx.latency.quantile_micros(0.99))
-        )?;
+        write_costs(&mut out, &driver, delivered, &rx.latency)?;
         writeln!(out, "  duplicates           {}", s.duplicates)?;
         writeln!(out, "  channel              {}", channel.line())?;
         Ok(())
@@ -860,13 +825,9 @@ fn recv_afec(args: RecvArgs, scheme: Scheme) -> anyhow::Result<()> {
 /// `--protocol xor:...`: RTP media and XOR parity from the first sender
 /// heard ([`XorListener`]); lost messages rebuilt, nothing sent back.
 fn recv_xor(args: RecvArgs, layout: XorLayout) -> anyhow::Result<()> {
-    let usage = |e: anyhow::Error| UsageError(e);
     let quiet = args.quiet;
     runtime()?.block_on(async move {
-        let socket = BatchedUdpSocket::bind(args.bind)
-            .await
-            .with_context(|| format!("cannot bind {}", args.bind))
-            .map_err(usage)?;
+        let socket = bind_socket(args.bind).await?;
         let clock = Clock::start();
         // The peer is learned; the template's is a placeholder. Partial
         // groups are taken (XorEndpointConfig's default), whatever the
@@ -885,22 +846,9 @@ fn recv_xor(args: RecvArgs, layout: XorLayout) -> anyhow::Result<()> {
                 args.session
             );
         }
-        let (mut sinks, metrics_addr) = args.metrics.open().await?;
-        if let (Some(a), false) = (metrics_addr, quiet) {
-            eprintln!("metrics at http://{a}/metrics");
-        }
-        let start = clock.now();
-        let mut rx = RecvState::new(format!("awareness {layout}"), start);
-        let last_driver = receive(
-            &handle,
-            &mut events,
-            clock,
-            args.duration,
-            quiet,
-            &mut sinks,
-            &mut rx,
-        )
-        .await?;
+        let channel = format!("awareness {layout}");
+        let (mut rx, last_driver, sinks) =
+            receive_all(&handle, &mut events, clock, &args, channel).await?;
         let (driver, channel) = rx.finish(&handle, &last_driver, clock.now(), sinks);
         drop(handle);
         let listener = task.await.context("driver task")?.context("driver")?;
@@ -928,17 +876,7 @@ fn recv_xor(args: RecvArgs, layout: XorLayout) -> anyhow::Result<()> {
             percent(loss.wire_loss)
         )?;
         writeln!(out, "  parity packets       {} received", d.fec)?;
-        writeln!(
-            out,
-            "  overhead             {:.0} B/msg on the wire (IP+UDP headers included)",
-            per_message(wire_bytes(&driver), delivered)
-        )?;
-        writeln!(
-            out,
-            "  latency p50 / p99    {} / {} (one way, same-host clocks)",
-            ms(rx.latency.quantile_micros(0.5)),
-            ms(rx.latency.quantile_micros(0.99))
-        )?;
+        write_costs(&mut out, &driver, delivered, &rx.latency)?;
         writeln!(out, "  duplicates           {}", d.media_duplicate)?;
         writeln!(out, "  senders heard        {}", rx.peers)?;
         writeln!(
@@ -955,6 +893,72 @@ fn recv_xor(args: RecvArgs, layout: XorLayout) -> anyhow::Result<()> {
         writeln!(out, "  channel              {}", channel.line())?;
         Ok(())
     })
+}
+
+/// Binds the batched UDP socket a sender or receiver uses (recvmmsg,
+/// GSO/GRO where the OS has them); a failure is the user's to fix.
+async fn bind_socket(addr: SocketAddr) -> anyhow::Result<BatchedUdpSocket> {
+    BatchedUdpSocket::bind(addr)
+        .await
+        .with_context(|| format!("cannot bind {addr}"))
+        .map_err(|e| UsageError(e).into())
+}
+
+/// The summary's overhead line: wire bytes per message, headers counted.
+fn write_overhead(
+    out: &mut impl Write,
+    driver: &DriverStats,
+    messages: u64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  overhead             {:.0} B/msg on the wire (IP+UDP headers included)",
+        per_message(wire_bytes(driver), messages)
+    )
+}
+
+/// The receiver summary's overhead and latency lines.
+fn write_costs(
+    out: &mut impl Write,
+    driver: &DriverStats,
+    delivered: u64,
+    latency: &LatencyStats,
+) -> std::io::Result<()> {
+    write_overhead(out, driver, delivered)?;
+    writeln!(
+        out,
+        "  latency p50 / p99    {} / {} (one way, same-host clocks)",
+        ms(latency.quantile_micros(0.5)),
+        ms(latency.quantile_micros(0.99))
+    )
+}
+
+/// Opens the receiver's metrics sinks (saying where, unless quiet) and
+/// runs [`receive`] on `channel` until `--duration` or Ctrl-C: the state it
+/// gathered, the driver's last counters and the sinks.
+async fn receive_all<M: Receiving>(
+    handle: &DriverHandle<M>,
+    events: &mut mpsc::Receiver<M::Event>,
+    clock: Clock,
+    args: &RecvArgs,
+    channel: String,
+) -> anyhow::Result<(RecvState, DriverStats, MetricsSinks)> {
+    let (mut sinks, metrics_addr) = args.metrics.open().await?;
+    if let (Some(a), false) = (metrics_addr, args.quiet) {
+        eprintln!("metrics at http://{a}/metrics");
+    }
+    let mut rx = RecvState::new(channel, clock.now());
+    let last_driver = receive(
+        handle,
+        events,
+        clock,
+        args.duration,
+        args.quiet,
+        &mut sinks,
+        &mut rx,
+    )
+    .await?;
+    Ok((rx, last_driver, sinks))
 }
 
 /// What the receive loop needs of an endpoint.

@@ -272,15 +272,9 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
         ] {
             writeln!(
                 out,
-                "  {name}: {} in, {} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors, {} socket drops (host overload, not link loss)",
+                "  {name}: {} in, {}, {} socket drops (host overload, not link loss)",
                 d.received,
-                d.delivered,
-                d.lost,
-                percent(d.lost, d.received),
-                d.queue_drops,
-                d.corrupted,
-                d.overflow,
-                d.send_errors,
+                fates(d),
                 d.socket_drops
             )?;
         }
@@ -318,15 +312,9 @@ fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
     }
     for (name, d) in [("uplink", &stats.uplink), ("downlink", &stats.downlink)] {
         eprintln!(
-            "emulate shell {name}: {} packets in, {} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors",
+            "emulate shell {name}: {} packets in, {}",
             d.received,
-            d.delivered,
-            d.lost,
-            percent(d.lost, d.received),
-            d.queue_drops,
-            d.corrupted,
-            d.overflow,
-            d.send_errors
+            fates(d)
         );
     }
     match status.code() {
@@ -345,6 +333,21 @@ fn run_shell(_: ShellArgs) -> anyhow::Result<()> {
         "emulate shell needs Linux (network namespaces and TUN devices)"
     ))
     .into())
+}
+
+/// What became of one direction's packets, in all: `N out, N lost (P%),
+/// N queue drops, N corrupted, N over the held limit, N send errors`.
+fn fates(d: &DirectionStats) -> String {
+    format!(
+        "{} out, {} lost ({:.1}%), {} queue drops, {} corrupted, {} over the held limit, {} send errors",
+        d.delivered,
+        d.lost,
+        percent(d.lost, d.received),
+        d.queue_drops,
+        d.corrupted,
+        d.overflow,
+        d.send_errors
+    )
 }
 
 /// One direction's counters over the last second.

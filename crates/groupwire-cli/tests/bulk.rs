@@ -38,6 +38,22 @@ struct Transfer {
     recv_json: serde_json::Value,
 }
 
+impl Transfer {
+    /// Both sides went `via` (`rbudp` or `tcp`) and agree on the
+    /// payload's hash (RBUDP's BLAKE3, striping's hash).
+    fn assert_via(&self, via: &str) {
+        assert_eq!(self.send_json["via"], via, "{}", self.send_json);
+        assert_eq!(self.recv_json["via"], via, "{}", self.recv_json);
+        let hash = if via == "rbudp" { "blake3" } else { "hash" };
+        assert_eq!(self.send_json[hash], self.recv_json[hash], "{hash}");
+    }
+
+    /// Why an auto sender chose its mechanism.
+    fn chosen_because(&self) -> &str {
+        self.send_json["chosen_because"].as_str().unwrap()
+    }
+}
+
 /// Moves `len` bytes from a file to a file: a receiver with `recv_via`,
 /// then a sender with `send_args`; checks both exit well, the file arrives
 /// byte for byte, and both summaries name its size.
@@ -47,21 +63,7 @@ fn transfer(name: &str, len: usize, recv_via: &str, send_args: &[&str]) -> Trans
     let data = payload(len);
     std::fs::write(&src, &data).unwrap();
     let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
-    let recv = spawn(&[
-        "bulk",
-        "recv",
-        "--via",
-        recv_via,
-        "--listen",
-        "127.0.0.1:0",
-        "--out",
-        dst.to_str().unwrap(),
-        "--timeout",
-        "60s",
-        "--quiet",
-        "--stats-json",
-        recv_json.to_str().unwrap(),
-    ]);
+    let recv = receiver(recv_via, &dst, &recv_json);
     assert_eq!(recv.ready["via"], recv_via);
     let to = recv.addr("listen").to_string();
     let mut args = vec!["bulk", "send", src.to_str().unwrap(), "--to", &to];
@@ -132,8 +134,7 @@ fn an_auto_receiver_takes_an_rbudp_sender_and_a_striped_sender() {
         "auto",
         &["--via", "rbudp", "--rate", "200Mbit/s"],
     );
-    assert_eq!(t.recv_json["via"], "rbudp");
-    assert_eq!(t.send_json["blake3"], t.recv_json["blake3"]);
+    t.assert_via("rbudp");
     assert!(t.received.contains("via rbudp"), "{}", t.received);
     assert_eq!(t.recv_json["dropped_connections"], 0);
 
@@ -143,8 +144,7 @@ fn an_auto_receiver_takes_an_rbudp_sender_and_a_striped_sender() {
         "auto",
         &["--via", "striped:3"],
     );
-    assert_eq!(t.recv_json["via"], "tcp");
-    assert_eq!(t.send_json["hash"], t.recv_json["hash"]);
+    t.assert_via("tcp");
     assert!(t.received.contains("via tcp"), "{}", t.received);
     assert_eq!(t.recv_json["per_stream"].as_array().unwrap().len(), 3);
     assert_eq!(t.recv_json["dropped_connections"], 0);
@@ -153,9 +153,8 @@ fn an_auto_receiver_takes_an_rbudp_sender_and_a_striped_sender() {
 #[test]
 fn an_auto_sender_without_a_rate_stripes_over_tcp() {
     let t = transfer("auto-no-rate", 1_500_001, "auto", &[]);
-    assert_eq!(t.send_json["via"], "tcp");
-    assert_eq!(t.recv_json["via"], "tcp");
-    let why = t.send_json["chosen_because"].as_str().unwrap();
+    t.assert_via("tcp");
+    let why = t.chosen_because();
     assert!(why.contains("no --rate"), "{why}");
     // No plan without the path: the library's 4 connections.
     assert_eq!(t.send_json["per_stream"].as_array().unwrap().len(), 4);
@@ -173,10 +172,9 @@ fn an_auto_sender_with_a_rate_blasts_on_a_long_round_trip_only() {
         "auto",
         &["--rate", "200Mbit/s", "--rtt", "40ms"],
     );
-    assert_eq!(t.send_json["via"], "rbudp");
-    assert_eq!(t.recv_json["via"], "rbudp");
+    t.assert_via("rbudp");
     assert_eq!(t.send_json["path_rtt_seconds"], 0.04);
-    let why = t.send_json["chosen_because"].as_str().unwrap();
+    let why = t.chosen_because();
     assert!(why.contains("given with --rtt"), "{why}");
     assert_eq!(t.recv_json["dropped_connections"], 0);
 
@@ -188,7 +186,7 @@ fn an_auto_sender_with_a_rate_blasts_on_a_long_round_trip_only() {
         &["--rate", "200Mbit/s", "--rtt", "1ms"],
     );
     assert_eq!(t.send_json["via"], "tcp");
-    let why = t.send_json["chosen_because"].as_str().unwrap();
+    let why = t.chosen_because();
     assert!(why.contains("under 5.00 ms"), "{why}");
 
     // Measured: loopback is far under 5 ms, but a loaded machine may slow
@@ -197,8 +195,8 @@ fn an_auto_sender_with_a_rate_blasts_on_a_long_round_trip_only() {
     let rtt = t.send_json["path_rtt_seconds"].as_f64().unwrap();
     let expected = if rtt >= 0.005 { "rbudp" } else { "tcp" };
     assert_eq!(t.send_json["via"], expected, "round trip {rtt} s");
-    assert_eq!(t.recv_json["via"], expected);
-    let why = t.send_json["chosen_because"].as_str().unwrap();
+    t.assert_via(expected);
+    let why = t.chosen_because();
     assert!(why.contains("measured"), "{why}");
     // The receiver dropped the three probe connections and took the sender.
     assert_eq!(t.recv_json["dropped_connections"], 3);
@@ -222,56 +220,29 @@ fn usage_errors_say_what_to_do_and_exit_2() {
     let src = dir.join("in.bin");
     std::fs::write(&src, b"hello").unwrap();
 
-    // RBUDP needs a rate.
-    let o = groupwire(&[
-        "bulk",
-        "send",
-        src.to_str().unwrap(),
-        "--to",
-        "127.0.0.1:9",
-        "--via",
-        "rbudp",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"));
-
-    // A mechanism that does not exist names the ones that do.
-    let o = groupwire(&[
-        "bulk",
-        "send",
-        src.to_str().unwrap(),
-        "--to",
-        "127.0.0.1:9",
-        "--via",
-        "carrier-pigeon",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("striped:N"));
-
-    // A file that is not there.
-    let o = groupwire(&[
-        "bulk",
-        "send",
-        dir.join("nope").to_str().unwrap(),
-        "--to",
-        "127.0.0.1:9",
-        "--rate",
-        "10Mbit/s",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read"));
-
-    // The receiver does not overwrite a file unless told to.
-    let o = groupwire(&[
-        "bulk",
-        "recv",
-        "--listen",
-        "127.0.0.1:0",
-        "--out",
-        src.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    let (src_arg, nope) = (src.to_str().unwrap(), dir.join("nope"));
+    let send = |file, flags: &[_]| [&["bulk", "send", file, "--to", "127.0.0.1:9"], flags].concat();
+    for (args, says) in [
+        // RBUDP needs a rate.
+        (send(src_arg, &["--via", "rbudp"]), "--rate"),
+        // A mechanism that does not exist names the ones that do.
+        (send(src_arg, &["--via", "carrier-pigeon"]), "striped:N"),
+        // A file that is not there.
+        (
+            send(nope.to_str().unwrap(), &["--rate", "10Mbit/s"]),
+            "cannot read",
+        ),
+        // The receiver does not overwrite a file unless told to.
+        (
+            vec!["bulk", "recv", "--listen", "127.0.0.1:0", "--out", src_arg],
+            "--force",
+        ),
+    ] {
+        let o = groupwire(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
     assert_eq!(std::fs::read(&src).unwrap(), b"hello");
 
     // A receiver nobody sends to gives up when told, leaving no file.
@@ -293,13 +264,14 @@ fn usage_errors_say_what_to_do_and_exit_2() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `bulk recv` of `dst` on a free port, with `--stats-json` to `json`.
-fn receiver(dst: &std::path::Path, json: &std::path::Path) -> common::Proc {
+/// `bulk recv --via VIA` of `dst` on a free port, with `--stats-json` to
+/// `json`.
+fn receiver(via: &str, dst: &std::path::Path, json: &std::path::Path) -> common::Proc {
     spawn(&[
         "bulk",
         "recv",
         "--via",
-        "rbudp",
+        via,
         "--listen",
         "127.0.0.1:0",
         "--out",
@@ -312,12 +284,20 @@ fn receiver(dst: &std::path::Path, json: &std::path::Path) -> common::Proc {
     ])
 }
 
-/// `bulk send SRC --to TO --via rbudp --rate 200Mbit/s --quiet EXTRA...`.
+/// `bulk send SRC --to TO --via rbudp --rate RATE --quiet EXTRA...`.
+fn rbudp_sender(src: &std::path::Path, to: &str, rate: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_groupwire"));
+    c.args(["bulk", "send", src.to_str().unwrap(), "--to", to])
+        .args(["--via", "rbudp", "--rate", rate, "--quiet"])
+        .args(extra);
+    c
+}
+
+/// A fast RBUDP sender's run: [`rbudp_sender`] at 200 Mbit/s.
 fn fast_rbudp(src: &std::path::Path, to: &str, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["bulk", "send", src.to_str().unwrap(), "--to", to];
-    args.extend_from_slice(&["--via", "rbudp", "--rate", "200Mbit/s", "--quiet"]);
-    args.extend_from_slice(extra);
-    groupwire(&args)
+    rbudp_sender(src, to, "200Mbit/s", extra)
+        .output()
+        .expect("groupwire runs")
 }
 
 #[test]
@@ -337,13 +317,9 @@ fn an_interrupted_rbudp_transfer_resumes_with_what_is_missing() {
     // A slow sender (8 s of blast at 8 Mbit/s), killed once the receiver
     // has recorded some of the file: the receiver keeps it and says how
     // to go on.
-    let mut recv = receiver(&dst, &recv_json);
+    let mut recv = receiver("rbudp", &dst, &recv_json);
     let to = recv.addr("listen").to_string();
-    let mut sender = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args(["bulk", "send", src.to_str().unwrap(), "--to", &to])
-        .args(["--via", "rbudp", "--rate", "8Mbit/s", "--quiet"])
-        .spawn()
-        .unwrap();
+    let mut sender = rbudp_sender(&src, &to, "8Mbit/s", &[]).spawn().unwrap();
     // At most 60 s (3000 polls of 20 ms): the first record is due 1 s
     // after the first datagram.
     let recorded = (0..3000).any(|_| {
@@ -367,7 +343,7 @@ fn an_interrupted_rbudp_transfer_resumes_with_what_is_missing() {
 
     // The same two commands again (a fast sender this time): only what
     // was missing crosses, and the file is whole.
-    let recv = receiver(&dst, &recv_json);
+    let recv = receiver("rbudp", &dst, &recv_json);
     let to = recv.addr("listen").to_string();
     let out = fast_rbudp(&src, &to, &["--stats-json", send_json.to_str().unwrap()]);
     let sent = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -413,7 +389,7 @@ fn a_file_changed_since_the_interruption_starts_over() {
     std::fs::write(dir.join("out.bin.part.resume"), record).unwrap();
 
     let recv_json = dir.join("recv.json");
-    let recv = receiver(&dst, &recv_json);
+    let recv = receiver("rbudp", &dst, &recv_json);
     let to = recv.addr("listen").to_string();
     let out = fast_rbudp(&src, &to, &[]);
     assert!(out.status.success());

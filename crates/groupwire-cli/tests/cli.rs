@@ -58,26 +58,15 @@ fn lists_builtin_scenarios() {
 #[test]
 fn bad_input_gives_one_line_and_exit_code_2() {
     assert_usage_error(&["sim", "run", "no-such-scenario"], "unknown scenario");
-    assert_usage_error(
-        &["sim", "run", "tcp-dumbbell", "--set", "loss=bernoulli:1.5"],
-        "1.5",
-    );
-    assert_usage_error(
-        &["sim", "run", "tcp-dumbbell", "--set", "bottleneck_rate=0"],
-        "out of range",
-    );
-    assert_usage_error(
-        &["sim", "run", "tcp-dumbbell", "--set", "flows"],
-        "KEY=VALUE",
-    );
-    assert_usage_error(
-        &["sim", "run", "tcp-dumbbell", "--set", "nonsense=1"],
-        "nonsense",
-    );
-    assert_usage_error(
-        &["sim", "run", "tcp-dumbbell", "--set", "warmup=1h"],
-        "warmup",
-    );
+    for (set, says) in [
+        ("loss=bernoulli:1.5", "1.5"),
+        ("bottleneck_rate=0", "out of range"),
+        ("flows", "KEY=VALUE"),
+        ("nonsense=1", "nonsense"),
+        ("warmup=1h", "warmup"),
+    ] {
+        assert_usage_error(&["sim", "run", "tcp-dumbbell", "--set", set], says);
+    }
     assert_usage_error(&["sim", "run", "missing.toml"], "missing.toml");
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");

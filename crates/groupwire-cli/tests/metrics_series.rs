@@ -1,7 +1,7 @@
 //! `groupwire metrics FILE --out DIR`: a `--metrics-json` file, written
 //! here with the real `ChannelSnapshot` serialization, as CSV and PNG.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -15,6 +15,21 @@ fn groupwire(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("the groupwire binary runs")
+}
+
+/// Writes `lines` to `dir/m.jsonl` and runs `groupwire metrics` on it
+/// with `--out dir/out`: its output and that folder.
+fn metrics_of(dir: &Path, lines: &[u8]) -> (Output, PathBuf) {
+    let file = dir.join("m.jsonl");
+    std::fs::write(&file, lines).expect("write the JSON lines");
+    let out = dir.join("out");
+    let o = groupwire(&[
+        "metrics",
+        file.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    (o, out)
 }
 
 /// Three one-second snapshots of a seeded channel: 100 units a second, a
@@ -95,15 +110,7 @@ fn writes_a_csv_and_three_charts_per_channel() {
     let (a, b) = (snapshots("tunnel xor:3"), snapshots("relay g1"));
     // Interleaved, as a command metering two channels writes them.
     let lines = json_lines(&[&a[0], &b[0], &a[1], &b[1], &a[2], &b[2]]);
-    let file = dir.path().join("m.jsonl");
-    std::fs::write(&file, lines).expect("write the JSON lines");
-    let out = dir.path().join("out");
-    let o = groupwire(&[
-        "metrics",
-        file.to_str().expect("utf-8"),
-        "--out",
-        out.to_str().expect("utf-8"),
-    ]);
+    let (o, out) = metrics_of(dir.path(), lines.as_bytes());
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -175,19 +182,10 @@ fn malformed_lines_are_skipped_and_counted() {
         "{good}not json at all\n\n{{\"channel\": \"x\", \"t_s\": \"soon\"}}\n{}",
         &cut[..cut.len() / 2]
     );
-    let file = dir.path().join("m.jsonl");
-    std::fs::write(&file, lines.as_bytes()).expect("write the JSON lines");
-    let mut bytes = std::fs::read(&file).expect("read back");
+    let mut bytes = lines.into_bytes();
     // A line that is not UTF-8 at all.
     bytes.extend_from_slice(b"\n\xff\xfe{}\n");
-    std::fs::write(&file, bytes).expect("write the bytes");
-    let out = dir.path().join("out");
-    let o = groupwire(&[
-        "metrics",
-        file.to_str().expect("utf-8"),
-        "--out",
-        out.to_str().expect("utf-8"),
-    ]);
+    let (o, out) = metrics_of(dir.path(), &bytes);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stdout}{stderr}");

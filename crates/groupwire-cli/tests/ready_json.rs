@@ -4,7 +4,7 @@
 use std::net::UdpSocket;
 
 mod common;
-use common::{Proc, spawn};
+use common::{Proc, emulate_to, spawn, tunnel_to_peer};
 
 /// Kills a command that runs until Ctrl-C.
 fn stop(mut p: Proc) {
@@ -14,16 +14,8 @@ fn stop(mut p: Proc) {
 
 #[test]
 fn tunnel_announces_its_ports() {
-    let p = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        "127.0.0.1:9",
-        "--duration",
-        "30s",
-        "--quiet",
-    ]);
+    let nobody = "127.0.0.1:9".parse().expect("an address");
+    let p = tunnel_to_peer(nobody, &["--duration", "30s", "--quiet"]);
     let v = &p.ready;
     assert_eq!(v["ready"], "tunnel", "{v}");
     assert_ne!(p.addr("app").port(), 0);
@@ -40,21 +32,19 @@ fn emulate_announces_its_port_and_writes_its_counters() {
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("stats.json");
     let target = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let forward = target.local_addr().unwrap().to_string();
-    let p = spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &forward,
-        "--duration",
-        "2s",
-        "--quiet",
-        "--stats-json",
-        stats.to_str().unwrap(),
-    ]);
+    let forward = target.local_addr().unwrap();
+    let p = emulate_to(
+        forward,
+        &[
+            "--duration",
+            "2s",
+            "--quiet",
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ],
+    );
     assert_eq!(p.ready["ready"], "emulate", "{}", p.ready);
-    assert_eq!(p.ready["forward"], forward.as_str(), "{}", p.ready);
+    assert_eq!(p.ready["forward"], forward.to_string(), "{}", p.ready);
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     client.send_to(b"hello", p.addr("listen")).unwrap();
     p.finish();

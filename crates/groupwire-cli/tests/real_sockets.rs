@@ -14,149 +14,82 @@ fn groupwire(args: &[&str]) -> Output {
 
 #[test]
 fn help_shows_a_loopback_example() {
-    let o = groupwire(&["emulate", "--help"]);
-    assert!(o.status.success());
+    assert_help_mentions(
+        &["emulate", "--help"],
+        &[
+            "--listen",
+            "--forward",
+            "--loss",
+            "--reverse-loss",
+            "--rate",
+            "--queue",
+            "schedule:alternating",
+            "groupwire emulate --listen 127.0.0.1:7401",
+        ],
+    );
+    assert_help_mentions(
+        &["awareness", "send", "--help"],
+        &[
+            "--protocol",
+            "afec-frac",
+            "--trace",
+            "groupwire awareness send --to",
+            "--framing",
+            "rtpreddec",
+            "--red-clock-rate",
+            "--red-pt",
+            "--message-pt",
+            "xor:3",
+            "xor:LxD",
+            "--xor-close-after",
+            "--protocol xor:3 --duration 60s",
+        ],
+    );
+}
+
+/// `groupwire ARGS` succeeds and its output names every one of `needles`.
+fn assert_help_mentions(args: &[&str], needles: &[&str]) {
+    let o = groupwire(args);
+    assert!(o.status.success(), "{args:?}");
     let out = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "--listen",
-        "--forward",
-        "--loss",
-        "--reverse-loss",
-        "--rate",
-        "--queue",
-        "schedule:alternating",
-        "groupwire emulate --listen 127.0.0.1:7401",
-    ] {
-        assert!(out.contains(needle), "emulate --help lacks {needle}: {out}");
-    }
-    let o = groupwire(&["awareness", "send", "--help"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "--protocol",
-        "afec-frac",
-        "--trace",
-        "groupwire awareness send --to",
-        "--framing",
-        "rtpreddec",
-        "--red-clock-rate",
-        "--red-pt",
-        "--message-pt",
-        "xor:3",
-        "xor:LxD",
-        "--xor-close-after",
-        "--protocol xor:3 --duration 60s",
-    ] {
-        assert!(
-            out.contains(needle),
-            "awareness send --help lacks {needle}: {out}"
-        );
+    for needle in needles {
+        assert!(out.contains(needle), "{args:?} lacks {needle}: {out}");
     }
 }
 
 #[test]
 fn bad_arguments_exit_with_code_2() {
-    for args in [
-        &[
-            "awareness",
-            "send",
-            "--to",
-            "127.0.0.1:9",
-            "--protocol",
-            "tcp",
-        ][..],
-        &["awareness", "send", "--to", "127.0.0.1:9", "--size", "4"],
-        &[
-            "awareness",
-            "send",
-            "--to",
-            "127.0.0.1:9",
-            "--framing",
-            "rtp",
-        ],
+    const SEND: &[&str] = &["awareness", "send", "--to", "127.0.0.1:9"];
+    const RECV: &[&str] = &["awareness", "recv", "--bind", "127.0.0.1:0"];
+    const EMULATE: &[&str] = &[
+        "emulate",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        "127.0.0.1:9",
+    ];
+    for (command, flags) in [
+        (SEND, &["--protocol", "tcp"][..]),
+        (SEND, &["--size", "4"][..]),
+        (SEND, &["--framing", "rtp"][..]),
         // RTP payload types 64-95 would read as RTCP on a shared port.
-        &[
-            "awareness",
-            "send",
-            "--to",
-            "127.0.0.1:9",
-            "--framing",
-            "red",
-            "--red-pt",
-            "72",
-        ],
-        &[
-            "awareness",
-            "recv",
-            "--bind",
-            "127.0.0.1:0",
-            "--message-pt",
-            "100",
-        ],
-        &[
-            "awareness",
-            "recv",
-            "--bind",
-            "127.0.0.1:0",
-            "--mer-band",
-            "0.2,0.1",
-        ],
-        &[
-            "emulate",
-            "--listen",
-            "127.0.0.1:0",
-            "--forward",
-            "127.0.0.1:9",
-            "--loss",
-            "bernoulli:2",
-        ],
-        &[
-            "emulate",
-            "--listen",
-            "127.0.0.1:0",
-            "--forward",
-            "127.0.0.1:9",
-            "--rate",
-            "schedule:1s fast",
-        ],
-        &[
-            "emulate",
-            "--listen",
-            "127.0.0.1:0",
-            "--forward",
-            "127.0.0.1:9",
-            "--loss",
-            "schedule:1s bernoulli:1% -> gilbert:p=0.1,r=0.5",
-        ],
+        (SEND, &["--framing", "red", "--red-pt", "72"][..]),
+        (RECV, &["--message-pt", "100"][..]),
+        (RECV, &["--mer-band", "0.2,0.1"][..]),
+        (EMULATE, &["--loss", "bernoulli:2"][..]),
+        (EMULATE, &["--rate", "schedule:1s fast"][..]),
+        (
+            EMULATE,
+            &["--loss", "schedule:1s bernoulli:1% -> gilbert:p=0.1,r=0.5"][..],
+        ),
         // XOR parity needs a group of at least one message, and carries
         // RTP of its own.
-        &[
-            "awareness",
-            "send",
-            "--to",
-            "127.0.0.1:9",
-            "--protocol",
-            "xor:0",
-        ],
-        &[
-            "awareness",
-            "recv",
-            "--bind",
-            "127.0.0.1:0",
-            "--protocol",
-            "xor:3x0",
-        ],
-        &[
-            "awareness",
-            "send",
-            "--to",
-            "127.0.0.1:9",
-            "--protocol",
-            "xor:3",
-            "--framing",
-            "red",
-        ],
+        (SEND, &["--protocol", "xor:0"][..]),
+        (RECV, &["--protocol", "xor:3x0"][..]),
+        (SEND, &["--protocol", "xor:3", "--framing", "red"][..]),
     ] {
-        let o = groupwire(args);
+        let args = [command, flags].concat();
+        let o = groupwire(&args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");

@@ -84,20 +84,17 @@ impl Drop for Emulator {
 /// `groupwire emulate` in front of `target`, losing 10% of what clients
 /// send, from a seeded Bernoulli process.
 fn emulate(target: SocketAddr, seed: u64) -> Emulator {
-    Emulator(common::spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target.to_string(),
+    let seed = seed.to_string();
+    let args = [
         "--loss",
         "bernoulli:0.1",
         "--seed",
-        &seed.to_string(),
+        &seed,
         "--duration",
         "90s",
         "--quiet",
-    ]))
+    ];
+    Emulator(common::emulate_to(target, &args))
 }
 
 /// Until `out` hears from the pipeline, a one-byte datagram (not RTP, so
@@ -131,15 +128,12 @@ const SIZE: usize = 40;
 fn gstreamer_rtpreddec_recovers_messages_groupwire_sent_as_red() {
     let Some(gst) = gst_launch() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (gst_port, out) = (free_port(), bind());
-    let _gst = Pipeline::start(
+    let (_gst, gst_port, out) = Pipeline::udp_to_socket(
         &gst,
         &format!(
-            "udpsrc address=127.0.0.1 port={gst_port} buffer-size=4194304 \
-             caps=application/x-rtp,media=application,clock-rate=1000,encoding-name=RED,payload={RED_PT} \
-             ! rtpreddec pt={RED_PT} ! udpsink host=127.0.0.1 port={} sync=false async=false",
-            out.local_addr().unwrap().port()
+            "application/x-rtp,media=application,clock-rate=1000,encoding-name=RED,payload={RED_PT}"
         ),
+        &format!("rtpreddec pt={RED_PT}"),
     );
     wait_until_playing(gst_port, &out);
 
@@ -275,14 +269,14 @@ fn groupwire_recovers_messages_gstreamer_protected_with_rtpredenc() {
     let rx_addr = rx.local_addr().unwrap();
     let emu = emulate(rx_addr, 11);
     let in_port = free_port();
-    let _gst = Pipeline::start(
+    let _gst = Pipeline::udp(
         &gst,
+        in_port,
         &format!(
-            "udpsrc address=127.0.0.1 port={in_port} buffer-size=4194304 \
-             caps=application/x-rtp,media=application,clock-rate=1000,encoding-name=X-GW-TP,payload={MSG_PT} \
-             ! rtpredenc pt={RED_PT} distance=1 ! udpsink host=127.0.0.1 port={} sync=false async=false",
-            emu.listen().port()
+            "application/x-rtp,media=application,clock-rate=1000,encoding-name=X-GW-TP,payload={MSG_PT}"
         ),
+        &format!("rtpredenc pt={RED_PT} distance=1"),
+        emu.listen().port(),
     );
     // groupwire's side: the AFEC endpoint reading RTP/RED with the CLI's
     // payload types (the defaults); the test is its driver.

@@ -12,6 +12,15 @@ use groupwire_relay::{ClientEvent, ClientOptions, JoinInfo, RelayClient};
 mod common;
 use common::Relay;
 
+/// The clients' runtime: two workers, beside the relay process.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// `groupwire relay serve` on a free loopback port with its state in `data_dir`.
 fn start_relay(data_dir: &std::path::Path) -> Relay {
     Relay::start(&["--data-dir", data_dir.to_str().expect("utf-8 path")])
@@ -20,11 +29,7 @@ fn start_relay(data_dir: &std::path::Path) -> Relay {
 #[test]
 fn every_acknowledged_update_survives_kill_9_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let mut relay = start_relay(dir.path());
     let addr = relay.addr.clone();
     let acked: Acked = Arc::default();
@@ -358,11 +363,7 @@ fn acknowledged_updates_survive_20_kill_9s_under_load_once_and_in_order() {
     use rand::{Rng, SeedableRng};
     const ROUNDS: usize = 20;
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
     let acked: Acked = Arc::default();
     for round in 0..ROUNDS {

@@ -2,7 +2,7 @@
 //! configurations, so the measurement tools cannot rot between runs of
 //! `scripts/results.sh relay`.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 mod common;
 use common::Relay;
@@ -13,18 +13,32 @@ fn start_relay() -> (Relay, String) {
     (relay, addr)
 }
 
+/// `groupwire relay bench KIND --relay ADDR --quiet ARGS...`, which must
+/// succeed; its output.
+fn bench(kind: &str, addr: &str, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_groupwire"))
+        .args(["relay", "bench", kind, "--relay", addr, "--quiet"])
+        .args(args)
+        .output()
+        .expect("the bench runs");
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn bench_measures_fanout_and_relay_cpu_in_a_tiny_run() {
     let (relay, addr) = start_relay();
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("fanout.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args([
-            "relay",
-            "bench",
-            "fanout",
-            "--relay",
-            &addr,
+    let pid = relay.child.id().to_string();
+    let out = bench(
+        "fanout",
+        &addr,
+        &[
             "--groups",
             "3",
             "--members",
@@ -35,18 +49,11 @@ fn bench_measures_fanout_and_relay_cpu_in_a_tiny_run() {
             "1s",
             "--warmup",
             "300ms",
-            "--quiet",
             "--relay-pid",
-        ])
-        .arg(relay.child.id().to_string())
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("the bench runs");
-    assert!(
-        out.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+            &pid,
+            "--json",
+            json.to_str().expect("utf-8"),
+        ],
     );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
@@ -70,13 +77,10 @@ fn bench_reproduces_fig7_roles_and_writes_probe_series() {
     let (_relay, addr) = start_relay();
     let dir = tempfile::tempdir().expect("tempdir");
     let series = dir.path().join("roles.csv");
-    let out = Command::new(env!("CARGO_BIN_EXE_groupwire"))
-        .args([
-            "relay",
-            "bench",
-            "roles",
-            "--relay",
-            &addr,
+    bench(
+        "roles",
+        &addr,
+        &[
             "--members",
             "6",
             "--rate",
@@ -85,16 +89,9 @@ fn bench_reproduces_fig7_roles_and_writes_probe_series() {
             "1s",
             "--warmup",
             "200ms",
-            "--quiet",
             "--series-csv",
-        ])
-        .arg(&series)
-        .output()
-        .expect("the bench runs");
-    assert!(
-        out.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+            series.to_str().expect("utf-8"),
+        ],
     );
     let csv = std::fs::read_to_string(&series).expect("series written");
     assert!(csv.contains("high-priority member"), "{csv}");

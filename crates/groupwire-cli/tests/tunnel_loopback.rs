@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 mod common;
-use common::{spawn, stats};
+use common::{arg, emulate_to, stats, tunnel_forwarding, tunnel_to_peer};
 
 /// The test's own clock: it times real processes, not machines.
 #[expect(clippy::disallowed_methods, reason = "test timing of real processes")]
@@ -140,38 +140,13 @@ fn run_over_gilbert(fec: &[&str]) -> GilbertRun {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    let target = app_rx.local_addr().expect("bound").to_string();
-    let b = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target,
-        "--duration",
-        "10s",
-        "--quiet",
-        "--stats-json",
-        b_json.to_str().expect("utf-8"),
-    ]);
-    let emu = spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &b.addr("link").to_string(),
-        "--loss",
-        GILBERT_10_4,
-        "--seed",
-        "7",
-        "--duration",
-        "10s",
-    ]);
-    let peer = emu.addr("listen").to_string();
-    let mut args = vec!["tunnel", "--listen", "127.0.0.1:0", "--peer", &peer];
-    args.extend_from_slice(fec);
-    args.extend_from_slice(&["--duration", "9s", "--quiet", "--stats-json"]);
-    args.push(a_json.to_str().expect("utf-8"));
-    let a = spawn(&args);
+    let b_args = ["--duration", "10s", "--quiet", "--stats-json", arg(&b_json)];
+    let b = tunnel_forwarding(app_rx.local_addr().expect("bound"), &b_args);
+    let emu_args = ["--loss", GILBERT_10_4, "--seed", "7", "--duration", "10s"];
+    let emu = emulate_to(b.addr("link"), &emu_args);
+    let mut args = fec.to_vec();
+    args.extend_from_slice(&["--duration", "9s", "--quiet", "--stats-json", arg(&a_json)]);
+    let a = tunnel_to_peer(emu.addr("listen"), &args);
     let a_ready = a.ready.clone();
     let (sent, got) = exchange(
         a.addr("app"),
@@ -263,29 +238,9 @@ fn low_rate_datagrams_arrive_without_waiting_for_a_block() {
     let dir = tempfile::tempdir().expect("tempdir");
     let b_json = dir.path().join("b.json");
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    let target = app_rx.local_addr().expect("bound").to_string();
-    let b = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target,
-        "--duration",
-        "4s",
-        "--quiet",
-        "--stats-json",
-        b_json.to_str().expect("utf-8"),
-    ]);
-    let a = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        &b.addr("link").to_string(),
-        "--duration",
-        "4s",
-        "--quiet",
-    ]);
+    let b_args = ["--duration", "4s", "--quiet", "--stats-json", arg(&b_json)];
+    let b = tunnel_forwarding(app_rx.local_addr().expect("bound"), &b_args);
+    let a = tunnel_to_peer(b.addr("link"), &["--duration", "4s", "--quiet"]);
     let count = 40;
     let (sent, got) = exchange(a.addr("app"), &app_rx, count, 20.0, Duration::from_secs(3));
     a.finish();
@@ -319,19 +274,8 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let b_json = dir.path().join("b.json");
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    let target = app_rx.local_addr().expect("bound").to_string();
-    let b = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target,
-        "--duration",
-        "4s",
-        "--quiet",
-        "--stats-json",
-        b_json.to_str().expect("utf-8"),
-    ]);
+    let b_args = ["--duration", "4s", "--quiet", "--stats-json", arg(&b_json)];
+    let b = tunnel_forwarding(app_rx.local_addr().expect("bound"), &b_args);
     let b_link = b.addr("link");
     let junk = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let garbage: Vec<Vec<u8>> = vec![
@@ -346,16 +290,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
         junk.send_to(g, b_link).expect("send");
     }
     std::thread::sleep(Duration::from_millis(100));
-    let a = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        &b_link.to_string(),
-        "--duration",
-        "4s",
-        "--quiet",
-    ]);
+    let a = tunnel_to_peer(b_link, &["--duration", "4s", "--quiet"]);
     let (to, count) = (a.addr("app"), 200);
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     // Learn the peer with one datagram, then garbage from a stranger and
@@ -393,52 +328,43 @@ fn xor_tunnel_rebuilds_random_loss() {
     let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
     let b_lines = dir.path().join("b.jsonl");
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    let target = app_rx.local_addr().expect("bound").to_string();
-    let b = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target,
-        "--fec",
-        "xor:4x4",
-        "--duration",
-        "8s",
-        "--quiet",
-        "--stats-json",
-        b_json.to_str().expect("utf-8"),
-        "--metrics",
-        "127.0.0.1:0",
-        "--metrics-json",
-        b_lines.to_str().expect("utf-8"),
-    ]);
-    let emu = spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &b.addr("link").to_string(),
+    let b = tunnel_forwarding(
+        app_rx.local_addr().expect("bound"),
+        &[
+            "--fec",
+            "xor:4x4",
+            "--duration",
+            "8s",
+            "--quiet",
+            "--stats-json",
+            arg(&b_json),
+            "--metrics",
+            "127.0.0.1:0",
+            "--metrics-json",
+            arg(&b_lines),
+        ],
+    );
+    let emu_args = [
         "--loss",
         "bernoulli:0.05",
         "--seed",
         "7",
         "--duration",
         "8s",
-    ]);
-    let a = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        &emu.addr("listen").to_string(),
-        "--fec",
-        "xor:4x4",
-        "--duration",
-        "7s",
-        "--quiet",
-        "--stats-json",
-        a_json.to_str().expect("utf-8"),
-    ]);
+    ];
+    let emu = emulate_to(b.addr("link"), &emu_args);
+    let a = tunnel_to_peer(
+        emu.addr("listen"),
+        &[
+            "--fec",
+            "xor:4x4",
+            "--duration",
+            "7s",
+            "--quiet",
+            "--stats-json",
+            arg(&a_json),
+        ],
+    );
     assert_eq!(a.ready["fec"], "xor:4x4", "{}", a.ready);
     let (sent, got) = exchange(a.addr("app"), &app_rx, 6000, 1000.0, Duration::from_secs(5));
     // The Prometheus endpoint answers while the tunnel runs.

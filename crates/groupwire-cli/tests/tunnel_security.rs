@@ -10,7 +10,7 @@ use groupwire_proto::Machine;
 use groupwire_proto::block::{BlockSender, SenderConfig};
 
 mod common;
-use common::{spawn, stats};
+use common::{arg, stats, tunnel_forwarding, tunnel_to_peer};
 
 #[test]
 fn a_datagram_too_large_is_said_once_and_counted_and_a_missing_far_side_is_shown() {
@@ -18,17 +18,10 @@ fn a_datagram_too_large_is_said_once_and_counted_and_a_missing_far_side_is_shown
     let json = dir.path().join("a.json");
     // The far side is a socket nobody reads: no reports ever come.
     let nobody = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let a = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        &nobody.local_addr().expect("bound").to_string(),
-        "--duration",
-        "3s",
-        "--stats-json",
-        json.to_str().expect("utf-8"),
-    ]);
+    let a = tunnel_to_peer(
+        nobody.local_addr().expect("bound"),
+        &["--duration", "3s", "--stats-json", arg(&json)],
+    );
     let to = a.addr("app");
     let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let (small, big) = (20u64, 3u64);
@@ -69,26 +62,65 @@ fn valid_packets(n: u32) -> Vec<Bytes> {
         .collect()
 }
 
-#[test]
-fn corrupted_first_packets_from_a_stranger_claim_nothing_and_get_no_bytes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let b_json = dir.path().join("b.json");
+/// An application socket the far tunnel forwards to, its reads bounded.
+fn app_receiver() -> UdpSocket {
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
     app_rx
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
-    let b = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &app_rx.local_addr().expect("bound").to_string(),
-        "--duration",
-        "4s",
-        "--quiet",
-        "--stats-json",
-        b_json.to_str().expect("utf-8"),
-    ]);
+    app_rx
+}
+
+/// Sends `payload(seq)` for each of `count` sequence numbers to the
+/// tunnel at `to`, 10 ms apart, calling `after_send(seq)` after each;
+/// collects what `app_rx` receives as it goes, then until it has `count`
+/// or a read times out.
+fn send_and_collect(
+    to: SocketAddr,
+    app_rx: &UdpSocket,
+    count: u64,
+    payload: impl Fn(u64) -> Vec<u8>,
+    mut after_send: impl FnMut(u64),
+) -> Vec<Vec<u8>> {
+    let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    for seq in 0..count {
+        app.send_to(&payload(seq), to).expect("send");
+        std::thread::sleep(Duration::from_millis(10));
+        after_send(seq);
+        while let Ok(n) = app_rx.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+            if got.len() as u64 == seq + 1 {
+                break;
+            }
+        }
+    }
+    while (got.len() as u64) < count {
+        let Ok(n) = app_rx.recv(&mut buf) else { break };
+        got.push(buf[..n].to_vec());
+    }
+    got
+}
+
+/// The bytes waiting at `sock` now (what was sent back to it).
+fn bytes_waiting(sock: &UdpSocket) -> usize {
+    sock.set_nonblocking(true).expect("nonblocking");
+    let mut buf = [0u8; 2048];
+    let mut bytes = 0;
+    while let Ok(n) = sock.recv(&mut buf) {
+        bytes += n;
+    }
+    bytes
+}
+
+#[test]
+fn corrupted_first_packets_from_a_stranger_claim_nothing_and_get_no_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b_json = dir.path().join("b.json");
+    let app_rx = app_receiver();
+    let b_args = ["--duration", "4s", "--quiet", "--stats-json", arg(&b_json)];
+    let b = tunnel_forwarding(app_rx.local_addr().expect("bound"), &b_args);
     let b_link = b.addr("link");
     // Every single-bit flip past the common header of a valid packet, sent
     // from a stranger before the real peer's first packet.
@@ -107,45 +139,17 @@ fn corrupted_first_packets_from_a_stranger_claim_nothing_and_get_no_bytes() {
         }
     }
     std::thread::sleep(Duration::from_millis(200));
-    let a = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        &b_link.to_string(),
-        "--duration",
-        "3s",
-        "--quiet",
-    ]);
+    let a = tunnel_to_peer(b_link, &["--duration", "3s", "--quiet"]);
     let (to, a_link) = (a.addr("app"), a.addr("link"));
-    let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let count = 50u64;
-    let mut got = 0;
-    let mut buf = [0u8; 2048];
-    for seq in 0..count {
-        app.send_to(&seq.to_be_bytes(), to).expect("send");
-        std::thread::sleep(Duration::from_millis(10));
-        while let Ok(n) = app_rx.recv(&mut buf) {
-            assert_eq!(n, 8, "a datagram of ours, whole");
-            got += 1;
-            if got == seq + 1 {
-                break;
-            }
-        }
-    }
-    while got < count {
-        let Ok(n) = app_rx.recv(&mut buf) else { break };
-        assert_eq!(n, 8, "a datagram of ours, whole");
-        got += 1;
-    }
+    let payload = |seq: u64| seq.to_be_bytes().to_vec();
+    let got = send_and_collect(to, &app_rx, count, payload, |_| ());
+    assert!(got.iter().all(|d| d.len() == 8), "datagrams of ours, whole");
+    let got = got.len() as u64;
     a.finish();
     b.finish();
     // The stranger got nothing back for what it sent.
-    stranger.set_nonblocking(true).expect("nonblocking");
-    let mut bytes_out = 0;
-    while let Ok(n) = stranger.recv(&mut buf) {
-        bytes_out += n;
-    }
+    let bytes_out = bytes_waiting(&stranger);
     assert!(bytes_in > 0);
     assert_eq!(bytes_out, 0, "no bytes to an unproven address");
     let s = stats(&b_json);
@@ -168,39 +172,26 @@ fn keyed_tunnels_carry_data_and_replays_get_nothing_through() {
     std::fs::write(&key, "c2VjcmV0LWtleS1mb3ItdGhlLXR1bm5lbC10ZXN0Cg==\n").expect("key file");
     let key = key.to_str().expect("utf-8");
     let b_json = dir.path().join("b.json");
-    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    app_rx
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .expect("timeout");
-    let b = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &app_rx.local_addr().expect("bound").to_string(),
-        "--key-file",
-        key,
-        "--duration",
-        "5s",
-        "--quiet",
-        "--stats-json",
-        b_json.to_str().expect("utf-8"),
-    ]);
+    let app_rx = app_receiver();
+    let b = tunnel_forwarding(
+        app_rx.local_addr().expect("bound"),
+        &[
+            "--key-file",
+            key,
+            "--duration",
+            "5s",
+            "--quiet",
+            "--stats-json",
+            arg(&b_json),
+        ],
+    );
     let b_link = b.addr("link");
     let relay = UdpSocket::bind("127.0.0.1:0").expect("bind relay");
     let relay_addr = relay.local_addr().expect("bound");
-    let a = spawn(&[
-        "tunnel",
-        "--listen",
-        "127.0.0.1:0",
-        "--peer",
-        &relay_addr.to_string(),
-        "--key-file",
-        key,
-        "--duration",
-        "4s",
-        "--quiet",
-    ]);
+    let a = tunnel_to_peer(
+        relay_addr,
+        &["--key-file", key, "--duration", "4s", "--quiet"],
+    );
     let (to, a_link) = (a.addr("app"), a.addr("link"));
     let captured = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
     let relay_tx = relay.try_clone().expect("clone");
@@ -243,41 +234,23 @@ fn keyed_tunnels_carry_data_and_replays_get_nothing_through() {
             .map(|i| (seq.wrapping_mul(31) + i) as u8)
             .collect()
     };
-    let app = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let count = 60u64;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 2048];
     let mut replays = 0u64;
-    for seq in 0..count {
-        app.send_to(&payload(seq), to).expect("send");
-        std::thread::sleep(Duration::from_millis(10));
+    let mut got = send_and_collect(to, &app_rx, count, payload, |seq| {
         if seq == count / 2 {
             replay(&mut replays);
         }
-        while let Ok(n) = app_rx.recv(&mut buf) {
-            got.push(buf[..n].to_vec());
-            if got.len() as u64 == seq + 1 {
-                break;
-            }
-        }
-    }
-    while (got.len() as u64) < count {
-        let Ok(n) = app_rx.recv(&mut buf) else { break };
-        got.push(buf[..n].to_vec());
-    }
+    });
     replay(&mut replays);
     std::thread::sleep(Duration::from_millis(300));
+    let mut buf = [0u8; 2048];
     while let Ok(n) = app_rx.recv(&mut buf) {
         got.push(buf[..n].to_vec());
     }
     a.finish();
     b.finish();
     forwarder.join().expect("forwarder");
-    stranger.set_nonblocking(true).expect("nonblocking");
-    let mut bytes_out = 0;
-    while let Ok(n) = stranger.recv(&mut buf) {
-        bytes_out += n;
-    }
+    let bytes_out = bytes_waiting(&stranger);
     assert!(replays > 0);
     assert_eq!(bytes_out, 0, "no bytes to the stranger");
     let s = stats(&b_json);

@@ -89,14 +89,12 @@ fn groupwire_repairs_a_stream_gstreamer_protected() {
     let rx = bind();
     let emu = emulate_trace(rx.local_addr().unwrap(), TRACE, &dir);
     let in_port = free_port();
-    let _gst = Pipeline::start(
+    let _gst = Pipeline::udp(
         &gst,
-        &format!(
-            "udpsrc address=127.0.0.1 port={in_port} buffer-size=4194304 caps={CAPS} ! \
-             rtpulpfecenc pt={DEFAULT_FEC_PT} percentage=34 multipacket=true ! \
-             udpsink host=127.0.0.1 port={} sync=false async=false",
-            emu.addr("listen").port()
-        ),
+        in_port,
+        CAPS,
+        &format!("rtpulpfecenc pt={DEFAULT_FEC_PT} percentage=34 multipacket=true"),
+        emu.addr("listen").port(),
     );
     let tx = bind();
     let to_gst = SocketAddr::from(([127, 0, 0, 1], in_port));
@@ -162,15 +160,12 @@ fn groupwire_repairs_a_stream_gstreamer_protected() {
 fn gstreamer_repairs_a_stream_groupwire_protected() {
     let Some(gst) = gst_launch() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (gst_port, out) = (free_port(), bind());
-    let _gst = Pipeline::start(
+    let (_gst, gst_port, out) = Pipeline::udp_to_socket(
         &gst,
+        CAPS_ANY_PT,
         &format!(
-            "udpsrc address=127.0.0.1 port={gst_port} buffer-size=4194304 caps={CAPS_ANY_PT} ! \
-             rtpstorage size-time=2000000000 ! rtpssrcdemux ! \
-             rtpjitterbuffer do-lost=true latency=1000 ! rtpulpfecdec pt={DEFAULT_FEC_PT} ! \
-             udpsink host=127.0.0.1 port={} sync=false async=false",
-            out.local_addr().unwrap().port()
+            "rtpstorage size-time=2000000000 ! rtpssrcdemux ! \
+             rtpjitterbuffer do-lost=true latency=1000 ! rtpulpfecdec pt={DEFAULT_FEC_PT}"
         ),
     );
     let to_gst = SocketAddr::from(([127, 0, 0, 1], gst_port));

@@ -28,7 +28,8 @@ use groupwire_proto::xor::{DecoderConfig, MediaOutcome, XorDecoder, XorEncoder, 
 mod common;
 
 use common::gst::{
-    Pipeline, bind, drain, drain_until, emulate_trace as emulate, free_port, gst_launch,
+    Pipeline, bind, drain, drain_until, emulate_trace as emulate, free_port, gst_launch, udpsink,
+    udpsrc,
 };
 
 /// Media packet `seq`: SSRC 0 and consecutive numbers as SMPTE 2022-1
@@ -65,16 +66,13 @@ fn gstreamer_repairs_a_stream_groupwire_protected() {
     let (media_port, col_port, row_port) = (free_port(), free_port(), free_port());
     let out = bind();
     let caps = "application/x-rtp,media=video,clock-rate=90000,encoding-name=MP2T,payload=33";
-    let src = |port: u16, caps: &str| {
-        format!("udpsrc address=127.0.0.1 port={port} buffer-size=4194304 caps={caps} ! queue")
-    };
+    let src = |port: u16, caps: &str| format!("{} ! queue", udpsrc(port, caps));
     let _gst = Pipeline::start(
         &gst,
         &format!(
-            "{} ! rtpst2022-1-fecdec name=d size-time=10000000000 ! udpsink host=127.0.0.1 port={} \
-             sync=false async=false {} ! d.fec_0 {} ! d.fec_1",
+            "{} ! rtpst2022-1-fecdec name=d size-time=10000000000 ! {} {} ! d.fec_0 {} ! d.fec_1",
             src(media_port, caps),
-            out.local_addr().unwrap().port(),
+            udpsink(out.local_addr().unwrap().port()),
             src(col_port, "application/x-rtp,payload=96"),
             src(row_port, "application/x-rtp,payload=96"),
         ),
@@ -165,17 +163,12 @@ fn groupwire_repairs_a_stream_gstreamer_protected() {
     let emu = emulate(media_rx.local_addr().unwrap(), TRACE, &dir);
     let in_port = free_port();
     let caps = "application/x-rtp,media=video,clock-rate=90000,encoding-name=MP2T,payload=33";
-    let sink = |a: SocketAddr| {
-        format!(
-            "udpsink host=127.0.0.1 port={} sync=false async=false",
-            a.port()
-        )
-    };
+    let sink = |a: SocketAddr| udpsink(a.port());
     let _gst = Pipeline::start(
         &gst,
         &format!(
-            "udpsrc address=127.0.0.1 port={in_port} buffer-size=4194304 caps={caps} ! \
-             rtpst2022-1-fecenc name=e columns=4 rows=4 ! {} e.fec_0 ! {} e.fec_1 ! {}",
+            "{} ! rtpst2022-1-fecenc name=e columns=4 rows=4 ! {} e.fec_0 ! {} e.fec_1 ! {}",
+            udpsrc(in_port, caps),
             sink(emu.addr("listen")),
             sink(col_rx.local_addr().unwrap()),
             sink(row_rx.local_addr().unwrap()),

@@ -24,7 +24,6 @@
 )]
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use groupwire_codec::{Backend, Decoder, ReedSolomon};
@@ -174,10 +173,7 @@ fn codec(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(40);
+    config = common::criterion();
     targets = codec
 }
 criterion_main!(benches);

@@ -3,21 +3,12 @@
 use groupwire_codec::{Backend, CodecError, Decoder, ReedSolomon};
 use proptest::prelude::*;
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 /// Deterministic filler so failures reproduce from the case alone.
 fn block(k: usize, len: usize, seed: u64) -> Vec<Vec<u8>> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..k)
-        .map(|_| {
-            (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        })
-        .collect()
+    common::xorshift_block(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1, k, len)
 }
 
 fn encode(rs: &ReedSolomon, sources: &[Vec<u8>]) -> Vec<Vec<u8>> {

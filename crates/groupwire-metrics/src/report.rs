@@ -67,3 +67,17 @@ pub struct Report {
     /// Plots.
     pub plots: Vec<Plot>,
 }
+
+impl Report {
+    /// An empty report of `scenario` run with `seed`; the run fills in its
+    /// summary, tables and plots.
+    pub fn new(scenario: impl Into<String>, seed: u64) -> Self {
+        Self {
+            scenario: scenario.into(),
+            seed,
+            summary: serde_json::Map::new(),
+            tables: Vec::new(),
+            plots: Vec::new(),
+        }
+    }
+}

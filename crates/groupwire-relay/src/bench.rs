@@ -311,6 +311,17 @@ struct Recorder {
     first_error: Option<String>,
 }
 
+impl Shared {
+    /// The phase deliveries count toward now (0: not measuring) and the
+    /// wall time, in µs, before which they do not count.
+    fn phase(&self) -> (usize, u64) {
+        (
+            self.phase.load(Ordering::Relaxed),
+            self.phase_start.load(Ordering::Relaxed),
+        )
+    }
+}
+
 impl Recorder {
     fn record(&mut self, phase: usize, class: usize, micros: u64) {
         self.hists
@@ -460,6 +471,24 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
         mode: ActivityMode::Active,
         probe: probe.map(str::to_owned),
     };
+    // `m` clients of `group`: the first a principal publishing `publisher`
+    // (its own deliveries, probed as `probe`, in `class`), the others
+    // members whose deliveries count in `class`.
+    let one_sender =
+        |m: usize, group: usize, class: usize, probe: Option<&str>, publisher: Publisher| {
+            (0..m)
+                .map(|i| {
+                    let mut p = ClientPlan::default();
+                    if i == 0 {
+                        p.memberships.push(principal(group, class, probe));
+                        p.publishers.push(publisher.clone());
+                    } else {
+                        p.memberships.push(member(group, class));
+                    }
+                    p
+                })
+                .collect::<Vec<_>>()
+        };
     let name = |g: &str| format!("b{stamp}-{g}");
     let dur = a.duration;
     let warm = a.warmup;
@@ -468,33 +497,15 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
     let (groups, classes, plans, steps): Setup = match a.scenario {
         Scenario::Burst => {
             let m = a.members.unwrap_or(6).max(2);
-            let mut plans = Vec::new();
-            for i in 0..m {
-                let mut p = ClientPlan::default();
-                if i == 0 {
-                    p.memberships.push(principal(0, 0, Some("chat sender")));
-                    p.publishers.push(chat(0, 0));
-                } else {
-                    p.memberships.push(member(0, 0));
-                }
-                plans.push(p);
-            }
-            for i in 0..m {
-                let mut p = ClientPlan::default();
-                if i == 0 {
-                    p.memberships.push(principal(1, 1, None));
-                    p.publishers.push(Publisher {
-                        group: 1,
-                        period: a.burst_every,
-                        burst: a.burst_count,
-                        size: a.burst_size,
-                        switch: 0,
-                    });
-                } else {
-                    p.memberships.push(member(1, 1));
-                }
-                plans.push(p);
-            }
+            let mut plans = one_sender(m, 0, 0, Some("chat sender"), chat(0, 0));
+            let burst = Publisher {
+                group: 1,
+                period: a.burst_every,
+                burst: a.burst_count,
+                size: a.burst_size,
+                switch: 0,
+            };
+            plans.extend(one_sender(m, 1, 1, None, burst));
             (
                 vec![(name("chat"), 4), (name("image"), 4)],
                 vec!["chat", "image"],
@@ -595,21 +606,15 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
             for g in 0..lg {
                 groups.push((name(&format!("low{g}")), 4));
             }
-            let mut plans = Vec::new();
-            for i in 0..m {
-                let mut p = ClientPlan::default();
-                if i == 0 {
-                    p.memberships.push(principal(0, 1, None));
-                    p.publishers.push(Publisher {
-                        group: 0,
-                        period: period(a.firehose_rate),
-                        burst: 1,
-                        size: a.firehose_size,
-                        switch: 1,
-                    });
-                } else {
-                    p.memberships.push(member(0, 1));
-                }
+            let firehose = Publisher {
+                group: 0,
+                period: period(a.firehose_rate),
+                burst: 1,
+                size: a.firehose_size,
+                switch: 1,
+            };
+            let mut plans = one_sender(m, 0, 1, None, firehose);
+            for (i, p) in plans.iter_mut().enumerate() {
                 for g in 0..lg {
                     // Low-rate group g's publisher is client g + 1 (client
                     // 0 is busy with the firehose).
@@ -620,7 +625,6 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
                         p.memberships.push(member(g + 1, 0));
                     }
                 }
-                plans.push(p);
             }
             (
                 groups,
@@ -634,20 +638,12 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
         }
         Scenario::SlowMember => {
             let m = a.members.unwrap_or(1000).max(2);
-            let mut plans = Vec::new();
-            for i in 0..m {
-                let mut p = ClientPlan::default();
-                if i == 0 {
-                    p.memberships.push(principal(0, 0, None));
-                    p.publishers.push(chat(0, 0));
-                } else if i == m - 1 {
-                    p.memberships.push(member(0, 1));
-                    p.slow_read = Some(a.slow_read.max(1));
-                } else {
-                    p.memberships.push(member(0, 0));
-                }
-                plans.push(p);
-            }
+            let mut plans = one_sender(m, 0, 0, None, chat(0, 0));
+            // The last member reads slowly; its deliveries are a class of
+            // their own.
+            let slow = &mut plans[m - 1];
+            slow.memberships[0] = member(0, 1);
+            slow.slow_read = Some(a.slow_read.max(1));
             (
                 vec![(name("big"), 4)],
                 vec!["others", "slow"],
@@ -944,6 +940,15 @@ async fn create_groups(addr: &str, groups: &[(String, u8)]) -> Result<()> {
     Ok(())
 }
 
+/// A read of nothing from `server`: the end of the run when stopping,
+/// else an error.
+fn read_nothing(stop: &watch::Receiver<bool>, server: &str) -> Result<()> {
+    if *stop.borrow() {
+        return Ok(());
+    }
+    bail!("{server} closed the connection")
+}
+
 async fn client(shared: Arc<Shared>, index: usize, plan: ClientPlan, stop: watch::Receiver<bool>) {
     let mut ready = false;
     let r = match shared.target {
@@ -1097,14 +1102,10 @@ async fn relay_client(
             } => {
                 let n = r.context("reading from the relay")?;
                 if n == 0 {
-                    if *stop.borrow() {
-                        return Ok(());
-                    }
-                    bail!("the relay closed the connection");
+                    return read_nothing(&stop, "the relay");
                 }
                 let now = wall_micros();
-                let phase = shared.phase.load(Ordering::Relaxed);
-                let start = shared.phase_start.load(Ordering::Relaxed);
+                let (phase, start) = shared.phase();
                 let mut delivered = 0;
                 let mut fatal = None;
                 {
@@ -1283,14 +1284,10 @@ async fn nats_client(
             r = rd.read_buf(&mut buf) => {
                 let n = r.context("reading from nats-server")?;
                 if n == 0 {
-                    if *stop.borrow() {
-                        return Ok(());
-                    }
-                    bail!("nats-server closed the connection");
+                    return read_nothing(&stop, "nats-server");
                 }
                 let now = wall_micros();
-                let phase = shared.phase.load(Ordering::Relaxed);
-                let start = shared.phase_start.load(Ordering::Relaxed);
+                let (phase, start) = shared.phase();
                 let (delivered, pong) = {
                 let mut rec = shared.rec.lock().expect("recorder lock");
                 let mut delivered = 0;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use groupwire_relay::frame::{self, ActivityMode, ErrorCode, Frame, Role};
+use groupwire_relay::frame::{self, ErrorCode, Frame, Role};
 use groupwire_relay::{ClientEvent, ClientOptions, RelayClient, RelayHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -16,19 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 mod common;
-use common::{LIMIT, client, relay};
-
-fn hello(name: &str) -> Bytes {
-    frame::encode(
-        1,
-        &Frame::Hello {
-            max_version: 1,
-            window: 0,
-            token: String::new(),
-            name: name.into(),
-        },
-    )
-}
+use common::{LIMIT, client, hello, join, open_group, relay};
 
 /// Reads frames until the relay closes (or `LIMIT`); returns them.
 async fn frames_until_close(s: &mut TcpStream) -> Vec<Frame> {
@@ -74,15 +62,8 @@ async fn a_client_flooding_pings_without_reading_is_paused_and_members_still_get
         .await;
         let (a, _ea) = client(&r, "a").await;
         let (b, mut eb) = client(&r, "b").await;
-        a.create_group("g", "t", 4, Bytes::new())
-            .await
-            .expect("create");
-        a.join("g", Role::Principal, ActivityMode::Active, false)
-            .await
-            .expect("join");
-        b.join("g", Role::Observer, ActivityMode::Active, false)
-            .await
-            .expect("join");
+        open_group(&a, "g", false).await;
+        join(&b, "g", Role::Observer, false).await;
         // The flooder: Hello, then Pings (bounded: 64 MiB at most), and it
         // never reads a byte. Before backpressure its replies grew until
         // the cap cut it; now the relay stops reading it.

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 mod common;
-use common::{LIMIT, client, relay};
+use common::{LIMIT, client, hello, join, open_group, relay};
 
 async fn next_delivery(ev: &mut mpsc::Receiver<ClientEvent>) -> (u64, Bytes) {
     loop {
@@ -202,15 +202,8 @@ async fn a_lock_held_by_a_client_that_disconnects_goes_to_the_next_waiter() {
         let r = relay(|_| {}).await;
         let (a, _ea) = client(&r, "a").await;
         let (b, mut eb) = client(&r, "b").await;
-        a.create_group("g", "t", 4, Bytes::new())
-            .await
-            .expect("create");
-        a.join("g", Role::Principal, ActivityMode::Active, false)
-            .await
-            .expect("join");
-        b.join("g", Role::Principal, ActivityMode::Active, true)
-            .await
-            .expect("join");
+        open_group(&a, "g", false).await;
+        join(&b, "g", Role::Principal, true).await;
         a.lock("g", "pen").await.expect("lock");
         assert!(!b.try_lock("g", "pen").await.expect("try"));
         let waiter = tokio::spawn({
@@ -271,15 +264,7 @@ async fn error_codes_until_close(s: &mut TcpStream) -> Vec<ErrorCode> {
 async fn hostile_input_gets_an_error_and_a_close_never_a_crash() {
     tokio::time::timeout(LIMIT, async {
         let r = relay(|c| c.core.max_frame = 64 << 10).await;
-        let hello = frame::encode(
-            1,
-            &Frame::Hello {
-                max_version: 1,
-                window: 0,
-                token: String::new(),
-                name: "evil".into(),
-            },
-        );
+        let hello = hello("evil");
         let cases: Vec<(Vec<u8>, ErrorCode)> = vec![
             // An oversized length prefix: rejected before the body arrives.
             (
@@ -349,25 +334,10 @@ async fn a_client_that_never_reads_is_disconnected_and_memory_stays_bounded() {
         })
         .await;
         let (a, mut ea) = client(&r, "a").await;
-        a.create_group("g", "t", 4, Bytes::new())
-            .await
-            .expect("create");
-        a.join("g", Role::Principal, ActivityMode::Active, false)
-            .await
-            .expect("join");
+        open_group(&a, "g", false).await;
         // A raw client that joins and then never reads a byte.
         let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
-        s.write_all(&frame::encode(
-            1,
-            &Frame::Hello {
-                max_version: 1,
-                window: 0,
-                token: String::new(),
-                name: "stuck".into(),
-            },
-        ))
-        .await
-        .expect("w");
+        s.write_all(&hello("stuck")).await.expect("w");
         s.write_all(&frame::encode(
             2,
             &Frame::Join {

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 mod common;
-use common::LIMIT;
+use common::{LIMIT, join, open_group};
 
 async fn relay(f: impl FnOnce(&mut ServerConfig)) -> RelayHandle {
     common::relay(|cfg| {
@@ -120,14 +120,8 @@ async fn locks_pass_between_tcp_and_websocket_clients() {
         let r = relay(|_| {}).await;
         let (t, _et) = tcp_client(&r, "tcp").await;
         let (w, _ew) = ws_client(&r, "ws").await;
-        t.create_group("g", "t", 4, Bytes::new())
-            .await
-            .expect("create");
-        for c in [&t, &w] {
-            c.join("g", Role::Principal, ActivityMode::Active, false)
-                .await
-                .expect("join");
-        }
+        open_group(&t, "g", false).await;
+        join(&w, "g", Role::Principal, false).await;
         w.lock("g", "pen").await.expect("ws locks");
         assert!(!t.try_lock("g", "pen").await.expect("try"));
         let waiter = tokio::spawn({
@@ -154,17 +148,10 @@ async fn a_websocket_client_that_disconnects_is_a_leave() {
     tokio::time::timeout(LIMIT, async {
         let r = relay(|_| {}).await;
         let (t, mut et) = tcp_client(&r, "tcp").await;
-        t.create_group("g", "t", 4, Bytes::new())
-            .await
-            .expect("create");
-        t.join("g", Role::Principal, ActivityMode::Active, true)
-            .await
-            .expect("join tcp");
+        open_group(&t, "g", true).await;
         let (w, ew) = ws_client(&r, "ws").await;
         let ws_id = w.client_id();
-        w.join("g", Role::Principal, ActivityMode::Active, false)
-            .await
-            .expect("join ws");
+        join(&w, "g", Role::Principal, false).await;
         w.lock("g", "pen").await.expect("ws locks");
         let waiter = tokio::spawn({
             let t = t.clone();
@@ -296,14 +283,8 @@ async fn oversized_requests_fail_locally_and_maximal_ones_reach_websocket_client
         let (t, mut et) = tcp_client(&r, "tcp").await;
         let (w, mut ew) = ws_client(&r, "ws").await;
         assert_eq!((t.max_frame(), w.max_frame()), (CAP, CAP));
-        t.create_group("g", "t", 4, Bytes::new())
-            .await
-            .expect("create");
-        for c in [&t, &w] {
-            c.join("g", Role::Principal, ActivityMode::Active, false)
-                .await
-                .expect("join");
-        }
+        open_group(&t, "g", false).await;
+        join(&w, "g", Role::Principal, false).await;
         let header = frame::encode(
             0,
             &Frame::Send {

@@ -546,6 +546,13 @@ impl Simulator {
         NodeId(u32::try_from(self.nodes.len()).expect("fewer than 2^32 nodes"))
     }
 
+    /// The ids the next `N` nodes added will get, in the order they are
+    /// added.
+    pub fn next_node_ids<const N: usize>(&self) -> [NodeId; N] {
+        let first = self.next_node_id().0;
+        std::array::from_fn(|i| NodeId(first + u32::try_from(i).expect("fewer than 2^32 nodes")))
+    }
+
     /// Adds a node; it gets its own random stream and its first deadline is armed.
     pub fn add_node(&mut self, node: Box<dyn Node>) -> NodeId {
         let id = self.next_node_id();
@@ -811,13 +818,7 @@ mod tests {
     /// 1 Mbit/s stream that is marked EF from `mark_at` on.
     fn priority_link(mark_at: Instant) -> (Simulator, NodeId, NodeId, LinkId) {
         let mut sim = Simulator::new(5);
-        let first = sim.next_node_id();
-        let (fg, bg, fg_sink, bg_sink) = (
-            first,
-            NodeId(first.0 + 1),
-            NodeId(first.0 + 2),
-            NodeId(first.0 + 3),
-        );
+        let [fg, bg, fg_sink, bg_sink] = sim.next_node_ids();
         let end = Instant::from_secs(4);
         let mut r = rng::stream(5, "test", 0);
         let fg_msgs = schedule(

@@ -67,6 +67,21 @@ pub struct DumbbellConfig {
 }
 
 impl DumbbellConfig {
+    /// A bottleneck of `rate`, `rtt`, `queue` and `loss` behind fast
+    /// access links (10 Gbit/s, 100 us each way), hosts without jitter:
+    /// the path a bulk transfer's bottleneck alone decides.
+    pub fn fast_access(rate: Bitrate, rtt: Duration, queue: QueueLimit, loss: LossModel) -> Self {
+        Self {
+            bottleneck_rate: rate,
+            rtt,
+            access_rate: Bitrate::gbps(10),
+            access_delay: Duration::from_micros(100),
+            queue,
+            loss,
+            host_jitter: Duration::ZERO,
+        }
+    }
+
     /// One-way delay of the bottleneck link.
     pub fn bottleneck_delay(&self) -> Duration {
         (self.rtt / 2).saturating_sub(self.access_delay * 2)

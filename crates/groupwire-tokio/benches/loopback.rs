@@ -46,6 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_proto::Instant;
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme};
 use groupwire_proto::wire::afec::MsgType;
 use groupwire_tokio::session::{Event, Mechanism, Qos, Session, SessionOptions};
@@ -116,6 +117,25 @@ struct Run {
 }
 
 impl Run {
+    /// The run that sent `sent` messages from `start` and whose receiver
+    /// tallied `t`; `tx` and `rx` the two ends' socket counters.
+    fn new(
+        sent: u64,
+        t: Tally,
+        start: Instant,
+        tx: Option<DriverStats>,
+        rx: Option<DriverStats>,
+    ) -> Self {
+        Self {
+            sent,
+            delivered: t.delivered,
+            elapsed: Duration::from_nanos(t.last.saturating_sub(start.as_nanos())),
+            latency: t.latency,
+            tx,
+            rx,
+        }
+    }
+
     fn rate(&self) -> f64 {
         self.delivered as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -133,6 +153,13 @@ impl Progress {
     fn delivered(&self, seq: u64) {
         self.highest.fetch_max(seq + 1, Ordering::Relaxed);
         self.notify.notify_one();
+    }
+
+    /// [`admit`](Self::admit)s message `seq`; whether the run may go on
+    /// (at most [`RUN_CAP`] since `start`).
+    async fn next(&self, seq: u64, window: u64, clock: &Clock, start: Instant) -> bool {
+        self.admit(seq, window).await;
+        clock.now().saturating_duration_since(start) <= RUN_CAP
     }
 
     /// Waits until message `seq` may be sent: fewer than `window` in
@@ -231,8 +258,7 @@ async fn plain_udp(n: u64, window: u64) -> Run {
     let mut sent = 0;
     let mut datagram = [0u8; 8 + MESSAGE_LEN];
     for seq in 0..n {
-        progress.admit(seq, window).await;
-        if clock.now().saturating_duration_since(start) > RUN_CAP {
+        if !progress.next(seq, window, &clock, start).await {
             break;
         }
         datagram[..8].copy_from_slice(&seq.to_le_bytes());
@@ -242,14 +268,7 @@ async fn plain_udp(n: u64, window: u64) -> Run {
         }
     }
     let t = receiver.await.expect("receiver task");
-    Run {
-        sent,
-        delivered: t.delivered,
-        elapsed: Duration::from_nanos(t.last.saturating_sub(start.as_nanos())),
-        latency: t.latency,
-        tx: None,
-        rx: None,
-    }
+    Run::new(sent, t, start, None, None)
 }
 
 async fn afec<S: DatagramSocket>(
@@ -285,8 +304,7 @@ async fn afec<S: DatagramSocket>(
     let start = clock.now();
     let mut sent = 0;
     for seq in 0..n {
-        progress.admit(seq, window).await;
-        if clock.now().saturating_duration_since(start) > RUN_CAP {
+        if !progress.next(seq, window, &clock, start).await {
             break;
         }
         let msg = Bytes::copy_from_slice(&message(&clock));
@@ -302,14 +320,7 @@ async fn afec<S: DatagramSocket>(
     drop((tx, rx));
     tx_task.await.expect("task").expect("sender driver");
     rx_task.await.expect("task").expect("receiver driver");
-    Run {
-        sent,
-        delivered: t.delivered,
-        elapsed: Duration::from_nanos(t.last.saturating_sub(start.as_nanos())),
-        latency: t.latency,
-        tx: Some(tx_stats),
-        rx: Some(rx_stats),
-    }
+    Run::new(sent, t, start, Some(tx_stats), Some(rx_stats))
 }
 
 /// AFEC through the session: the same messages as [`afec`], on
@@ -354,8 +365,7 @@ async fn session(channels: usize, n: u64, window: u64) -> Run {
     let start = clock.now();
     let mut sent = 0;
     for seq in 0..n {
-        progress.admit(seq, window).await;
-        if clock.now().saturating_duration_since(start) > RUN_CAP {
+        if !progress.next(seq, window, &clock, start).await {
             break;
         }
         let mut msg = message(&clock);
@@ -369,14 +379,7 @@ async fn session(channels: usize, n: u64, window: u64) -> Run {
     drop(chans);
     drop(peer);
     a.close().await.expect("sender session");
-    Run {
-        sent,
-        delivered: t.delivered,
-        elapsed: Duration::from_nanos(t.last.saturating_sub(start.as_nanos())),
-        latency: t.latency,
-        tx: Some(tx),
-        rx: Some(rx),
-    }
+    Run::new(sent, t, start, Some(tx), Some(rx))
 }
 
 async fn batched() -> BatchedUdpSocket {

@@ -29,6 +29,7 @@ pub(crate) fn gst_launch() -> Option<PathBuf> {
 pub(crate) struct Pipeline(Child);
 
 impl Pipeline {
+    /// `gst-launch-1.0 -q DESCRIPTION`.
     pub(crate) fn start(gst: &PathBuf, description: &str) -> Self {
         let args: Vec<&str> = description.split_whitespace().collect();
         Self(
@@ -41,6 +42,37 @@ impl Pipeline {
                 .expect("gst-launch-1.0 starts"),
         )
     }
+}
+
+impl Pipeline {
+    /// `udpsrc(from, caps) ! ELEMENTS ! udpsink(to)`: a stream in on one
+    /// loopback port, through `elements`, out to another.
+    pub(crate) fn udp(gst: &PathBuf, from: u16, caps: &str, elements: &str, to: u16) -> Self {
+        let (src, sink) = (udpsrc(from, caps), udpsink(to));
+        Self::start(gst, &format!("{src} ! {elements} ! {sink}"))
+    }
+
+    /// [`udp`](Self::udp) from a free loopback port to a socket of ours:
+    /// the pipeline, the port it listens on and the socket it sends to.
+    pub(crate) fn udp_to_socket(
+        gst: &PathBuf,
+        caps: &str,
+        elements: &str,
+    ) -> (Self, u16, UdpSocket) {
+        let (port, out) = (free_port(), bind());
+        let pipeline = Self::udp(gst, port, caps, elements, out.local_addr().unwrap().port());
+        (pipeline, port, out)
+    }
+}
+
+/// A `udpsrc` on 127.0.0.1:`port` (4 MiB socket buffer) producing `caps`.
+pub(crate) fn udpsrc(port: u16, caps: &str) -> String {
+    format!("udpsrc address=127.0.0.1 port={port} buffer-size=4194304 caps={caps}")
+}
+
+/// A `udpsink` to 127.0.0.1:`port`, not synchronised to the clock.
+pub(crate) fn udpsink(port: u16) -> String {
+    format!("udpsink host=127.0.0.1 port={port} sync=false async=false")
 }
 
 impl Drop for Pipeline {
@@ -99,16 +131,6 @@ pub(crate) fn emulate_trace(
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(trace.as_bytes()))
         .unwrap();
-    super::spawn(&[
-        "emulate",
-        "--listen",
-        "127.0.0.1:0",
-        "--forward",
-        &target.to_string(),
-        "--loss",
-        &format!("trace:{}", path.display()),
-        "--duration",
-        "60s",
-        "--quiet",
-    ])
+    let loss = format!("trace:{}", path.display());
+    super::emulate_to(target, &["--loss", &loss, "--duration", "60s", "--quiet"])
 }

@@ -137,6 +137,38 @@ impl Proc {
     }
 }
 
+/// `groupwire CMD --listen 127.0.0.1:0 FLAG TO ARGS... --ready-json`: a
+/// command listening on a free loopback port and sending on to `to`.
+fn spawn_toward(cmd: &str, flag: &str, to: SocketAddr, args: &[&str]) -> Proc {
+    let to = to.to_string();
+    let mut all = vec![cmd, "--listen", "127.0.0.1:0", flag, &to];
+    all.extend_from_slice(args);
+    spawn(&all)
+}
+
+/// A tunnel's far side: `groupwire tunnel --listen 127.0.0.1:0 --forward
+/// APP ARGS...`, handing what it rebuilds to the application at `app`.
+pub(crate) fn tunnel_forwarding(app: SocketAddr, args: &[&str]) -> Proc {
+    spawn_toward("tunnel", "--forward", app, args)
+}
+
+/// A tunnel's near side: `groupwire tunnel --listen 127.0.0.1:0 --peer
+/// PEER ARGS...`, taking the application's datagrams at its `app` address.
+pub(crate) fn tunnel_to_peer(peer: SocketAddr, args: &[&str]) -> Proc {
+    spawn_toward("tunnel", "--peer", peer, args)
+}
+
+/// A link emulator: `groupwire emulate --listen 127.0.0.1:0 --forward TO
+/// ARGS...`.
+pub(crate) fn emulate_to(to: SocketAddr, args: &[&str]) -> Proc {
+    spawn_toward("emulate", "--forward", to, args)
+}
+
+/// A temporary path as a command-line argument.
+pub(crate) fn arg(path: &Path) -> &str {
+    path.to_str().expect("utf-8")
+}
+
 /// A `--stats-json` file.
 pub(crate) fn stats(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).expect("json")

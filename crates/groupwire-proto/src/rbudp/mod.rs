@@ -69,7 +69,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::Bitrate;
-use crate::wire::rbudp::{AbortReason, DATA_HEADER_LEN, Hash};
+use crate::wire::rbudp::{Abort, AbortReason, Control, DATA_HEADER_LEN, Hash};
 
 mod receiver;
 mod sender;
@@ -371,6 +371,13 @@ impl BlastError {
             Self::PeerAborted(r) => *r,
             Self::HashMismatch | Self::Protocol(_) => AbortReason::Protocol,
         }
+    }
+
+    /// The [`Abort`] that tells the peer of this failure.
+    pub(crate) fn abort(&self) -> Control<'static> {
+        Control::Abort(Abort {
+            reason: self.abort_reason(),
+        })
     }
 }
 

@@ -12,8 +12,8 @@ use super::{
     packet_count, packet_len, tree_hash::TreeHasher,
 };
 use crate::wire::rbudp::{
-    Abort, Accept, Control, ControlRepr, DataRepr, Done, DoneStatus, EndOfBlast, Hash,
-    MAX_LIST_BYTES, Missing, MissingList, RANGE_LEN, RESUME_ROUND, Start, push_gap_run, push_range,
+    Accept, Control, ControlRepr, DataRepr, Done, DoneStatus, EndOfBlast, Hash, MAX_LIST_BYTES,
+    Missing, MissingList, RANGE_LEN, RESUME_ROUND, Start, push_gap_run, push_range,
 };
 use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
 
@@ -315,9 +315,7 @@ impl<K: BlastSink> RbudpReceiver<K> {
             return;
         }
         if tell_peer {
-            self.control(Control::Abort(Abort {
-                reason: err.abort_reason(),
-            }));
+            self.control(err.abort());
         }
         // Keep what arrived for a resume; a failure to record it is
         // secondary to the error at hand.

@@ -386,9 +386,7 @@ impl<S: BlastSource> RbudpSender<S> {
             return;
         }
         if tell_peer {
-            self.control(Control::Abort(Abort {
-                reason: err.abort_reason(),
-            }));
+            self.control(err.abort());
         }
         self.state = State::Over;
         self.deadline = None;

@@ -417,6 +417,19 @@ fn a_receiver_whose_sender_vanishes_fails_after_its_idle_timeout() {
     assert!((90.3..90.5).contains(&at.as_secs_f64()), "{at:?}");
 }
 
+/// Data datagram `index` of round 0, session 1, carrying `payload`.
+fn datagram(index: u64, payload: &[u8]) -> Vec<u8> {
+    let d = DataRepr {
+        session: 1,
+        round: 0,
+        index,
+        payload,
+    };
+    let mut b = vec![0u8; d.buffer_len()];
+    d.emit(&mut b);
+    b
+}
+
 fn frame(msg: Control<'_>) -> Vec<u8> {
     ControlRepr { session: 1, msg }.to_vec()
 }
@@ -533,18 +546,7 @@ fn the_receiver_answers_repeats_and_drops_stale_messages() {
     let accepts = std::iter::from_fn(|| rx.poll_transmit(t)).count();
     assert_eq!(accepts, 2, "a repeated Start gets the Accept again");
     // Data before and past the end, of the wrong length, from elsewhere.
-    let data = |index: u64, len: usize| {
-        let payload = vec![0u8; len];
-        let d = DataRepr {
-            session: 1,
-            round: 0,
-            index,
-            payload: &payload,
-        };
-        let mut b = vec![0u8; d.buffer_len()];
-        d.emit(&mut b);
-        b
-    };
+    let data = |index: u64, len: usize| datagram(index, &vec![0u8; len]);
     rx.handle_datagram(t, addr(SENDER), &data(3, 1000));
     rx.handle_datagram(t, addr(SENDER), &data(1, 999));
     rx.handle_datagram(t, addr(RECEIVER), &data(0, 1000));
@@ -598,15 +600,7 @@ fn answer_to(n: u64, lost: impl Fn(u64) -> bool) -> (Vec<Vec<u8>>, PatternSink) 
     let mut payload = [0u8; 1];
     for index in (0..n).filter(|&i| !lost(i)) {
         pattern(n).fill(index, &mut payload);
-        let d = DataRepr {
-            session: 1,
-            round: 0,
-            index,
-            payload: &payload,
-        };
-        let mut b = vec![0u8; d.buffer_len()];
-        d.emit(&mut b);
-        rx.handle_datagram(t, addr(SENDER), &b);
+        rx.handle_datagram(t, addr(SENDER), &datagram(index, &payload));
     }
     let eob = EndOfBlast {
         round: 0,
@@ -696,15 +690,7 @@ fn offsets_past_four_gibibytes_are_stored_where_they_belong() {
     );
     let last = packet_count(size, ps) - 1;
     let payload = vec![0u8; packet_len(size, ps, last)];
-    let d = DataRepr {
-        session: 1,
-        round: 0,
-        index: last,
-        payload: &payload,
-    };
-    let mut b = vec![0u8; d.buffer_len()];
-    d.emit(&mut b);
-    rx.handle_datagram(Instant::ZERO, addr(SENDER), &b);
+    rx.handle_datagram(Instant::ZERO, addr(SENDER), &datagram(last, &payload));
     assert_eq!(rx.sink().0, vec![(last * u64::from(ps), payload.len())]);
     assert_eq!(last * u64::from(ps) + payload.len() as u64, size);
     assert_eq!(rx.missing(), last);

@@ -229,39 +229,13 @@ pub struct DataRepr<'a> {
     pub messages: Vec<MessageRepr<'a>>,
 }
 
-/// A view of a data packet in a buffer.
-#[derive(Debug, Clone)]
-pub struct DataPacket<T: AsRef<[u8]>> {
-    buffer: T,
+super::buffer_view! {
+    /// A view of a data packet in a buffer. Its messages, past the fixed
+    /// header, are checked one by one by [`messages`](Self::messages).
+    pub struct DataPacket, fixed part DATA_HEADER_LEN
 }
 
 impl<T: AsRef<[u8]>> DataPacket<T> {
-    /// Wraps `buffer` without checks; accessors may panic until
-    /// [`check_len`](Self::check_len) returns `Ok`.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps `buffer` after checking the fixed header fits.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// `Ok` when the fixed header fits; after that no accessor panics
-    /// (messages are checked one by one by [`messages`](Self::messages)).
-    pub fn check_len(&self) -> Result<(), WireError> {
-        let got = self.buffer.as_ref().len();
-        if got < DATA_HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: DATA_HEADER_LEN,
-                got,
-            });
-        }
-        Ok(())
-    }
-
     fn body(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
@@ -342,10 +316,7 @@ impl<'a> DataRepr<'a> {
     /// Parses a whole data packet. Never panics. Rejects a wrong version or
     /// kind, a count larger than the messages present, and trailing bytes.
     pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::AfecData {
-            return Err(WireError::Malformed("not an AFEC data packet"));
-        }
+        let h = header::Repr::parse_kind(buf, Kind::AfecData, "not an AFEC data packet")?;
         let p = DataPacket::new_checked(buf)?;
         // Each message takes at least MESSAGE_HEADER_LEN bytes, so the count
         // is bounded by the datagram before anything is allocated.
@@ -528,16 +499,8 @@ impl ControlRepr {
     /// Parses a control packet. Never panics; unknown ops are an error for
     /// the whole packet (a newer peer should bump the version).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::AfecControl {
-            return Err(WireError::Malformed("not an AFEC control packet"));
-        }
-        if buf.len() < CONTROL_HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: CONTROL_HEADER_LEN,
-                got: buf.len(),
-            });
-        }
+        let h = header::Repr::parse_kind(buf, Kind::AfecControl, "not an AFEC control packet")?;
+        super::need(buf, CONTROL_HEADER_LEN)?;
         let body = &buf[HEADER_LEN..];
         let count = usize::from(body[field::CTL_COUNT]);
         let needed = CONTROL_HEADER_LEN + count * ENTRY_LEN;

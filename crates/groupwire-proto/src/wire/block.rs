@@ -209,16 +209,8 @@ impl<'a> DataRepr<'a> {
     /// `allow_unchecked`: for receivers whose every datagram an outer layer
     /// has already authenticated. A packet that has one is still checked.
     pub fn parse_with(buf: &'a [u8], allow_unchecked: bool) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::BlockData {
-            return Err(WireError::Malformed("not a block data packet"));
-        }
-        if buf.len() < DATA_HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: DATA_HEADER_LEN,
-                got: buf.len(),
-            });
-        }
+        let h = header::Repr::parse_kind(buf, Kind::BlockData, "not a block data packet")?;
+        super::need(buf, DATA_HEADER_LEN)?;
         let checked = h.flags & FLAG_UNCHECKED == 0;
         if checked {
             verify(buf, field::CHECK)?;
@@ -465,21 +457,13 @@ impl ReportRepr {
     /// Parses a report. Never panics; rejects wrong kinds and any length
     /// other than [`REPORT_LEN`] (plus [`RUNS_LEN`] with [`FLAG_RUNS`]).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::BlockReport {
-            return Err(WireError::Malformed("not a block report"));
-        }
+        let h = header::Repr::parse_kind(buf, Kind::BlockReport, "not a block report")?;
         let len = if h.flags & FLAG_RUNS != 0 {
             REPORT_LEN + RUNS_LEN
         } else {
             REPORT_LEN
         };
-        if buf.len() < len {
-            return Err(WireError::Truncated {
-                needed: len,
-                got: buf.len(),
-            });
-        }
+        super::need(buf, len)?;
         if buf.len() > len {
             return Err(WireError::Malformed("bytes after the report"));
         }

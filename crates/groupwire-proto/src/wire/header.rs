@@ -67,39 +67,12 @@ crate::wire_enum! {
     }
 }
 
-/// A read/write view of a header in a buffer.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+super::buffer_view! {
+    /// A read/write view of a header in a buffer.
+    pub struct Packet, fixed part HEADER_LEN
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checking its length; accessors may panic until
-    /// [`check_len`](Self::check_len) has returned `Ok`.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps `buffer` after checking it holds a whole header.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// `Ok` when the buffer holds at least [`HEADER_LEN`] bytes. After that
-    /// no accessor panics.
-    pub fn check_len(&self) -> Result<(), WireError> {
-        let got = self.buffer.as_ref().len();
-        if got < HEADER_LEN {
-            return Err(WireError::Truncated {
-                needed: HEADER_LEN,
-                got,
-            });
-        }
-        Ok(())
-    }
-
     /// The version byte.
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VERSION]
@@ -184,6 +157,20 @@ impl Repr {
         })
     }
 
+    /// Parses the header at the start of `buf` and checks it is of `kind`:
+    /// [`WireError::Malformed`]`(not_it)` when it is another. Never panics.
+    pub(crate) fn parse_kind(
+        buf: &[u8],
+        kind: Kind,
+        not_it: &'static str,
+    ) -> Result<Self, WireError> {
+        let h = Self::parse(&Packet::new_unchecked(buf))?;
+        if h.kind != kind {
+            return Err(WireError::Malformed(not_it));
+        }
+        Ok(h)
+    }
+
     /// Bytes [`emit`](Self::emit) writes.
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
@@ -200,6 +187,20 @@ impl Repr {
         packet.clear_reserved();
         packet.set_session(self.session);
     }
+}
+
+/// Writes the prefix the stream protocols' messages share (RBUDP,
+/// striping): the header of `kind`, then the message type `ty` at byte
+/// [`HEADER_LEN`] and three reserved zero bytes.
+pub(crate) fn emit_typed(buf: &mut [u8], kind: Kind, ty: u8, flags: u8, session: u32) {
+    Repr {
+        kind,
+        flags,
+        session,
+    }
+    .emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
+    buf[HEADER_LEN] = ty;
+    buf[HEADER_LEN + 1..HEADER_LEN + 4].fill(0);
 }
 
 #[cfg(test)]

@@ -105,6 +105,56 @@ pub enum WireError {
     Checksum,
 }
 
+/// A view of a packet in a buffer (smoltcp's `Packet<T>` shape): the
+/// struct over any `AsRef<[u8]>`, and `new_unchecked`, `new_checked` and
+/// `check_len` against the `$fixed` bytes of its fixed part. The
+/// accessors are the caller's.
+macro_rules! buffer_view {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident, fixed part $fixed:expr) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        $vis struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps `buffer` without checking its length; accessors may
+            /// panic until [`check_len`](Self::check_len) has returned `Ok`.
+            pub const fn new_unchecked(buffer: T) -> Self {
+                Self { buffer }
+            }
+
+            /// Wraps `buffer` after checking it holds the fixed part.
+            pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+                let p = Self::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+
+            #[doc = concat!(
+                "`Ok` when the buffer holds at least [`", stringify!($fixed),
+                "`] bytes, the fixed part. After that no accessor of the fixed part panics."
+            )]
+            pub fn check_len(&self) -> Result<(), WireError> {
+                super::need(self.buffer.as_ref(), $fixed)
+            }
+        }
+    };
+}
+pub(crate) use buffer_view;
+
+/// `Ok` when `buf` holds at least `needed` bytes, else
+/// [`WireError::Truncated`].
+pub(crate) fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
+    if buf.len() < needed {
+        return Err(WireError::Truncated {
+            needed,
+            got: buf.len(),
+        });
+    }
+    Ok(())
+}
+
 /// The big-endian `u16` at the start of `b`; the caller has checked the
 /// length (as every `parse` does before it reads a field).
 pub(crate) fn be16(b: &[u8]) -> u16 {

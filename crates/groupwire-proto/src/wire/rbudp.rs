@@ -94,7 +94,7 @@
 use core::ops::Range;
 
 use super::header::{self, HEADER_LEN, Kind};
-use super::{WireError, be32, be64};
+use super::{WireError, be32, be64, need};
 
 /// Bytes before a data datagram's payload.
 pub const DATA_HEADER_LEN: usize = HEADER_LEN + 16;
@@ -197,7 +197,6 @@ crate::wire_enum! {
 mod field {
     use core::ops::Range;
     pub(super) const TYPE: usize = 8;
-    pub(super) const RESERVED: Range<usize> = 9..12;
     // Data.
     pub(super) const ROUND: Range<usize> = 12..16;
     pub(super) const INDEX: Range<usize> = 16..24;
@@ -548,10 +547,7 @@ impl<'a> ControlRepr<'a> {
     /// data datagrams, wrong lengths, and lists that are not sorted,
     /// disjoint and inside 64 bits.
     pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
-        let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-        if h.kind != Kind::Blast {
-            return Err(WireError::Malformed("not an RBUDP message"));
-        }
+        let h = header::Repr::parse_kind(buf, Kind::Blast, "not an RBUDP message")?;
         need(buf, HEADER_LEN + 1)?;
         let kind = MsgType::try_from(buf[field::TYPE])?;
         let exact = |len: usize| -> Result<(), WireError> {
@@ -801,10 +797,7 @@ fn parse_missing(buf: &[u8], flags: u8) -> Result<Missing<'_>, WireError> {
 
 /// Parses the common header and the type byte, which must be `want`.
 fn parse_header(buf: &[u8], want: MsgType) -> Result<header::Repr, WireError> {
-    let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-    if h.kind != Kind::Blast {
-        return Err(WireError::Malformed("not an RBUDP message"));
-    }
+    let h = header::Repr::parse_kind(buf, Kind::Blast, "not an RBUDP message")?;
     need(buf, HEADER_LEN + 1)?;
     if MsgType::try_from(buf[field::TYPE])? != want {
         return Err(WireError::Malformed("another RBUDP message type"));
@@ -813,24 +806,7 @@ fn parse_header(buf: &[u8], want: MsgType) -> Result<header::Repr, WireError> {
 }
 
 fn emit_header(buf: &mut [u8], kind: MsgType, flags: u8, session: u32) {
-    header::Repr {
-        kind: Kind::Blast,
-        flags,
-        session,
-    }
-    .emit(&mut header::Packet::new_unchecked(&mut *buf));
-    buf[field::TYPE] = kind.into();
-    buf[field::RESERVED].fill(0);
-}
-
-fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
-    if buf.len() < needed {
-        return Err(WireError::Truncated {
-            needed,
-            got: buf.len(),
-        });
-    }
-    Ok(())
+    header::emit_typed(buf, Kind::Blast, kind.into(), flags, session);
 }
 
 #[cfg(test)]

@@ -63,8 +63,8 @@
 
 use core::ops::Range;
 
-use super::header::{self, HEADER_LEN, Kind};
-use super::{WireError, be16, be32, be64};
+use super::header::{self, Kind};
+use super::{WireError, be16, be32, be64, need};
 
 pub use super::rbudp::Hash;
 
@@ -157,7 +157,6 @@ crate::wire_enum! {
 mod field {
     use core::ops::Range;
     pub(super) const TYPE: usize = 8;
-    pub(super) const RESERVED: Range<usize> = 9..12;
     // Hello.
     pub(super) const MAGIC: Range<usize> = 12..16;
     pub(super) const SIZE: Range<usize> = 16..24;
@@ -423,33 +422,13 @@ const fn type_len(t: FrameType) -> usize {
 
 /// The common header (must be a striping frame) and the type byte.
 fn parse_prefix(buf: &[u8]) -> Result<(header::Repr, FrameType), WireError> {
-    let h = header::Repr::parse(&header::Packet::new_unchecked(buf))?;
-    if h.kind != Kind::Striped {
-        return Err(WireError::Malformed("not a striping frame"));
-    }
+    let h = header::Repr::parse_kind(buf, Kind::Striped, "not a striping frame")?;
     need(buf, PREFIX_LEN)?;
     Ok((h, FrameType::try_from(buf[field::TYPE])?))
 }
 
 fn emit_prefix(buf: &mut [u8], ty: FrameType, flags: u8, session: u32) {
-    header::Repr {
-        kind: Kind::Striped,
-        flags,
-        session,
-    }
-    .emit(&mut header::Packet::new_unchecked(&mut buf[..HEADER_LEN]));
-    buf[field::TYPE] = ty.into();
-    buf[field::RESERVED].fill(0);
-}
-
-fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
-    if buf.len() < needed {
-        return Err(WireError::Truncated {
-            needed,
-            got: buf.len(),
-        });
-    }
-    Ok(())
+    header::emit_typed(buf, Kind::Striped, ty.into(), flags, session);
 }
 
 #[cfg(test)]

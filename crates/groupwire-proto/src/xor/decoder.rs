@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use bytes::Bytes;
 use groupwire_codec::xor::xor_into;
 
-use super::XorLayout;
+use super::{Recovery, XorLayout};
 use crate::wire::rtp::{FecPacket, RTP_HEADER_LEN, RtpHeader};
 
 /// Sequence numbers held behind the newest by default: room for a matrix
@@ -505,35 +505,36 @@ impl XorDecoder {
                 .filter_map(|s| self.media.get(&s))
                 .filter_map(|m| RtpHeader::parse(m).ok())
         };
-        let mut len = p.fec.length_recovery;
-        let mut h = RtpHeader {
+        let mut r = Recovery {
             padding: p.rtp.padding,
             extension: p.rtp.extension,
             csrc_count: p.rtp.csrc_count,
             marker: p.rtp.marker,
             payload_type: p.fec.pt_recovery,
-            seq: lost as u16,
             timestamp: p.fec.ts_recovery,
-            ssrc: self.ssrc,
+            length: p.fec.length_recovery,
         };
+        let mut ssrc = self.ssrc;
         for (m, body) in others() {
-            len ^= u16::try_from(body.len()).unwrap_or(u16::MAX);
-            h.padding ^= m.padding;
-            h.extension ^= m.extension;
-            h.csrc_count ^= m.csrc_count;
-            h.marker ^= m.marker;
-            h.payload_type ^= m.payload_type;
-            h.timestamp ^= m.timestamp;
-            h.ssrc = m.ssrc;
+            r.add(&m, body);
+            ssrc = m.ssrc;
         }
-        let len = usize::from(len);
+        let len = usize::from(r.length);
         if len > p.parity.len() {
             return None;
         }
         let mut out = vec![0u8; RTP_HEADER_LEN + len];
-        h.csrc_count &= 0x0f;
-        h.payload_type &= 0x7f;
-        h.emit(&mut out);
+        RtpHeader {
+            padding: r.padding,
+            extension: r.extension,
+            csrc_count: r.csrc_count & 0x0f,
+            marker: r.marker,
+            payload_type: r.payload_type & 0x7f,
+            seq: lost as u16,
+            timestamp: r.timestamp,
+            ssrc,
+        }
+        .emit(&mut out);
         let body = &mut out[RTP_HEADER_LEN..];
         body.copy_from_slice(&p.parity[..len]);
         for (_, other) in others() {

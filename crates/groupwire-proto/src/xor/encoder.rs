@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use groupwire_codec::xor::accumulate;
 
-use super::{ColumnTiming, XorLayout, XorLayoutError};
+use super::{ColumnTiming, Recovery, XorLayout, XorLayoutError};
 use crate::wire::WireError;
 use crate::wire::rtp::{FecHeader, FecPacket, RtpHeader};
 
@@ -49,13 +49,7 @@ pub struct EncoderStats {
 struct Group {
     base: u16,
     count: u8,
-    len: u16,
-    pt: u8,
-    ts: u32,
-    padding: bool,
-    extension: bool,
-    csrc_count: u8,
-    marker: bool,
+    recovery: Recovery,
     parity: Vec<u8>,
 }
 
@@ -65,33 +59,27 @@ impl Group {
             self.base = h.seq;
         }
         self.count += 1;
-        // Bodies are at most 65535 − 12 bytes (one UDP datagram).
-        self.len ^= u16::try_from(body.len()).unwrap_or(u16::MAX);
-        self.pt ^= h.payload_type;
-        self.ts ^= h.timestamp;
-        self.padding ^= h.padding;
-        self.extension ^= h.extension;
-        self.csrc_count ^= h.csrc_count;
-        self.marker ^= h.marker;
+        self.recovery.add(h, body);
         accumulate(&mut self.parity, body);
     }
 
     /// The parity packet; `offset` and `na` as the FEC header needs.
     fn finish(&mut self, stream: FecStream, rtp: RtpHeader, offset: u8) -> Vec<u8> {
         let g = std::mem::take(self);
+        let r = g.recovery;
         let packet = FecPacket {
             rtp: RtpHeader {
-                padding: g.padding,
-                extension: g.extension,
-                csrc_count: g.csrc_count,
-                marker: g.marker,
+                padding: r.padding,
+                extension: r.extension,
+                csrc_count: r.csrc_count,
+                marker: r.marker,
                 ..rtp
             },
             fec: FecHeader {
                 sn_base: g.base,
-                length_recovery: g.len,
-                pt_recovery: g.pt,
-                ts_recovery: g.ts,
+                length_recovery: r.length,
+                pt_recovery: r.payload_type,
+                ts_recovery: r.timestamp,
                 row: stream == FecStream::Row,
                 offset,
                 na: g.count,

@@ -58,6 +58,37 @@ pub use endpoint::{
 };
 pub use listener::{XorListener, XorListenerEvent, XorListenerStats};
 
+/// What a parity packet protects of its group's media packets besides
+/// their bodies (SMPTE 2022-1's recovery fields): each field the XOR of
+/// the members'. The encoder XORs every member in; the decoder starts
+/// from the parity packet's and XORs in every member it holds, leaving
+/// the lost one's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Recovery {
+    padding: bool,
+    extension: bool,
+    csrc_count: u8,
+    marker: bool,
+    payload_type: u8,
+    timestamp: u32,
+    /// The body's length.
+    length: u16,
+}
+
+impl Recovery {
+    /// XORs in one member's header and the length of its `body`.
+    fn add(&mut self, h: &crate::wire::rtp::RtpHeader, body: &[u8]) {
+        self.padding ^= h.padding;
+        self.extension ^= h.extension;
+        self.csrc_count ^= h.csrc_count;
+        self.marker ^= h.marker;
+        self.payload_type ^= h.payload_type;
+        self.timestamp ^= h.timestamp;
+        // Bodies are at most 65535 − 12 bytes (one UDP datagram).
+        self.length ^= u16::try_from(body.len()).unwrap_or(u16::MAX);
+    }
+}
+
 /// The largest `L × D` a layout may have (SMPTE 2022-1 allows `L·D <= 100`;
 /// GStreamer does not check; we allow more for research, within the
 /// decoder's default window).

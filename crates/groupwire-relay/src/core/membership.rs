@@ -127,14 +127,10 @@ impl RelayCore {
                 &format!("no group {group:?}"),
             );
         }
-        if !self.claims(conn).allows(group, Role::Principal) {
-            self.stats.forbidden += 1;
-            return self.error(
-                conn,
-                req,
-                ErrorCode::FORBIDDEN,
-                "token does not allow deleting this group",
-            );
+        if !self.authorize(conn, req, group, Role::Principal, || {
+            "token does not allow deleting this group".into()
+        }) {
+            return;
         }
         let g = self.remove_group_entry(group).expect("checked above");
         for &m in g.members.keys() {
@@ -170,23 +166,20 @@ impl RelayCore {
         mode: ActivityMode,
         watch: bool,
     ) {
-        let Some(g) = self.groups.get(group) else {
+        if !self.groups.contains_key(group) {
             return self.error(
                 conn,
                 req,
                 ErrorCode::NO_SUCH_GROUP,
                 &format!("no group {group:?}"),
             );
-        };
-        if !self.claims(conn).allows(group, role) {
-            self.stats.forbidden += 1;
-            return self.error(
-                conn,
-                req,
-                ErrorCode::FORBIDDEN,
-                &format!("token does not allow {} in {group:?}", role.as_str()),
-            );
         }
+        if !self.authorize(conn, req, group, role, || {
+            format!("token does not allow {} in {group:?}", role.as_str())
+        }) {
+            return;
+        }
+        let g = &self.groups[group];
         if g.members.contains_key(&conn) {
             return self.error(
                 conn,
@@ -238,23 +231,22 @@ impl RelayCore {
         };
         let old = m.role;
         let mode = m.mode;
-        if !self.claims(conn).allows(group, role) {
-            self.stats.forbidden += 1;
-            return self.error(
-                conn,
-                req,
-                ErrorCode::FORBIDDEN,
-                &format!("token does not allow {}", role.as_str()),
-            );
+        if !self.authorize(conn, req, group, role, || {
+            format!("token does not allow {}", role.as_str())
+        }) {
+            return;
         }
         self.member_mut(conn, group).expect("checked above").role = role;
         self.roles_epoch += 1;
-        if let Some(id) = self.group_id(group) {
-            self.sched
-                .set_member_priority(conn, id, member_priority(role, mode));
-        }
-        self.reply(conn, req, Frame::Ok);
-        self.notify(now, group, conn, MembershipChange::RoleChanged, role, mode);
+        self.member_changed(
+            now,
+            conn,
+            req,
+            group,
+            MembershipChange::RoleChanged,
+            role,
+            mode,
+        );
         // A membership observer received no updates: becoming an observer
         // or principal needs the state first.
         if old == Role::MembershipObserver && role != Role::MembershipObserver {
@@ -280,12 +272,58 @@ impl RelayCore {
         //# indicates that its activity mode is changing from active to
         //# passive within a group, and restored when the client changes
         //# back to active mode.
+        self.member_changed(
+            now,
+            conn,
+            req,
+            group,
+            MembershipChange::ModeChanged,
+            role,
+            mode,
+        );
+    }
+
+    /// `conn`'s token allows `role` in `group`; otherwise the request is
+    /// refused with `FORBIDDEN`, saying `why()`, and counted.
+    fn authorize(
+        &mut self,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        role: Role,
+        why: impl FnOnce() -> String,
+    ) -> bool {
+        if self.claims(conn).allows(group, role) {
+            return true;
+        }
+        self.stats.forbidden += 1;
+        self.error(conn, req, ErrorCode::FORBIDDEN, &why());
+        false
+    }
+
+    /// `conn`'s role or mode in `group` is now `role` and `mode`: its
+    /// queue's priority follows, the request is answered and the watchers
+    /// are told `change`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one membership change, spelled out as the notify it sends"
+    )]
+    fn member_changed(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        req: u32,
+        group: &str,
+        change: MembershipChange,
+        role: Role,
+        mode: ActivityMode,
+    ) {
         if let Some(id) = self.group_id(group) {
             self.sched
                 .set_member_priority(conn, id, member_priority(role, mode));
         }
         self.reply(conn, req, Frame::Ok);
-        self.notify(now, group, conn, MembershipChange::ModeChanged, role, mode);
+        self.notify(now, group, conn, change, role, mode);
     }
 
     /// Checks a group priority a principal asks for (create or change):

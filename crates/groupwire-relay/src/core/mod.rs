@@ -658,31 +658,16 @@ impl RelayCore {
 
     /// The member, or an error reply (`NO_SUCH_GROUP`, `NOT_MEMBER`).
     fn member(&mut self, conn: ConnId, req: u32, group: &str) -> Option<Member> {
-        match self.groups.get(group) {
-            None => {
-                self.stats.not_member += 1;
-                self.error(
-                    conn,
-                    req,
-                    ErrorCode::NOT_MEMBER,
-                    &format!("no group {group:?}"),
-                );
-                None
-            }
+        let why = match self.groups.get(group) {
+            None => format!("no group {group:?}"),
             Some(g) => match g.members.get(&conn) {
-                Some(m) => Some(m.clone()),
-                None => {
-                    self.stats.not_member += 1;
-                    self.error(
-                        conn,
-                        req,
-                        ErrorCode::NOT_MEMBER,
-                        &format!("not a member of {group:?}"),
-                    );
-                    None
-                }
+                Some(m) => return Some(m.clone()),
+                None => format!("not a member of {group:?}"),
             },
-        }
+        };
+        self.stats.not_member += 1;
+        self.error(conn, req, ErrorCode::NOT_MEMBER, &why);
+        None
     }
 
     //= Litiu & Prakash §4.2

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use groupwire_relay::frame::{self, ActivityMode, Frame, Role};
 use groupwire_relay::{ClientEvent, ClientOptions, RelayClient, RelayHandle, ServerConfig};
 use tokio::sync::mpsc;
 
@@ -32,4 +34,33 @@ pub(crate) async fn client(
     RelayClient::connect(r.local_addr(), ClientOptions::new(name))
         .await
         .expect("connect")
+}
+
+/// `c` joins `group` in `role`, active, watching its membership if `watch`.
+pub(crate) async fn join(c: &RelayClient, group: &str, role: Role, watch: bool) {
+    c.join(group, role, ActivityMode::Active, watch)
+        .await
+        .expect("join");
+}
+
+/// `c` creates `group` (type `t`, priority 4, empty state) and joins it as
+/// a principal, watching its membership if `watch`.
+pub(crate) async fn open_group(c: &RelayClient, group: &str, watch: bool) {
+    c.create_group(group, "t", 4, Bytes::new())
+        .await
+        .expect("create");
+    join(c, group, Role::Principal, watch).await;
+}
+
+/// A raw client's Hello (request 1), as bytes for the socket.
+pub(crate) fn hello(name: &str) -> Bytes {
+    frame::encode(
+        1,
+        &Frame::Hello {
+            max_version: 1,
+            window: 0,
+            token: String::new(),
+            name: name.into(),
+        },
+    )
 }

@@ -377,6 +377,22 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
+    /// 20 000 of the paper's 800-bit frames over `channel` with `codes`
+    /// and the default switches, from `seed`.
+    fn paper_frames(channel: &LossModel, codes: &[Bch], seed: u64) -> Vec<FrameRow> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        simulate(
+            channel,
+            20_000,
+            800,
+            codes,
+            Switches::default(),
+            &mut rng,
+            &mut |_| {},
+        )
+        .expect("valid")
+    }
+
     #[test]
     fn layouts_fill_eight_hundred_air_bits() {
         let [c92, c64, c36] = Bch::paper_codes();
@@ -397,19 +413,7 @@ mod tests {
     fn simulated_losses_match_the_analysis_and_are_deterministic() {
         let channel: LossModel = "ber:4e-3".parse().expect("valid");
         let codes = Bch::paper_codes();
-        let run = |seed| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            simulate(
-                &channel,
-                20_000,
-                800,
-                &codes,
-                Switches::default(),
-                &mut rng,
-                &mut |_| {},
-            )
-            .expect("valid")
-        };
+        let run = |seed| paper_frames(&channel, &codes, seed);
         let rows = run(7);
         assert_eq!(rows, run(7));
         for (row, code) in rows
@@ -440,17 +444,7 @@ mod tests {
     #[test]
     fn the_threshold_switch_sits_between_no_fec_and_the_strongest_code() {
         let codes = Bch::paper_codes();
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let rows = simulate(
-            &LossModel::miyoshi_higher(),
-            20_000,
-            800,
-            &codes,
-            Switches::default(),
-            &mut rng,
-            &mut |_| {},
-        )
-        .expect("valid");
+        let rows = paper_frames(&LossModel::miyoshi_higher(), &codes, 3);
         let adaptive = &rows[4];
         assert_eq!(adaptive.scheme, "adaptive (threshold)");
         assert!(adaptive.lost < rows[0].lost / 2, "{rows:?}");

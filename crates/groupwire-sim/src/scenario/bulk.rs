@@ -108,8 +108,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
-use crate::core::{NodeId, Simulator, addr_of};
+use super::{Plot, PlotStyle, Report, ScenarioError, Table, require_parts, serde_duration};
+use crate::core::{Simulator, addr_of};
 use crate::metrics::TimeSeries;
 use crate::rng;
 use crate::stream_node::{StreamMachineNode, stream_pair};
@@ -330,16 +330,7 @@ impl Bulk {
     fn schemes(&self) -> Vec<Scheme> {
         let mut v = Vec::new();
         for &rate in &self.rates {
-            v.push(Scheme::Rbudp {
-                rate,
-                adaptive: false,
-            });
-            if self.adaptive {
-                v.push(Scheme::Rbudp {
-                    rate,
-                    adaptive: true,
-                });
-            }
+            self.push_rbudp(&mut v, rate);
         }
         if self.tcp {
             let bdp = self.link_rate.bytes_in(self.rtt);
@@ -375,17 +366,22 @@ impl Bulk {
         }
         let rate =
             Bitrate::bps((self.lfn_rbudp_share * self.lfn_rate.as_bps() as f64).round() as u64);
-        v.push(Scheme::Rbudp {
+        self.push_rbudp(&mut v, rate);
+        v
+    }
+
+    /// RBUDP at `rate`, then with the adaptive rate too if asked for.
+    fn push_rbudp(&self, schemes: &mut Vec<Scheme>, rate: Bitrate) {
+        schemes.push(Scheme::Rbudp {
             rate,
             adaptive: false,
         });
         if self.adaptive {
-            v.push(Scheme::Rbudp {
+            schemes.push(Scheme::Rbudp {
                 rate,
                 adaptive: true,
             });
         }
-        v
     }
 
     /// The LFN path's bandwidth-delay product in bytes (the paper's
@@ -456,9 +452,7 @@ impl Bulk {
         if self.horizon.is_zero() || self.horizon > Duration::from_secs(3600) {
             return invalid("horizon", "must be from 1ms to 3600s".into());
         }
-        if self.parts.is_empty() || self.parts.iter().any(|p| !PARTS.contains(&p.as_str())) {
-            return invalid("parts", "name fig6, lfn or both".into());
-        }
+        require_parts(&self.parts, &PARTS, "name fig6, lfn or both")?;
         if self.has_part("fig6") && self.rates.is_empty() && !self.tcp {
             return invalid("rates", "name a rate, or set tcp = true".into());
         }
@@ -507,15 +501,12 @@ impl Bulk {
 
     /// Figure 6's transfers of `scheme`.
     fn fig6_setting(&self, scheme: Scheme) -> Setting {
-        let path = DumbbellConfig {
-            bottleneck_rate: self.link_rate,
-            rtt: self.rtt,
-            access_rate: Bitrate::gbps(10),
-            access_delay: Duration::from_micros(100),
-            queue: QueueLimit::Packets(self.queue),
-            loss: self.path_loss.clone(),
-            host_jitter: Duration::ZERO,
-        };
+        let path = DumbbellConfig::fast_access(
+            self.link_rate,
+            self.rtt,
+            QueueLimit::Packets(self.queue),
+            self.path_loss.clone(),
+        );
         let size = self.size.as_bytes();
         Setting {
             horizon: self.run_horizon(size, &path, scheme),
@@ -530,19 +521,16 @@ impl Bulk {
     /// The LFN part's transfers of `scheme` at random loss `loss`: the
     /// paper's link alone, no competing traffic.
     fn lfn_setting(&self, scheme: Scheme, loss: Probability) -> Setting {
-        let path = DumbbellConfig {
-            bottleneck_rate: self.lfn_rate,
-            rtt: self.lfn_rtt,
-            access_rate: Bitrate::gbps(10),
-            access_delay: Duration::from_micros(100),
-            queue: QueueLimit::Bytes(self.lfn_queue.map_or(self.lfn_bdp(), DataSize::as_bytes)),
-            loss: if loss.get() == 0.0 {
+        let path = DumbbellConfig::fast_access(
+            self.lfn_rate,
+            self.lfn_rtt,
+            QueueLimit::Bytes(self.lfn_queue.map_or(self.lfn_bdp(), DataSize::as_bytes)),
+            if loss.get() == 0.0 {
                 LossModel::None
             } else {
                 LossModel::Bernoulli { p: loss }
             },
-            host_jitter: Duration::ZERO,
-        };
+        );
         let size = self.lfn_size.as_bytes();
         // Loss slows TCP far below its window's rate: give it the whole horizon.
         let horizon = if loss.get() == 0.0 {
@@ -612,14 +600,8 @@ impl Bulk {
     fn run_one(&self, seed: u64, scheme: Scheme, set: &Setting) -> Result<Outcome, ScenarioError> {
         let horizon = set.horizon;
         let mut sim = Simulator::new(seed);
-        let first = sim.next_node_id();
         // Added in this order: a, c, b, d.
-        let (a, c, b, d) = (
-            first,
-            NodeId(first.0 + 1),
-            NodeId(first.0 + 2),
-            NodeId(first.0 + 3),
-        );
+        let [a, c, b, d] = sim.next_node_ids();
         let size = set.size;
         let cross = UdpSender::new(c, d, 2, self.competing(set.competing, seed, horizon));
         let mut out = Outcome::default();
@@ -762,13 +744,7 @@ impl Bulk {
         seed: u64,
         progress: &mut dyn FnMut(Instant),
     ) -> Result<Report, ScenarioError> {
-        let mut report = Report {
-            scenario: "bulk".into(),
-            seed,
-            summary: serde_json::Map::new(),
-            tables: Vec::new(),
-            plots: Vec::new(),
-        };
+        let mut report = Report::new("bulk", seed);
         let mut count = Progress {
             done: 0,
             events: 0,

@@ -163,13 +163,8 @@ struct RunResult {
 #[derive(Debug, Clone)]
 struct StreamResult {
     rate: Bitrate,
-    sent: u64,
-    unrecovered: u64,
-    packets: u64,
-    lost: u64,
-    fwnd_sum: u64,
-    blocks: u64,
-    bursty: u64,
+    /// Its counters over the measurement window.
+    counts: Snap,
     wtot: Option<f64>,
 }
 
@@ -183,6 +178,21 @@ struct Snap {
     fwnd_sum: u64,
     blocks: u64,
     bursty: u64,
+}
+
+impl Snap {
+    /// What was counted from `before` to `self`.
+    fn since(&self, before: &Self) -> Self {
+        Self {
+            sent: self.sent - before.sent,
+            unrecovered: self.unrecovered - before.unrecovered,
+            packets: self.packets - before.packets,
+            lost: self.lost - before.lost,
+            fwnd_sum: self.fwnd_sum - before.fwnd_sum,
+            blocks: self.blocks - before.blocks,
+            bursty: self.bursty - before.bursty,
+        }
+    }
 }
 
 impl Geneva {
@@ -447,17 +457,11 @@ impl Geneva {
             .enumerate()
             .map(|(i, (b, a))| StreamResult {
                 rate: rates[i],
-                sent: b.sent - a.sent,
-                unrecovered: b.unrecovered - a.unrecovered,
-                packets: b.packets - a.packets,
-                lost: b.lost - a.lost,
-                fwnd_sum: b.fwnd_sum - a.fwnd_sum,
-                blocks: b.blocks - a.blocks,
-                bursty: b.bursty - a.bursty,
+                counts: b.since(a),
                 wtot: None,
             })
             .collect();
-        let sum = |f: fn(&StreamResult) -> u64| per_stream.iter().map(f).sum::<u64>();
+        let sum = |f: fn(&Snap) -> u64| per_stream.iter().map(|s| f(&s.counts)).sum::<u64>();
         let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         let link = bell_counters(&sim, bell.bottleneck);
         let tcp_bytes = tcp_delivered(&sim) - at_warmup.1;
@@ -660,60 +664,50 @@ impl Geneva {
         if let Some(&n0) = self.tcp_flows.first() {
             for (ci, c) in self.controllers.iter().enumerate() {
                 if let Some(r) = results.get(&(n0, ci, 0)) {
-                    for (i, s) in r.per_stream.iter().enumerate() {
+                    for (i, stream) in r.per_stream.iter().enumerate() {
+                        let s = &stream.counts;
                         let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
                         stream_rows.push(vec![
                             json!(c.to_string()),
                             json!(i),
-                            json!(s.rate.as_bps() as f64 / 1e6),
+                            json!(stream.rate.as_bps() as f64 / 1e6),
                             json!(ratio(s.unrecovered, s.sent)),
                             json!(ratio(s.lost, s.lost + s.packets)),
                             json!(ratio(s.fwnd_sum, s.blocks)),
                             json!(s.bursty),
-                            json!(s.wtot),
+                            json!(stream.wtot),
                         ]);
                     }
                 }
             }
         }
         let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        // What each run measures, and each cell's summary of its runs.
+        const MEASURES: &[&str] = &[
+            "data_rate_mbps",
+            "data_loss_rate",
+            "packet_loss_rate",
+            "mean_fwnd",
+            "mean_wtot",
+            "bursty_events_per_stream",
+            "tpindex",
+            "tcp_throughput_mbps",
+            "link_loss_rate",
+        ];
         let tables = vec![
             Table {
                 file: "runs".into(),
                 columns: s(&[
-                    "tcp_flows",
-                    "controller",
-                    "seed",
-                    "data_rate_mbps",
-                    "data_loss_rate",
-                    "packet_loss_rate",
-                    "mean_fwnd",
-                    "mean_wtot",
-                    "bursty_events_per_stream",
-                    "tpindex",
-                    "tcp_throughput_mbps",
-                    "link_loss_rate",
-                    "refused",
-                    "events",
-                ]),
+                    &["tcp_flows", "controller", "seed"],
+                    MEASURES,
+                    &["refused", "events"],
+                ]
+                .concat()),
                 rows: run_rows,
             },
             Table {
                 file: "cells".into(),
-                columns: s(&[
-                    "tcp_flows",
-                    "controller",
-                    "seeds",
-                    "data_rate_mbps",
-                    "data_loss_rate",
-                    "packet_loss_rate",
-                    "mean_fwnd",
-                    "mean_wtot",
-                    "bursty_events_per_stream",
-                    "tpindex",
-                    "tcp_throughput_mbps",
-                    "link_loss_rate",
-                ]),
+                columns: s(&[&["tcp_flows", "controller", "seeds"], MEASURES].concat()),
                 rows: cell_rows,
             },
             Table {

@@ -52,7 +52,9 @@ use serde_json::json;
 
 use super::leigh_fig3::LeighDiffServ;
 use super::leigh_fig4::Fig4;
-use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
+use super::{
+    Plot, PlotStyle, Report, ScenarioError, Table, latency_cells, require_parts, serde_duration,
+};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
 use crate::metrics::{LatencyStats, TimeSeries};
@@ -216,12 +218,11 @@ impl Leigh {
         }
         self.parsed_layouts()?;
         self.path_loss.build()?;
-        if self.parts.is_empty() || self.parts.iter().any(|p| !PARTS.contains(&p.as_str())) {
-            return invalid(
-                "parts",
-                "name some of fig3, fig4 and fig5, e.g. [\"fig3\"]".into(),
-            );
-        }
+        require_parts(
+            &self.parts,
+            &PARTS,
+            "name some of fig3, fig4 and fig5, e.g. [\"fig3\"]",
+        )?;
         if self.fig4_sizes.is_empty()
             || self
                 .fig4_sizes
@@ -246,15 +247,12 @@ impl Leigh {
     /// The EVL-SARA path of Figures 4 and 5: the bottleneck behind fast
     /// access links.
     fn path(&self) -> DumbbellConfig {
-        DumbbellConfig {
-            bottleneck_rate: self.link_rate,
-            rtt: self.rtt,
-            access_rate: Bitrate::gbps(10),
-            access_delay: Duration::from_micros(100),
-            queue: QueueLimit::Packets(self.queue),
-            loss: self.path_loss.clone(),
-            host_jitter: Duration::ZERO,
-        }
+        DumbbellConfig::fast_access(
+            self.link_rate,
+            self.rtt,
+            QueueLimit::Packets(self.queue),
+            self.path_loss.clone(),
+        )
     }
 
     fn runs(&self, part: &str) -> bool {
@@ -479,8 +477,7 @@ impl Leigh {
                 events += r.events;
                 let scheme = layout.map_or_else(|| "udp".to_owned(), |l| l.to_string());
                 let (add, e2e) = (r.added.summary(), r.one_way.summary());
-                let ms = |count: u64, v: f64| if count == 0 { json!(null) } else { json!(v) };
-                rows.push(vec![
+                let mut row = vec![
                     json!(condition),
                     json!(scheme),
                     json!(r.raw.loss_rate()),
@@ -489,12 +486,10 @@ impl Leigh {
                     json!(r.overhead),
                     json!(r.rebuilt_row),
                     json!(r.rebuilt_column),
-                    ms(add.count, add.p50_ms),
-                    ms(add.count, add.p99_ms),
-                    ms(add.count, add.max_ms),
-                    ms(e2e.count, e2e.p50_ms),
-                    ms(e2e.count, e2e.p99_ms),
-                ]);
+                ];
+                row.extend(latency_cells(&add, true));
+                row.extend(latency_cells(&e2e, false));
+                rows.push(row);
                 residuals.push(x as f64, 100.0 * r.residual);
                 if add.count > 0 {
                     latency.push(add.p99_ms, 100.0 * r.residual);

@@ -85,7 +85,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Plot, PlotStyle, ScenarioError, Table, serde_duration};
-use crate::core::{LinkId, NodeId, Simulator};
+use crate::core::{LinkId, Simulator};
 use crate::metrics::{LatencyStats, TimeSeries};
 use crate::rng;
 use crate::traffic::{Cbr, Message, UdpSender, UdpSink, schedule};
@@ -534,8 +534,7 @@ impl LeighDiffServ {
             }
         }
         let mut sim = Simulator::new(seed);
-        let first = sim.next_node_id();
-        let [tundra, fiuk, laurel, laurel_bg] = [0, 1, 2, 3].map(|i| NodeId(first.0 + i));
+        let [tundra, fiuk, laurel, laurel_bg] = sim.next_node_ids();
         let end = Instant::ZERO + self.duration;
         let mut r = rng::stream(seed, "leigh-fig3", 0);
         let fg_msgs = schedule(

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use groupwire_metrics::TimeSeries;
 
-use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, Report, ScenarioError, Table, invalid, require, serde_duration};
 use crate::miyoshi::frames::{self, FrameRow};
 use crate::miyoshi::wireless::{Scheme, SchemeFec, WirelessPath, WirelessResult};
 use crate::rng;
@@ -216,140 +216,102 @@ const PAPER_CHANNELS: [(f64, f64); 2] = [(0.00015, 0.090), (0.00075, 0.445)];
 
 impl Miyoshi {
     pub(super) fn validate(&self) -> Result<(), ScenarioError> {
-        if !(1..=100_000_000).contains(&self.frames) {
-            return Err(ScenarioError::Invalid {
-                key: "frames",
-                why: "must be between 1 and 10^8".into(),
-            });
-        }
-        if !(1..=1_000_000).contains(&self.frame_bits) {
-            return Err(ScenarioError::Invalid {
-                key: "frame_bits",
-                why: "a frame is 1 to 10^6 bits (the paper's is 800)".into(),
-            });
-        }
-        if !(1..=1000).contains(&self.seeds) {
-            return Err(ScenarioError::Invalid {
-                key: "seeds",
-                why: "must be between 1 and 1000".into(),
-            });
-        }
-        if self.channels.is_empty() {
-            return Err(ScenarioError::Invalid {
-                key: "channels",
-                why: "list at least one channel, e.g. \"ber:miyoshi-lower\"".into(),
-            });
-        }
+        let frames = 1..=100_000_000;
+        require(
+            frames.contains(&self.frames),
+            "frames",
+            "must be between 1 and 10^8",
+        )?;
+        require(
+            (1..=1_000_000).contains(&self.frame_bits),
+            "frame_bits",
+            "a frame is 1 to 10^6 bits (the paper's is 800)",
+        )?;
+        require(
+            (1..=1000).contains(&self.seeds),
+            "seeds",
+            "must be between 1 and 1000",
+        )?;
+        require(
+            !self.channels.is_empty(),
+            "channels",
+            "list at least one channel, e.g. \"ber:miyoshi-lower\"",
+        )?;
         for c in &self.channels {
             c.build()?;
         }
         self.codes()?;
         self.threshold
             .validate()
-            .map_err(|why| ScenarioError::Invalid {
-                key: "threshold",
-                why,
-            })?;
+            .map_err(|why| invalid("threshold", why))?;
         if self.parts.contains(&Part::Phases) {
-            if self.phases.is_empty() {
-                return Err(ScenarioError::Invalid {
-                    key: "phases",
-                    why: "list at least one channel, e.g. [\"ber:miyoshi-lower\"]".into(),
-                });
-            }
+            require(
+                !self.phases.is_empty(),
+                "phases",
+                "list at least one channel, e.g. [\"ber:miyoshi-lower\"]",
+            )?;
             for c in &self.phases {
                 c.build()?;
             }
-            if !(1..=100_000_000).contains(&self.phase_frames) {
-                return Err(ScenarioError::Invalid {
-                    key: "phase_frames",
-                    why: "must be between 1 and 10^8".into(),
-                });
-            }
+            let ok = frames.contains(&self.phase_frames);
+            require(ok, "phase_frames", "must be between 1 and 10^8")?;
         }
-        if self.parts.is_empty() {
-            return Err(ScenarioError::Invalid {
-                key: "parts",
-                why: "list at least one of tables, phases, fig2, fig3, windows".into(),
-            });
-        }
-        if self.tcp_duration < Duration::from_secs(1)
-            || self.tcp_duration > Duration::from_secs(3600)
-        {
-            return Err(ScenarioError::Invalid {
-                key: "tcp_duration",
-                why: "must be between 1s and 1h".into(),
-            });
-        }
-        if !(1..=100).contains(&self.tcp_seeds) {
-            return Err(ScenarioError::Invalid {
-                key: "tcp_seeds",
-                why: "must be between 1 and 100".into(),
-            });
-        }
+        require(
+            !self.parts.is_empty(),
+            "parts",
+            "list at least one of tables, phases, fig2, fig3, windows",
+        )?;
+        let tcp = Duration::from_secs(1)..=Duration::from_secs(3600);
+        require(
+            tcp.contains(&self.tcp_duration),
+            "tcp_duration",
+            "must be between 1s and 1h",
+        )?;
+        let ok = (1..=100).contains(&self.tcp_seeds);
+        require(ok, "tcp_seeds", "must be between 1 and 100")?;
         for (key, list) in [("fig2_ber", &self.fig2_ber), ("fig3_ber", &self.fig3_ber)] {
-            if list.is_empty() || list.iter().any(|b| !(*b > 0.0 && *b < 1.0)) {
-                return Err(ScenarioError::Invalid {
-                    key,
-                    why: "list bit error rates strictly between 0 and 1, e.g. [1e-6, 1e-5]".into(),
-                });
-            }
+            require(
+                !list.is_empty() && list.iter().all(|b| *b > 0.0 && *b < 1.0),
+                key,
+                "list bit error rates strictly between 0 and 1, e.g. [1e-6, 1e-5]",
+            )?;
         }
         for (key, list) in [
             ("fig2_schemes", &self.fig2_schemes),
             ("fig3_schemes", &self.fig3_schemes),
         ] {
-            if list.is_empty() {
-                return Err(ScenarioError::Invalid {
-                    key,
-                    why: "list at least one scheme, e.g. \"snoop+eln\"".into(),
-                });
-            }
+            let why = "list at least one scheme, e.g. \"snoop+eln\"";
+            require(!list.is_empty(), key, why)?;
         }
-        if self.windows.is_empty() || self.windows.iter().any(|w| !(1..=64).contains(w)) {
-            return Err(ScenarioError::Invalid {
-                key: "windows",
-                why: "list observation windows of 1 to 64 frames".into(),
-            });
-        }
-        if self.speeds.is_empty() || self.speeds.iter().any(|v| !(*v > 0.0 && v.is_finite())) {
-            return Err(ScenarioError::Invalid {
-                key: "speeds",
-                why: "list positive speeds in m/s".into(),
-            });
-        }
-        if !(self.reference_speed > 0.0 && self.reference_speed.is_finite()) {
-            return Err(ScenarioError::Invalid {
-                key: "reference_speed",
-                why: "must be a positive speed in m/s".into(),
-            });
-        }
-        Ok(())
+        require(
+            !self.windows.is_empty() && self.windows.iter().all(|w| (1..=64).contains(w)),
+            "windows",
+            "list observation windows of 1 to 64 frames",
+        )?;
+        let speed = |v: &f64| *v > 0.0 && v.is_finite();
+        require(
+            !self.speeds.is_empty() && self.speeds.iter().all(speed),
+            "speeds",
+            "list positive speeds in m/s",
+        )?;
+        let why = "must be a positive speed in m/s";
+        require(speed(&self.reference_speed), "reference_speed", why)
     }
 
     fn codes(&self) -> Result<Vec<Bch>, ScenarioError> {
-        if self.code_t.is_empty() {
-            return Err(ScenarioError::Invalid {
-                key: "code_t",
-                why: "list at least one code, e.g. [5, 10, 15]".into(),
-            });
-        }
+        let why = "list at least one code, e.g. [5, 10, 15]";
+        require(!self.code_t.is_empty(), "code_t", why)?;
         let codes = self
             .code_t
             .iter()
             .map(|&t| Bch::new(t))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ScenarioError::Invalid {
-                key: "code_t",
-                why: e.to_string(),
-            })?;
-        if codes.windows(2).any(|w| w[0].k() <= w[1].k()) {
-            return Err(ScenarioError::Invalid {
-                key: "code_t",
-                why: "codes go weakest first: each t must give a smaller k than the one before"
-                    .into(),
-            });
-        }
+            .map_err(|e| invalid("code_t", e))?;
+        require(
+            codes.windows(2).all(|w| w[0].k() > w[1].k()),
+            "code_t",
+            "codes go weakest first: each t must give a smaller k than the one before",
+        )?;
         Ok(codes)
     }
 
@@ -399,13 +361,7 @@ impl Miyoshi {
         seed: u64,
         progress: &mut dyn FnMut(Instant),
     ) -> Result<Report, ScenarioError> {
-        let mut report = Report {
-            scenario: "miyoshi".into(),
-            seed,
-            summary: serde_json::Map::new(),
-            tables: Vec::new(),
-            plots: Vec::new(),
-        };
+        let mut report = Report::new("miyoshi", seed);
         let mut done = 0u64;
         let mut tick = |n: u64| {
             done += n;
@@ -654,10 +610,7 @@ impl Miyoshi {
                     };
                     scheme
                         .apply(&mut path, &ladder, self.threshold, self.predictive_tcp)
-                        .map_err(|e| ScenarioError::Invalid {
-                            key: "fig_schemes",
-                            why: e.to_string(),
-                        })?;
+                        .map_err(|e| invalid("fig_schemes", e))?;
                     // Common random numbers: every scheme at one BER and
                     // seed index sees the same channel draws.
                     let job_seed = rng::derive_seed(

@@ -200,6 +200,51 @@ pub enum ScenarioError {
     Loss(#[from] groupwire_link::loss::LossError),
 }
 
+/// [`ScenarioError::Invalid`] naming `key`, saying `why`.
+pub(crate) fn invalid(key: &'static str, why: impl ToString) -> ScenarioError {
+    ScenarioError::Invalid {
+        key,
+        why: why.to_string(),
+    }
+}
+
+/// The validators' one check: `Ok` when `ok`, else [`invalid`]`(key, why)`.
+pub(crate) fn require(ok: bool, key: &'static str, why: &str) -> Result<(), ScenarioError> {
+    if ok { Ok(()) } else { Err(invalid(key, why)) }
+}
+
+/// A latency summary's p50 and p99 (and its max, `with_max`) as table
+/// cells in ms; `null` where nothing was measured.
+pub(crate) fn latency_cells(
+    s: &crate::metrics::LatencySummary,
+    with_max: bool,
+) -> Vec<serde_json::Value> {
+    let mut ms = vec![s.p50_ms, s.p99_ms];
+    if with_max {
+        ms.push(s.max_ms);
+    }
+    ms.into_iter()
+        .map(|v| {
+            if s.count == 0 {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!(v)
+            }
+        })
+        .collect()
+}
+
+/// The check of a `parts` list: at least one part, each one of `known`;
+/// else [`invalid`]`("parts", why)`.
+pub(crate) fn require_parts(
+    parts: &[String],
+    known: &[&str],
+    why: &str,
+) -> Result<(), ScenarioError> {
+    let ok = !parts.is_empty() && parts.iter().all(|p| known.contains(&p.as_str()));
+    require(ok, "parts", why)
+}
+
 impl Scenario {
     /// The built-in scenario `name`.
     pub fn builtin(name: &str) -> Result<Self, ScenarioError> {

@@ -28,7 +28,7 @@ use groupwire_proto::{Bitrate, Instant, Probability};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, Report, ScenarioError, Table, latency_cells, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
 use crate::metrics::{LatencyStats, TimeSeries};
@@ -450,8 +450,7 @@ impl TunnelScenario {
             let r = self.run_one(seed, s, &mut |_| {})?;
             progress(Instant::from_nanos(i as u64 + 1));
             let (add, e2e) = (r.added.summary(), r.one_way.summary());
-            let ms = |count: u64, v: f64| if count == 0 { json!(null) } else { json!(v) };
-            rows.push(vec![
+            let mut row = vec![
                 json!(s.name),
                 json!(s.fec.to_string()),
                 json!(s.k),
@@ -463,11 +462,10 @@ impl TunnelScenario {
                 json!(r.short_blocks),
                 json!(r.blocks),
                 json!(r.rebuilt),
-                ms(add.count, add.p50_ms),
-                ms(add.count, add.p99_ms),
-                ms(e2e.count, e2e.p50_ms),
-                ms(e2e.count, e2e.p99_ms),
-            ]);
+            ];
+            row.extend(latency_cells(&add, false));
+            row.extend(latency_cells(&e2e, false));
+            rows.push(row);
             let c = &r.channel;
             channel_rows.push(vec![
                 json!(s.name),
