@@ -427,20 +427,15 @@ fn controller_switches_once_after_a_path_change_and_only_after_hold() {
     assert_eq!(c.current(), Some(s.to));
 }
 
-#[test]
-fn controller_waits_out_min_dwell_before_a_second_switch() {
+/// A heuristic controller for a 1% loss target on a calm path (0.1%),
+/// then 5% loss from 10 s to 15 s: the intervals at which it switched.
+fn heuristic_switches_over_a_loss_episode(cfg: ControllerConfig) -> Vec<u64> {
     let qos = Qos::low_latency().max_loss(0.01);
-    // No path change counts as one: only the dwell and the hold apply.
-    let cfg = ControllerConfig {
-        change_ratio: f64::INFINITY,
-        ..ControllerConfig::default()
-    };
     let mut c = AdaptiveController::new(cfg, Policy::Heuristic, qos);
     let calm = PathEstimate::known(ms(50), 0.001, 1.0, None);
     let bad = PathEstimate::known(ms(50), 0.05, 1.0, None);
     c.on_interval(at(0), &calm, &STATE, None);
     let mut switches = Vec::new();
-    // Bad from 10 s, calm again right after the switch.
     for i in 1..2000 {
         let path = if (100..151).contains(&i) { bad } else { calm };
         if let Some(s) = c.on_interval(at(i), &path, &STATE, None) {
@@ -448,29 +443,28 @@ fn controller_waits_out_min_dwell_before_a_second_switch() {
             assert!(s.from.is_some());
         }
     }
+    assert_eq!(c.switches(), switches.len() as u64);
+    switches
+}
+
+#[test]
+fn controller_waits_out_min_dwell_before_a_second_switch() {
+    // No path change counts as one: only the dwell and the hold apply.
+    let cfg = ControllerConfig {
+        change_ratio: f64::INFINITY,
+        ..ControllerConfig::default()
+    };
     // To FEC at 15 s, back to plain no sooner than 60 s later.
-    assert_eq!(switches, vec![150, 750]);
-    assert_eq!(c.switches(), 2);
+    assert_eq!(heuristic_switches_over_a_loss_episode(cfg), vec![150, 750]);
 }
 
 #[test]
 fn a_changed_path_rescues_a_channel_within_the_dwell() {
-    let qos = Qos::low_latency().max_loss(0.01);
-    let mut c = AdaptiveController::new(ControllerConfig::default(), Policy::Heuristic, qos);
-    let calm = PathEstimate::known(ms(50), 0.001, 1.0, None);
-    let bad = PathEstimate::known(ms(50), 0.05, 1.0, None);
-    c.on_interval(at(0), &calm, &STATE, None);
-    let mut switches = Vec::new();
-    for i in 1..2000 {
-        let path = if (100..151).contains(&i) { bad } else { calm };
-        if c.on_interval(at(i), &path, &STATE, None).is_some() {
-            switches.push(i);
-        }
-    }
     // A loss rate fifty times the first choice's is a new path on which
     // plain fails: to FEC 2 s after it is seen, within the dwell had there
     // been an earlier switch. Back on the calm path FEC still meets the
     // QoS, so the move back to plain waits out the dwell.
+    let switches = heuristic_switches_over_a_loss_episode(ControllerConfig::default());
     assert_eq!(switches, vec![120, 720]);
 }
 
