@@ -114,7 +114,7 @@ impl PathEstimate {
             return *self;
         };
         let n = self.samples * (1.0 - self.loss).clamp(0.0, 1.0);
-        if !n.is_finite() || n <= 0.0 || !(z > 0.0) {
+        if !n.is_finite() || n <= 0.0 || z.is_nan() || z <= 0.0 {
             return *self;
         }
         let k = (m.p * n).max(0.0);

@@ -573,7 +573,8 @@ fn tightened(qos: &Qos, factor: f64) -> Qos {
 /// the safe side there. `n` is capped at 10⁶ and the allowed count at
 /// 10⁴ (the sum's length); never more than `target`.
 pub fn window_target(target: f64, n: f64, risk: f64) -> f64 {
-    if !(target > 0.0) || !(n >= 1.0) || !(risk > 0.0) {
+    let bad = |x: f64, floor: f64| x.is_nan() || x < floor;
+    if bad(target, f64::MIN_POSITIVE) || bad(n, 1.0) || bad(risk, f64::MIN_POSITIVE) {
         return target.max(0.0);
     }
     let n = n.min(1e6).floor();

@@ -139,7 +139,7 @@ fn sane_model(m: TwoState) -> TwoState {
 /// rounds `n` where the chain alternates (`λ < 0`).
 pub(super) fn every_nth(m: &TwoState, n: f64) -> TwoState {
     let (pb, s) = (m.p_bad(), m.p + m.r);
-    if s <= 0.0 || !(n > 1.0) {
+    if s <= 0.0 || n.is_nan() || n <= 1.0 {
         return *m;
     }
     let lam = 1.0 - s;
