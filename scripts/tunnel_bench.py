@@ -21,6 +21,11 @@ GILBERT = "gilbert:p=0.027778,r=0.25"
 PAIRS = 3
 
 
+
+def table_head(*columns):
+    """A markdown table's header line and rule."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
 def start(args):
     """Starts a process; returns it and its first line (udp_load prints its
     address on stderr)."""
@@ -181,8 +186,9 @@ def results(out):
          "rebuilt datagrams: from the arrival of the next later datagram that did arrive to the rebuilt one's "
          "delivery. **one-way p50 / p99** is the sink's application-to-application latency over all datagrams "
          "(sender and sink on one host); **added p50 / p99** is that minus the no-FEC row's.\n",
-         "| setting | tunnel args | link loss | residual | reported | overhead | mean Fwnd | short blocks | rebuilt | added (rebuilt) p50 / p99 | one-way p50 / p99 | added p50 / p99 | corrupt |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         *table_head("setting", "tunnel args", "link loss", "residual", "reported", "overhead", "mean Fwnd",
+                     "short blocks", "rebuilt", "added (rebuilt) p50 / p99", "one-way p50 / p99", "added p50 / p99",
+                     "corrupt")]
     for r in rows:
         reported = "open loop" if r["reported"] is None else f"{r['reported']:.3%}"
         fwnd, short = ("-", "-") if r["xor"] else (f"{r['fwnd']:.1f}", f"{r['short']} of {r['blocks']}")
@@ -302,8 +308,8 @@ def perf(out):
          "`--fec xor:4x4`) instead of blocks. "
          "Goodput: distinct, byte-checked datagrams at the sink over its receive span. Latency: one-way, "
          "application to application, under this full load (mostly queueing). Goal: ≥ 1 Gbit/s of goodput.\n",
-         "| case | offered | goodput | relative to the relay | loss | one-way p50 / p99 | link overhead | corrupt |",
-         "|---|---|---|---|---|---|---|---|"]
+         *table_head("case", "offered", "goodput", "relative to the relay", "loss", "one-way p50 / p99",
+                     "link overhead", "corrupt")]
     for r in rows:
         ov = "-" if r["overhead"] is None else f"{r['overhead']:.1%}"
         L.append(f"| {r['name']} | {r['offered'] / 1e9:.2f} Gbit/s | {r['goodput'] / 1e9:.3f} Gbit/s | "

@@ -53,6 +53,21 @@ pub struct Table {
     pub rows: Vec<Vec<serde_json::Value>>,
 }
 
+impl Table {
+    /// The table `file` with `columns` and `rows`.
+    pub fn new(
+        file: impl Into<String>,
+        columns: &[&str],
+        rows: Vec<Vec<serde_json::Value>>,
+    ) -> Self {
+        Self {
+            file: file.into(),
+            columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+            rows,
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

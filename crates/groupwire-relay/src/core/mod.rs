@@ -53,9 +53,7 @@ use crate::sched::{
     ConnId, GroupId, GroupIdMap, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats,
     SlowAction, Transmit,
 };
-use crate::storage::{
-    GroupRecord, Origin, StatePage, StorageDone, StorageError, StorageOp, Update,
-};
+use crate::storage::{GroupRecord, Loaded, Origin, StorageDone, StorageError, StorageOp, Update};
 
 pub use crate::priority::{
     DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY, member_priority,
@@ -482,14 +480,7 @@ impl RelayCore {
                     self.error(origin.conn, origin.request, code, &e.to_string());
                 }
             },
-            StorageDone::Loaded {
-                origin,
-                group,
-                transfer,
-                after,
-                upto,
-                result,
-            } => self.on_loaded(now, origin, &group, transfer, after, upto, result),
+            StorageDone::Loaded(loaded) => self.on_loaded(now, loaded),
             StorageDone::Checkpointed {
                 origin,
                 group,

@@ -5,17 +5,8 @@
 use super::*;
 
 impl RelayCore {
-    #[expect(clippy::too_many_arguments, reason = "the fields of Loaded")]
-    pub(super) fn on_loaded(
-        &mut self,
-        now: Instant,
-        origin: Origin,
-        group: &str,
-        transfer: u64,
-        after: Option<u64>,
-        upto: u64,
-        result: Result<StatePage, StorageError>,
-    ) {
+    pub(super) fn on_loaded(&mut self, now: Instant, loaded: Loaded) {
+        let (origin, upto, group) = (loaded.origin, loaded.upto, loaded.group.as_str());
         let conn = origin.conn;
         let Some(g) = self.groups.get(group) else {
             return;
@@ -26,10 +17,10 @@ impl RelayCore {
         let Some(request) = m.loading else {
             return;
         };
-        if m.transfer != transfer || request != origin.request || m.live_from != upto + 1 {
+        if m.transfer != loaded.transfer || request != origin.request || m.live_from != upto + 1 {
             return; // a newer state transfer superseded this one
         }
-        let page = match result {
+        let page = match loaded.result {
             Ok(r) => r,
             Err(e) => {
                 self.stats.storage_errors += 1;
@@ -37,7 +28,7 @@ impl RelayCore {
                 return self.error(conn, request, ErrorCode::STORAGE, &e.to_string());
             }
         };
-        let base = match (after, &page.checkpoint) {
+        let base = match (loaded.after, &page.checkpoint) {
             (Some(a), _) => a,
             (None, Some(c)) => c.seq,
             (None, None) => 0,

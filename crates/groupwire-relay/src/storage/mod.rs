@@ -229,6 +229,25 @@ pub struct StatePage {
     pub entries: Vec<Update>,
 }
 
+/// One page of state for a joiner: the [`StorageOp::Load`] it answers and
+/// what was read.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Loaded {
+    /// The member.
+    pub origin: Origin,
+    /// Group name.
+    pub group: String,
+    /// As requested.
+    pub transfer: u64,
+    /// As requested.
+    pub after: Option<u64>,
+    /// As requested.
+    pub upto: u64,
+    /// The page.
+    pub result: Result<StatePage, StorageError>,
+}
+
 /// The result of a [`StorageOp`], handed back to the protocol core.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -252,20 +271,7 @@ pub enum StorageDone {
         result: Result<(), StorageError>,
     },
     /// One page of state for a joiner.
-    Loaded {
-        /// The member.
-        origin: Origin,
-        /// Group name.
-        group: String,
-        /// As requested.
-        transfer: u64,
-        /// As requested.
-        after: Option<u64>,
-        /// As requested.
-        upto: u64,
-        /// The page.
-        result: Result<StatePage, StorageError>,
-    },
+    Loaded(Loaded),
     /// A checkpoint is durable (or failed).
     Checkpointed {
         /// Requester.
@@ -339,14 +345,14 @@ pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDon
                             })
                     }
                 };
-                done.push(StorageDone::Loaded {
+                done.push(StorageDone::Loaded(Loaded {
                     origin,
                     group,
                     transfer,
                     after,
                     upto,
                     result,
-                });
+                }));
             }
             StorageOp::Checkpoint {
                 origin,
@@ -539,18 +545,18 @@ pub(crate) mod conformance {
         );
         assert_eq!(done.len(), 5);
         match &done[3] {
-            StorageDone::Loaded {
+            StorageDone::Loaded(Loaded {
                 result: Ok(page), ..
-            } => {
+            }) => {
                 assert_eq!(page.checkpoint.as_ref().map(|c| c.seq), Some(0));
                 assert_eq!(page.entries.len(), 2);
             }
             other => panic!("unexpected {other:?}"),
         }
         match &done[4] {
-            StorageDone::Loaded {
+            StorageDone::Loaded(Loaded {
                 result: Ok(page), ..
-            } => {
+            }) => {
                 assert_eq!(page.checkpoint, None);
                 assert_eq!(page.entries, vec![entry("g", 2)]);
             }

@@ -298,6 +298,14 @@ impl Miyoshi {
         require(speed(&self.reference_speed), "reference_speed", why)
     }
 
+    /// The code switches the frame runs compare.
+    fn switches(&self) -> frames::Switches {
+        frames::Switches {
+            threshold: self.threshold,
+            predictive: self.predictive,
+        }
+    }
+
     fn codes(&self) -> Result<Vec<Bch>, ScenarioError> {
         let why = "list at least one code, e.g. [5, 10, 15]";
         require(!self.code_t.is_empty(), "code_t", why)?;
@@ -421,10 +429,7 @@ impl Miyoshi {
                     self.frames,
                     self.frame_bits,
                     &codes,
-                    frames::Switches {
-                        threshold: self.threshold,
-                        predictive: self.predictive,
-                    },
+                    self.switches(),
                     &mut r,
                     &mut |_| {},
                 )?;
@@ -462,10 +467,7 @@ impl Miyoshi {
                 &phases,
                 self.frame_bits,
                 &codes,
-                frames::Switches {
-                    threshold: self.threshold,
-                    predictive: self.predictive,
-                },
+                self.switches(),
                 &mut r,
                 &mut |_| {},
             )?);
@@ -494,9 +496,9 @@ impl Miyoshi {
                 json!(round4(pred)),
             ]);
         }
-        report.tables.push(Table {
-            file: "phases".into(),
-            columns: [
+        report.tables.push(Table::new(
+            "phases",
+            &[
                 "phase",
                 "channel",
                 "best_fixed",
@@ -506,11 +508,9 @@ impl Miyoshi {
                 "hindsight_available",
                 "threshold_vs_best",
                 "predictive_vs_best",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        });
+        ));
         report.summary.insert(
             "phases_worst_threshold_vs_best_fixed".into(),
             json!(round4(worst_thr)),
@@ -656,9 +656,9 @@ impl Miyoshi {
             }
         }
         let name = format!("fig{figure}");
-        report.tables.push(Table {
-            file: format!("{name}-points"),
-            columns: [
+        report.tables.push(Table::new(
+            format!("{name}-points"),
+            &[
                 "ber",
                 "scheme",
                 "goodput_kbps",
@@ -669,11 +669,9 @@ impl Miyoshi {
                 "eln_marked",
                 "fec_lost_frames",
                 "code_switches",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        });
+        ));
         report.plots.push(Plot {
             file: name.clone(),
             title: match figure {
@@ -762,20 +760,18 @@ impl Miyoshi {
                 cross.map_or(Value::Null, |b| json!(format!("{b:.2e}"))),
             );
         }
-        report.tables.push(Table {
-            file: "thresholds".into(),
-            columns: [
+        report.tables.push(Table::new(
+            "thresholds",
+            &[
                 "threshold",
                 "below",
                 "above",
                 "ber",
                 "p_err_under_below",
                 "p_err_under_above",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        });
+        ));
     }
 
     fn run_windows(
@@ -852,9 +848,9 @@ impl Miyoshi {
                 json!(round1(switches)),
             ]);
         }
-        report.tables.push(Table {
-            file: "windows-points".into(),
-            columns: [
+        report.tables.push(Table::new(
+            "windows-points",
+            &[
                 "channel",
                 "speed_mps",
                 "doppler_hz",
@@ -862,11 +858,9 @@ impl Miyoshi {
                 "goodput_kbps",
                 "goodput_sd",
                 "code_switches",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        });
+        ));
         report.plots.push(Plot {
             file: "windows".into(),
             title: "Snoop+ELN over adaptive FEC: observation window against speed".into(),
@@ -949,9 +943,9 @@ impl Miyoshi {
                 ]
             })
             .collect();
-        Table {
-            file: name.into(),
-            columns: [
+        Table::new(
+            name,
+            &[
                 "scheme",
                 "lost",
                 "lost_sd",
@@ -965,11 +959,9 @@ impl Miyoshi {
                 "analytic_available",
                 "paper_lost",
                 "paper_available",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        }
+        )
     }
 
     fn summarize(
@@ -1094,9 +1086,9 @@ fn per_seed_table(name: &str, runs: &[Vec<FrameRow>]) -> Table {
             })
         })
         .collect();
-    Table {
-        file: name.into(),
-        columns: [
+    Table::new(
+        name,
+        &[
             "seed_index",
             "scheme",
             "lost",
@@ -1105,11 +1097,9 @@ fn per_seed_table(name: &str, runs: &[Vec<FrameRow>]) -> Table {
             "available",
             "exact_overhead",
             "switches",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ],
         rows,
-    }
+    )
 }
 
 /// Where curve `b` first rises above curve `a` between two neighbouring
