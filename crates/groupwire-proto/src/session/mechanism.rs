@@ -129,12 +129,13 @@ impl fmt::Display for Mechanism {
             Self::Plain | Self::Reliable | Self::Blast => f.write_str(self.kind().name()),
             Self::Afec { lo, hi } => write!(f, "afec[{:.1}-{:.1}%]", lo * 100.0, hi * 100.0),
             Self::Xor(l) => write!(f, "{l}"),
-            // Whole milliseconds: a budget derived from a lifetime and an
-            // RTT has no round value.
+            // Three significant digits and whole milliseconds: a target
+            // the controller tightened, and a budget derived from a
+            // lifetime and an RTT, have no round values.
             Self::Block { target, max_delay } => write!(
                 f,
                 "block[{}% in {}ms]",
-                target * 100.0,
+                Sig3(target * 100.0),
                 max_delay.as_millis()
             ),
             Self::Striped { streams } => write!(f, "striped:{streams}"),
@@ -142,9 +143,46 @@ impl fmt::Display for Mechanism {
     }
 }
 
+/// A number to three significant digits, without trailing zeros
+/// (`0.1`, `0.0206`, `5.5`, `12.3`).
+struct Sig3(f64);
+
+impl fmt::Display for Sig3 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if !x.is_finite() || x == 0.0 {
+            return write!(f, "{x}");
+        }
+        let digits = (2 - x.abs().log10().floor() as i32).clamp(0, 12) as usize;
+        let s = format!("{x:.digits$}");
+        let s = if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            &s
+        };
+        f.write_str(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_targets_show_three_significant_digits() {
+        let b = |target: f64| Mechanism::Block {
+            target,
+            max_delay: Duration::from_millis(50),
+        };
+        assert_eq!(b(0.001).to_string(), "block[0.1% in 50ms]");
+        assert_eq!(
+            b(0.000_205_152_130_973).to_string(),
+            "block[0.0205% in 50ms]"
+        );
+        assert_eq!(b(0.055).to_string(), "block[5.5% in 50ms]");
+        assert_eq!(b(0.011_360_737).to_string(), "block[1.14% in 50ms]");
+        assert_eq!(b(0.5).to_string(), "block[50% in 50ms]");
+    }
 
     #[test]
     fn kinds_round_trip_their_wire_numbers() {
