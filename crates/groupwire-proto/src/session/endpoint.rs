@@ -66,6 +66,7 @@ use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, 
 use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic, is_bulk};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
 use super::{Dscp, Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
+use crate::control::gilbert::decay_weight;
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
 use crate::{Bitrate, Instant, Machine, StreamMachine, Transmit, Transport};
@@ -345,12 +346,10 @@ struct OutChannel {
     stats: ChannelStats,
     /// The adaptive controller; `None` when pinned or without a policy.
     controller: Option<AdaptiveController>,
-    /// Messages and bytes sent since the last control tick.
-    tick: (u64, u64),
+    /// What was sent since the last control tick.
+    tick: Sent,
     /// When the application last sent on the channel.
     last_send: Option<Instant>,
-    /// Datagrams and their bytes sent on the wire, cumulative.
-    dgrams: (u64, u64),
     /// The channel's load, smoothed over the control ticks.
     load: Load,
     /// The peer's last ChannelReport for this channel (highest, delivered).
@@ -387,9 +386,8 @@ impl OutChannel {
             next_open: now,
             stats: ChannelStats::default(),
             controller,
-            tick: (0, 0),
+            tick: Sent::default(),
             last_send: None,
-            dgrams: (0, 0),
             load: Load::default(),
             fb_last: None,
             fb_acc: (0, 0),
@@ -397,7 +395,16 @@ impl OutChannel {
             implicit: false,
         }
     }
+
+    /// A capacity-seeking channel on the stream (no datagram instance).
+    fn bulk_on_stream(&self) -> bool {
+        self.inst.is_none() && is_bulk(&self.qos)
+    }
 }
+
+/// Bytes of a stream frame's length prefix (32 bits, big-endian), which
+/// the driver writes before each frame.
+const FRAME_PREFIX: usize = 4;
 
 /// A channel the application has not sent on for this long keeps its
 /// mechanism: the controller is not run for it.
@@ -405,6 +412,16 @@ const IDLE_CHANNEL: Duration = Duration::from_secs(1);
 
 /// Half-life of a channel's smoothed load ([`Load`]).
 const LOAD_HALF_LIFE: Duration = Duration::from_secs(1);
+
+/// What a channel sent in one control tick: the application's messages
+/// and their bytes, and the datagrams put on the wire and theirs.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sent {
+    msgs: u64,
+    bytes: u64,
+    dgrams: u64,
+    dgram_bytes: u64,
+}
 
 /// A channel's load as decayed sums (half-life [`LOAD_HALF_LIFE`]) of what
 /// it sent per control tick and of the ticks' seconds, so each rate is an
@@ -416,24 +433,16 @@ struct Load {
     dgrams: f64,
     dgram_bytes: f64,
     secs: f64,
-    /// Datagram counters at the last tick.
-    seen: (u64, u64),
 }
 
 impl Load {
-    /// One tick of `secs`: the messages and bytes the application sent,
-    /// and the channel's datagram counters now.
-    fn tick(&mut self, secs: f64, (msgs, bytes): (u64, u64), dgrams: (u64, u64)) {
-        let w = 0.5f64.powf(secs / LOAD_HALF_LIFE.as_secs_f64());
-        let d = (
-            dgrams.0.saturating_sub(self.seen.0),
-            dgrams.1.saturating_sub(self.seen.1),
-        );
-        self.seen = dgrams;
-        self.msgs = self.msgs * w + msgs as f64;
-        self.bytes = self.bytes * w + bytes as f64;
-        self.dgrams = self.dgrams * w + d.0 as f64;
-        self.dgram_bytes = self.dgram_bytes * w + d.1 as f64;
+    /// One tick of `secs` in which the channel sent `t`.
+    fn tick(&mut self, secs: f64, t: Sent) {
+        let w = decay_weight(Duration::from_secs_f64(secs), LOAD_HALF_LIFE);
+        self.msgs = self.msgs * w + t.msgs as f64;
+        self.bytes = self.bytes * w + t.bytes as f64;
+        self.dgrams = self.dgrams * w + t.dgrams as f64;
+        self.dgram_bytes = self.dgram_bytes * w + t.dgram_bytes as f64;
         self.secs = self.secs * w + secs;
     }
 
@@ -854,8 +863,8 @@ impl Session {
         }
         c.next_msg = msg.wrapping_add(1);
         c.last_send = Some(now);
-        c.tick.0 += 1;
-        c.tick.1 += payload.len() as u64;
+        c.tick.msgs += 1;
+        c.tick.bytes += payload.len() as u64;
         c.stats.sent += 1;
         c.stats.sent_bytes += payload.len() as u64;
         if c.inst.is_none() {
@@ -873,7 +882,8 @@ impl Session {
             c.stats.wire_bytes += bytes.len() as u64;
         }
         if let Some(p) = self.peers.get_mut(&ch.peer.0) {
-            p.tx_mon.on_stream_send(self.now, bytes.len() + 4);
+            p.tx_mon
+                .on_stream_send(self.now, bytes.len() + FRAME_PREFIX);
         }
         self.transmits.push_back((
             Transmit {
@@ -1042,8 +1052,8 @@ impl Session {
                     .and_then(|p| p.out.get_mut(&channel))
             {
                 c.stats.wire_bytes += n as u64;
-                c.dgrams.0 += 1;
-                c.dgrams.1 += n as u64;
+                c.tick.dgrams += 1;
+                c.tick.dgram_bytes += n as u64;
             }
         }
         if only.is_none() {
@@ -1474,15 +1484,16 @@ impl Session {
         let mut totals = (0.0, 0.0);
         let mut bulk_on_stream = 0usize;
         for c in p.out.values_mut() {
-            c.load.tick(interval, std::mem::take(&mut c.tick), c.dgrams);
+            c.load.tick(interval, std::mem::take(&mut c.tick));
             let (_, d, _) = c.load.rates();
             totals.0 += d;
             totals.1 += c.load.base_rate();
-            bulk_on_stream += usize::from(c.inst.is_none() && is_bulk(&c.qos));
+            bulk_on_stream += usize::from(c.bulk_on_stream());
         }
         let mut moves = Vec::new();
         let mut verdicts = Vec::new();
         for (&id, c) in p.out.iter_mut() {
+            let others_bulk = bulk_on_stream > usize::from(c.bulk_on_stream());
             let Some(ctl) = c.controller.as_mut() else {
                 continue;
             };
@@ -1503,8 +1514,7 @@ impl Session {
                 Traffic::from_qos(&c.qos, 200).unwrap_or(Traffic::new(1.0, 200))
             };
             traffic.others_pkt_rate = (totals.0 - dgrams).max(0.0);
-            traffic.stream_shared_with_bulk =
-                bulk_on_stream > usize::from(c.inst.is_none() && is_bulk(&c.qos));
+            traffic.stream_shared_with_bulk = others_bulk;
             let path = PathEstimate {
                 delivered: estimate.capacity.map(|cap| {
                     let others = (totals.1 - base).max(0.0) * 8.0;
@@ -1967,8 +1977,8 @@ impl Session {
         }
         let p = self.peers.get_mut(&dcid).expect("looked up above");
         p.last_heard = now;
-        // With its 4-byte length prefix: what the stream carried.
-        p.rx_mon.on_stream_bytes(now, frame.len() + 4);
+        // With its length prefix: what the stream carried.
+        p.rx_mon.on_stream_bytes(now, frame.len() + FRAME_PREFIX);
         if f.channel == wire::BIND_CHANNEL {
             return Some(PeerId(dcid));
         }

@@ -265,6 +265,13 @@ impl SendMonitor {
         }
     }
 
+    /// Bytes per second of decayed `(bytes, secs)` sums, once they rest on
+    /// [`MonitorConfig::min_rate_interval`].
+    fn mean_rate(&self, sums: Option<(f64, f64, Instant)>) -> Option<f64> {
+        let min = self.cfg.min_rate_interval.as_secs_f64();
+        sums.and_then(|(b, s, _)| (s >= min).then(|| b / s))
+    }
+
     /// The capacity estimate after a report (see the module docs,
     /// "Capacity").
     fn update_capacity(&mut self, now: Instant) {
@@ -275,10 +282,10 @@ impl SendMonitor {
             self.capacity = None;
         }
         let was_full = std::mem::take(&mut self.full);
-        let min = self.cfg.min_rate_interval.as_secs_f64();
-        let rate =
-            |x: Option<(f64, f64, Instant)>| x.and_then(|(b, s, _)| (s >= min).then(|| b / s));
-        let (Some(got), Some(sent)) = (rate(self.delivered), rate(self.sent_rate)) else {
+        let (Some(got), Some(sent)) = (
+            self.mean_rate(self.delivered),
+            self.mean_rate(self.sent_rate),
+        ) else {
             return;
         };
         let queued = match (self.srtt, self.min_rtt) {
@@ -303,18 +310,10 @@ impl SendMonitor {
         // capacity (the decayed mean lags a change): the episode's highest
         // is the estimate, and a new episode starts it again. Outside one,
         // a delivered rate above the kept capacity raises it.
-        let raise = |c: f64| Some((c.max(got), now));
-        self.capacity = match self.capacity {
-            Some((c, _)) if !self.full || was_full => {
-                if got > c {
-                    raise(c)
-                } else {
-                    self.capacity
-                }
-            }
-            _ if self.full => Some((got, now)),
-            c => c,
-        };
+        let restart = self.full && (!was_full || self.capacity.is_none());
+        if restart || self.capacity.is_some_and(|(c, _)| got > c) {
+            self.capacity = Some((got, now));
+        }
     }
 
     /// Why a report is to be ignored, if it is.
@@ -426,10 +425,9 @@ impl SendMonitor {
     /// What is known of the path now.
     pub fn estimate(&self) -> PathEstimate {
         let (fit, trusted) = self.chosen_fit();
-        let delivered = self.delivered.and_then(|(bytes, secs, _)| {
-            (secs >= self.cfg.min_rate_interval.as_secs_f64())
-                .then(|| Bitrate::bps((bytes * 8.0 / secs).round() as u64))
-        });
+        let delivered = self
+            .mean_rate(self.delivered)
+            .map(|b| Bitrate::bps((b * 8.0).round() as u64));
         PathEstimate {
             srtt: self.srtt.map(|(s, _)| micros(s)),
             min_rtt: self.min_rtt.map(|m| Duration::from_micros(m.get())),

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::{
-    NONE_FACTOR, Policy, Prediction, Provision, Traffic, capped, is_bulk, meets, predict_with,
-    select_with, since, tightened, window_target,
+    NONE_FACTOR, Policy, Prediction, Provision, Selection, Traffic, capped, is_bulk, meets,
+    predict_with, select_with, since, tightened, window_target,
 };
 use crate::Instant;
 use crate::control::target::MIN_SURPRISES;
@@ -279,13 +279,9 @@ impl AdaptiveController {
             qos = capped(&qos, target);
         }
         let loss_now = path.model().loss_rate();
-        let bounded;
-        let path = match self.policy {
-            Policy::Model => {
-                bounded = path.upper_bound(self.cfg.confidence_z);
-                &bounded
-            }
-            _ => path,
+        let path = &match self.policy {
+            Policy::Model => path.upper_bound(self.cfg.confidence_z),
+            _ => *path,
         };
         let pick = select_with(
             self.policy,
@@ -296,8 +292,7 @@ impl AdaptiveController {
             self.current.as_ref(),
         );
         let Some(current) = self.current else {
-            self.adopt(pick.mechanism, pick.prediction, pick.meets);
-            self.loss_at_choice = loss_now;
+            self.adopt(&pick, loss_now);
             return Some(Switch {
                 from: None,
                 to: pick.mechanism,
@@ -358,8 +353,7 @@ impl AdaptiveController {
             self.measured_lost = 0.0;
             self.predicted_lost = 0.0;
         }
-        self.adopt(pick.mechanism, pick.prediction, pick.meets);
-        self.loss_at_choice = loss_now;
+        self.adopt(&pick, loss_now);
         self.last_switch = Some(now);
         self.switches += 1;
         Some(Switch {
@@ -370,10 +364,12 @@ impl AdaptiveController {
         })
     }
 
-    fn adopt(&mut self, m: Mechanism, p: Prediction, meets: bool) {
-        self.current = Some(m);
-        self.prediction = Some(p);
-        self.meets = meets;
+    /// Takes `pick` as the current mechanism, on a path losing `loss`.
+    fn adopt(&mut self, pick: &Selection, loss: f64) {
+        self.current = Some(pick.mechanism);
+        self.prediction = Some(pick.prediction);
+        self.meets = pick.meets;
+        self.loss_at_choice = loss;
         self.better_since = None;
         self.rescue_since = None;
     }

@@ -185,17 +185,26 @@ pub(super) fn run_prob(m: &TwoState, n: u64, lost: bool) -> f64 {
 /// are all lost)` on the chain from its stationary state, a gap `g`
 /// stepping the chain as [`every_nth`] does. Exact for whole gaps.
 pub(super) fn all_lost_at(m: &TwoState, gaps: &[f64]) -> f64 {
-    let h = [m.loss_good, m.loss_bad];
-    let pb = m.p_bad();
-    let mut v = [(1.0 - pb) * h[0], pb * h[1]];
-    for &g in gaps {
-        let t = every_nth(m, g);
-        v = [
-            (v[0] * (1.0 - t.p) + v[1] * t.r) * h[0],
-            (v[0] * t.p + v[1] * (1.0 - t.r)) * h[1],
-        ];
-    }
+    let v = gaps
+        .iter()
+        .fold(first_lost(m), |v, &g| then_lost(m, v, &every_nth(m, g)));
     (v[0] + v[1]).clamp(0.0, 1.0)
+}
+
+/// The forward pass's start: `P(in state s and the packet lost)` from the
+/// stationary state.
+fn first_lost(m: &TwoState) -> [f64; 2] {
+    let pb = m.p_bad();
+    [(1.0 - pb) * m.loss_good, pb * m.loss_bad]
+}
+
+/// One step of the forward pass: `v` moved by `step`'s transitions, and
+/// the next packet lost in each state of `m`.
+fn then_lost(m: &TwoState, v: [f64; 2], step: &TwoState) -> [f64; 2] {
+    [
+        (v[0] * (1.0 - step.p) + v[1] * step.r) * m.loss_good,
+        (v[0] * step.p + v[1] * (1.0 - step.r)) * m.loss_bad,
+    ]
 }
 
 type Mat = [[f64; 2]; 2];
@@ -230,15 +239,10 @@ fn mat_pow(mut a: Mat, mut n: u64) -> Mat {
 fn all_lost_table(m: &TwoState, len: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(len + 1);
     out.push(1.0);
-    let h = [m.loss_good, m.loss_bad];
-    let pb = m.p_bad();
-    let mut v = [(1.0 - pb) * h[0], pb * h[1]];
+    let mut v = first_lost(m);
     for _ in 0..len {
         out.push((v[0] + v[1]).clamp(0.0, 1.0));
-        v = [
-            (v[0] * (1.0 - m.p) + v[1] * m.r) * h[0],
-            (v[0] * m.p + v[1] * (1.0 - m.r)) * h[1],
-        ];
+        v = then_lost(m, v, m);
     }
     out
 }
@@ -406,7 +410,7 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
 fn xor_alone(c: &Ctx, layout: XorLayout) -> Prediction {
     let copies = usize::from(layout.rows) + usize::from(layout.columns);
     // The copies go out back to back the wait after the message, with the
-    // other channels' packets between it and them (`Ctx::after`).
+    // other channels' packets between it and them.
     let spacing = 1.0 + c.others * c.xor_wait.max(0.0);
     let gaps: Vec<f64> = (0..copies)
         .map(|i| if i == 0 { spacing } else { 1.0 })
