@@ -182,8 +182,17 @@ impl FecControllerFactory for TargetConfig {
 ///
 /// `O((k + m) · m)`; `k = 0` gives 0.
 pub fn block_residual(model: &TwoState, k: usize, m: usize) -> f64 {
+    block_loss(model, k, m).0
+}
+
+/// [`block_residual`] and, second, the probability that the block is not
+/// rebuilt (more than `m` of its `k + m` packets lost): their ratio times
+/// `k` is how many sources an unrebuilt block loses on average, which is
+/// how losses clump in a window of messages (the session's selector reads
+/// it, `session::select::window_meets`). `k = 0` gives `(0, 0)`.
+pub fn block_loss(model: &TwoState, k: usize, m: usize) -> (f64, f64) {
     if k == 0 {
-        return 0.0;
+        return (0.0, 0.0);
     }
     let cap = m + 1; // "more than m lost"
     let width = cap + 1;
@@ -227,7 +236,8 @@ pub fn block_residual(model: &TwoState, k: usize, m: usize) -> f64 {
         std::mem::swap(&mut part, &mut next_part);
     }
     let failed = part[cap] + part[width + cap];
-    (failed / k as f64).clamp(0.0, 1.0)
+    let p_fail = mass[cap] + mass[width + cap];
+    ((failed / k as f64).clamp(0.0, 1.0), p_fail.clamp(0.0, 1.0))
 }
 
 /// The code in use and what the controller expects of it.

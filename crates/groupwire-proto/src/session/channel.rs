@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::select::{Provision, afec_size};
 use super::{Mechanism, MechanismKind, Qos};
 use crate::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
 use crate::block::{
@@ -151,10 +152,20 @@ impl MechInst {
                 delivered: VecDeque::new(),
             },
             Mechanism::Afec { lo, hi } => {
+                // Start at the size the selector predicted on (on the
+                // monitor's fit of the whole path: the channel's own
+                // packets, spread among the others', see shorter bursts,
+                // so this errs on the side of copies and the controller
+                // steps down). From size 1, the feedback took seconds to
+                // climb to the band on a bursty path, and the selector
+                // had switched for a loss the channel did not see then.
+                let initial_size = fits.map_or(1.0, |f| {
+                    afec_size(&f[0].model(), lo, hi, Provision::DEFAULT.afec_max_size)
+                });
                 let tq = TypeQos {
                     mer_min: lo,
                     mer_max: hi,
-                    initial_size: 1.0,
+                    initial_size,
                     lifetime: qos.lifetime,
                 };
                 // The robust fractional controller (issue 15's

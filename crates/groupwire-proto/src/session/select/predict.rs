@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Prediction, Provision, Traffic};
-use crate::control::target::{TwoState, block_residual, choose_code, k_within};
+use crate::control::target::{TwoState, block_loss, choose_code, k_within};
 use crate::control::tfrc::throughput;
 use crate::session::channel::{block_controller, xor_close_wait};
 use crate::session::{Mechanism, PathEstimate, Qos};
@@ -279,6 +279,43 @@ fn block_typical(k: usize, gap: f64) -> f64 {
     (k as f64 + 1.0) / 2.0 * gap
 }
 
+/// A group code's loss on `model` as two shares of the messages: what it
+/// leaves lost ([`block_loss`]'s residual) and the loss *events*, the
+/// unrebuilt groups per message (`P(group lost) / k`).
+fn group_loss(model: &TwoState, k: usize, m: usize) -> (f64, f64) {
+    let (residual, p_fail) = block_loss(model, k, m);
+    (residual, p_fail / k.max(1) as f64)
+}
+
+/// The mean length of a loss run on `model`: `1 / (1 − P(lost | the
+/// previous lost))`, 1 without loss.
+fn mean_run(model: &TwoState) -> f64 {
+    let loss = model.loss_rate();
+    if loss.is_nan() || loss <= 0.0 {
+        return 1.0;
+    }
+    let (p, r) = (model.p.clamp(0.0, 1.0), model.r.clamp(0.0, 1.0));
+    let (lg, lb) = (model.loss_good, model.loss_bad);
+    let bad = model.p_bad();
+    // P(this lost and the next lost), over the state now and next.
+    let both = (1.0 - bad) * lg * ((1.0 - p) * lg + p * lb) + bad * lb * (r * lg + (1.0 - r) * lb);
+    let stay = (both / loss).clamp(0.0, 1.0 - 1e-9);
+    1.0 / (1.0 - stay)
+}
+
+/// Messages per loss event of a prediction that leaves `residual` lost in
+/// `events` events per message and `late` late (late messages come in
+/// the path's loss runs: the rebuilt sources of one burst).
+fn clumps(residual: f64, events: f64, late: f64, c: &Ctx) -> f64 {
+    let late_events = late / mean_run(&c.model);
+    let all = events + late_events;
+    if all > 0.0 {
+        (residual + late) / all
+    } else {
+        1.0
+    }
+}
+
 fn secs(s: f64) -> Duration {
     if s.is_finite() && s > 0.0 {
         Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
@@ -317,6 +354,7 @@ pub(super) fn predict_in(
             overhead: 0.0,
             rate_ok: c.fits(c.need),
             throughput: None,
+            cluster: mean_run(&c.model),
         },
         Mechanism::Xor(layout) => xor(&c, layout),
         Mechanism::Afec { lo, hi } => afec(&c, prov, lo, hi),
@@ -331,7 +369,7 @@ pub(super) fn predict_in(
 /// XOR parity (Leigh et al. §4.1; SMPTE 2022-1's layouts).
 ///
 /// - A row of `L` and its parity is an `(L, 1)` MDS code: residual
-///   [`block_residual`]`(model, L, 1)`, exact.
+///   [`block_residual`](crate::control::target::block_residual)`(model, L, 1)`, exact.
 /// - A column of `D` packets `L` apart sees the chain every `L`-th packet
 ///   ([`every_nth`], exact); its parity is taken as the next packet of that
 ///   chain (it goes out later, spread over the next matrix: so the
@@ -356,17 +394,21 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
     }
     let l = usize::from(layout.l.max(1));
     let d = usize::from(layout.d.max(1));
-    let row_res = if layout.rows {
-        block_residual(&c.model, l, 1)
+    let plain = (c.loss, c.loss / mean_run(&c.model));
+    let row = if layout.rows {
+        group_loss(&c.model, l, 1)
     } else {
-        c.loss
+        plain
     };
-    let col_res = if layout.columns {
-        block_residual(&every_nth(&c.model, l as f64), d, 1)
+    let col = if layout.columns {
+        group_loss(&every_nth(&c.model, l as f64), d, 1)
     } else {
-        c.loss
+        plain
     };
+    let (row_res, col_res) = (row.0, col.0);
     let residual = row_res.min(col_res).min(c.loss);
+    // The clumps of whichever rebuilds more (its bound is the residual).
+    let events = if row_res <= col_res { row.1 } else { col.1 };
     let by_row = if layout.rows {
         (c.loss - row_res).max(0.0)
     } else {
@@ -397,6 +439,7 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
         overhead,
         rate_ok: c.fits(c.need * (1.0 + overhead)),
         throughput: None,
+        cluster: clumps(residual, events, late, c),
     }
 }
 
@@ -404,7 +447,7 @@ fn xor(c: &Ctx, layout: XorLayout) -> Prediction {
 /// message closes its own group: the group's row and column parity (each
 /// a copy of the message) follow it after the wait, before the next
 /// message, so they are the channel's next packets. Residual: the message
-/// and its copies all lost, [`block_residual`]`(model, 1, copies)`, exact
+/// and its copies all lost, [`block_residual`](crate::control::target::block_residual)`(model, 1, copies)`, exact
 /// for that order. Rebuilt messages wait the wait: late iff it is past
 /// the budget. Overhead: one parity per copy, per message.
 fn xor_alone(c: &Ctx, layout: XorLayout) -> Prediction {
@@ -428,6 +471,8 @@ fn xor_alone(c: &Ctx, layout: XorLayout) -> Prediction {
         overhead,
         rate_ok: c.fits(c.need * (1.0 + overhead)),
         throughput: None,
+        // Each message is its own group, a wait from the next.
+        cluster: 1.0,
     }
 }
 
@@ -446,10 +491,7 @@ fn afec(c: &Ctx, prov: &Provision, lo: f64, hi: f64) -> Prediction {
     let cap = prov.afec_max_size.clamp(1.0, 255.0);
     let table = all_lost_table(&c.model, cap.ceil() as usize + 1);
     let mer = |k: u32| table.get(k as usize).copied().unwrap_or(0.0);
-    let mid = ((lo + hi) / 2.0).max(0.0);
-    let size = crate::afec::solve_size(mer, mid, -1.0, 1.0, cap)
-        .unwrap_or(cap)
-        .clamp(1.0, cap);
+    let size = afec_size_in(&table, lo, hi, cap);
     let k = size.floor().max(1.0) as u32;
     let f = size - f64::from(k);
     let residual = (1.0 - f) * mer(k) + f * mer(k + 1);
@@ -469,13 +511,34 @@ fn afec(c: &Ctx, prov: &Provision, lo: f64, hi: f64) -> Prediction {
         overhead,
         rate_ok: c.fits(c.need * size),
         throughput: None,
+        // A message is lost when all its copies are; the next message's
+        // copies are other packets.
+        cluster: 1.0,
     }
+}
+
+/// The code set size at which AFEC's MER on `model` is the band's middle
+/// (its predictive step's aim), at most `cap`: the size [`afec`]'s
+/// prediction assumes, and the one the session's AFEC sender starts at
+/// (`channel.rs`), so the prediction holds from the switch on and not
+/// only once the feedback has climbed there.
+pub(crate) fn afec_size(model: &TwoState, lo: f64, hi: f64, cap: f64) -> f64 {
+    let cap = cap.clamp(1.0, 255.0);
+    afec_size_in(&all_lost_table(model, cap.ceil() as usize + 1), lo, hi, cap)
+}
+
+fn afec_size_in(table: &[f64], lo: f64, hi: f64, cap: f64) -> f64 {
+    let mer = |k: u32| table.get(k as usize).copied().unwrap_or(0.0);
+    let mid = ((lo + hi) / 2.0).max(0.0);
+    crate::afec::solve_size(mer, mid, -1.0, 1.0, cap)
+        .unwrap_or(cap)
+        .clamp(1.0, cap)
 }
 
 /// The block target controller (`control::target`): the code it would
 /// choose for this chain, target and budget at this rate
 /// ([`choose_code`], [`k_within`]), and what that code leaves
-/// ([`block_residual`], exact). Delay as for XOR rows, over the block's
+/// ([`block_residual`](crate::control::target::block_residual), exact). Delay as for XOR rows, over the block's
 /// `k`.
 ///
 /// The controller's configuration is the session's own
@@ -494,13 +557,21 @@ fn block(c: &Ctx, prov: &Provision, target: f64, max_delay: Duration) -> Predict
     let residual = code.residual.min(c.loss);
     let rebuilt = (c.loss - residual).max(0.0);
     let overhead = code.m as f64 / code.k.max(1) as f64;
+    let late = rebuilt * block_late_share(code.k, c.gap, c.budget);
+    let (res, events) = group_loss(&c.model, code.k, code.m);
+    let events = if res > 0.0 {
+        events * residual / res
+    } else {
+        0.0
+    };
     Prediction {
         residual,
-        late: rebuilt * block_late_share(code.k, c.gap, c.budget),
+        late,
         added_delay: secs(block_typical(code.k, c.gap)),
         overhead,
         rate_ok: c.fits(c.need * (1.0 + overhead)),
         throughput: None,
+        cluster: clumps(residual, events, late, c),
     }
 }
 
@@ -545,11 +616,15 @@ fn stream(c: &Ctx, prov: &Provision, traffic: &Traffic, n: u8) -> Prediction {
         .as_secs_f64();
     let gaps = DUP_ACKS * n_f / seg_rate;
     let d = rto.min(rtt_s + gaps);
+    // A stall holds every message of the `d − B` before the retransmission
+    // past the budget: one clump.
+    let mut held = 1.0;
     let late = match c.budget {
         // Behind a bulk transfer on the same stream, any wait (`Traffic`).
         Some(_) if traffic.stream_shared_with_bulk => 1.0,
         Some(b) if d > b && c.loss > 0.0 => {
             let n_pkts = ((d - b) * seg_rate).ceil().clamp(1.0, 1e12) as u64;
+            held = (d - b) * c.rate;
             1.0 - run_prob(&c.model, n_pkts, false)
         }
         _ => 0.0,
@@ -562,6 +637,7 @@ fn stream(c: &Ctx, prov: &Provision, traffic: &Traffic, n: u8) -> Prediction {
         overhead,
         rate_ok: c.need <= tput,
         throughput: Some(tput),
+        cluster: held,
     }
 }
 
@@ -584,5 +660,6 @@ fn blast(c: &Ctx) -> Prediction {
         overhead: c.loss / (1.0 - c.loss),
         rate_ok: c.delivered.is_some_and(|d| c.need <= d),
         throughput: c.delivered,
+        cluster: mean_run(&c.model),
     }
 }
