@@ -137,7 +137,9 @@ impl MechInst {
     /// one), so its groups fill at the channel's message rate. XOR and
     /// Block senders start their numbers at `from`. A Block sender's
     /// controller starts from `fits` (the resource monitor's loss fits of
-    /// the path, slow then fast; see [`TargetConfig::prior`]) when given.
+    /// the path, slow then fast; see [`TargetConfig::prior`]) when given,
+    /// and spends at most `max_overhead` repairs per source when given
+    /// ([`TargetConfig::max_overhead`]).
     pub(super) fn new(
         m: &Mechanism,
         qos: &Qos,
@@ -145,6 +147,7 @@ impl MechInst {
         room: usize,
         from: &Numbering,
         fits: Option<[RunCounts; 2]>,
+        max_overhead: Option<f64>,
     ) -> Option<Self> {
         Some(match *m {
             Mechanism::Plain => Self::Plain {
@@ -197,9 +200,13 @@ impl MechInst {
             }
             Mechanism::Block { target, max_delay } => {
                 let mut s = SenderConfig::new(peer, 16);
+                let base = block_controller(target, max_delay);
                 let ctl = TargetConfig {
                     prior: fits,
-                    ..block_controller(target, max_delay)
+                    max_overhead: max_overhead.map_or(base.max_overhead, |b| {
+                        b.clamp(f64::MIN_POSITIVE, base.max_overhead)
+                    }),
+                    ..base
                 };
                 s.controller = FecConfig::Target(ctl);
                 s.pacing = false;
