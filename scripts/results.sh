@@ -315,9 +315,10 @@ mechanism plots show the mechanism each policy run had in force (0 plain,
 **What this run shows (the reasons are read from the code and the
 tables below).** The goal table: the model selector meets the
 telepointer's and the camera's QoS in at least as many windows as the best
-fixed choice for each, the camera at less overhead; it misses the state
-channel's by a few windows, and the telepointer's overhead in this seed
-(both on other seeds too:
+fixed choice for each, both at less overhead; it meets the state
+channel's overhead but misses its QoS by a few windows (on seeds 2 to 4
+too, \`groupwire sim run tele-immersion --seed N\`; there the telepointer
+and camera each miss one goal by a window or two on some seed:
 \`the_model_selector_meets_the_goal_for_the_telepointer_and_the_camera\`
 holds what holds on seeds 1 and 2, and
 \`the_model_selector_meets_issue_16s_goal\` stays ignored for the rest).
@@ -343,10 +344,15 @@ mechanism a new path had made useless; now a channel that no longer meets
 its QoS on a path whose loss rate moved twofold (over 0.5%), or whose
 mechanism no longer fits, moves after a 2 s (overload: 0.5 s) hold, the
 dwell notwithstanding; economies still wait out the dwell. (3)
-**Windows.** The QoS is judged per 1 s window, so the model asks for the
-mean loss at which at most 5% of windows exceed the target
-(\`window_target\`: the telepointer's 6% band top at 30 messages a window
-asks about 1.2%). (4) **Evidence.** It predicts on the loss-run rate one
+**Windows.** The QoS is judged per 1 s window, so the model keeps a
+mechanism only if at most 5% of windows are predicted over the target,
+counting the clumps its losses come in (\`window_meets\`: an XOR row
+that fails loses two messages at once, so a row of ten at 2% loss, 0.5%
+lost on average, puts 7% of the telepointer's 30-message windows over
+its one-loss allowance, not the 1% independent losses would); targets
+for Block are set at the mean that independent losses would allow
+(\`window_target\`: about 1.2% for the telepointer). A mechanism whose
+own windows fail beyond chance is moved within the dwell. (4) **Evidence.** It predicts on the loss-run rate one
 standard error above the fit, so a lucky few seconds do not strip a
 channel's redundancy. (5) **Interleaving.** A channel's packets see the
 path's chain only every few packets (the others' packets between): the
@@ -354,18 +360,29 @@ telepointer's XOR groups lose nearly independently on a bursty path, and
 a session XOR copy sent after the idle wait is that many packets later,
 while two copies sent together are adjacent. (6) **Late recoveries**
 reported after the interval that counted them lost no longer read as
-residual loss to the closed loop. (7) **Nothing meets**: losses within
-1.25 times the least are taken as alike and the cheapest is kept.
-(8) Reliable is late for a budgeted channel when a bulk channel shares
-the stream (one FIFO TCP connection).
+residual loss to the closed loop. (7) **Nothing meets**: the least loss
+for the bytes sent (\`loss_cost\`, loss times one plus overhead), so a
+second XOR copy that trims a quarter of the loss for twice the copies is
+not taken. (8) Reliable is late for a budgeted channel when a bulk
+channel shares the stream (one FIFO TCP connection). (9) **AFEC's band
+is its receiver's** (Dyck and Gutwin's NAK and INC), which reads it from
+the channel's QoS: the selector aimed the telepointer's AFEC at 1.2% for
+its windows, the receiver held the QoS's 5-6%, and the channel lost 5%
+on the third minute's path; AFEC candidates now keep the QoS's band.
+(10) **Overhead budget.** A Block sender the selector chose may spend
+twice the overhead it was chosen at: its own controller raised the
+camera's repairs sixfold at the third minute's start, into a link cut
+to 4 Mbit/s, and every channel was late until the overload rescue.
 
 What is still missing: the state channel (20 messages a second, each
-XOR copy alone) switches to two copies when nothing meets in the third
-minute, which the predictor says loses a quarter less and which measures
-about the same for twice the bytes; the overload at the third minute's
-start still costs every channel a few windows; the telepointer's closed
-loop tightens its target in the third minute, and Block then costs more
-than \`xor:3\`. Bulk can only be Reliable (the session does not run
+XOR copy sent alone 25 ms after its message) is on \`xor:2\` from the
+first minute on, like the best fixed choice, yet loses about twice as
+many windows in the third minute: a copy escapes the original's burst
+only as far as the other channels' packets between them spread it, and
+in the fixed run every channel, the camera too, sends \`xor:2\`'s extra
+packets. The camera stays on plain for the first seconds of the fourth
+minute: its share is still the third minute's capacity until a bulk
+transfer measures more. Bulk can only be Reliable (the session does not run
 striped TCP or Reliable Blast UDP yet), so its and edits' comparisons are
 trivial. Packets carry DSCP marks, but the bottleneck is one FIFO. At 30
 messages a window the telepointer's MER moves in steps of 1/30, so no
