@@ -19,7 +19,15 @@
 //!   `session::Session`s (batched sockets), spread round robin over 1 or 8
 //!   channels pinned to AFEC, read from `next_event`: what the session's
 //!   multiplexing (header, monitor, channel lookup, the shared machine)
-//!   costs against `afec-1-batched` (issue 16: at most 10%).
+//!   costs against `afec-1-batched` (issue 16: at most 10%);
+//! - `block-batched`, `session-block-1ch`, `session-block-8ch`: block FEC
+//!   on 1000-byte messages with the block target controller (0.1% within
+//!   50 ms), two `TunnelEndpoint`s through the `Driver` on batched
+//!   sockets, then through a session pair on 1 or 8 channels pinned to
+//!   the same Block: the session's cost in goodput (issue 16 again). The
+//!   ratio column is against `plain-udp` (always run, first), so divide
+//!   the session rows' goodput by `block-batched`'s (scripts/perf.sh
+//!   session does).
 //!
 //! Two phases per case, each bounded in messages and in time:
 //!
@@ -48,6 +56,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use groupwire_proto::Instant;
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme};
+use groupwire_proto::control::FecConfig;
+use groupwire_proto::control::target::TargetConfig;
+use groupwire_proto::tunnel::{TunnelConfig, TunnelEndpoint};
 use groupwire_proto::wire::afec::MsgType;
 use groupwire_tokio::session::{Event, Mechanism, Qos, Session, SessionOptions};
 use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, Driver, DriverStats};
@@ -77,7 +88,21 @@ enum Case {
     Session {
         channels: usize,
     },
+    /// Block FEC with [`BLOCK_LEN`]-byte messages and the block target
+    /// controller (0.1% within 50 ms): two `TunnelEndpoint`s through the
+    /// `Driver` on batched sockets (`None`), or a session pair over
+    /// `Some(channels)` channels pinned to the same Block.
+    Block {
+        session: Option<usize>,
+    },
 }
+
+/// The message size of the Block cases: goodput is what block FEC is
+/// judged by (issue 16: "goodput for block FEC").
+const BLOCK_LEN: usize = 1000;
+/// The Block cases' target and budget, as a session's QoS would ask.
+const BLOCK_TARGET: f64 = 0.001;
+const BLOCK_BUDGET: Duration = Duration::from_millis(50);
 
 impl Case {
     fn name(self) -> String {
@@ -91,6 +116,18 @@ impl Case {
                 format!("afec-{n}-{}", if batched { "batched" } else { "tokio" })
             }
             Self::Session { channels } => format!("session-afec-{channels}ch"),
+            Self::Block { session: None } => "block-batched".into(),
+            Self::Block {
+                session: Some(channels),
+            } => format!("session-block-{channels}ch"),
+        }
+    }
+
+    /// Application bytes per message.
+    fn message_len(self) -> usize {
+        match self {
+            Self::Block { .. } => BLOCK_LEN,
+            _ => MESSAGE_LEN,
         }
     }
 }
@@ -327,6 +364,13 @@ async fn afec<S: DatagramSocket>(
 /// `channels` channels of one session pair, each pinned to AFEC (its band
 /// is moot on loopback: nothing is lost, the code set size stays 1).
 async fn session(channels: usize, n: u64, window: u64) -> Run {
+    let afec = Mechanism::Afec { lo: 0.01, hi: 0.02 };
+    session_with(channels, afec, MESSAGE_LEN, n, window).await
+}
+
+/// Messages of `len` bytes (the send time, then the sequence number) on
+/// `channels` channels of one session pair, each pinned to `m`.
+async fn session_with(channels: usize, m: Mechanism, len: usize, n: u64, window: u64) -> Run {
     let clock = Clock::start();
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let opts = || {
@@ -342,8 +386,7 @@ async fn session(channels: usize, n: u64, window: u64) -> Run {
             let c = peer
                 .channel(&format!("ch{i}"), Qos::awareness())
                 .expect("channel");
-            c.set_mechanism(Mechanism::Afec { lo: 0.01, hi: 0.02 })
-                .expect("AFEC");
+            c.set_mechanism(m).expect("mechanism");
             c
         })
         .collect();
@@ -368,9 +411,10 @@ async fn session(channels: usize, n: u64, window: u64) -> Run {
         if !progress.next(seq, window, &clock, start).await {
             break;
         }
-        let mut msg = message(&clock);
-        msg[8..16].copy_from_slice(&seq.to_le_bytes());
-        if chans[seq as usize % channels].send(msg).is_ok() {
+        if chans[seq as usize % channels]
+            .send(numbered(&clock, seq, len))
+            .is_ok()
+        {
             sent += 1;
         }
     }
@@ -380,6 +424,77 @@ async fn session(channels: usize, n: u64, window: u64) -> Run {
     drop(peer);
     a.close().await.expect("sender session");
     Run::new(sent, t, start, Some(tx), Some(rx))
+}
+
+/// A message of `len` bytes: the send time, then `seq` (see [`stamp`]).
+fn numbered(clock: &Clock, seq: u64, len: usize) -> Bytes {
+    let mut msg = vec![0u8; len.max(16)];
+    msg[..MESSAGE_LEN.min(len)].copy_from_slice(&message(clock)[..MESSAGE_LEN.min(len)]);
+    msg[8..16].copy_from_slice(&seq.to_le_bytes());
+    Bytes::from(msg)
+}
+
+/// Block FEC alone: two `TunnelEndpoint`s (the tunnel's sans-IO machine,
+/// one `BlockEndpoint` toward a fixed peer) through the `Driver` on
+/// batched sockets, each with the block target controller the session's
+/// Block sender runs ([`BLOCK_TARGET`] within [`BLOCK_BUDGET`], a block
+/// open for half of it, 16 per block at most, no pacing).
+async fn block(n: u64, window: u64) -> Run {
+    let clock = Clock::start();
+    let (tx_socket, rx_socket) = (batched().await, batched().await);
+    let (tx_addr, rx_addr) = (
+        tx_socket.local_addr().expect("bound"),
+        rx_socket.local_addr().expect("bound"),
+    );
+    let config = |peer| {
+        let mut c = TunnelConfig::new(Some(peer), 16);
+        let target = TargetConfig {
+            target: BLOCK_TARGET,
+            max_delay: BLOCK_BUDGET,
+            margin: Some(BLOCK_BUDGET / 2),
+            ..TargetConfig::default()
+        };
+        c.sender.controller = FecConfig::Target(target);
+        c.sender.max_block_wait = Some(target.block_budget());
+        c
+    };
+    let tx_ep = TunnelEndpoint::new(config(rx_addr));
+    let rx_ep = TunnelEndpoint::new(config(tx_addr));
+    let (tx_driver, tx, _tx_events) = Driver::new(tx_ep, tx_socket, clock).expect("driver");
+    let (rx_driver, rx, mut rx_events) = Driver::new(rx_ep, rx_socket, clock).expect("driver");
+    let (tx_task, rx_task) = (tx_driver.spawn(), rx_driver.spawn());
+    let progress = Arc::new(Progress::default());
+    let p = Arc::clone(&progress);
+    let receiver = tokio::spawn(async move {
+        let mut t = Tally::new(clock, n);
+        while let Ok(Some(d)) = tokio::time::timeout(IDLE, rx_events.recv()).await {
+            let seq = stamp(&d.payload[8..]);
+            if t.record(&p, seq, &d.payload) {
+                break;
+            }
+        }
+        t
+    });
+    let start = clock.now();
+    let mut sent = 0;
+    for seq in 0..n {
+        if !progress.next(seq, window, &clock, start).await {
+            break;
+        }
+        let msg = numbered(&clock, seq, BLOCK_LEN);
+        tx.command(move |ep, now| {
+            let _ = ep.send(now, msg);
+        })
+        .await
+        .expect("sender driver running");
+        sent += 1;
+    }
+    let t = receiver.await.expect("receiver task");
+    let (tx_stats, rx_stats) = (tx.stats(), rx.stats());
+    drop((tx, rx));
+    tx_task.await.expect("task").expect("sender driver");
+    rx_task.await.expect("task").expect("receiver driver");
+    Run::new(sent, t, start, Some(tx_stats), Some(rx_stats))
 }
 
 async fn batched() -> BatchedUdpSocket {
@@ -398,6 +513,16 @@ async fn run(case: Case, n: u64, window: u64) -> Run {
             batched: true,
         } => afec(scheme, batched().await, batched().await, n, window).await,
         Case::Session { channels } => session(channels, n, window).await,
+        Case::Block { session: None } => block(n, window).await,
+        Case::Block {
+            session: Some(channels),
+        } => {
+            let m = Mechanism::Block {
+                target: BLOCK_TARGET,
+                max_delay: BLOCK_BUDGET,
+            };
+            session_with(channels, m, BLOCK_LEN, n, window).await
+        }
     }
 }
 
@@ -480,6 +605,9 @@ fn main() {
         },
         Case::Session { channels: 1 },
         Case::Session { channels: 8 },
+        Case::Block { session: None },
+        Case::Block { session: Some(1) },
+        Case::Block { session: Some(8) },
     ];
     let cases: Vec<Case> = cases
         .into_iter()
@@ -550,6 +678,8 @@ fn main() {
         let (dg_send, dg_recv) = (per_call(sent_dg, send_calls), per_call(recv_dg, recv_calls));
         let row = json!({
             "case": case.name(),
+            "message_len": case.message_len(),
+            "goodput_bps": median * case.message_len() as f64 * 8.0,
             "rates": rates,
             "rate": median,
             "ratio": median / base,
@@ -582,6 +712,7 @@ fn main() {
     let summary = json!({
         "messages": p.messages,
         "message_len": MESSAGE_LEN,
+        "block_message_len": BLOCK_LEN,
         "window": p.window,
         "repeats": p.repeats,
         "latency_messages": p.latency_messages,
