@@ -507,6 +507,13 @@ impl RelayCore {
                 self.stats.storage_errors += 1;
                 tracing::warn!(%error, "relay storage write failed");
             }
+            StorageDone::Remote { entry } => self.on_remote(now, entry),
+            StorageDone::GroupFound { record } => {
+                if !self.groups.contains_key(&record.name) {
+                    self.restore_groups(vec![record]);
+                }
+            }
+            StorageDone::GroupGone { group } => self.drop_group(&group),
         }
         self.drain_slow(now);
     }

@@ -1,12 +1,14 @@
 //! Where the relay keeps groups, the update log, checkpoints and locks.
 //!
 //! [`Storage`] is a small synchronous trait, called only from the relay's
-//! storage thread (never from the async runtime: SQLite calls block). Two
-//! engines implement it: [`MemoryStorage`] for tests and
-//! [`SqliteStorage`], the default, in a data directory.
+//! storage thread (never from the async runtime: SQLite calls block). Three
+//! engines implement it: [`MemoryStorage`] for tests,
+//! [`SqliteStorage`], the default, in a data directory, and
+//! [`JetStreamStorage`], NATS JetStream, for many relay nodes sharing
+//! groups (see its module for what is stored where and how another node's
+//! updates reach the core).
 //!
-//! The trait is shaped so NATS JetStream can implement it later
-//! (ARCHITECTURE.md, "The relay"):
+//! The trait is shaped after NATS JetStream (ARCHITECTURE.md, "The relay"):
 //!
 //! - **per-group sequencing**: [`Storage::append`] takes entries whose
 //!   `seq` is the group's head + 1, the same check as JetStream's
@@ -22,11 +24,14 @@
 //! commit (one transaction, one fsync, for every update that arrived while
 //! the previous commit was running).
 
+mod jetstream;
 mod memory;
 mod sqlite;
 
 use bytes::Bytes;
 
+pub(crate) use jetstream::spawn as spawn_jetstream;
+pub use jetstream::{JetStreamStorage, NatsAuth, NatsConfig};
 pub use memory::MemoryStorage;
 pub use sqlite::{DB_FILE, SqliteStorage, SyncMode};
 
@@ -287,6 +292,25 @@ pub enum StorageDone {
     Failed {
         /// What failed.
         error: StorageError,
+    },
+    /// An update another relay node appended (cluster engines only). They
+    /// come in sequence order per group, interleaved with this node's own
+    /// [`Appended`](Self::Appended) results in the one order of the log.
+    Remote {
+        /// The update, with the sequence the log gave it.
+        entry: Update,
+    },
+    /// A group another relay node created (cluster engines only), before
+    /// any of its updates.
+    GroupFound {
+        /// The group (head and checkpoint 0: its updates follow as
+        /// [`Remote`](Self::Remote)).
+        record: GroupRecord,
+    },
+    /// A group another relay node deleted (cluster engines only).
+    GroupGone {
+        /// Group name.
+        group: String,
     },
 }
 
