@@ -421,6 +421,8 @@ const H_SENT_AT: &str = "Gw-Sent-At";
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
+/// Looks for a new group's stream, 10 ms apart (5 s).
+const FOLLOW_TRIES: usize = 500;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredGroup {
@@ -513,7 +515,14 @@ impl Inner {
         );
         let groups = self.load_groups().await?;
         for g in &groups {
-            self.follow(&g.name, g.head_seq).await?;
+            match self.follow(&g.name, g.head_seq).await {
+                // Half created or half deleted by a node that died: known,
+                // but it refuses updates.
+                Err(StorageError::NoSuchGroup(_)) => {
+                    tracing::warn!(group = g.name, "group without a log");
+                }
+                r => r?,
+            }
         }
         Ok(groups)
     }
@@ -633,8 +642,20 @@ impl Inner {
                 self.out.push_back(StorageDone::GroupFound {
                     record: record.clone(),
                 });
-                if let Err(e) = self.follow(&name, 0).await {
-                    tracing::warn!(group = name, error = %e, "cannot follow a new group");
+                // The creator makes the record, then the stream: wait for
+                // it (bounded; a creator that died in between left a group
+                // without a log, which refuses updates).
+                for _ in 0..FOLLOW_TRIES {
+                    match self.follow(&name, 0).await {
+                        Err(StorageError::NoSuchGroup(_)) => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(group = name, error = %e, "cannot follow a new group");
+                            break;
+                        }
+                        Ok(()) => break,
+                    }
                 }
             }
             kv::Operation::Delete | kv::Operation::Purge => {
@@ -730,9 +751,8 @@ impl Inner {
                 }
                 _ => engine(&format!("creating group {:?}", record.name), e),
             })?;
-        // A stream left by a deleted group of this name must not lend its
-        // sequence numbers to the new one.
-        let _ = self.js.delete_stream(stream_name(&record.name)).await;
+        // No stream of this name is left from a deleted group: deleting
+        // removes the stream before the record, and the record was free.
         self.js
             .create_stream(stream::Config {
                 name: stream_name(&record.name),
@@ -760,11 +780,8 @@ impl Inner {
     async fn delete_group(&mut self, group: &str) -> Result<(), StorageError> {
         self.record(group).await?;
         self.heads.remove(group);
-        self.groups
-            .delete(hex(group))
-            .await
-            .map_err(|e| engine(&format!("deleting group {group:?}"), e))?;
-        let _ = self.checkpoints.delete(hex(group)).await;
+        // The stream first, the record last: a stream never outlives its
+        // record, so a new group of this name never finds an old log.
         match self.js.delete_stream(stream_name(group)).await {
             Ok(_) => {}
             Err(e) if e.kind() == jetstream::context::DeleteStreamErrorKind::Request => {
@@ -772,6 +789,11 @@ impl Inner {
             }
             Err(_) => {} // already gone
         }
+        let _ = self.checkpoints.delete(hex(group)).await;
+        self.groups
+            .delete(hex(group))
+            .await
+            .map_err(|e| engine(&format!("deleting group {group:?}"), e))?;
         // Its locks: keys under the group's prefix.
         if let Ok(keys) = self.locks.keys().await {
             let prefix = format!("{}.", hex(group));
