@@ -256,6 +256,51 @@ async fn a_group_deleted_through_one_node_is_gone_on_the_others() {
     second.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_exclude_across_nodes() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+
+    assert!(a.try_lock("g", "pen").await.expect("try"), "free at first");
+    assert!(
+        !b.try_lock("g", "pen").await.expect("try"),
+        "held through node 1"
+    );
+    // A waiter on node 2 is granted only once node 1's holder releases.
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.lock("g", "pen").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "granted while held elsewhere");
+    a.unlock("g", "pen").await.expect("unlock");
+    tokio::time::timeout(LIMIT, waiter)
+        .await
+        .expect("granted after the release")
+        .expect("task")
+        .expect("lock");
+    assert!(!a.try_lock("g", "pen").await.expect("try"), "now node 2's");
+    // A holder that disconnects releases it for the other node too.
+    let waiter = {
+        let a = a.clone();
+        tokio::spawn(async move { a.lock("g", "pen").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "granted while held elsewhere");
+    drop((b, _eb));
+    tokio::time::timeout(LIMIT, waiter)
+        .await
+        .expect("granted after the holder left")
+        .expect("task")
+        .expect("lock");
+    first.shutdown().await;
+    second.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_relay_on_an_unreachable_nats_fails_to_start() {
     let mut cfg = groupwire_relay::ServerConfig::new("127.0.0.1:0".parse().expect("addr"));

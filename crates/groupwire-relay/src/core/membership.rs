@@ -435,7 +435,11 @@ impl RelayCore {
             .locks
             .iter()
             .filter(|(_, l)| l.holder == conn)
-            .map(|(n, _)| n.clone())
+            .map(|(n, l)| {
+                // A grant still waiting for the store is a wait too.
+                cancelled.extend(l.pending.map(|(r, _)| r));
+                n.clone()
+            })
             .collect();
         for lock in held {
             self.release_lock(group, &lock);

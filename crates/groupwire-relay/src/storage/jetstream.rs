@@ -291,6 +291,29 @@ impl JetStreamStorage {
                         self.inner.out.push_back(d);
                         Vec::new()
                     }
+                    StorageOp::TakeLock {
+                        origin,
+                        group,
+                        lock,
+                        from,
+                        holder,
+                        wait,
+                    } => {
+                        let take = PendingTake {
+                            origin,
+                            group,
+                            lock,
+                            holder,
+                        };
+                        self.rt.block_on(self.inner.take_lock(take, from, wait));
+                        Vec::new()
+                    }
+                    StorageOp::Lock {
+                        group,
+                        lock,
+                        expected: Some(h),
+                        new: None,
+                    } if self.inner.cancel_take(&group, &lock, h) => Vec::new(),
                     other => super::execute(self, vec![other]),
                 };
                 let out = self.inner.out.drain(..).chain(results);
@@ -380,6 +403,16 @@ impl Storage for JetStreamStorage {
     }
 }
 
+/// A [`StorageOp::TakeLock`] waiting for another node's client to
+/// release the lock.
+#[derive(Debug)]
+struct PendingTake {
+    origin: super::Origin,
+    group: String,
+    lock: String,
+    holder: u64,
+}
+
 /// What woke the storage thread.
 enum Next {
     Op(StorageOp),
@@ -406,6 +439,11 @@ struct Inner {
     follows: SelectAll<Follow>,
     /// Changes of the group records (cluster mode).
     watch: Option<kv::Watch>,
+    /// Changes of the locks (cluster mode): a release through another
+    /// node lets a waiting take try again.
+    lock_watch: Option<kv::Watch>,
+    /// Takes waiting for a lock held through another node, oldest first.
+    takes: Vec<PendingTake>,
     /// Results for the core, in the order it must see them.
     out: VecDeque<StorageDone>,
 }
@@ -421,6 +459,8 @@ const H_SENT_AT: &str = "Gw-Sent-At";
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
+/// How often a take waiting for a lock tries again without a watch event.
+const TAKE_RETRY: Duration = Duration::from_secs(1);
 /// Looks for a new group's stream, 10 ms apart (5 s).
 const FOLLOW_TRIES: usize = 500;
 
@@ -500,6 +540,8 @@ impl Inner {
             heads: BTreeMap::new(),
             follows: SelectAll::new(),
             watch: None,
+            lock_watch: None,
+            takes: Vec::new(),
             out: VecDeque::new(),
         })
     }
@@ -512,6 +554,12 @@ impl Inner {
                 .watch_all()
                 .await
                 .map_err(|e| engine("watching the group records", e))?,
+        );
+        self.lock_watch = Some(
+            self.locks
+                .watch_all()
+                .await
+                .map_err(|e| engine("watching the locks", e))?,
         );
         let groups = self.load_groups().await?;
         for g in &groups {
@@ -572,10 +620,18 @@ impl Inner {
             Op(Option<StorageOp>),
             Update(String, Result<Update, String>),
             Record(Result<kv::Entry, String>),
+            Lock,
         }
         let woke = {
             let watch = async {
                 match self.watch.as_mut() {
+                    Some(w) => w.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let waiting = !self.takes.is_empty();
+            let lock_watch = async {
+                match self.lock_watch.as_mut() {
                     Some(w) => w.next().await,
                     None => std::future::pending().await,
                 }
@@ -585,6 +641,11 @@ impl Inner {
                 op = ops.recv() => Woke::Op(op),
                 Some((g, u)) = self.follows.next() => Woke::Update(g, u),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
+                Some(_) = lock_watch => Woke::Lock,
+                // Also try again now and then: a holder on a node that
+                // died releases nothing (no TTL yet), but a watch event
+                // lost in a reconnect must not strand a waiter.
+                () = tokio::time::sleep(TAKE_RETRY), if waiting => Woke::Lock,
             }
         };
         match woke {
@@ -598,6 +659,7 @@ impl Inner {
             Woke::Record(Err(e)) => {
                 tracing::warn!(error = %e, "watching the group records failed");
             }
+            Woke::Lock => self.retry_takes().await,
         }
         Next::Followed
     }
@@ -662,6 +724,64 @@ impl Inner {
                 if self.heads.remove(&name).is_some() {
                     self.out.push_back(StorageDone::GroupGone { group: name });
                 }
+            }
+        }
+    }
+
+    /// Cluster mode: takes a lock for `t.holder` (handed over from
+    /// `from`), or waits for it with `wait`; the result goes to `out`.
+    async fn take_lock(&mut self, t: PendingTake, from: Option<u64>, wait: bool) {
+        if let Some(f) = from
+            && let Some(p) = self
+                .takes
+                .iter_mut()
+                .find(|p| p.group == t.group && p.lock == t.lock && p.holder == f)
+        {
+            // The one it is handed over from was still waiting: wait instead.
+            *p = t;
+            return;
+        }
+        let granted = self.lock_cas(&t.group, &t.lock, from, Some(t.holder)).await;
+        let granted = match granted {
+            Ok(false) if from.is_some() => {
+                // The handover found the lock changed (it never reached
+                // the store): take it from free.
+                self.lock_cas(&t.group, &t.lock, None, Some(t.holder)).await
+            }
+            g => g,
+        };
+        if matches!(granted, Ok(false)) && wait {
+            self.takes.push(t);
+            return;
+        }
+        self.out.push_back(StorageDone::LockTaken {
+            origin: t.origin,
+            group: t.group,
+            lock: t.lock,
+            granted,
+        });
+    }
+
+    /// Drops `holder`'s waiting take of `group`/`lock`, if there is one.
+    fn cancel_take(&mut self, group: &str, lock: &str, holder: u64) -> bool {
+        let before = self.takes.len();
+        self.takes
+            .retain(|p| !(p.group == group && p.lock == lock && p.holder == holder));
+        self.takes.len() != before
+    }
+
+    /// Tries every waiting take again, oldest first.
+    async fn retry_takes(&mut self) {
+        for t in std::mem::take(&mut self.takes) {
+            let granted = self.lock_cas(&t.group, &t.lock, None, Some(t.holder)).await;
+            match granted {
+                Ok(false) => self.takes.push(t),
+                granted => self.out.push_back(StorageDone::LockTaken {
+                    origin: t.origin,
+                    group: t.group,
+                    lock: t.lock,
+                    granted,
+                }),
             }
         }
     }

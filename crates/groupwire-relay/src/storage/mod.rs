@@ -212,6 +212,27 @@ pub enum StorageOp {
         /// Delete log entries up to `seq`.
         compact: bool,
     },
+    /// Take a lock in the store for `holder` and report it
+    /// ([`StorageDone::LockTaken`]): a compare-and-set from `from` (a
+    /// handover from that holder) or from free. With `wait`, a store that
+    /// can wait (a cluster's) keeps trying until the lock is free, and a
+    /// later handover from `holder` or release by `holder` replaces or
+    /// cancels the wait. Used only with
+    /// [`CoreConfig::shared_locks`](crate::core::CoreConfig::shared_locks).
+    TakeLock {
+        /// The acquiring request.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Lock name.
+        lock: String,
+        /// The holder handing it over, `None` to take a free lock.
+        from: Option<u64>,
+        /// The new holder.
+        holder: u64,
+        /// Wait while another node's client holds it.
+        wait: bool,
+    },
     /// Write a lock's holder through to the store.
     Lock {
         /// Group name.
@@ -292,6 +313,18 @@ pub enum StorageDone {
     Failed {
         /// What failed.
         error: StorageError,
+    },
+    /// The result of a [`StorageOp::TakeLock`].
+    LockTaken {
+        /// The acquiring request.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Lock name.
+        lock: String,
+        /// `Ok(true)` if the store now names the holder, `Ok(false)` if
+        /// someone else holds it.
+        granted: Result<bool, StorageError>,
     },
     /// An update another relay node appended (cluster engines only). They
     /// come in sequence order per group, interleaved with this node's own
@@ -404,6 +437,20 @@ pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDon
                 }),
                 Err(error) => done.push(StorageDone::Failed { error }),
             },
+            // A store of one node never waits: the core queues waiters.
+            StorageOp::TakeLock {
+                origin,
+                group,
+                lock,
+                from,
+                holder,
+                wait: _,
+            } => done.push(StorageDone::LockTaken {
+                granted: storage.lock_cas(&group, &lock, from, Some(holder)),
+                origin,
+                group,
+                lock,
+            }),
             StorageOp::Append { .. } => unreachable!("appends are batched above"),
         }
     }
