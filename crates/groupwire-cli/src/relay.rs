@@ -13,7 +13,7 @@ use groupwire_metrics::ChannelSnapshot;
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::core::{DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY};
 use groupwire_relay::frame::{ActivityMode, MembershipNotice, Role};
-use groupwire_relay::storage::SyncMode;
+use groupwire_relay::storage::{NatsAuth, NatsConfig, SyncMode};
 use groupwire_relay::tls::{ClientTls, ServerTls};
 use groupwire_relay::{
     ClientError, ClientEvent, ClientOptions, PlaintextToken, RelayClient, SchedulerConfig,
@@ -66,7 +66,7 @@ struct ServeArgs {
     listen: SocketAddr,
     /// Once listening, print one JSON line on stdout for scripts instead of
     /// the banner: `{"ready":"relay","tcp":ADDR,"tls":BOOL,
-    /// "websocket":URL|null,"state":"memory"|DIR}`.
+    /// "websocket":URL|null,"state":"memory"|DIR|NATS_URLS}`.
     #[arg(long)]
     ready_json: bool,
     /// Also serve WebSocket clients (browsers) on this address.
@@ -86,6 +86,41 @@ struct ServeArgs {
     /// Keep state in memory only (lost when the relay stops).
     #[arg(long, conflicts_with = "data_dir")]
     memory: bool,
+    /// Keep state in NATS JetStream at these servers (comma-separated
+    /// `nats://host:port` URLs, one cluster): run one relay per machine
+    /// with the same list and clients on any of them share every group,
+    /// in one order (docs/relay-cluster.md).
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',',
+          conflicts_with_all = ["data_dir", "memory"])]
+    nats: Vec<String>,
+    /// NATS credentials file (`.creds`: user JWT and NKey seed, as nsc
+    /// writes them).
+    #[arg(long, value_name = "FILE", requires = "nats",
+          conflicts_with_all = ["nats_user", "nats_token"])]
+    nats_creds: Option<PathBuf>,
+    /// NATS user (with --nats-password).
+    #[arg(long, requires_all = ["nats", "nats_password"], conflicts_with = "nats_token")]
+    nats_user: Option<String>,
+    /// NATS password (with --nats-user).
+    #[arg(
+        long,
+        env = "GROUPWIRE_NATS_PASSWORD",
+        hide_env_values = true,
+        requires = "nats_user"
+    )]
+    nats_password: Option<String>,
+    /// NATS token.
+    #[arg(
+        long,
+        env = "GROUPWIRE_NATS_TOKEN",
+        hide_env_values = true,
+        requires = "nats"
+    )]
+    nats_token: Option<String>,
+    /// Replicas of the streams and buckets the relay creates in NATS (3 on
+    /// a three-node JetStream cluster).
+    #[arg(long, default_value_t = 1, requires = "nats")]
+    nats_replicas: usize,
     /// A token key: `[KID=]FILE`, the file holding an HMAC secret (its text,
     /// trimmed of surrounding whitespace), the key id KID defaulting to the
     /// file name without its extension (`keys/2026-11.secret` is
@@ -308,7 +343,25 @@ fn serve(a: ServeArgs) -> Result<()> {
              (--insecure-plaintext-token); give --tls-cert and --tls-key"
         );
     }
-    cfg.storage = if a.memory {
+    cfg.storage = if !a.nats.is_empty() {
+        let auth = match (&a.nats_creds, &a.nats_user, &a.nats_password, &a.nats_token) {
+            (Some(file), ..) => NatsAuth::CredsFile(file.clone()),
+            (None, Some(user), Some(password), _) => NatsAuth::UserPassword {
+                user: user.clone(),
+                password: password.clone(),
+            },
+            (None, None, _, Some(token)) => NatsAuth::Token(token.clone()),
+            _ => NatsAuth::None,
+        };
+        if a.nats_replicas == 0 {
+            return Err(usage("--nats-replicas must be at least 1".into()));
+        }
+        StorageConfig::Nats(
+            NatsConfig::new(a.nats.clone())
+                .auth(auth)
+                .replicas(a.nats_replicas),
+        )
+    } else if a.memory {
         StorageConfig::Memory
     } else {
         StorageConfig::Sqlite {
@@ -345,11 +398,7 @@ fn serve(a: ServeArgs) -> Result<()> {
                     tcp: handle.local_addr(),
                     tls,
                     websocket: ws_url(&handle, tls),
-                    state: if a.memory {
-                        "memory".into()
-                    } else {
-                        a.data_dir.display().to_string()
-                    },
+                    state: state_name(&a),
                 },
             )?;
         } else {
@@ -361,6 +410,18 @@ fn serve(a: ServeArgs) -> Result<()> {
         handle.shutdown().await;
         Ok(())
     })
+}
+
+/// Where state lives, for `--ready-json`: `memory`, the NATS servers
+/// (`nats://...`) or the data directory.
+fn state_name(a: &ServeArgs) -> String {
+    if a.memory {
+        "memory".into()
+    } else if !a.nats.is_empty() {
+        a.nats.join(",")
+    } else {
+        a.data_dir.display().to_string()
+    }
 }
 
 /// The WebSocket listener's URL, if it has one.
@@ -384,6 +445,8 @@ fn print_banner(
     }
     if a.memory {
         banner += "state in memory (lost on exit)\n";
+    } else if !a.nats.is_empty() {
+        banner += &format!("state in NATS JetStream at {}\n", a.nats.join(","));
     } else {
         banner += &format!("state in {}\n", a.data_dir.display());
     }

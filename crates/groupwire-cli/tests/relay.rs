@@ -154,6 +154,29 @@ fn groupwire(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
+fn a_relay_whose_nats_is_down_says_so_and_fails() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let nats = format!("nats://127.0.0.1:{port}");
+    let o = groupwire_within(
+        &["relay", "serve", "--listen", "127.0.0.1:0", "--nats", &nats],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("starting the relay") && stderr.contains("connecting to NATS"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // NATS is one store; a data directory or memory is another.
+    let o = groupwire(&["relay", "serve", "--nats", &nats, "--memory"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
 fn relay_and_group_commands_work_by_hand() {
     let dir = tempfile::tempdir().expect("tempdir");
     let _relay = start_relay(dir.path());

@@ -51,7 +51,8 @@ use crate::core::{CoreConfig, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
 use crate::frame::{self, FrameDecoder, FrameError};
 use crate::sched::{ConnId, QueueDepth};
 use crate::storage::{
-    MemoryStorage, SqliteStorage, Storage, StorageDone, StorageError, StorageOp, SyncMode, execute,
+    MemoryStorage, NatsConfig, SqliteStorage, Storage, StorageDone, StorageError, StorageOp,
+    SyncMode, execute,
 };
 use crate::tls::ServerTls;
 
@@ -75,6 +76,9 @@ pub enum StorageConfig {
         /// Commit durability.
         sync: SyncMode,
     },
+    /// NATS JetStream: many relay nodes share groups, one total order per
+    /// group (see [`crate::storage::JetStreamStorage`]).
+    Nats(NatsConfig),
 }
 
 /// Server knobs.
@@ -217,18 +221,45 @@ impl RelayHandle {
 /// Opens storage, binds the listeners and starts the relay.
 pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let inline = matches!(cfg.storage, StorageConfig::Memory);
-    let mut storage: Box<dyn Storage> = match &cfg.storage {
-        StorageConfig::Memory => Box::new(MemoryStorage::new()),
-        StorageConfig::Sqlite { dir, sync } => {
-            Box::new(SqliteStorage::open(dir, *sync).map_err(storage_io)?)
-        }
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<StorageDone>();
+    let mut first_client_id = 1;
+    let (groups, storage) = if let StorageConfig::Nats(nats) = &cfg.storage {
+        // The NATS thread connects, loads the groups and starts following
+        // them before anything listens; NATS down is an error here.
+        let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
+        let started = crate::storage::spawn_jetstream(
+            nats.clone(),
+            storage_rx,
+            done_tx,
+            cfg.storage_batch.max(1),
+        )
+        .await
+        .map_err(storage_io)?;
+        first_client_id = started.first_client_id;
+        (started.groups, StorageLink::Thread(storage_tx))
+    } else {
+        let mut storage: Box<dyn Storage> = match &cfg.storage {
+            StorageConfig::Sqlite { dir, sync } => {
+                Box::new(SqliteStorage::open(dir, *sync).map_err(storage_io)?)
+            }
+            _ => Box::new(MemoryStorage::new()),
+        };
+        storage.clear_locks().map_err(storage_io)?;
+        let groups = storage.load_groups().map_err(storage_io)?;
+        let link = if inline {
+            StorageLink::Inline(storage)
+        } else {
+            let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
+            spawn_storage_thread(storage, storage_rx, done_tx, cfg.storage_batch.max(1))?;
+            StorageLink::Thread(storage_tx)
+        };
+        (groups, link)
     };
-    storage.clear_locks().map_err(storage_io)?;
-    let groups = storage.load_groups().map_err(storage_io)?;
 
     let clock = Clock::start();
     let mut core_cfg = cfg.core.clone();
     core_cfg.wall_epoch_unix_secs = clock.wall_micros(Instant::ZERO) / 1_000_000;
+    core_cfg.shared_locks |= matches!(cfg.storage, StorageConfig::Nats(_));
     let max_frame = core_cfg.max_frame;
     let mut core = RelayCore::new(core_cfg);
     core.restore_groups(groups);
@@ -241,19 +272,10 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     };
     let ws_addr = ws.as_ref().map(TcpListener::local_addr).transpose()?;
 
-    let (done_tx, done_rx) = mpsc::unbounded_channel::<StorageDone>();
-    let storage = if inline {
-        StorageLink::Inline(storage)
-    } else {
-        let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
-        spawn_storage_thread(storage, storage_rx, done_tx, cfg.storage_batch.max(1))?;
-        StorageLink::Thread(storage_tx)
-    };
-
     let (inputs_tx, inputs_rx) = mpsc::unbounded_channel::<Ready>();
     let (events_tx, events_rx) = mpsc::unbounded_channel::<Event>();
     let (commands, commands_rx) = mpsc::unbounded_channel();
-    let next_id = Arc::new(AtomicU64::new(1));
+    let next_id = Arc::new(AtomicU64::new(first_client_id));
     let gate = Gate::new(Limits {
         handshake_timeout: cfg.handshake_timeout,
         idle_timeout: cfg.idle_timeout,

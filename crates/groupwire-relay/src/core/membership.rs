@@ -132,7 +132,20 @@ impl RelayCore {
         }) {
             return;
         }
-        let g = self.remove_group_entry(group).expect("checked above");
+        self.drop_group(group);
+        self.storage_ops.push_back(StorageOp::DeleteGroup {
+            group: group.into(),
+        });
+        let _ = now;
+        self.reply(conn, req, Frame::Ok);
+    }
+
+    /// Removes `group` (deleted here or, in a cluster, through another
+    /// node); its members get `GroupDeleted` and are no longer members.
+    pub(super) fn drop_group(&mut self, group: &str) {
+        let Some(g) = self.remove_group_entry(group) else {
+            return;
+        };
         for &m in g.members.keys() {
             if let Some(c) = self.conns.get_mut(&m) {
                 c.groups.remove(group);
@@ -148,11 +161,6 @@ impl RelayCore {
                 },
             );
         }
-        self.storage_ops.push_back(StorageOp::DeleteGroup {
-            group: group.into(),
-        });
-        let _ = now;
-        self.reply(conn, req, Frame::Ok);
     }
 
     #[expect(clippy::too_many_arguments, reason = "the fields of Join")]
@@ -427,7 +435,11 @@ impl RelayCore {
             .locks
             .iter()
             .filter(|(_, l)| l.holder == conn)
-            .map(|(n, _)| n.clone())
+            .map(|(n, l)| {
+                // A grant still waiting for the store is a wait too.
+                cancelled.extend(l.pending.map(|(r, _)| r));
+                n.clone()
+            })
             .collect();
         for lock in held {
             self.release_lock(group, &lock);

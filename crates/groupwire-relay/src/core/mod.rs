@@ -90,6 +90,10 @@ pub struct CoreConfig {
     pub overload_queued_bytes: u64,
     /// Priority scheduler.
     pub sched: SchedulerConfig,
+    /// Other relay nodes share the store (NATS JetStream): a lock is
+    /// granted only once the store's compare-and-set says so
+    /// ([`StorageOp::TakeLock`]), not on this node's word alone.
+    pub shared_locks: bool,
 }
 
 impl Default for CoreConfig {
@@ -106,6 +110,7 @@ impl Default for CoreConfig {
             shed_observers_above: 0,
             overload_queued_bytes: 64 << 20,
             sched: SchedulerConfig::default(),
+            shared_locks: false,
         }
     }
 }
@@ -214,6 +219,10 @@ struct Group {
 struct Lock {
     holder: ConnId,
     waiters: VecDeque<(ConnId, u32)>,
+    /// With [`CoreConfig::shared_locks`]: the holder's grant waits for the
+    /// store (request id, and whether it answers with `LockGranted`, a
+    /// waiter's grant, rather than `Ok`).
+    pending: Option<(u32, bool)>,
 }
 
 #[derive(Debug)]
@@ -507,6 +516,19 @@ impl RelayCore {
                 self.stats.storage_errors += 1;
                 tracing::warn!(%error, "relay storage write failed");
             }
+            StorageDone::Remote { entry } => self.on_remote(now, entry),
+            StorageDone::LockTaken {
+                origin,
+                group,
+                lock,
+                granted,
+            } => self.on_lock_taken(origin, &group, &lock, granted),
+            StorageDone::GroupFound { record } => {
+                if !self.groups.contains_key(&record.name) {
+                    self.restore_groups(vec![record]);
+                }
+            }
+            StorageDone::GroupGone { group } => self.drop_group(&group),
         }
         self.drain_slow(now);
     }

@@ -95,20 +95,7 @@ impl RelayCore {
                 &e.to_string(),
             );
         }
-        if let Some(g) = self.groups.get_mut(&entry.group) {
-            g.committed = entry.seq;
-            let id = g.id;
-            let frame = frame::encode_update(0, &entry);
-            let recipients: Vec<ConnId> = g
-                .members
-                .iter()
-                .filter(|(_, m)| m.role != Role::MembershipObserver && entry.seq >= m.live_from)
-                .map(|(&c, _)| c)
-                .collect();
-            for c in recipients {
-                self.push(now, c, id, frame.clone());
-            }
-        }
+        self.commit(now, &entry);
         self.shed_observers(now, &entry.group);
         let group = entry.group;
         self.reply(
@@ -119,5 +106,58 @@ impl RelayCore {
                 seq: entry.seq,
             },
         );
+    }
+
+    /// An update another relay node appended (cluster storage): fanned
+    /// out like this node's own, in the one order of the log.
+    pub(super) fn on_remote(&mut self, now: Instant, entry: Update) {
+        self.commit(now, &entry);
+        self.shed_observers(now, &entry.group);
+    }
+
+    /// Fans out an update that is durable in the log, whichever relay node
+    /// appended it. Storage hands them over in sequence order; on one node
+    /// that is the order `on_send` proposed, in a cluster the log's (an
+    /// update may come back under a later number than proposed, after the
+    /// other nodes' updates it lost the race to), so the core takes the
+    /// log's number and keeps `next_seq` past it.
+    fn commit(&mut self, now: Instant, entry: &Update) {
+        let Some(g) = self.groups.get_mut(&entry.group) else {
+            return;
+        };
+        if entry.seq <= g.committed {
+            return; // handed over already
+        }
+        let gap = entry.seq > g.committed + 1;
+        g.committed = entry.seq;
+        g.next_seq = g.next_seq.max(entry.seq + 1);
+        let id = g.id;
+        if gap {
+            // Another node's checkpoint compacted updates this node never
+            // saw: whoever expects them live gets a fresh state transfer
+            // (from that checkpoint, up to and including this update).
+            let behind: Vec<ConnId> = g
+                .members
+                .iter()
+                .filter(|(_, m)| m.role != Role::MembershipObserver && m.live_from < entry.seq)
+                .map(|(&c, _)| c)
+                .collect();
+            for c in behind {
+                self.start_resync(now, c, &entry.group, true);
+            }
+        }
+        let Some(g) = self.groups.get(&entry.group) else {
+            return;
+        };
+        let frame = frame::encode_update(0, entry);
+        let recipients: Vec<ConnId> = g
+            .members
+            .iter()
+            .filter(|(_, m)| m.role != Role::MembershipObserver && entry.seq >= m.live_from)
+            .map(|(&c, _)| c)
+            .collect();
+        for c in recipients {
+            self.push(now, c, id, frame.clone());
+        }
     }
 }

@@ -1213,3 +1213,134 @@ fn an_overloaded_relay_sheds_observers_from_an_oversized_group() {
     h.pump();
     assert_eq!(delivered(&h.frames(active)).last(), Some(&(2, "y".into())));
 }
+
+/// An update another relay node appended to `g`, as the cluster store
+/// hands it over.
+fn remote(seq: u64, payload: &str) -> Update {
+    Update {
+        group: "g".into(),
+        seq,
+        sender: 99,
+        msg_type: 1,
+        sent_at_micros: 0,
+        payload: Bytes::copy_from_slice(payload.as_bytes()),
+    }
+}
+
+fn pairs(list: &[(u64, &str)]) -> Vec<(u64, String)> {
+    list.iter().map(|&(s, p)| (s, p.to_owned())).collect()
+}
+
+#[test]
+fn other_nodes_updates_and_a_renumbered_append_keep_one_order() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    h.frames(a);
+    // Another node appended #1.
+    h.store.append(&[remote(1, "r1")]).expect("append");
+    h.core.handle_storage(
+        h.now,
+        StorageDone::Remote {
+            entry: remote(1, "r1"),
+        },
+    );
+    // a's update is proposed as #2, but another node took #2 first: the
+    // store hands #2 over, then a's update under #3 (a lost race).
+    h.send(a, "g", "mine");
+    let Some(StorageOp::Append { origin, entry }) = h.core.poll_storage() else {
+        panic!("the send is an append");
+    };
+    assert_eq!(entry.seq, 2, "the core's proposal");
+    let mine = Update { seq: 3, ..entry };
+    h.store
+        .append(&[remote(2, "r2"), mine.clone()])
+        .expect("append");
+    h.core.handle_storage(
+        h.now,
+        StorageDone::Remote {
+            entry: remote(2, "r2"),
+        },
+    );
+    h.core.handle_storage(
+        h.now,
+        StorageDone::Appended {
+            origin,
+            entry: mine,
+            result: Ok(()),
+        },
+    );
+    // Handed over twice: delivered once.
+    h.core.handle_storage(
+        h.now,
+        StorageDone::Remote {
+            entry: remote(2, "r2"),
+        },
+    );
+    h.pump();
+    let fa = h.frames(a);
+    assert_eq!(delivered(&fa), pairs(&[(1, "r1"), (2, "r2"), (3, "mine")]));
+    assert!(fa.contains(&Frame::Sent {
+        group: "g".into(),
+        seq: 3
+    }));
+    // A joiner gets all three from the log; the next update is #4.
+    let b = h.client("b");
+    let fb = h.join(b, "g", Role::Principal);
+    assert_eq!(delivered(&fb), delivered(&fa));
+    h.send(a, "g", "next");
+    h.pump();
+    assert_eq!(delivered(&h.frames(b)), pairs(&[(4, "next")]));
+}
+
+#[test]
+fn a_gap_left_by_another_nodes_compaction_resyncs_the_members() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"s0");
+    h.join(a, "g", Role::Principal);
+    h.frames(a);
+    h.store.append(&[remote(1, "r1")]).expect("append");
+    h.core.handle_storage(
+        h.now,
+        StorageDone::Remote {
+            entry: remote(1, "r1"),
+        },
+    );
+    h.pump();
+    assert_eq!(delivered(&h.frames(a)), pairs(&[(1, "r1")]));
+    // Another node appended #2..#4 and checkpointed #3, compacting the log,
+    // before this node saw #2 and #3.
+    h.store
+        .append(&[remote(2, "r2"), remote(3, "r3"), remote(4, "r4")])
+        .expect("append");
+    h.store
+        .put_checkpoint("g", 3, b"s3", true)
+        .expect("checkpoint");
+    h.core.handle_storage(
+        h.now,
+        StorageDone::Remote {
+            entry: remote(4, "r4"),
+        },
+    );
+    h.pump();
+    let fa = h.frames(a);
+    assert!(
+        matches!(
+            fa[..],
+            [Frame::Resync { dropped: 0, .. }, Frame::Joined(_), ..]
+        ),
+        "{fa:?}"
+    );
+    let joined = fa.iter().find_map(|f| match f {
+        Frame::Joined(j) => Some((j.checkpoint_seq, j.head_seq, j.state.clone())),
+        _ => None,
+    });
+    assert_eq!(joined, Some((3, 4, Bytes::from_static(b"s3"))));
+    assert_eq!(
+        delivered(&fa),
+        pairs(&[(4, "r4")]),
+        "#4 once, from the fresh transfer"
+    );
+}

@@ -1,12 +1,14 @@
 //! Where the relay keeps groups, the update log, checkpoints and locks.
 //!
 //! [`Storage`] is a small synchronous trait, called only from the relay's
-//! storage thread (never from the async runtime: SQLite calls block). Two
-//! engines implement it: [`MemoryStorage`] for tests and
-//! [`SqliteStorage`], the default, in a data directory.
+//! storage thread (never from the async runtime: SQLite calls block). Three
+//! engines implement it: [`MemoryStorage`] for tests,
+//! [`SqliteStorage`], the default, in a data directory, and
+//! [`JetStreamStorage`], NATS JetStream, for many relay nodes sharing
+//! groups (see its module for what is stored where and how another node's
+//! updates reach the core).
 //!
-//! The trait is shaped so NATS JetStream can implement it later
-//! (ARCHITECTURE.md, "The relay"):
+//! The trait is shaped after NATS JetStream (ARCHITECTURE.md, "The relay"):
 //!
 //! - **per-group sequencing**: [`Storage::append`] takes entries whose
 //!   `seq` is the group's head + 1, the same check as JetStream's
@@ -22,11 +24,14 @@
 //! commit (one transaction, one fsync, for every update that arrived while
 //! the previous commit was running).
 
+mod jetstream;
 mod memory;
 mod sqlite;
 
 use bytes::Bytes;
 
+pub(crate) use jetstream::spawn as spawn_jetstream;
+pub use jetstream::{JetStreamStorage, NatsAuth, NatsConfig};
 pub use memory::MemoryStorage;
 pub use sqlite::{DB_FILE, SqliteStorage, SyncMode};
 
@@ -207,6 +212,27 @@ pub enum StorageOp {
         /// Delete log entries up to `seq`.
         compact: bool,
     },
+    /// Take a lock in the store for `holder` and report it
+    /// ([`StorageDone::LockTaken`]): a compare-and-set from `from` (a
+    /// handover from that holder) or from free. With `wait`, a store that
+    /// can wait (a cluster's) keeps trying until the lock is free, and a
+    /// later handover from `holder` or release by `holder` replaces or
+    /// cancels the wait. Used only with
+    /// [`CoreConfig::shared_locks`](crate::core::CoreConfig::shared_locks).
+    TakeLock {
+        /// The acquiring request.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Lock name.
+        lock: String,
+        /// The holder handing it over, `None` to take a free lock.
+        from: Option<u64>,
+        /// The new holder.
+        holder: u64,
+        /// Wait while another node's client holds it.
+        wait: bool,
+    },
     /// Write a lock's holder through to the store.
     Lock {
         /// Group name.
@@ -287,6 +313,37 @@ pub enum StorageDone {
     Failed {
         /// What failed.
         error: StorageError,
+    },
+    /// The result of a [`StorageOp::TakeLock`].
+    LockTaken {
+        /// The acquiring request.
+        origin: Origin,
+        /// Group name.
+        group: String,
+        /// Lock name.
+        lock: String,
+        /// `Ok(true)` if the store now names the holder, `Ok(false)` if
+        /// someone else holds it.
+        granted: Result<bool, StorageError>,
+    },
+    /// An update another relay node appended (cluster engines only). They
+    /// come in sequence order per group, interleaved with this node's own
+    /// [`Appended`](Self::Appended) results in the one order of the log.
+    Remote {
+        /// The update, with the sequence the log gave it.
+        entry: Update,
+    },
+    /// A group another relay node created (cluster engines only), before
+    /// any of its updates.
+    GroupFound {
+        /// The group (head and checkpoint 0: its updates follow as
+        /// [`Remote`](Self::Remote)).
+        record: GroupRecord,
+    },
+    /// A group another relay node deleted (cluster engines only).
+    GroupGone {
+        /// Group name.
+        group: String,
     },
 }
 
@@ -380,6 +437,20 @@ pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDon
                 }),
                 Err(error) => done.push(StorageDone::Failed { error }),
             },
+            // A store of one node never waits: the core queues waiters.
+            StorageOp::TakeLock {
+                origin,
+                group,
+                lock,
+                from,
+                holder,
+                wait: _,
+            } => done.push(StorageDone::LockTaken {
+                granted: storage.lock_cas(&group, &lock, from, Some(holder)),
+                origin,
+                group,
+                lock,
+            }),
             StorageOp::Append { .. } => unreachable!("appends are batched above"),
         }
     }

