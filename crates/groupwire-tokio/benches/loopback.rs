@@ -691,6 +691,7 @@ fn main() {
             "idle_p50_us": us(&lat.latency, 0.5),
             "idle_p99_us": us(&lat.latency, 0.99),
             "idle_delivered": lat.delivered,
+            "datagrams_per_message": (sent > 0 && sent_dg > 0).then(|| sent_dg as f64 / sent as f64),
             "datagrams_per_send_call": dg_send,
             "datagrams_per_recv_call": dg_recv,
         });
