@@ -879,7 +879,7 @@ impl Session {
         if c.inst.is_none() {
             self.send_frame(ch, msg, payload);
         }
-        self.pump_out(now, ch.peer.0, Some(ch.id));
+        self.pump(now, ch.peer.0, Pump::Out(ch.id));
         Ok(())
     }
 
@@ -1000,7 +1000,7 @@ impl Session {
 
     /// Moves what a peer's mechanisms have to send (one channel's, or all)
     /// onto the wire, and what they delivered to the application.
-    fn pump_out(&mut self, now: Instant, cid: u32, only: Option<u16>) {
+    fn pump(&mut self, now: Instant, cid: u32, pump: Pump) {
         let Some(p) = self.peers.get_mut(&cid) else {
             return;
         };
@@ -1015,9 +1015,10 @@ impl Session {
         }
         let mut pkts: Vec<(u16, u8, Bytes, Option<Dscp>)> = Vec::new();
         // One channel's send looks at that channel alone, not at all of them.
-        let outs: Vec<(u16, &mut OutChannel)> = match only {
-            Some(id) => p.out.get_mut(&id).map(|c| (id, c)).into_iter().collect(),
-            None => p.out.iter_mut().map(|(&id, c)| (id, c)).collect(),
+        let outs: Vec<(u16, &mut OutChannel)> = match pump {
+            Pump::Out(id) => p.out.get_mut(&id).map(|c| (id, c)).into_iter().collect(),
+            Pump::In(_) => Vec::new(),
+            Pump::All => p.out.iter_mut().map(|(&id, c)| (id, c)).collect(),
         };
         for (id, c) in outs {
             let dscp = c.qos.dscp_value();
@@ -1033,9 +1034,14 @@ impl Session {
             }
         }
         // Feedback (reports, NAK/INC) of the channels the peer sends on
-        // goes with a full pump only: one channel's send makes none.
-        // Feedback is marked as the channel it is about is here.
-        let incoming = p.incoming.iter_mut().filter(|_| only.is_none());
+        // goes with a full pump, or with the pump of the channel a packet
+        // came in on: one channel's send makes none. Feedback is marked as
+        // the channel it is about is here.
+        let incoming = p.incoming.iter_mut().filter(|(id, _)| match pump {
+            Pump::All => true,
+            Pump::In(only) => **id == only,
+            Pump::Out(_) => false,
+        });
         for (&id, c) in incoming {
             let dscp = p.out.get(&c.local).and_then(|o| o.qos.dscp_value());
             for (k, (inst, _)) in c.insts.iter_mut() {
@@ -1065,18 +1071,25 @@ impl Session {
                 c.tick.dgram_bytes += n as u64;
             }
         }
-        if only.is_none() {
-            self.pump_in(cid);
+        match pump {
+            Pump::All => self.pump_in(cid, None),
+            Pump::In(id) => self.pump_in(cid, Some(id)),
+            Pump::Out(_) => {}
         }
     }
 
-    /// Delivers what the receive-side mechanisms of peer `cid` rebuilt.
-    fn pump_in(&mut self, cid: u32) {
+    /// Delivers what the receive-side mechanisms of peer `cid` rebuilt
+    /// (of the peer's channel `only`, or of all).
+    fn pump_in(&mut self, cid: u32, only: Option<u16>) {
         let Some(p) = self.peers.get_mut(&cid) else {
             return;
         };
         let mut ready = Vec::new();
-        for (&id, c) in p.incoming.iter_mut() {
+        let incoming = p
+            .incoming
+            .iter_mut()
+            .filter(|(id, _)| only.is_none_or(|o| o == **id));
+        for (&id, c) in incoming {
             for (k, (inst, _)) in c.insts.iter_mut() {
                 while let Some((data, recovered)) = inst.poll_delivery() {
                     ready.push((id, *k, data, recovered));
@@ -1431,7 +1444,16 @@ impl Session {
                         return;
                     }
                 }
-                self.pump_out(now, cid, None);
+                // Only the instance that took the packet has anything new
+                // to send or deliver: with many channels a full pump per
+                // datagram was most of what the session cost over one
+                // mechanism (issue 16's loopback benchmark, 8 channels).
+                let pump = if channel & wire::PEER_OWNED != 0 {
+                    Pump::Out(channel & !wire::PEER_OWNED)
+                } else {
+                    Pump::In(channel)
+                };
+                self.pump(now, cid, pump);
             }
             Body::Report(r) => match MonitorReport::decode(r) {
                 Ok(r) => p.tx_mon.on_report(now, &r),
@@ -1702,6 +1724,18 @@ impl Session {
 /// What a mechanism's receive side needs of the QoS: the band for AFEC
 /// comes from the sender (the receiver measures against what it is told),
 /// so any values serve here; the XOR layout is read from the packets.
+/// What a pump looks at ([`Session::pump`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pump {
+    /// Every channel of the peer, both ways, and every delivery.
+    All,
+    /// One channel we send on (a send, or the peer's feedback for it).
+    Out(u16),
+    /// One channel the peer sends on (a packet of it came in): its
+    /// feedback and its deliveries.
+    In(u16),
+}
+
 /// The overhead a Block sender the selector chose may spend: twice what
 /// the selector predicted for it, and at least a tenth more. Beyond that
 /// the path has changed, and the selector, which knows the path's
@@ -1929,7 +1963,7 @@ impl Machine for Session {
             if control {
                 self.control(now, cid);
             }
-            self.pump_out(now, cid, None);
+            self.pump(now, cid, Pump::All);
         }
     }
 
