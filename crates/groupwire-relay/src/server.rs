@@ -707,8 +707,17 @@ async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        // Plain TCP starts with a small send buffer, raised to the
+        // configured one at the client's first Credit (see
+        // `UNCREDITED_SEND_BUFFER`); where the socket is out of reach
+        // later (TLS, WebSocket), the configured one from the start.
+        let raise = gate
+            .limits
+            .socket_send_buffer
+            .filter(|_| tls.is_none() && matches!(transport, Transport::Tcp));
         if let Some(n) = gate.limits.socket_send_buffer {
-            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
+            let first = raise.map_or(n, |n| n.min(UNCREDITED_SEND_BUFFER));
+            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(first);
         }
         tracing::debug!(conn = conn.0, %peer, ?transport, "relay connection");
         let inputs = InputTx::new(
@@ -721,14 +730,20 @@ async fn accept_loop(
         tokio::spawn(async move {
             match tls {
                 None => match transport {
-                    Transport::Tcp => serve_tcp(conn, stream, inputs, events, ticket).await,
+                    Transport::Tcp => {
+                        let (rd, wr) = stream.into_split();
+                        serve_tcp(conn, (rd, wr, raise), inputs, events, ticket).await;
+                    }
                     Transport::WebSocket => serve_ws(conn, stream, inputs, events, ticket).await,
                 },
                 // The TLS handshake runs in the connection's own task, so a
                 // slow or silent peer holds up nobody else.
                 Some(tls) => match tls.accept(stream).await {
                     Ok(stream) => match transport {
-                        Transport::Tcp => serve_tcp(conn, stream, inputs, events, ticket).await,
+                        Transport::Tcp => {
+                            let (rd, wr) = tokio::io::split(stream);
+                            serve_tcp(conn, (rd, wr, None), inputs, events, ticket).await;
+                        }
                         Transport::WebSocket => {
                             serve_ws(conn, stream, inputs, events, ticket).await;
                         }
@@ -796,17 +811,45 @@ enum End {
     Shed,
 }
 
-/// Serves one TCP connection, plain or inside TLS.
-async fn serve_tcp<S>(
+/// The read side of a TCP connection; for plain TCP it reaches the socket,
+/// whose send buffer grows at the client's first `Credit`.
+trait ReadSide: AsyncRead + Unpin + Send + 'static {
+    /// Sets the socket's send buffer (`SO_SNDBUF`), where it can.
+    fn set_send_buffer(&self, _bytes: usize) {}
+}
+
+impl ReadSide for tokio::net::tcp::OwnedReadHalf {
+    fn set_send_buffer(&self, bytes: usize) {
+        let _ = socket2::SockRef::from(self.as_ref()).set_send_buffer_size(bytes);
+    }
+}
+
+impl<S: AsyncRead + Send + 'static> ReadSide for tokio::io::ReadHalf<S> {}
+
+/// Kernel send buffer of a plain TCP connection until the client first
+/// credits what it read (Linux doubles it). A client that sends requests
+/// and never reads is stopped once the kernel buffers on both sides and
+/// the writer cap are full: with the configured 256 KiB that took about
+/// 640 KB of 20-byte `Pong`s per ping flooder, some 30 000 replies each
+/// for the relay to make and write; with this, the relay's share of the
+/// kernel's part is 32 KiB. A reading client credits after a quarter of
+/// its window; until then its replies and first deliveries go out 32 KiB
+/// at a time, which is no limit on loopback or a LAN.
+const UNCREDITED_SEND_BUFFER: usize = 16 << 10;
+
+/// Serves one TCP connection, plain or inside TLS: its read half, write
+/// half, and the send buffer to raise the socket's to at the first
+/// `Credit` (if any).
+async fn serve_tcp<R, W>(
     conn: ConnId,
-    stream: S,
+    (mut rd, mut wr, mut raise): (R, W, Option<usize>),
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     ticket: Ticket,
 ) where
-    S: AsyncRead + AsyncWrite + Send + 'static,
+    R: ReadSide,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut rd, mut wr) = tokio::io::split(stream);
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
@@ -872,6 +915,10 @@ async fn serve_tcp<S>(
                         match decoder.next_frame() {
                             Ok(Some(f)) => {
                                 any = true;
+                                if let Some(n) = raise.filter(|_| frame::is_credit(&f)) {
+                                    rd.set_send_buffer(n);
+                                    raise = None;
+                                }
                                 if inputs.send_frame(f).await.is_err() {
                                     break 'read End::Gone;
                                 }

@@ -36,7 +36,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 mod view;
 
-pub use self::view::{DeliverView, FrameView, is_deliver};
+pub use self::view::{DeliverView, FrameView, is_credit, is_deliver};
 
 /// Bytes of the length prefix.
 pub const LEN_PREFIX: usize = 4;

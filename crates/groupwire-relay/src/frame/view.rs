@@ -90,6 +90,12 @@ pub fn is_deliver(frame: &[u8]) -> bool {
     frame.get(field::KIND) == Some(&(Kind::Deliver as u8))
 }
 
+/// Whether `frame` (one whole encoded frame) is a `Credit`, read from its
+/// kind byte without decoding.
+pub fn is_credit(frame: &[u8]) -> bool {
+    frame.get(field::KIND) == Some(&(Kind::Credit as u8))
+}
+
 /// A `Deliver` frame read in place: `group`, `seq`, `sender`, `msg_type`,
 /// `sent_at_micros` and `payload` straight from the bytes, checked once
 /// at construction (every field fits, the group is UTF-8 and at most
