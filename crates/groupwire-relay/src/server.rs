@@ -904,6 +904,7 @@ async fn serve_tcp<R, W>(
     let mut timers = Timers::start(&limits);
     let mut decoder = FrameDecoder::new(limits.max_frame);
     let shared = inputs.shared.clone();
+    let mut error_written = false;
     let end = 'read: loop {
         let paused = shared.paused.load(Ordering::Acquire);
         tokio::select! {
@@ -942,17 +943,23 @@ async fn serve_tcp<R, W>(
                 break 'read End::Fatal;
             }
             () = ticket.shed.notified() => break 'read End::Shed,
-            _ = &mut closed_rx => break 'read End::Fatal,
+            _ = &mut closed_rx => {
+                error_written = true;
+                break 'read End::Fatal;
+            }
         }
     };
     if matches!(end, End::Fatal) {
         // Wait (bounded: the client may not read) until the writer has
         // sent the error and shut its side down; then read and discard
         // what the client still sends, so closing does not reset the
-        // connection under the error before the client reads it.
-        if tokio::time::timeout(conn::LINGER, &mut closed_rx)
-            .await
-            .is_ok()
+        // connection under the error before the client reads it. (A
+        // oneshot polled again after it completed panics: the task died
+        // there, after every error the core sent, without its linger.)
+        if error_written
+            || tokio::time::timeout(conn::LINGER, &mut closed_rx)
+                .await
+                .is_ok()
         {
             conn::linger(&mut rd).await;
         }
@@ -1033,6 +1040,7 @@ async fn serve_ws<S>(
         let _ = sink.close().await;
     });
     let shared = inputs.shared.clone();
+    let mut error_written = false;
     let end = 'read: loop {
         let paused = shared.paused.load(Ordering::Acquire);
         tokio::select! {
@@ -1079,13 +1087,17 @@ async fn serve_ws<S>(
                 break 'read End::Fatal;
             }
             () = ticket.shed.notified() => break 'read End::Shed,
-            _ = &mut closed_rx => break 'read End::Fatal,
+            _ = &mut closed_rx => {
+                error_written = true;
+                break 'read End::Fatal;
+            }
         }
     };
     if matches!(end, End::Fatal)
-        && tokio::time::timeout(conn::LINGER, &mut closed_rx)
-            .await
-            .is_ok()
+        && (error_written
+            || tokio::time::timeout(conn::LINGER, &mut closed_rx)
+                .await
+                .is_ok())
     {
         // Read until the client answers the close (or the linger ends),
         // so the close handshake completes (RFC 6455 §7.1.1).
