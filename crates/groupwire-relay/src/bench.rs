@@ -1110,22 +1110,30 @@ async fn relay_client(
                 let mut fatal = None;
                 {
                     let mut rec = shared.rec.lock().expect("recorder lock");
-                    while let Some(ev) = c.core.poll_event() {
+                    let record = |rec: &mut Recorder, group: &[u8], sent: u64| {
+                        if phase != 0
+                            && sent >= start
+                            && let Some((_, m)) = names.iter().find(|(n, _)| n.as_bytes() == group)
+                        {
+                            let lat = now.saturating_sub(sent);
+                            rec.record(phase, m.class, lat);
+                            if let Some(p) = &m.probe {
+                                let t = sent.saturating_sub(shared.epoch_micros) as f64 / 1e6;
+                                rec.series.entry(p.clone()).or_default().push((t, lat as f64 / 1000.0));
+                            }
+                        }
+                    };
+                    loop {
+                        // Deliveries in place first (no handle per frame),
+                        // then the one other frame that stopped them.
+                        delivered += c.core.poll_delivers(|v| record(&mut rec, v.group_bytes(), v.sent_at_micros())) as u64;
+                        let Some(ev) = c.core.poll_event() else {
+                            break;
+                        };
                         match ev {
                             CoreEvent::Deliver(v) => {
                                 delivered += 1;
-                                let sent = v.sent_at_micros();
-                                if phase != 0
-                                    && sent >= start
-                                    && let Some((_, m)) = names.iter().find(|(n, _)| *n == v.group())
-                                {
-                                    let lat = now.saturating_sub(sent);
-                                    rec.record(phase, m.class, lat);
-                                    if let Some(p) = &m.probe {
-                                        let t = sent.saturating_sub(shared.epoch_micros) as f64 / 1e6;
-                                        rec.series.entry(p.clone()).or_default().push((t, lat as f64 / 1000.0));
-                                    }
-                                }
+                                record(&mut rec, v.group_bytes(), v.sent_at_micros());
                             }
                             CoreEvent::Event(ClientEvent::Resync { .. }) => rec.resyncs += 1,
                             CoreEvent::Reply { result: Err(e), .. } => {

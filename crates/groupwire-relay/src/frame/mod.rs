@@ -1056,6 +1056,24 @@ impl FrameDecoder {
         }
     }
 
+    /// The next whole frame's bytes in place, without taking them
+    /// (`Ok(None)` if more input is needed); drop them with
+    /// [`consume`](Self::consume). Unlike [`next_frame`](Self::next_frame)
+    /// no `Bytes` handle is made: a reader that is done with a frame before
+    /// it reads the next needs no reference count per frame.
+    pub fn peek_frame(&self) -> Result<Option<&[u8]>, FrameError> {
+        match frame_len(&self.buf, self.max_frame)? {
+            Some(len) if self.buf.len() >= len => Ok(Some(&self.buf[..len])),
+            _ => Ok(None),
+        }
+    }
+
+    /// Drops the first `len` buffered bytes (a frame
+    /// [`peek_frame`](Self::peek_frame) returned).
+    pub fn consume(&mut self, len: usize) {
+        bytes::Buf::advance(&mut self.buf, len);
+    }
+
     /// Bytes buffered but not yet returned.
     pub fn buffered(&self) -> usize {
         self.buf.len()

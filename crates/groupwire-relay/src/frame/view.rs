@@ -153,6 +153,12 @@ impl<T: AsRef<[u8]>> DeliverView<T> {
         u64::from_be_bytes(self.buf.as_ref()[at..at + 8].try_into().expect("8 bytes"))
     }
 
+    /// The group's name as bytes (UTF-8, checked at construction): to
+    /// compare names without checking them again.
+    pub fn group_bytes(&self) -> &[u8] {
+        &self.buf.as_ref()[HEADER_LEN + 2..self.rest]
+    }
+
     /// The group's name.
     pub fn group(&self) -> &str {
         std::str::from_utf8(&self.buf.as_ref()[HEADER_LEN + 2..self.rest])
