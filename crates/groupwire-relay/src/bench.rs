@@ -1090,6 +1090,29 @@ async fn relay_client(
             .filter(|_| shared.slow.load(Ordering::Relaxed));
         keepalive.set(c.core.poll_timeout().map(|t| c.clock.to_tokio(t)));
         tokio::select! {
+            // In this order, each polled only while the ones above are
+            // pending: a due message goes out first, and the keepalive
+            // timer is not polled while deliveries keep arriving (its poll
+            // was 1.7% of the bench's CPU in a profile of 1 x 1000).
+            biased;
+            () = pubs.tick() => {
+                let mut refused = None;
+                pubs.due(shared, |g, sent_at, payload| {
+                    let send = Frame::Send {
+                        group: shared.groups[g].clone(),
+                        msg_type: 1,
+                        sent_at_micros: sent_at,
+                        payload: payload.clone(),
+                    };
+                    if let Err(e) = c.core.request_detached(&send) {
+                        refused.get_or_insert(e);
+                    }
+                });
+                if let Some(e) = refused {
+                    bail!("a send was refused: {e}");
+                }
+                c.flush().await?;
+            }
             r = async {
                 if slow.is_some() {
                     // A slow reader: small reads, paced below.
@@ -1161,24 +1184,6 @@ async fn relay_client(
                 if let Some(rate) = slow {
                     tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate as f64)).await;
                 }
-            }
-            () = pubs.tick() => {
-                let mut refused = None;
-                pubs.due(shared, |g, sent_at, payload| {
-                    let send = Frame::Send {
-                        group: shared.groups[g].clone(),
-                        msg_type: 1,
-                        sent_at_micros: sent_at,
-                        payload: payload.clone(),
-                    };
-                    if let Err(e) = c.core.request_detached(&send) {
-                        refused.get_or_insert(e);
-                    }
-                });
-                if let Some(e) = refused {
-                    bail!("a send was refused: {e}");
-                }
-                c.flush().await?;
             }
             () = keepalive.wait() => {
                 c.core.handle_timeout(c.clock.now());
