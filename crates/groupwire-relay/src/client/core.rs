@@ -283,10 +283,7 @@ impl ClientCore {
             return 0;
         }
         let mut n = 0;
-        loop {
-            let Ok(Some(bytes)) = self.decoder.peek_frame() else {
-                break;
-            };
+        while let Ok(Some(bytes)) = self.decoder.peek_frame() {
             if !frame::is_deliver(bytes) {
                 break;
             }
