@@ -248,6 +248,10 @@ pub struct QueueDepth {
 
 /// Priority of a client's replies: above every queue, aged or not.
 const CONTROL_PRIORITY: u16 = 1000;
+/// A writer holding more than `max_writer_bytes / BACKED_UP_FRACTION`
+/// (16 KiB at the default cap, a dozen Ethernet segments: more than a
+/// reading client's writer keeps between two turns) is backed up.
+const BACKED_UP_FRACTION: u64 = 16;
 /// Priority of an aged queue: above every normal priority (group 7 +
 /// member 3), below replies.
 //= Litiu & Prakash §4.6
@@ -710,6 +714,15 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Whether `conn` has replies waiting while its writer is backed up
+    /// (more than a sixteenth of [`SchedulerConfig::max_writer_bytes`] not
+    /// yet written to its socket): it is not reading what it asked for.
+    pub(crate) fn not_reading_replies(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| c.control_bytes > 0 && Self::backed_up(&self.cfg, Self::at_writer(c)))
+    }
+
     /// Queues that sent their state-transfer page and wait for the next.
     pub(crate) fn take_refills(&mut self) -> Vec<(ConnId, GroupId)> {
         std::mem::take(&mut self.refills)
@@ -942,16 +955,39 @@ impl Scheduler {
         groups: &GroupIdMap<GroupState>,
         c: &ConnState,
     ) -> Option<u16> {
-        let at_writer = c.writer_pending + WRITER_FRAME_COST * c.writer_frames.len() as u64;
+        let at_writer = Self::at_writer(c);
         if at_writer >= cfg.max_writer_bytes {
             None
         } else if !c.control.is_empty() {
-            Some(CONTROL_PRIORITY)
+            // A reply handed to a writer that already holds a backlog waits
+            // behind it whatever its rank here; ranked first it would only
+            // hold up other clients' frames. So replies go first while the
+            // client reads them, and last once its socket is full (a client
+            // that sends requests and reads nothing: 100 of them put every
+            // member's delivery behind their Pongs for seconds).
+            if Self::backed_up(cfg, at_writer) {
+                Some(0)
+            } else {
+                Some(CONTROL_PRIORITY)
+            }
         } else if c.sent - c.consumed < c.window {
             Self::best_queue_of(cfg, groups, c).map(|(p, _)| p)
         } else {
             None
         }
+    }
+
+    /// What `c`'s writer holds: bytes not yet written, plus
+    /// [`WRITER_FRAME_COST`] per frame.
+    fn at_writer(c: &ConnState) -> u64 {
+        c.writer_pending + WRITER_FRAME_COST * c.writer_frames.len() as u64
+    }
+
+    /// Whether a writer holding `at_writer` is backed up: the socket took
+    /// less than it was handed, so the client is not reading (on loopback
+    /// and LANs a reading client's writer empties within a turn).
+    fn backed_up(cfg: &SchedulerConfig, at_writer: u64) -> bool {
+        at_writer >= cfg.max_writer_bytes / BACKED_UP_FRACTION
     }
 
     /// Moves `conn` to the level it belongs to now. Call after any change
@@ -1353,6 +1389,36 @@ mod tests {
         // Replies are not held by the window.
         let _ = s.push_control(ConnId(1), f(9, 10));
         assert_eq!(drain(&mut s, Instant::ZERO), vec![(1, 9)]);
+    }
+
+    /// A client whose writer is backed up (it reads nothing) has its
+    /// replies served after other clients' group frames, and is reported
+    /// as not reading them; once its writer drains, replies go first again.
+    #[test]
+    fn replies_of_a_client_that_does_not_read_wait_behind_other_frames() {
+        let mut s = sched(
+            SchedulerConfig::default(),
+            &[("g", 4)],
+            &[(ConnId(1), "g", 0), (ConnId(2), "g", 0)],
+        );
+        // Client 2 is handed 16 KiB it does not read (nothing is written).
+        let cap = s.cfg.max_writer_bytes / BACKED_UP_FRACTION;
+        let _ = s.push(Instant::ZERO, ConnId(2), id("g"), f(1, cap as usize));
+        assert!(s.poll_transmit(Instant::ZERO).is_some());
+        let _ = s.push_control(ConnId(2), f(9, 20));
+        let _ = s.push(Instant::ZERO, ConnId(1), id("g"), f(2, 100));
+        assert!(s.not_reading_replies(ConnId(2)));
+        assert!(!s.not_reading_replies(ConnId(1)));
+        let order: Vec<_> = std::iter::from_fn(|| s.poll_transmit(Instant::ZERO))
+            .map(|t| (t.conn.0, t.frame[0]))
+            .collect();
+        assert_eq!(order, [(1, 2), (2, 9)]);
+        // It read what it was handed: its reply goes first again.
+        s.written(ConnId(2), cap + 20);
+        let _ = s.push(Instant::ZERO, ConnId(1), id("g"), f(3, 100));
+        let _ = s.push_control(ConnId(2), f(8, 20));
+        assert!(!s.not_reading_replies(ConnId(2)));
+        assert_eq!(drain(&mut s, Instant::ZERO), [(2, 8), (1, 3)]);
     }
 
     /// Small frames fill the writer cap by their count too: 10-byte

@@ -729,8 +729,17 @@ async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        // Plain TCP starts with a small send buffer, raised to the
+        // configured one at the client's first Credit (see
+        // `UNCREDITED_SEND_BUFFER`); where the socket is out of reach
+        // later (TLS, WebSocket), the configured one from the start.
+        let raise = gate
+            .limits
+            .socket_send_buffer
+            .filter(|_| tls.is_none() && matches!(transport, Transport::Tcp));
         if let Some(n) = gate.limits.socket_send_buffer {
-            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n);
+            let first = raise.map_or(n, |n| n.min(UNCREDITED_SEND_BUFFER));
+            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(first);
         }
         tracing::debug!(conn = conn.0, %peer, ?transport, "relay connection");
         let inputs = InputTx::new(
@@ -743,14 +752,20 @@ async fn accept_loop(
         tokio::spawn(async move {
             match tls {
                 None => match transport {
-                    Transport::Tcp => serve_tcp(conn, stream, inputs, events, ticket).await,
+                    Transport::Tcp => {
+                        let (rd, wr) = stream.into_split();
+                        serve_tcp(conn, (rd, wr, raise), inputs, events, ticket).await;
+                    }
                     Transport::WebSocket => serve_ws(conn, stream, inputs, events, ticket).await,
                 },
                 // The TLS handshake runs in the connection's own task, so a
                 // slow or silent peer holds up nobody else.
                 Some(tls) => match tls.accept(stream).await {
                     Ok(stream) => match transport {
-                        Transport::Tcp => serve_tcp(conn, stream, inputs, events, ticket).await,
+                        Transport::Tcp => {
+                            let (rd, wr) = tokio::io::split(stream);
+                            serve_tcp(conn, (rd, wr, None), inputs, events, ticket).await;
+                        }
                         Transport::WebSocket => {
                             serve_ws(conn, stream, inputs, events, ticket).await;
                         }
@@ -818,17 +833,45 @@ enum End {
     Shed,
 }
 
-/// Serves one TCP connection, plain or inside TLS.
-async fn serve_tcp<S>(
+/// The read side of a TCP connection; for plain TCP it reaches the socket,
+/// whose send buffer grows at the client's first `Credit`.
+trait ReadSide: AsyncRead + Unpin + Send + 'static {
+    /// Sets the socket's send buffer (`SO_SNDBUF`), where it can.
+    fn set_send_buffer(&self, _bytes: usize) {}
+}
+
+impl ReadSide for tokio::net::tcp::OwnedReadHalf {
+    fn set_send_buffer(&self, bytes: usize) {
+        let _ = socket2::SockRef::from(self.as_ref()).set_send_buffer_size(bytes);
+    }
+}
+
+impl<S: AsyncRead + Send + 'static> ReadSide for tokio::io::ReadHalf<S> {}
+
+/// Kernel send buffer of a plain TCP connection until the client first
+/// credits what it read (Linux doubles it). A client that sends requests
+/// and never reads is stopped once the kernel buffers on both sides and
+/// the writer cap are full: with the configured 256 KiB that took about
+/// 640 KB of 20-byte `Pong`s per ping flooder, some 30 000 replies each
+/// for the relay to make and write; with this, the relay's share of the
+/// kernel's part is 32 KiB. A reading client credits after a quarter of
+/// its window; until then its replies and first deliveries go out 32 KiB
+/// at a time, which is no limit on loopback or a LAN.
+const UNCREDITED_SEND_BUFFER: usize = 16 << 10;
+
+/// Serves one TCP connection, plain or inside TLS: its read half, write
+/// half, and the send buffer to raise the socket's to at the first
+/// `Credit` (if any).
+async fn serve_tcp<R, W>(
     conn: ConnId,
-    stream: S,
+    (mut rd, mut wr, mut raise): (R, W, Option<usize>),
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     ticket: Ticket,
 ) where
-    S: AsyncRead + AsyncWrite + Send + 'static,
+    R: ReadSide,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut rd, mut wr) = tokio::io::split(stream);
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
@@ -883,6 +926,7 @@ async fn serve_tcp<S>(
     let mut timers = Timers::start(&limits);
     let mut decoder = FrameDecoder::new(limits.max_frame);
     let shared = inputs.shared.clone();
+    let mut error_written = false;
     let end = 'read: loop {
         let paused = shared.paused.load(Ordering::Acquire);
         tokio::select! {
@@ -894,6 +938,10 @@ async fn serve_tcp<S>(
                         match decoder.next_frame() {
                             Ok(Some(f)) => {
                                 any = true;
+                                if let Some(n) = raise.filter(|_| frame::is_credit(&f)) {
+                                    rd.set_send_buffer(n);
+                                    raise = None;
+                                }
                                 if inputs.send_frame(f).await.is_err() {
                                     break 'read End::Gone;
                                 }
@@ -917,17 +965,23 @@ async fn serve_tcp<S>(
                 break 'read End::Fatal;
             }
             () = ticket.shed.notified() => break 'read End::Shed,
-            _ = &mut closed_rx => break 'read End::Fatal,
+            _ = &mut closed_rx => {
+                error_written = true;
+                break 'read End::Fatal;
+            }
         }
     };
     if matches!(end, End::Fatal) {
         // Wait (bounded: the client may not read) until the writer has
         // sent the error and shut its side down; then read and discard
         // what the client still sends, so closing does not reset the
-        // connection under the error before the client reads it.
-        if tokio::time::timeout(conn::LINGER, &mut closed_rx)
-            .await
-            .is_ok()
+        // connection under the error before the client reads it. (A
+        // oneshot polled again after it completed panics: the task died
+        // there, after every error the core sent, without its linger.)
+        if error_written
+            || tokio::time::timeout(conn::LINGER, &mut closed_rx)
+                .await
+                .is_ok()
         {
             conn::linger(&mut rd).await;
         }
@@ -1008,6 +1062,7 @@ async fn serve_ws<S>(
         let _ = sink.close().await;
     });
     let shared = inputs.shared.clone();
+    let mut error_written = false;
     let end = 'read: loop {
         let paused = shared.paused.load(Ordering::Acquire);
         tokio::select! {
@@ -1054,13 +1109,17 @@ async fn serve_ws<S>(
                 break 'read End::Fatal;
             }
             () = ticket.shed.notified() => break 'read End::Shed,
-            _ = &mut closed_rx => break 'read End::Fatal,
+            _ = &mut closed_rx => {
+                error_written = true;
+                break 'read End::Fatal;
+            }
         }
     };
     if matches!(end, End::Fatal)
-        && tokio::time::timeout(conn::LINGER, &mut closed_rx)
-            .await
-            .is_ok()
+        && (error_written
+            || tokio::time::timeout(conn::LINGER, &mut closed_rx)
+                .await
+                .is_ok())
     {
         // Read until the client answers the close (or the linger ends),
         // so the close handshake completes (RFC 6455 §7.1.1).

@@ -336,6 +336,62 @@ async fn an_oversized_frame_with_a_body_behind_it_still_gets_its_error_before_th
     .expect("in time");
 }
 
+/// An error the core sends (here for a frame of an unknown version)
+/// reaches a client that keeps writing frames before it reads: the relay
+/// lingers as it does for errors its reader finds. Its connection task
+/// used to panic there (a oneshot polled after it completed) and drop the
+/// socket with input unread, which reset the connection under the error.
+#[tokio::test]
+async fn an_error_from_the_core_reaches_a_client_that_keeps_writing() {
+    thread_local! {
+        static PANICS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    // The relay's tasks run on this test's thread (a current-thread
+    // runtime), so a panic in one of them is counted here; tokio would
+    // otherwise swallow it.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.with(|p| p.set(p.get() + 1));
+        previous(info);
+    }));
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|_| {}).await;
+        for _ in 0..3 {
+            let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
+            let mut bytes = hello("late").to_vec();
+            bytes.extend_from_slice(&[0, 0, 0, 8, 9, 0x0e, 0, 0, 0, 0, 0, 9]);
+            let ping = frame::encode(0, &Frame::Ping { nonce: 1 });
+            for _ in 0..(1 << 20) / ping.len() {
+                bytes.extend_from_slice(&ping);
+            }
+            let _ = tokio::time::timeout(LIMIT, s.write_all(&bytes)).await;
+            let _ = s.shutdown().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut frames = Vec::new();
+            let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut frames)).await;
+            let mut d = frame::FrameDecoder::new(usize::MAX);
+            d.extend(&frames);
+            let mut got = Vec::new();
+            while let Ok(Some(f)) = d.next_frame() {
+                got.push(frame::decode(&f, usize::MAX).expect("decodes").frame);
+            }
+            assert_eq!(
+                last_error(&got),
+                Some(ErrorCode::UNSUPPORTED_VERSION),
+                "{got:?}"
+            );
+        }
+        r.shutdown().await;
+        assert_eq!(
+            PANICS.with(std::cell::Cell::get),
+            0,
+            "a relay task panicked"
+        );
+    })
+    .await
+    .expect("in time");
+}
+
 #[tokio::test]
 async fn a_plain_http_get_on_the_websocket_port_gets_an_http_error() {
     tokio::time::timeout(LIMIT, async {

@@ -144,6 +144,9 @@ pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 pub struct Deadline {
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
     at: Option<tokio::time::Instant>,
+    /// `wait` was polled since the last change: the timer holds the
+    /// task's waker and wakes it when it fires.
+    registered: bool,
 }
 
 impl Deadline {
@@ -154,6 +157,7 @@ impl Deadline {
                 365 * 24 * 3600,
             ))),
             at: None,
+            registered: false,
         }
     }
 
@@ -164,14 +168,32 @@ impl Deadline {
                 self.sleep.as_mut().reset(t);
             }
             self.at = at;
+            self.registered = false;
         }
+    }
+
+    /// Whether [`wait`](Self::wait) has to be polled this turn: it is armed
+    /// and either not polled since it was set or due. A task that awaits
+    /// nothing but this timer and other wakers may leave it out of its
+    /// select while this is `false` (`if deadline.needs_poll()`): the timer
+    /// already holds the task's waker, and polling it on every turn of a
+    /// busy loop was a measurable share of a load generator's CPU.
+    pub fn needs_poll(&self) -> bool {
+        self.at.is_some() && (!self.registered || self.sleep.is_elapsed())
     }
 
     /// Completes at the deadline (at once if it has passed); never while
     /// disarmed.
     pub async fn wait(&mut self) {
         match self.at {
-            Some(_) => self.sleep.as_mut().await,
+            Some(_) => {
+                std::future::poll_fn(|cx| {
+                    let r = self.sleep.as_mut().poll(cx);
+                    self.registered = r.is_pending();
+                    r
+                })
+                .await;
+            }
             None => std::future::pending().await,
         }
     }
@@ -207,5 +229,25 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    /// Once polled, a deadline wakes its task by itself: it needs polling
+    /// again only when it is due or set to another time.
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_needs_polling_only_when_newly_set_or_due() {
+        let clock = Clock::start();
+        let mut d = Deadline::new();
+        assert!(!d.needs_poll(), "disarmed");
+        let start = clock.now();
+        d.set(Some(clock.to_tokio(start + Duration::from_millis(50))));
+        assert!(d.needs_poll(), "not registered yet");
+        let early = tokio::time::timeout(Duration::from_millis(10), d.wait()).await;
+        assert!(early.is_err());
+        assert!(!d.needs_poll(), "registered, not due");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(d.needs_poll(), "due");
+        d.wait().await;
+        d.set(Some(clock.to_tokio(start + Duration::from_millis(100))));
+        assert!(d.needs_poll(), "set again");
     }
 }

@@ -352,10 +352,18 @@ impl RelayCore {
     /// the paper does not say, and we use [`DEFAULT_GROUP_PRIORITY`] so an
     /// observer's credits are not starved by a demoted publisher. With
     /// [`SchedulerConfig::equal_priorities`], the default for everyone.
+    ///
+    /// A client that does not read its replies (some wait while its writer
+    /// is backed up) is taken last, at 0: its requests only add to what it
+    /// does not read, and ahead of a member's they delayed it by a reply
+    /// each (100 ping flooders held a demoted publisher's sends for seconds).
     pub fn receive_priority(&self, conn: ConnId) -> u8 {
         let Some(c) = self.conns.get(&conn) else {
             return DEFAULT_GROUP_PRIORITY;
         };
+        if self.sched.not_reading_replies(conn) {
+            return 0;
+        }
         if self.cfg.sched.equal_priorities {
             return DEFAULT_GROUP_PRIORITY;
         }

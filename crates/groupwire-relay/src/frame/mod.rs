@@ -36,7 +36,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 mod view;
 
-pub use self::view::{DeliverView, FrameView, is_deliver};
+pub use self::view::{DeliverView, FrameView, is_credit, is_deliver};
 
 /// Bytes of the length prefix.
 pub const LEN_PREFIX: usize = 4;
@@ -1054,6 +1054,24 @@ impl FrameDecoder {
             Some(len) if self.buf.len() >= len => Ok(Some(self.buf.split_to(len).freeze())),
             _ => Ok(None),
         }
+    }
+
+    /// The next whole frame's bytes in place, without taking them
+    /// (`Ok(None)` if more input is needed); drop them with
+    /// [`consume`](Self::consume). Unlike [`next_frame`](Self::next_frame)
+    /// no `Bytes` handle is made: a reader that is done with a frame before
+    /// it reads the next needs no reference count per frame.
+    pub fn peek_frame(&self) -> Result<Option<&[u8]>, FrameError> {
+        match frame_len(&self.buf, self.max_frame)? {
+            Some(len) if self.buf.len() >= len => Ok(Some(&self.buf[..len])),
+            _ => Ok(None),
+        }
+    }
+
+    /// Drops the first `len` buffered bytes (a frame
+    /// [`peek_frame`](Self::peek_frame) returned).
+    pub fn consume(&mut self, len: usize) {
+        bytes::Buf::advance(&mut self.buf, len);
     }
 
     /// Bytes buffered but not yet returned.

@@ -90,6 +90,12 @@ pub fn is_deliver(frame: &[u8]) -> bool {
     frame.get(field::KIND) == Some(&(Kind::Deliver as u8))
 }
 
+/// Whether `frame` (one whole encoded frame) is a `Credit`, read from its
+/// kind byte without decoding.
+pub fn is_credit(frame: &[u8]) -> bool {
+    frame.get(field::KIND) == Some(&(Kind::Credit as u8))
+}
+
 /// A `Deliver` frame read in place: `group`, `seq`, `sender`, `msg_type`,
 /// `sent_at_micros` and `payload` straight from the bytes, checked once
 /// at construction (every field fits, the group is UTF-8 and at most
@@ -145,6 +151,12 @@ impl<T: AsRef<[u8]>> DeliverView<T> {
     fn u64_at(&self, off: usize) -> u64 {
         let at = self.rest + off;
         u64::from_be_bytes(self.buf.as_ref()[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    /// The group's name as bytes (UTF-8, checked at construction): to
+    /// compare names without checking them again.
+    pub fn group_bytes(&self) -> &[u8] {
+        &self.buf.as_ref()[HEADER_LEN + 2..self.rest]
     }
 
     /// The group's name.

@@ -201,6 +201,63 @@ fn an_unsolicited_error_is_fatal_and_a_stale_reply_is_dropped() {
     );
 }
 
+/// In-place deliveries: the same updates, consumed and credited as
+/// through `poll_event`; the first other frame stops them and comes out
+/// of `poll_event`, after which the next deliveries are read in place again.
+#[test]
+fn deliveries_read_in_place_stop_at_other_frames_and_count_as_consumed() {
+    let mut c = connected(400);
+    let mut bytes = Vec::new();
+    for i in 0..8 {
+        bytes.extend_from_slice(&deliver(i, b"0123456789"));
+    }
+    bytes.extend_from_slice(&encode(
+        0,
+        &Frame::Resync {
+            group: "chat".into(),
+            dropped: 3,
+        },
+    ));
+    bytes.extend_from_slice(&deliver(8, b"0123456789"));
+    // Half a frame at the end: left for the next read.
+    let last = deliver(9, b"0123456789");
+    bytes.extend_from_slice(&last[..5]);
+    c.handle_bytes(Instant::ZERO, &bytes);
+    let mut seqs = Vec::new();
+    let mut read = |v: DeliverView<&[u8]>| {
+        assert_eq!(
+            (v.group_bytes(), v.sender(), v.payload()),
+            (&b"chat"[..], 7, &b"0123456789"[..])
+        );
+        seqs.push(v.seq());
+    };
+    assert_eq!(c.poll_delivers(&mut read), 8);
+    assert!(matches!(
+        c.poll_event(),
+        Some(CoreEvent::Event(ClientEvent::Resync { dropped: 3, .. }))
+    ));
+    assert_eq!(c.poll_delivers(&mut read), 1);
+    assert_eq!(c.poll_delivers(&mut read), 0);
+    c.handle_bytes(Instant::ZERO, &last[5..]);
+    assert_eq!(c.poll_delivers(&mut read), 1);
+    assert!(c.poll_event().is_none());
+    assert_eq!(seqs, (0..10).collect::<Vec<_>>());
+    // Every byte handed over counts: credits as through poll_event.
+    let credits: Vec<u64> = transmits(&mut c)
+        .into_iter()
+        .filter_map(|f| match f {
+            Frame::Credit { consumed } => Some(consumed),
+            _ => None,
+        })
+        .collect();
+    let handed = (bytes.len() - 5 + last.len()) as u64 + welcome(400, 1 << 20).len() as u64;
+    assert!(!credits.is_empty());
+    assert!(
+        handed - credits.last().copied().unwrap_or(0) < 100 + last.len() as u64,
+        "{credits:?}"
+    );
+}
+
 #[test]
 fn credit_goes_back_every_quarter_window_of_frames_handed_over() {
     let mut c = connected(400);
