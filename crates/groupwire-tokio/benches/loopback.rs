@@ -55,10 +55,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_proto::Instant;
+use groupwire_proto::Machine;
 use groupwire_proto::afec::{AfecConfig, AfecEndpoint, AfecEvent, Scheme};
 use groupwire_proto::control::FecConfig;
 use groupwire_proto::control::target::TargetConfig;
-use groupwire_proto::tunnel::{TunnelConfig, TunnelEndpoint};
+use groupwire_proto::tunnel::{TunnelConfig, TunnelDelivery, TunnelEndpoint};
 use groupwire_proto::wire::afec::MsgType;
 use groupwire_tokio::session::{Event, Mechanism, Qos, Session, SessionOptions};
 use groupwire_tokio::{BatchedUdpSocket, Clock, DatagramSocket, Driver, DriverStats};
@@ -315,12 +316,51 @@ async fn afec<S: DatagramSocket>(
     n: u64,
     window: u64,
 ) -> Run {
-    let clock = Clock::start();
     let (mode, step) = scheme.mode_and_step();
     let rx_addr = rx_socket.local_addr().expect("bound");
     let mut tx_ep = AfecEndpoint::new(AfecConfig::new(1).mode(mode).step(step)).expect("config");
     tx_ep.add_peer(rx_addr);
     let rx_ep = AfecEndpoint::new(AfecConfig::new(2).mode(mode).step(step)).expect("config");
+    let delivered = |e: AfecEvent| match e {
+        AfecEvent::Delivered(d) => Some((u64::from(d.index), d.payload)),
+        _ => None,
+    };
+    let send = |clock: &Clock, _seq| {
+        let msg = Bytes::copy_from_slice(&message(clock));
+        move |ep: &mut AfecEndpoint, now| {
+            let _ = ep.send(now, TP, msg);
+        }
+    };
+    driven(
+        (tx_ep, tx_socket),
+        (rx_ep, rx_socket),
+        n,
+        window,
+        delivered,
+        send,
+    )
+    .await
+}
+
+/// Two machines, each run by a `Driver` on its socket: `n` messages, at
+/// most `window` in flight, each sent by the command `send(clock, seq)`
+/// makes; the receiver's events become deliveries (sequence number and a
+/// payload stamped as [`message`]) through `delivered`.
+async fn driven<M, S, C>(
+    (tx_ep, tx_socket): (M, S),
+    (rx_ep, rx_socket): (M, S),
+    n: u64,
+    window: u64,
+    delivered: impl Fn(M::Event) -> Option<(u64, Bytes)> + Send + 'static,
+    send: impl Fn(&Clock, u64) -> C,
+) -> Run
+where
+    M: Machine + Send + 'static,
+    M::Event: Send + 'static,
+    S: DatagramSocket,
+    C: FnOnce(&mut M, Instant) + Send + 'static,
+{
+    let clock = Clock::start();
     let (tx_driver, tx, _tx_events) = Driver::new(tx_ep, tx_socket, clock).expect("driver");
     let (rx_driver, rx, mut rx_events) = Driver::new(rx_ep, rx_socket, clock).expect("driver");
     let (tx_task, rx_task) = (tx_driver.spawn(), rx_driver.spawn());
@@ -328,12 +368,11 @@ async fn afec<S: DatagramSocket>(
     let p = Arc::clone(&progress);
     let receiver = tokio::spawn(async move {
         let mut t = Tally::new(clock, n);
-        while let Ok(e) = tokio::time::timeout(IDLE, rx_events.recv()).await {
-            let Some(e) = e else { break };
-            if let AfecEvent::Delivered(d) = e {
-                if t.record(&p, u64::from(d.index), &d.payload) {
-                    break;
-                }
+        while let Ok(Some(e)) = tokio::time::timeout(IDLE, rx_events.recv()).await {
+            if let Some((seq, payload)) = delivered(e)
+                && t.record(&p, seq, &payload)
+            {
+                break;
             }
         }
         t
@@ -344,12 +383,9 @@ async fn afec<S: DatagramSocket>(
         if !progress.next(seq, window, &clock, start).await {
             break;
         }
-        let msg = Bytes::copy_from_slice(&message(&clock));
-        tx.command(move |ep, now| {
-            let _ = ep.send(now, TP, msg);
-        })
-        .await
-        .expect("sender driver running");
+        tx.command(send(&clock, seq))
+            .await
+            .expect("sender driver running");
         sent += 1;
     }
     let t = receiver.await.expect("receiver task");
@@ -440,7 +476,6 @@ fn numbered(clock: &Clock, seq: u64, len: usize) -> Bytes {
 /// Block sender runs ([`BLOCK_TARGET`] within [`BLOCK_BUDGET`], a block
 /// open for half of it, 16 per block at most, no pacing).
 async fn block(n: u64, window: u64) -> Run {
-    let clock = Clock::start();
     let (tx_socket, rx_socket) = (batched().await, batched().await);
     let (tx_addr, rx_addr) = (
         tx_socket.local_addr().expect("bound"),
@@ -460,41 +495,22 @@ async fn block(n: u64, window: u64) -> Run {
     };
     let tx_ep = TunnelEndpoint::new(config(rx_addr));
     let rx_ep = TunnelEndpoint::new(config(tx_addr));
-    let (tx_driver, tx, _tx_events) = Driver::new(tx_ep, tx_socket, clock).expect("driver");
-    let (rx_driver, rx, mut rx_events) = Driver::new(rx_ep, rx_socket, clock).expect("driver");
-    let (tx_task, rx_task) = (tx_driver.spawn(), rx_driver.spawn());
-    let progress = Arc::new(Progress::default());
-    let p = Arc::clone(&progress);
-    let receiver = tokio::spawn(async move {
-        let mut t = Tally::new(clock, n);
-        while let Ok(Some(d)) = tokio::time::timeout(IDLE, rx_events.recv()).await {
-            let seq = stamp(&d.payload[8..]);
-            if t.record(&p, seq, &d.payload) {
-                break;
-            }
-        }
-        t
-    });
-    let start = clock.now();
-    let mut sent = 0;
-    for seq in 0..n {
-        if !progress.next(seq, window, &clock, start).await {
-            break;
-        }
-        let msg = numbered(&clock, seq, BLOCK_LEN);
-        tx.command(move |ep, now| {
+    let delivered = |d: TunnelDelivery| Some((stamp(&d.payload[8..]), d.payload));
+    let send = |clock: &Clock, seq| {
+        let msg = numbered(clock, seq, BLOCK_LEN);
+        move |ep: &mut TunnelEndpoint, now| {
             let _ = ep.send(now, msg);
-        })
-        .await
-        .expect("sender driver running");
-        sent += 1;
-    }
-    let t = receiver.await.expect("receiver task");
-    let (tx_stats, rx_stats) = (tx.stats(), rx.stats());
-    drop((tx, rx));
-    tx_task.await.expect("task").expect("sender driver");
-    rx_task.await.expect("task").expect("receiver driver");
-    Run::new(sent, t, start, Some(tx_stats), Some(rx_stats))
+        }
+    };
+    driven(
+        (tx_ep, tx_socket),
+        (rx_ep, rx_socket),
+        n,
+        window,
+        delivered,
+        send,
+    )
+    .await
 }
 
 async fn batched() -> BatchedUdpSocket {
