@@ -291,16 +291,7 @@ impl ClientCore {
             let Ok(v) = DeliverView::new_checked(bytes) else {
                 break;
             };
-            if let Some(m) = self.meters.as_mut() {
-                m.delivered(
-                    self.last_rx,
-                    v.group(),
-                    v.seq(),
-                    v.sender(),
-                    v.sent_at_micros(),
-                    len,
-                );
-            }
+            meter_delivery(&mut self.meters, self.last_rx, &v, len);
             f(v);
             n += 1;
             self.decoder.consume(len);
@@ -386,16 +377,7 @@ impl ClientCore {
             let len = f.len();
             return Some(match DeliverView::new_checked(f) {
                 Ok(v) => {
-                    if let Some(m) = self.meters.as_mut() {
-                        m.delivered(
-                            self.last_rx,
-                            v.group(),
-                            v.seq(),
-                            v.sender(),
-                            v.sent_at_micros(),
-                            len,
-                        );
-                    }
+                    meter_delivery(&mut self.meters, self.last_rx, &v, len);
                     CoreEvent::Deliver(v)
                 }
                 Err(e) => self.close(Some(ClientError::Unexpected(e.to_string()))),
@@ -484,6 +466,20 @@ const FIRST_REQUEST: u32 = 2;
 const RECV_CHUNK: usize = 64 << 10;
 /// Keepalive periods below this are raised to it.
 const MIN_KEEPALIVE: Duration = Duration::from_millis(10);
+
+/// Tells the meters (if any) of a delivery of `len` wire bytes read at
+/// `now`: one place for both ways a delivery is read (`poll_event` and
+/// `poll_delivers`).
+fn meter_delivery<T: AsRef<[u8]>>(
+    meters: &mut Option<RelayMeters>,
+    now: Instant,
+    v: &DeliverView<T>,
+    len: usize,
+) {
+    if let Some(m) = meters.as_mut() {
+        m.delivered(now, v.group(), v.seq(), v.sender(), v.sent_at_micros(), len);
+    }
+}
 
 #[cfg(test)]
 mod tests;
