@@ -297,6 +297,25 @@ async fn websocket_closes_say_why() {
     .expect("in time");
 }
 
+/// Writes all of `bytes` (however long the relay takes to drain them),
+/// closes the write side, and returns every frame the relay sent until it
+/// closed: everything is written before anything is read, so a reset
+/// caused by unread input would arrive before the read.
+async fn write_all_then_read(s: &mut TcpStream, bytes: &[u8]) -> Vec<Frame> {
+    let _ = tokio::time::timeout(LIMIT, s.write_all(bytes)).await;
+    let _ = s.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut frames = Vec::new();
+    let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut frames)).await;
+    let mut d = frame::FrameDecoder::new(usize::MAX);
+    d.extend(&frames);
+    let mut got = Vec::new();
+    while let Ok(Some(f)) = d.next_frame() {
+        got.push(frame::decode(&f, usize::MAX).expect("decodes").frame);
+    }
+    got
+}
+
 #[tokio::test]
 async fn an_oversized_frame_with_a_body_behind_it_still_gets_its_error_before_the_close() {
     tokio::time::timeout(LIMIT, async {
@@ -309,20 +328,8 @@ async fn an_oversized_frame_with_a_body_behind_it_still_gets_its_error_before_th
             let mut bytes = hello("big").to_vec();
             bytes.extend_from_slice(&(1u32 << 20).to_be_bytes());
             bytes.extend(std::iter::repeat_n(0u8, 1 << 20));
-            // Everything is written before anything is read, so a reset
-            // caused by unread input would arrive before the client reads
-            // (the write finishes only because the relay drains it).
-            let _ = tokio::time::timeout(LIMIT, s.write_all(&bytes)).await;
-            let _ = s.shutdown().await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut frames = Vec::new();
-            let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut frames)).await;
-            let mut d = frame::FrameDecoder::new(usize::MAX);
-            d.extend(&frames);
-            let mut got = Vec::new();
-            while let Ok(Some(f)) = d.next_frame() {
-                got.push(frame::decode(&f, usize::MAX).expect("decodes").frame);
-            }
+            // The write finishes only because the relay drains it.
+            let got = write_all_then_read(&mut s, &bytes).await;
             assert_eq!(
                 last_error(&got),
                 Some(ErrorCode::FRAME_TOO_LARGE),
@@ -364,17 +371,7 @@ async fn an_error_from_the_core_reaches_a_client_that_keeps_writing() {
             for _ in 0..(1 << 20) / ping.len() {
                 bytes.extend_from_slice(&ping);
             }
-            let _ = tokio::time::timeout(LIMIT, s.write_all(&bytes)).await;
-            let _ = s.shutdown().await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut frames = Vec::new();
-            let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut frames)).await;
-            let mut d = frame::FrameDecoder::new(usize::MAX);
-            d.extend(&frames);
-            let mut got = Vec::new();
-            while let Ok(Some(f)) = d.next_frame() {
-                got.push(frame::decode(&f, usize::MAX).expect("decodes").frame);
-            }
+            let got = write_all_then_read(&mut s, &bytes).await;
             assert_eq!(
                 last_error(&got),
                 Some(ErrorCode::UNSUPPORTED_VERSION),
