@@ -1227,6 +1227,14 @@ fn remote(seq: u64, payload: &str) -> Update {
     }
 }
 
+impl Harness {
+    /// Another node's update, as the store hands it to this node's core.
+    fn remote_update(&mut self, entry: Update) {
+        self.core
+            .handle_storage(self.now, StorageDone::Remote { entry });
+    }
+}
+
 fn pairs(list: &[(u64, &str)]) -> Vec<(u64, String)> {
     list.iter().map(|&(s, p)| (s, p.to_owned())).collect()
 }
@@ -1240,12 +1248,7 @@ fn other_nodes_updates_and_a_renumbered_append_keep_one_order() {
     h.frames(a);
     // Another node appended #1.
     h.store.append(&[remote(1, "r1")]).expect("append");
-    h.core.handle_storage(
-        h.now,
-        StorageDone::Remote {
-            entry: remote(1, "r1"),
-        },
-    );
+    h.remote_update(remote(1, "r1"));
     // a's update is proposed as #2, but another node took #2 first: the
     // store hands #2 over, then a's update under #3 (a lost race).
     h.send(a, "g", "mine");
@@ -1257,12 +1260,7 @@ fn other_nodes_updates_and_a_renumbered_append_keep_one_order() {
     h.store
         .append(&[remote(2, "r2"), mine.clone()])
         .expect("append");
-    h.core.handle_storage(
-        h.now,
-        StorageDone::Remote {
-            entry: remote(2, "r2"),
-        },
-    );
+    h.remote_update(remote(2, "r2"));
     h.core.handle_storage(
         h.now,
         StorageDone::Appended {
@@ -1272,12 +1270,7 @@ fn other_nodes_updates_and_a_renumbered_append_keep_one_order() {
         },
     );
     // Handed over twice: delivered once.
-    h.core.handle_storage(
-        h.now,
-        StorageDone::Remote {
-            entry: remote(2, "r2"),
-        },
-    );
+    h.remote_update(remote(2, "r2"));
     h.pump();
     let fa = h.frames(a);
     assert_eq!(delivered(&fa), pairs(&[(1, "r1"), (2, "r2"), (3, "mine")]));
@@ -1302,12 +1295,7 @@ fn a_gap_left_by_another_nodes_compaction_resyncs_the_members() {
     h.join(a, "g", Role::Principal);
     h.frames(a);
     h.store.append(&[remote(1, "r1")]).expect("append");
-    h.core.handle_storage(
-        h.now,
-        StorageDone::Remote {
-            entry: remote(1, "r1"),
-        },
-    );
+    h.remote_update(remote(1, "r1"));
     h.pump();
     assert_eq!(delivered(&h.frames(a)), pairs(&[(1, "r1")]));
     // Another node appended #2..#4 and checkpointed #3, compacting the log,
@@ -1318,12 +1306,7 @@ fn a_gap_left_by_another_nodes_compaction_resyncs_the_members() {
     h.store
         .put_checkpoint("g", 3, b"s3", true)
         .expect("checkpoint");
-    h.core.handle_storage(
-        h.now,
-        StorageDone::Remote {
-            entry: remote(4, "r4"),
-        },
-    );
+    h.remote_update(remote(4, "r4"));
     h.pump();
     let fa = h.frames(a);
     assert!(
