@@ -78,7 +78,9 @@ use futures_util::StreamExt;
 use futures_util::stream::{BoxStream, SelectAll};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Checkpoint, GroupRecord, Storage, StorageDone, StorageError, StorageOp, Update};
+use super::{
+    Checkpoint, GroupRecord, Storage, StorageDone, StorageError, StorageOp, Update, check_next,
+};
 
 /// Where the NATS servers are and how to log in.
 #[derive(Clone, Debug)]
@@ -969,13 +971,7 @@ impl Inner {
                 Some(h) => *h,
                 None => self.head(&e.group).await?,
             };
-            if e.seq != head + 1 {
-                return Err(StorageError::WrongSequence {
-                    group: e.group.clone(),
-                    expected: head + 1,
-                    got: e.seq,
-                });
-            }
+            check_next(e, head)?;
             heads.insert(&e.group, e.seq);
         }
         for e in entries {

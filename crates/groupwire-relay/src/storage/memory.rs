@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Checkpoint, GroupRecord, Storage, StorageError, Update};
+use super::{Checkpoint, GroupRecord, Storage, StorageError, Update, check_next};
 
 /// Keeps everything in maps; nothing survives the process.
 #[derive(Debug, Default)]
@@ -87,13 +87,7 @@ impl Storage for MemoryStorage {
                         .head_seq
                 }
             };
-            if e.seq != head + 1 {
-                return Err(StorageError::WrongSequence {
-                    group: e.group.clone(),
-                    expected: head + 1,
-                    got: e.seq,
-                });
-            }
+            check_next(e, head)?;
             heads.insert(&e.group, e.seq);
         }
         for e in entries {

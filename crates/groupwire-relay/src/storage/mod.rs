@@ -88,6 +88,20 @@ pub enum StorageError {
     Engine(String),
 }
 
+/// Checks that `entry` is the next of its group, whose head is `head`:
+/// every engine's [`Storage::append`] rule.
+pub(crate) fn check_next(entry: &Update, head: u64) -> Result<(), StorageError> {
+    if entry.seq == head + 1 {
+        Ok(())
+    } else {
+        Err(StorageError::WrongSequence {
+            group: entry.group.clone(),
+            expected: head + 1,
+            got: entry.seq,
+        })
+    }
+}
+
 /// A store for groups, the log, checkpoints and locks. Calls block; the
 /// relay makes them from one dedicated thread, in the order the protocol
 /// core issued them (so a read sees every earlier write).

@@ -23,7 +23,7 @@ use std::path::Path;
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Checkpoint, GroupRecord, Storage, StorageError, Update};
+use super::{Checkpoint, GroupRecord, Storage, StorageError, Update, check_next};
 
 /// How hard each commit tries to reach the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -258,14 +258,8 @@ impl Storage for SqliteStorage {
                     .optional()
                     .map_err(engine)?;
                 let h = from_sql(h.ok_or_else(|| StorageError::NoSuchGroup(e.group.clone()))?);
-                if e.seq != h + 1 {
-                    // Dropping `tx` rolls the whole batch back.
-                    return Err(StorageError::WrongSequence {
-                        group: e.group.clone(),
-                        expected: h + 1,
-                        got: e.seq,
-                    });
-                }
+                // Dropping `tx` rolls the whole batch back.
+                check_next(e, h)?;
                 insert
                     .execute(params![
                         e.group,
