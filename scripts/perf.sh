@@ -285,6 +285,7 @@ session_section() {
     --only afec-1-batched,session-afec-1ch,session-afec-8ch,block-batched,session-block-1ch,session-block-8ch \
     --json "$tmp/session.json"
   cargo bench -q -p groupwire-proto --bench select -- --noplot >/dev/null
+  cargo bench -q -p groupwire-proto --bench session -- --noplot >/dev/null
   section_py "$tmp/session.json" <<'PY'
 import glob, json, os, sys
 from perf_sections import generated_line, write_section
@@ -332,6 +333,14 @@ L.append(f"AFEC: one channel reaches {r1:.2f} of AFEC alone ({verdict(r1)} the 0
          f"({verdict(r8)} it). Block: one channel {b1:.2f} of Block alone's goodput ({verdict(b1)} it), eight "
          f"channels {b8:.2f} ({verdict(b8)} it). Each run's rate: " + "; ".join(
              f"{c['case']} " + ", ".join(f"{r/1e3:.0f}k" for r in c["rates"]) for c in lb["cases"]) + ".\n")
+med = lambda n: json.load(open(f"target/criterion/session/{n}/new/estimates.json"))["median"]["point_estimate"]
+m1, m8 = med("afec_1ch"), med("afec_8ch")
+L.append("The session's machine alone, without sockets (criterion benchmark `crates/groupwire-proto/benches/session.rs`, "
+         "`cargo bench -p groupwire-proto --bench session`: two `session::Session`s joined in memory, 4096 messages of "
+         "40 bytes round robin over 1 or 8 AFEC channels, both sides' work, median, one core): "
+         f"1 channel {m1/4096/1e3:.2f} µs per message, 8 channels {m8/4096/1e3:.2f} µs, so 8 channels run at {m1/m8:.2f} of "
+         "one channel's rate in the machine itself. What 8 channels still add is each channel's own timed work "
+         "(AFEC's periodic checks on both sides, per channel and per unit of time, not per message).\n")
 L.append("Criterion benchmark `crates/groupwire-proto/benches/select.rs` (`cargo bench -p groupwire-proto --bench "
          "select`): one 100 ms control interval of 100 channels' adaptive controllers (20 peers with issue 16's five "
          "channels each, noisy path estimates), median, one core. Goal (issue 16): under 1% of a core, 1 ms per "

@@ -363,6 +363,9 @@ struct OutChannel {
     /// ([`SessionEvent::ChannelOpened`]); the application may still open it
     /// by name with a QoS of its own.
     implicit: bool,
+    /// The earliest of its instances' timers, kept by
+    /// [`refresh_timer`](Self::refresh_timer) (see [`Session::timers`]).
+    timer: Option<Instant>,
 }
 
 impl OutChannel {
@@ -393,7 +396,29 @@ impl OutChannel {
             fb_acc: (0, 0),
             fb_total: (0, 0),
             implicit: false,
+            timer: None,
         }
+        .with_timer()
+    }
+
+    fn with_timer(mut self) -> Self {
+        self.refresh_timer();
+        self
+    }
+
+    /// The earliest timer of its instance and of those draining.
+    fn next_timer(&self) -> Option<Instant> {
+        self.inst
+            .iter()
+            .filter_map(MechInst::poll_timeout)
+            .chain(self.draining.iter().map(|(_, until)| *until))
+            .chain(self.draining.iter().filter_map(|(i, _)| i.poll_timeout()))
+            .min()
+    }
+
+    /// Recomputes [`timer`](Self::timer) after its instances changed.
+    fn refresh_timer(&mut self) {
+        self.timer = self.next_timer();
     }
 
     /// A capacity-seeking channel on the stream (no datagram instance).
@@ -486,6 +511,22 @@ struct InChannel {
     highest: u32,
     delivered: u32,
     dirty: bool,
+    /// The earliest of its instances' timers and drain deadlines, kept by
+    /// [`refresh_timer`](Self::refresh_timer).
+    timer: Option<Instant>,
+}
+
+impl InChannel {
+    fn next_timer(&self) -> Option<Instant> {
+        self.insts
+            .values()
+            .flat_map(|(i, until)| i.poll_timeout().into_iter().chain([*until]))
+            .min()
+    }
+
+    fn refresh_timer(&mut self) {
+        self.timer = self.next_timer();
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -827,6 +868,7 @@ impl Session {
         }
         c.inst = inst;
         c.mech = m;
+        c.refresh_timer();
         Ok(())
     }
 
@@ -999,8 +1041,30 @@ impl Session {
     }
 
     /// Moves what a peer's mechanisms have to send (one channel's, or all)
-    /// onto the wire, and what they delivered to the application.
+    /// onto the wire, and what they delivered to the application; then
+    /// refreshes the timers of the channels it looked at (every change to
+    /// a channel's instances is followed by its pump).
     fn pump(&mut self, now: Instant, cid: u32, pump: Pump) {
+        self.pump_queued(now, cid, pump);
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        match pump {
+            Pump::Out(id) if p.state == State::Established => {
+                p.out.get_mut(&id).map(OutChannel::refresh_timer);
+            }
+            Pump::In(id) if p.state == State::Established => {
+                p.incoming.get_mut(&id).map(InChannel::refresh_timer);
+            }
+            _ => {
+                p.out.values_mut().for_each(OutChannel::refresh_timer);
+                p.incoming.values_mut().for_each(InChannel::refresh_timer);
+            }
+        }
+    }
+
+    /// [`pump`](Self::pump) but for the channels' timers.
+    fn pump_queued(&mut self, now: Instant, cid: u32, pump: Pump) {
         let Some(p) = self.peers.get_mut(&cid) else {
             return;
         };
@@ -1014,13 +1078,11 @@ impl Session {
             return;
         }
         let mut pkts: Vec<(u16, u8, Bytes, Option<Dscp>)> = Vec::new();
-        // One channel's send looks at that channel alone, not at all of them.
-        let outs: Vec<(u16, &mut OutChannel)> = match pump {
-            Pump::Out(id) => p.out.get_mut(&id).map(|c| (id, c)).into_iter().collect(),
-            Pump::In(_) => Vec::new(),
-            Pump::All => p.out.iter_mut().map(|(&id, c)| (id, c)).collect(),
-        };
-        for (id, c) in outs {
+        // One channel's send looks at that channel alone, not at all of
+        // them: with many channels, walking them all per message was what
+        // the session cost over one mechanism (issue 16's loopback
+        // benchmark, 8 channels).
+        for (id, c) in pump.outgoing().of(&mut p.out) {
             let dscp = c.qos.dscp_value();
             let insts = c
                 .inst
@@ -1037,12 +1099,7 @@ impl Session {
         // goes with a full pump, or with the pump of the channel a packet
         // came in on: one channel's send makes none. Feedback is marked as
         // the channel it is about is here.
-        let incoming = p.incoming.iter_mut().filter(|(id, _)| match pump {
-            Pump::All => true,
-            Pump::In(only) => **id == only,
-            Pump::Out(_) => false,
-        });
-        for (&id, c) in incoming {
+        for (id, c) in pump.incoming().of(&mut p.incoming) {
             let dscp = p.out.get(&c.local).and_then(|o| o.qos.dscp_value());
             for (k, (inst, _)) in c.insts.iter_mut() {
                 while let Some(pkt) = inst.poll_transmit(now) {
@@ -1085,11 +1142,8 @@ impl Session {
             return;
         };
         let mut ready = Vec::new();
-        let incoming = p
-            .incoming
-            .iter_mut()
-            .filter(|(id, _)| only.is_none_or(|o| o == **id));
-        for (&id, c) in incoming {
+        let keys = only.map_or(Keys::All, Keys::One);
+        for (id, c) in keys.of(&mut p.incoming) {
             for (k, (inst, _)) in c.insts.iter_mut() {
                 while let Some((data, recovered)) = inst.poll_delivery() {
                     ready.push((id, *k, data, recovered));
@@ -1226,6 +1280,7 @@ impl Session {
                 highest: 0,
                 delivered: 0,
                 dirty: false,
+                timer: None,
             },
         );
         Some(local)
@@ -1673,51 +1728,52 @@ impl Session {
         }
     }
 
-    fn timers(&self) -> impl Iterator<Item = Instant> + '_ {
-        self.peers.values().flat_map(|p| {
-            let state = match p.state {
+    /// The earliest timer of every peer: its handshake or idle deadline,
+    /// its channels' (kept by each channel as its instances change: every
+    /// change is followed by a pump of the channel, which refreshes it, so
+    /// a session with many channels does not ask every instance each time
+    /// it is polled), Opens not yet acknowledged, the monitors and the
+    /// control tick. One loop: this runs after every event a driver sees.
+    fn next_timer(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        for p in self.peers.values() {
+            let established = p.state == State::Established;
+            at(Some(match p.state {
                 State::Connecting {
                     next_hello,
                     deadline,
                     ..
-                } => Some(next_hello.min(deadline)),
-                State::Validating { deadline } => Some(deadline),
-                State::Established => Some(p.last_heard.saturating_add(self.cfg.idle_timeout)),
-            };
-            let opens = p
-                .out
-                .values()
-                .filter(|c| !c.open_acked && p.state == State::Established)
-                .map(|c| c.next_open);
-            let outs = p.out.values().flat_map(|c| {
-                c.inst
-                    .iter()
-                    .filter_map(MechInst::poll_timeout)
-                    .chain(c.draining.iter().map(|(_, until)| *until))
-                    .chain(c.draining.iter().filter_map(|(i, _)| i.poll_timeout()))
-            });
-            let ins = p.incoming.values().flat_map(|c| {
-                c.insts
-                    .values()
-                    .flat_map(|(i, until)| i.poll_timeout().into_iter().chain([*until]))
-            });
-            let monitor = (p.state == State::Established)
-                .then(|| {
-                    let control = (self.cfg.policy.is_some()
-                        && p.out.values().any(|c| c.controller.is_some()))
-                    .then_some(p.next_control);
-                    [p.rx_mon.poll_timeout(), p.tx_mon.poll_timeout(), control]
-                })
-                .into_iter()
-                .flatten()
-                .flatten();
-            state
-                .into_iter()
-                .chain(opens)
-                .chain(outs)
-                .chain(ins)
-                .chain(monitor)
-        })
+                } => next_hello.min(deadline),
+                State::Validating { deadline } => deadline,
+                State::Established => p.last_heard.saturating_add(self.cfg.idle_timeout),
+            }));
+            let mut controlled = false;
+            for c in p.out.values() {
+                debug_assert_eq!(c.timer, c.next_timer(), "stale timer of {}", c.name);
+                at(c.timer);
+                if established && !c.open_acked {
+                    at(Some(c.next_open));
+                }
+                controlled |= c.controller.is_some();
+            }
+            for c in p.incoming.values() {
+                debug_assert_eq!(c.timer, c.next_timer(), "stale incoming timer");
+                at(c.timer);
+            }
+            if established {
+                at(p.rx_mon.poll_timeout());
+                at(p.tx_mon.poll_timeout());
+                if controlled && self.cfg.policy.is_some() {
+                    at(Some(p.next_control));
+                }
+            }
+        }
+        t
     }
 }
 
@@ -1734,6 +1790,62 @@ enum Pump {
     /// One channel the peer sends on (a packet of it came in): its
     /// feedback and its deliveries.
     In(u16),
+}
+
+/// The channels a pump looks at in one direction: all, one, or none.
+#[derive(Clone, Copy, Debug)]
+enum Keys {
+    All,
+    One(u16),
+    None,
+}
+
+impl Keys {
+    /// Those of `map`'s entries (a lookup for one, not a range walk).
+    fn of<V>(self, map: &mut BTreeMap<u16, V>) -> Selected<'_, V> {
+        match self {
+            Self::All => Selected::All(map.iter_mut()),
+            Self::One(id) => Selected::One(map.get_mut(&id).map(|v| (id, v))),
+            Self::None => Selected::One(None),
+        }
+    }
+}
+
+/// What [`Keys::of`] selects.
+enum Selected<'a, V> {
+    All(std::collections::btree_map::IterMut<'a, u16, V>),
+    One(Option<(u16, &'a mut V)>),
+}
+
+impl<'a, V> Iterator for Selected<'a, V> {
+    type Item = (u16, &'a mut V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::All(it) => it.next().map(|(&k, v)| (k, v)),
+            Self::One(one) => one.take(),
+        }
+    }
+}
+
+impl Pump {
+    /// The channels we send on whose instances it looks at.
+    fn outgoing(self) -> Keys {
+        match self {
+            Self::All => Keys::All,
+            Self::Out(id) => Keys::One(id),
+            Self::In(_) => Keys::None,
+        }
+    }
+
+    /// The peer's channels whose instances it looks at.
+    fn incoming(self) -> Keys {
+        match self {
+            Self::All => Keys::All,
+            Self::In(id) => Keys::One(id),
+            Self::Out(_) => Keys::None,
+        }
+    }
 }
 
 /// The overhead a Block sender the selector chose may spend: twice what
@@ -1985,7 +2097,7 @@ impl Machine for Session {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.timers().min()
+        self.next_timer()
     }
 }
 
