@@ -334,13 +334,19 @@ L.append(f"AFEC: one channel reaches {r1:.2f} of AFEC alone ({verdict(r1)} the 0
          f"channels {b8:.2f} ({verdict(b8)} it). Each run's rate: " + "; ".join(
              f"{c['case']} " + ", ".join(f"{r/1e3:.0f}k" for r in c["rates"]) for c in lb["cases"]) + ".\n")
 med = lambda n: json.load(open(f"target/criterion/session/{n}/new/estimates.json"))["median"]["point_estimate"]
-m1, m8 = med("afec_1ch"), med("afec_8ch")
 L.append("The session's machine alone, without sockets (criterion benchmark `crates/groupwire-proto/benches/session.rs`, "
-         "`cargo bench -p groupwire-proto --bench session`: two `session::Session`s joined in memory, 4096 messages of "
-         "40 bytes round robin over 1 or 8 AFEC channels, both sides' work, median, one core): "
-         f"1 channel {m1/4096/1e3:.2f} µs per message, 8 channels {m8/4096/1e3:.2f} µs, so 8 channels run at {m1/m8:.2f} of "
-         "one channel's rate in the machine itself. What 8 channels still add is each channel's own timed work "
-         "(AFEC's periodic checks on both sides, per channel and per unit of time, not per message).\n")
+         "`cargo bench -p groupwire-proto --bench session`: two `session::Session`s joined in memory, 4096 messages "
+         "round robin over 1 or 8 channels pinned to AFEC (40 bytes) or Block (1000 bytes), both sides' work, median, "
+         "one core):\n")
+L.append("| mechanism | 1 channel, µs per message | 8 channels, µs per message | 8 channels' rate relative to 1 |")
+L.append("|---|---|---|---|")
+for m in ("afec", "block"):
+    m1, m8 = med(f"{m}_1ch"), med(f"{m}_8ch")
+    L.append(f"| {m} | {m1/4096/1e3:.2f} | {m8/4096/1e3:.2f} | {m1/m8:.2f} |")
+L.append("")
+L.append("What 8 channels add in the machine is each channel's own timed work (AFEC's periodic checks and Block's "
+         "target controller run per channel and per unit of time, not per message), and for Block blocks that fill "
+         "at an eighth of the rate.\n")
 L.append("Criterion benchmark `crates/groupwire-proto/benches/select.rs` (`cargo bench -p groupwire-proto --bench "
          "select`): one 100 ms control interval of 100 channels' adaptive controllers (20 peers with issue 16's five "
          "channels each, noisy path estimates), median, one core. Goal (issue 16): under 1% of a core, 1 ms per "

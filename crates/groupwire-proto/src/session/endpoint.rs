@@ -868,7 +868,9 @@ impl Session {
         }
         c.inst = inst;
         c.mech = m;
-        c.refresh_timer();
+        // What the handover queued leaves now (the pump also refreshes
+        // the channel's timer).
+        self.pump(now, ch.peer.0, Pump::Out(ch.id));
         Ok(())
     }
 
@@ -2008,25 +2010,37 @@ impl Machine for Session {
                     .push_back(SessionEvent::PeerGone { peer: PeerId(cid) });
                 continue;
             }
+            // Only the channels whose own timer is due run theirs (the
+            // others have nothing due), and only they are pumped after,
+            // unless the controller ran: with many channels, each
+            // channel's timer waking all of them made the timers cost
+            // the square of the channels.
             let mut opens = Vec::new();
+            let mut due = Vec::new();
             for (&id, c) in p.out.iter_mut() {
-                if let Some(i) = c.inst.as_mut() {
-                    i.handle_timeout(now);
+                if c.timer.is_some_and(|t| t <= now) {
+                    if let Some(i) = c.inst.as_mut() {
+                        i.handle_timeout(now);
+                    }
+                    c.draining.retain_mut(|(i, until)| {
+                        i.handle_timeout(now);
+                        now < *until
+                    });
+                    due.push(Pump::Out(id));
                 }
-                c.draining.retain_mut(|(i, until)| {
-                    i.handle_timeout(now);
-                    now < *until
-                });
                 if !c.open_acked && now >= c.next_open {
                     c.next_open = now.saturating_add(self.cfg.open_retry);
                     opens.push((id, c.name.clone()));
                 }
             }
-            for c in p.incoming.values_mut() {
-                c.insts.retain(|_, (i, until)| {
-                    i.handle_timeout(now);
-                    now < *until
-                });
+            for (&id, c) in p.incoming.iter_mut() {
+                if c.timer.is_some_and(|t| t <= now) {
+                    c.insts.retain(|_, (i, until)| {
+                        i.handle_timeout(now);
+                        now < *until
+                    });
+                    due.push(Pump::In(id));
+                }
             }
             let report = p.rx_mon.poll_report(now);
             let probe = p.tx_mon.poll_probe(now);
@@ -2074,8 +2088,12 @@ impl Machine for Session {
             }
             if control {
                 self.control(now, cid);
+                self.pump(now, cid, Pump::All);
+            } else {
+                for pump in due {
+                    self.pump(now, cid, pump);
+                }
             }
-            self.pump(now, cid, Pump::All);
         }
     }
 
