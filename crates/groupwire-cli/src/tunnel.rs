@@ -64,6 +64,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use groupwire_proto::control::ControllerKind;
+use groupwire_proto::sliding::SlidingCode;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelKey, seal};
 use groupwire_proto::xor::{XorLayout, XorLayoutError};
 use groupwire_tokio::Clock;
@@ -174,7 +175,11 @@ pub(crate) struct TunnelArgs {
     /// (a window picked from an online fit of the loss); or XOR parity
     /// instead of block FEC (Leigh et al., SMPTE 2022-1 format): xor:N
     /// (one parity per N datagrams), xor:LxD (per row of L and per column
-    /// of D, L apart: bursts up to L), xor:LxD:col (columns only).
+    /// of D, L apart: bursts up to L), xor:LxD:col (columns only); or a
+    /// sliding-window code (RFC 8681): sliding:w=W,o=O sends every
+    /// datagram at once and, after every 1/O of them, a repair over the
+    /// last W, so a loss is rebuilt by the next repair instead of at the
+    /// end of its block (sliding:w=20,o=0.2: 20% overhead).
     #[arg(long, value_name = "CONTROLLER", default_value = "target")]
     fec: FecChoice,
     /// With --fec target: the share of datagrams that may stay lost after
@@ -305,12 +310,16 @@ pub(crate) fn run(args: TunnelArgs) -> anyhow::Result<()> {
 enum FecChoice {
     Block(ControllerKind),
     Xor(XorLayout),
+    Sliding(SlidingCode),
 }
 
 impl std::str::FromStr for FecChoice {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        if s.starts_with("sliding") {
+            return s.parse().map(Self::Sliding);
+        }
         if s.starts_with("xor") {
             return s
                 .parse()
@@ -320,7 +329,10 @@ impl std::str::FromStr for FecChoice {
         s.parse()
             .map(Self::Block)
             .map_err(|e: <ControllerKind as std::str::FromStr>::Err| {
-                format!("{e}; or xor:N, xor:LxD, xor:LxD:col for XOR parity")
+                format!(
+                    "{e}; or xor:N, xor:LxD, xor:LxD:col for XOR parity, \
+                     or sliding:w=W,o=O for a sliding-window code"
+                )
             })
     }
 }
@@ -330,6 +342,7 @@ impl std::fmt::Display for FecChoice {
         match self {
             Self::Block(c) => c.fmt(f),
             Self::Xor(l) => l.fmt(f),
+            Self::Sliding(c) => c.fmt(f),
         }
     }
 }
@@ -346,11 +359,17 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             }
             cfg.xor = Some(layout);
         }
+        FecChoice::Sliding(code) => {
+            if args.fwnd_min.is_some() || args.fwnd_max.is_some() {
+                anyhow::bail!("--fwnd-min and --fwnd-max apply to block FEC, not --fec {code}");
+            }
+            cfg.sliding = Some(code);
+        }
     }
     let target_flags =
         args.target_loss != default_target_loss() || args.max_delay != DEFAULT_MAX_DELAY;
     match cfg.sender.controller.target_mut() {
-        Some(t) if cfg.xor.is_none() => {
+        Some(t) if cfg.xor.is_none() && cfg.sliding.is_none() => {
             t.target = args.target_loss.get();
             t.max_delay = args.max_delay;
             if let Some(k) = args.k {
@@ -440,7 +459,7 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         .controller
         .clone()
         .target_mut()
-        .filter(|_| cfg.xor.is_none())
+        .filter(|_| cfg.xor.is_none() && cfg.sliding.is_none())
         .map(|t| (t.target, t.max_delay));
     let goal = target
         .map(|(t, d)| {

@@ -317,6 +317,71 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
     assert!(a_out.contains("dropped              4"), "{a_out}");
 }
 
+/// `--fec sliding:w=W,o=O` (RFC 8681's sliding-window code, issue 15)
+/// over a lossy emulated path: every datagram byte-identical, the
+/// residual far below the link's loss (counted over what was really
+/// sent), losses rebuilt by the receiving tunnel, and no reports (the
+/// code is open loop, as XOR).
+#[test]
+fn sliding_tunnel_rebuilds_random_loss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    let fec = "sliding:w=20,o=0.3";
+    let b = tunnel_forwarding(
+        app_rx.local_addr().expect("bound"),
+        &[
+            "--fec",
+            fec,
+            "--duration",
+            "8s",
+            "--quiet",
+            "--stats-json",
+            arg(&b_json),
+        ],
+    );
+    let emu_args = [
+        "--loss",
+        "bernoulli:0.05",
+        "--seed",
+        "7",
+        "--duration",
+        "8s",
+    ];
+    let emu = emulate_to(b.addr("link"), &emu_args);
+    let a = tunnel_to_peer(
+        emu.addr("listen"),
+        &[
+            "--fec",
+            fec,
+            "--duration",
+            "7s",
+            "--quiet",
+            "--stats-json",
+            arg(&a_json),
+        ],
+    );
+    assert_eq!(a.ready["fec"], fec, "{}", a.ready);
+    let (sent, got) = exchange(a.addr("app"), &app_rx, 6000, 1000.0, Duration::from_secs(5));
+    let (a_out, _, emu_out) = (a.finish().0, b.finish(), emu.finish().0);
+    let (sa, sb) = (stats(&a_json), stats(&b_json));
+    assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
+    assert!(sent.len() > 500, "only {} datagrams sent", sent.len());
+    let residual = tunnel_residual(&sa, &sb, &got);
+    let c = &sb["channel"];
+    let n = |v: &serde_json::Value| v.as_f64().expect("a number");
+    let wire = n(&c["loss"]["wire_loss"]);
+    assert!(wire > 0.02, "the link lost {wire}: {emu_out}\n{c}");
+    assert!(sb["received"]["recovered"].as_u64() > Some(20), "{sb}");
+    assert!(
+        residual < 0.3 * wire,
+        "residual {residual} vs link {wire}: {a_out}\n{sb}"
+    );
+    assert!(sa["sent"]["residual_loss"].is_null(), "open loop: {sa}");
+    assert!(sa["sent"]["repair_packets"].as_u64() > Some(100), "{sa}");
+    assert!(a_out.contains(&format!("--fec {fec}")), "{a_out}");
+}
+
 /// `--fec xor:LxD` (Leigh et al.'s XOR parity in SMPTE 2022-1 rows and
 /// columns) over a lossy emulated path: every datagram byte-identical,
 /// the residual far below the link's loss (counted over what was really

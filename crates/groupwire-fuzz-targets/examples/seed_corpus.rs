@@ -66,6 +66,36 @@ fn xor_packets() -> Vec<Bytes> {
     out
 }
 
+/// What a sliding-window sender (`sliding:w=8,o=0.5`, the
+/// `tunnel_endpoint` target's) sends for ten datagrams on links of
+/// `max_datagram` bytes, the third source lost (rebuilt).
+fn sliding_packets(max_datagram: usize) -> Vec<Bytes> {
+    use groupwire_proto::sliding::{SOURCE_TYPE, SlidingCode, SlidingConfig, SlidingEndpoint};
+    let peer: SocketAddr = "127.0.0.1:2".parse().expect("addr");
+    let code = SlidingCode {
+        window: 8,
+        overhead: 0.5,
+    };
+    let mut cfg = SlidingConfig::new(peer, code);
+    cfg.max_datagram = max_datagram;
+    let mut ep = SlidingEndpoint::new(cfg).expect("valid code");
+    let now = Instant::ZERO;
+    for i in 0..10u8 {
+        ep.send(now, &vec![i; 20 + usize::from(i) * 7])
+            .expect("fits");
+    }
+    let mut out = Vec::new();
+    let mut sources = 0;
+    while let Some(t) = ep.poll_transmit(now) {
+        let is_source = t.payload[0] == SOURCE_TYPE;
+        sources += usize::from(is_source);
+        if !(is_source && sources == 3) {
+            out.push(t.payload);
+        }
+    }
+    out
+}
+
 /// What an AFEC sender in RTP/RED framing (adaptive) sends to a receiver
 /// over a wire losing every fourth data packet, and the receiver's RTCP
 /// feedback: (data, control).
@@ -312,8 +342,8 @@ fn main() -> std::io::Result<()> {
     // learned and configured peer, with the application answering, a
     // stranger, and a silence past the peer's idle time.
     use groupwire_fuzz_targets::tunnel_endpoint::{
-        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, CFG_XOR, OP_APP, OP_FROM_PEER, OP_FROM_STRANGER,
-        OP_SEALED, OP_WAIT,
+        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, CFG_SLIDING, CFG_XOR, OP_APP, OP_FROM_PEER,
+        OP_FROM_STRANGER, OP_SEALED, OP_WAIT, SLIDING_MAX_DATAGRAM,
     };
     let op = |out: &mut Vec<u8>, op: u8, body: &[u8]| {
         out.extend([op, u8::try_from(body.len()).expect("seed ops fit one byte")]);
@@ -359,6 +389,34 @@ fn main() -> std::io::Result<()> {
     ] {
         let mut input = vec![cfg];
         for (i, p) in xor.iter().enumerate() {
+            op(&mut input, from, p);
+            if i % 4 == 0 {
+                op(&mut input, OP_APP, b"a reply from the application");
+            }
+        }
+        op(&mut input, OP_WAIT, &[2]);
+        std::fs::write(dir.join(format!("seed-{name}")), input)?;
+    }
+    // And with a sliding-window code (`--fec sliding:w=8,o=0.5`): ten
+    // datagrams and their repairs, the third source lost (rebuilt); the
+    // keyed link's datagrams are a seal smaller, and so its symbols.
+    let keyed_max = SLIDING_MAX_DATAGRAM - groupwire_proto::tunnel::seal::OVERHEAD;
+    for (name, cfg, from, max) in [
+        (
+            "sliding-keyless-learned",
+            CFG_SLIDING,
+            OP_FROM_PEER,
+            SLIDING_MAX_DATAGRAM,
+        ),
+        (
+            "sliding-keyed-fixed",
+            CFG_SLIDING | CFG_KEYED | CFG_FIXED_PEER,
+            OP_SEALED,
+            keyed_max,
+        ),
+    ] {
+        let mut input = vec![cfg];
+        for (i, p) in sliding_packets(max).iter().enumerate() {
             op(&mut input, from, p);
             if i % 4 == 0 {
                 op(&mut input, OP_APP, b"a reply from the application");

@@ -36,7 +36,8 @@ pub const OP_WAIT: u8 = 4;
 
 /// Config byte (the input's first): bit 0 keyed, bit 1 ChaCha20-Poly1305
 /// (else AES-256-GCM), bit 2 the peer is configured (`--peer`; else
-/// learned, `--forward`), bit 3 XOR parity ([`CFG_XOR`]).
+/// learned, `--forward`), bit 3 XOR parity ([`CFG_XOR`]), bit 4 a
+/// sliding-window code ([`CFG_SLIDING`]).
 pub const CFG_KEYED: u8 = 1;
 /// See [`CFG_KEYED`].
 pub const CFG_CHACHA: u8 = 2;
@@ -45,6 +46,13 @@ pub const CFG_FIXED_PEER: u8 = 4;
 /// Config bit 3: XOR parity (`--fec xor:3x3`) instead of block FEC;
 /// keyless datagrams then go in as they are (RTP has no checksum).
 pub const CFG_XOR: u8 = 8;
+/// Config bit 4: a sliding-window code (`--fec sliding:w=8,o=0.5`)
+/// instead of block FEC (unless [`CFG_XOR`] is set too); keyless
+/// datagrams go in as they are (the code's packets carry no checksum).
+pub const CFG_SLIDING: u8 = 16;
+/// The link's datagrams under [`CFG_SLIDING`] (sealed, if keyed): a
+/// repair packet then fits one op's 255 bytes.
+pub const SLIDING_MAX_DATAGRAM: usize = 240;
 
 /// A [`TunnelEndpoint`] as `groupwire tunnel` sets it up, fed what the
 /// input says: `config, then [op, len, len bytes]*` (see the `OP_*` and
@@ -75,10 +83,20 @@ pub fn run(data: &[u8]) -> (usize, usize) {
     };
     let fixed = (cfg_byte & CFG_FIXED_PEER != 0).then_some(PEER);
     let xor = cfg_byte & CFG_XOR != 0;
+    let sliding = cfg_byte & CFG_SLIDING != 0;
     let mut cfg = config(fixed, keyed.then_some(cipher));
     if xor {
         cfg.xor = Some(groupwire_proto::xor::XorLayout::matrix(3, 3));
+    } else if sliding {
+        cfg.sliding = Some(groupwire_proto::sliding::SlidingCode {
+            window: 8,
+            overhead: 0.5,
+        });
+        // Repairs carry the largest symbol: small enough for one op.
+        cfg.max_datagram = SLIDING_MAX_DATAGRAM;
     }
+    // Packets without a checksum to fix up.
+    let raw = xor || sliding;
     let mut ep = TunnelEndpoint::new(cfg);
     let mut peer_sealer = Sealer::new(KEY, PEER_SALT, cipher);
     let mut heard: BTreeSet<SocketAddr> = fixed.into_iter().collect();
@@ -95,7 +113,7 @@ pub fn run(data: &[u8]) -> (usize, usize) {
                     STRANGER
                 };
                 heard.insert(src);
-                let d = if keyed || xor {
+                let d = if keyed || raw {
                     body.to_vec()
                 } else {
                     crate::with_valid_crc(body)
@@ -106,7 +124,7 @@ pub fn run(data: &[u8]) -> (usize, usize) {
                 heard.insert(PEER);
                 let d = if keyed {
                     peer_sealer.seal(body).unwrap_or_default()
-                } else if xor {
+                } else if raw {
                     body.to_vec()
                 } else {
                     crate::with_valid_crc(body)
@@ -184,6 +202,6 @@ mod tests {
                 path.display()
             );
         }
-        assert_eq!(seeds, 6);
+        assert_eq!(seeds, 8);
     }
 }

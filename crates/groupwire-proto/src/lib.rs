@@ -36,6 +36,7 @@ pub mod control;
 pub mod machine;
 pub mod rbudp;
 pub mod session;
+pub mod sliding;
 pub mod tunnel;
 pub mod wire;
 pub mod xor;

@@ -60,6 +60,7 @@ use crate::block::{
     SenderConfig, SenderStats,
 };
 use crate::control::FecConfig;
+use crate::sliding::{SlidingCode, SlidingConfig, SlidingEndpoint};
 use crate::units::MAX_UDP_PAYLOAD;
 use crate::wire::block::{DATA_HEADER_LEN, DataRepr, SYMBOL_PREFIX};
 use crate::wire::rtp::{FEC_PREFIX_LEN, RtpHeader};
@@ -121,6 +122,14 @@ pub struct TunnelConfig {
     /// controller and the receiver's template are then not used, and no
     /// reports flow (the scheme is open loop).
     pub xor: Option<XorLayout>,
+    /// A sliding-window code instead of block FEC (`--fec
+    /// sliding:w=20,o=0.2`, RFC 8681; issue 15): every datagram leaves at
+    /// once and a repair over the last `w` follows every `1/o` of them, so
+    /// a loss is rebuilt by the next repair rather than at its block's
+    /// end. The sender's `session` on both sides, a last repair once the
+    /// application has sent nothing for the sender's `max_block_wait`;
+    /// open loop like XOR (no reports). Ignored when `xor` is set.
+    pub sliding: Option<SlidingCode>,
     /// The wall clock (microseconds since the Unix epoch) at the driver's
     /// [`Instant::ZERO`], if the driver has one: XOR media then carry
     /// wall-clock RTP timestamps and the channel's latency is one-way
@@ -157,14 +166,27 @@ impl TunnelConfig {
             key: None,
             max_datagram: DEFAULT_MAX_DATAGRAM,
             xor: None,
+            sliding: None,
             shared_clock_micros: None,
         }
     }
 
     /// What `--fec` names: the XOR layout, or the block controller.
     pub fn fec_name(&self) -> String {
-        self.xor
-            .map_or_else(|| self.sender.controller.to_string(), |l| l.to_string())
+        match (self.xor, self.sliding) {
+            (Some(l), _) => l.to_string(),
+            (None, Some(c)) => c.to_string(),
+            (None, None) => self.sender.controller.to_string(),
+        }
+    }
+
+    /// The sliding-window endpoint's configuration toward `peer`.
+    fn sliding_config(&self, code: SlidingCode, peer: SocketAddr) -> SlidingConfig {
+        let mut c = SlidingConfig::new(peer, code);
+        c.session = self.sender.session;
+        c.flush_after = self.sender.max_block_wait;
+        c.max_datagram = self.inner_datagram();
+        c
     }
 
     /// The XOR endpoint's configuration toward `peer`.
@@ -181,6 +203,8 @@ impl TunnelConfig {
     /// What the channel's latency figures mean (see [`TunnelEndpoint::channel`]).
     pub fn latency_kind(&self) -> LatencyKind {
         match (self.xor, self.shared_clock_micros) {
+            // Open loop, no timestamps: what recovery added only.
+            (None, _) if self.sliding.is_some() => LatencyKind::AboveBase,
             (None, _) => LatencyKind::HalfRtt,
             (Some(_), Some(_)) => LatencyKind::OneWay,
             (Some(_), None) => LatencyKind::AboveBase,
@@ -190,12 +214,18 @@ impl TunnelConfig {
     /// The bytes a source datagram may have: [`max_datagram`](Self::max_datagram)
     /// less the seal (under a key), the data header and the symbol prefix.
     pub fn max_payload(&self) -> usize {
-        let header = if self.xor.is_some() {
-            FEC_PREFIX_LEN
-        } else {
-            DATA_HEADER_LEN + SYMBOL_PREFIX
-        };
-        self.inner_datagram().saturating_sub(header)
+        if self.xor.is_some() {
+            return self.inner_datagram().saturating_sub(FEC_PREFIX_LEN);
+        }
+        if let Some(code) = self.sliding {
+            return SlidingConfig {
+                max_datagram: self.inner_datagram(),
+                ..SlidingConfig::new(SocketAddr::from(([0, 0, 0, 0], 0)), code)
+            }
+            .max_payload();
+        }
+        self.inner_datagram()
+            .saturating_sub(DATA_HEADER_LEN + SYMBOL_PREFIX)
     }
 
     /// The largest block packet before sealing.
@@ -225,6 +255,16 @@ impl TunnelConfig {
                 return bad("controller", e.0);
             }
             return self.validate_max_datagram(FEC_PREFIX_LEN);
+        }
+        if let Some(code) = self.sliding {
+            if let Err(e) = code.validate() {
+                return bad("controller", e);
+            }
+            // A repair carries the largest symbol: one byte of payload
+            // needs the repair header and an ADUI of one byte.
+            return self.validate_max_datagram(
+                crate::sliding::REPAIR_HEADER_LEN + groupwire_codec::sliding::ADUI_HEADER_LEN,
+            );
         }
         let k = self.sender.k;
         if !(1..=254).contains(&k) {
@@ -481,14 +521,14 @@ impl TunnelEndpoint {
     /// Whether the FEC runs without reports from the far side (XOR
     /// parity), so nothing here knows what the far side receives.
     pub fn open_loop(&self) -> bool {
-        self.cfg.xor.is_some()
+        self.cfg.xor.is_some() || self.cfg.sliding.is_some()
     }
 
     /// The repair packets the next full block gets.
     pub fn fwnd(&self) -> Option<usize> {
         match self.inner.as_ref()? {
             Fec::Block(ep) => Some(ep.sender.fwnd()),
-            Fec::Xor(_) => None,
+            Fec::Xor(_) | Fec::Sliding(_) => None,
         }
     }
 
@@ -497,7 +537,7 @@ impl TunnelEndpoint {
     pub fn k(&self) -> Option<usize> {
         match self.inner.as_ref()? {
             Fec::Block(ep) => Some(ep.sender.k()),
-            Fec::Xor(_) => None,
+            Fec::Xor(_) | Fec::Sliding(_) => None,
         }
     }
 
@@ -506,7 +546,7 @@ impl TunnelEndpoint {
     pub fn target_status(&self) -> Option<crate::control::target::TargetStatus> {
         match self.inner.as_ref()? {
             Fec::Block(ep) => ep.sender.controller().target_status(),
-            Fec::Xor(_) => None,
+            Fec::Xor(_) | Fec::Sliding(_) => None,
         }
     }
 
@@ -535,6 +575,13 @@ impl TunnelEndpoint {
                 len: e.len,
                 max: e.max,
             }),
+            Fec::Sliding(ep) => {
+                let max = ep.config().max_payload();
+                ep.send(now, &payload).map_err(|_| SendError::TooLarge {
+                    len: payload.len(),
+                    max,
+                })
+            }
         };
         sent.map_err(|e| {
             if matches!(e, SendError::TooLarge { .. }) {
@@ -552,6 +599,11 @@ impl TunnelEndpoint {
             let ep = XorEndpoint::new(self.cfg.xor_config(layout, peer)).expect("validated layout");
             return Fec::Xor(Box::new(ep));
         }
+        if let Some(code) = self.cfg.sliding {
+            let ep =
+                SlidingEndpoint::new(self.cfg.sliding_config(code, peer)).expect("validated code");
+            return Fec::Sliding(Box::new(ep));
+        }
         let mut s = self.cfg.sender.clone();
         s.peer = peer;
         Fec::Block(Box::new(BlockEndpoint::new(
@@ -568,6 +620,9 @@ impl TunnelEndpoint {
             return RtpHeader::parse(data).is_ok_and(|(h, _)| {
                 h.ssrc == self.cfg.sender.session && h.payload_type == MEDIA_PT
             });
+        }
+        if self.cfg.sliding.is_some() {
+            return crate::sliding::is_source_of(data, self.cfg.sender.session);
         }
         DataRepr::parse_with(data, self.cfg.receiver.allow_unchecked)
             .is_ok_and(|d| d.session == self.cfg.sender.session)
@@ -620,6 +675,27 @@ impl TunnelEndpoint {
                     self.events.push_back(TunnelDelivery {
                         payload: d.payload,
                         recovered: d.recovered.map(|(_, added)| added),
+                    });
+                }
+                return;
+            }
+            Some(Fec::Sliding(ep)) => {
+                while let Some(d) = ep.poll_event() {
+                    let path = if d.recovered.is_some() {
+                        Path::Block
+                    } else {
+                        Path::Arrived
+                    };
+                    // Open loop and no timestamps: the latency is what
+                    // recovery added (zero for what arrived itself).
+                    self.meter.delivered(
+                        u64::from(d.esi),
+                        path,
+                        Some(d.recovered.unwrap_or_default()),
+                    );
+                    self.events.push_back(TunnelDelivery {
+                        payload: d.payload,
+                        recovered: d.recovered,
                     });
                 }
                 return;
@@ -772,6 +848,7 @@ impl Machine for TunnelEndpoint {
         match self.inner.as_ref()? {
             Fec::Block(ep) => ep.poll_timeout(),
             Fec::Xor(ep) => ep.poll_timeout(),
+            Fec::Sliding(ep) => ep.poll_timeout(),
         }
     }
 }
@@ -782,6 +859,7 @@ impl Machine for TunnelEndpoint {
 enum Fec {
     Block(Box<BlockEndpoint>),
     Xor(Box<XorEndpoint>),
+    Sliding(Box<SlidingEndpoint>),
 }
 
 /// The datagram-facing part both machines share (their events differ).
@@ -809,6 +887,7 @@ impl Fec {
         match self {
             Self::Block(ep) => ep.as_mut(),
             Self::Xor(ep) => ep.as_mut(),
+            Self::Sliding(ep) => ep.as_mut(),
         }
     }
 
@@ -822,6 +901,10 @@ impl Fec {
                     d.media + d.media_duplicate + d.media_late,
                     d.fec + d.fec_duplicate,
                 )
+            }
+            Self::Sliding(ep) => {
+                let s = ep.stats();
+                (s.sources_received, s.repairs_received)
             }
         }
     }
@@ -855,6 +938,26 @@ impl Fec {
                     inconsistent: d.fec_mismatched + d.bad_length,
                     stale: d.fec_out_of_window,
                     evicted: d.evicted + d.fec_full,
+                    ..ReceiverStats::default()
+                };
+                t.add(&sender, &receiver);
+            }
+            Self::Sliding(ep) => {
+                let s = ep.stats();
+                let sender = SenderStats {
+                    source_sent: s.sources_sent,
+                    repair_sent: s.repairs_sent,
+                    refused: s.too_large,
+                    ..SenderStats::default()
+                };
+                let receiver = ReceiverStats {
+                    packets: s.sources_received + s.repairs_received,
+                    source_packets: s.sources_received,
+                    repair_packets: s.repairs_received,
+                    delivered: s.delivered + s.rebuilt,
+                    recovered: s.rebuilt,
+                    malformed: s.malformed,
+                    duplicates: s.duplicates,
                     ..ReceiverStats::default()
                 };
                 t.add(&sender, &receiver);
@@ -1414,6 +1517,61 @@ mod tests {
     /// keyed or not; a lost datagram is rebuilt, the peer is learned from
     /// a media packet of the session, and under a key a forged packet with
     /// the right SSRC claims nothing.
+    #[test]
+    fn sliding_tunnels_rebuild_and_learn_their_peer() {
+        for keyed in [false, true] {
+            let sliding = |peer: Option<SocketAddr>| {
+                let mut c = TunnelConfig::new(peer, 4);
+                c.sliding = Some("sliding:w=8,o=0.5".parse().expect("code"));
+                c.sender.session = 78;
+                if keyed {
+                    c.key = Some(TunnelKey {
+                        psk: vec![7; 32],
+                        salt: u64::from(peer.is_some()),
+                        cipher: Cipher::ChaCha20Poly1305,
+                    });
+                }
+                c
+            };
+            assert_eq!(sliding(None).validate(), Ok(()));
+            assert_eq!(sliding(None).fec_name(), "sliding:w=8,o=0.5");
+            let mut a = TunnelEndpoint::new(sliding(Some(B)));
+            let mut b = TunnelEndpoint::new(sliding(None));
+            let now = Instant::from_millis(1);
+            // A stranger's source packet of the session: taken as the peer
+            // only without a key.
+            let mut forged = vec![crate::sliding::SOURCE_TYPE];
+            forged.extend_from_slice(&78u32.to_be_bytes());
+            forged.extend_from_slice(&[0, 0, 0, 9, 1, 2, 3]);
+            b.handle_datagram(now, C, &forged);
+            assert_eq!(b.peer().is_some(), !keyed, "keyed {keyed}");
+            let mut b = TunnelEndpoint::new(sliding(None));
+            let payloads: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 10 + usize::from(i)]).collect();
+            let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+            let out = packets(&mut a, now, &refs);
+            assert_eq!(out.len(), 9, "6 sources and a repair after every 2");
+            // The second source lost: the repair after it rebuilds it.
+            for (i, p) in out.iter().enumerate() {
+                if i != 1 {
+                    b.handle_datagram(now, A, p);
+                }
+            }
+            assert_eq!(b.peer(), Some(A), "{:?}", b.stats());
+            let mut got: Vec<Vec<u8>> = std::iter::from_fn(|| b.poll_event())
+                .map(|d| d.payload.to_vec())
+                .collect();
+            got.sort();
+            assert_eq!(got, payloads, "keyed {keyed}");
+            let t = b.totals();
+            assert_eq!((t.receiver.recovered, t.receiver.delivered), (1, 6));
+            assert!(a.open_loop() && a.fwnd().is_none());
+            // What the configuration says fits, fits; a byte more does not.
+            let max = sliding(None).max_payload();
+            assert!(a.send(now, Bytes::from(vec![1; max])).is_ok());
+            assert!(a.send(now, Bytes::from(vec![1; max + 1])).is_err());
+        }
+    }
+
     #[test]
     fn xor_tunnels_rebuild_and_learn_their_peer() {
         for keyed in [false, true] {
