@@ -317,29 +317,36 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
     assert!(a_out.contains("dropped              4"), "{a_out}");
 }
 
-/// `--fec sliding:w=W,o=O` (RFC 8681's sliding-window code, issue 15)
-/// over a lossy emulated path: every datagram byte-identical, the
-/// residual far below the link's loss (counted over what was really
-/// sent), losses rebuilt by the receiving tunnel, and no reports (the
-/// code is open loop, as XOR).
-#[test]
-fn sliding_tunnel_rebuilds_random_loss() {
+/// Side B forwarding to an application socket, the emulator losing 5%
+/// at random on the way, side A sending 6000 datagrams at 1000/s; both
+/// sides with `--fec fec` and B with `b_extra` too. Returns what was sent
+/// and received, A's output, the emulator's, and both sides' stats.
+fn open_loop_run(
+    fec: &str,
+    b_extra: &[&str],
+    during: impl FnOnce(&common::Proc),
+) -> (
+    Vec<Duration>,
+    Received,
+    String,
+    String,
+    serde_json::Value,
+    serde_json::Value,
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
     let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    let fec = "sliding:w=20,o=0.3";
-    let b = tunnel_forwarding(
-        app_rx.local_addr().expect("bound"),
-        &[
-            "--fec",
-            fec,
-            "--duration",
-            "8s",
-            "--quiet",
-            "--stats-json",
-            arg(&b_json),
-        ],
-    );
+    let mut b_args = vec![
+        "--fec",
+        fec,
+        "--duration",
+        "8s",
+        "--quiet",
+        "--stats-json",
+        arg(&b_json),
+    ];
+    b_args.extend_from_slice(b_extra);
+    let b = tunnel_forwarding(app_rx.local_addr().expect("bound"), &b_args);
     let emu_args = [
         "--loss",
         "bernoulli:0.05",
@@ -363,8 +370,20 @@ fn sliding_tunnel_rebuilds_random_loss() {
     );
     assert_eq!(a.ready["fec"], fec, "{}", a.ready);
     let (sent, got) = exchange(a.addr("app"), &app_rx, 6000, 1000.0, Duration::from_secs(5));
+    during(&b);
     let (a_out, _, emu_out) = (a.finish().0, b.finish(), emu.finish().0);
-    let (sa, sb) = (stats(&a_json), stats(&b_json));
+    (sent, got, a_out, emu_out, stats(&a_json), stats(&b_json))
+}
+
+/// `--fec sliding:w=W,o=O` (RFC 8681's sliding-window code, issue 15)
+/// over a lossy emulated path: every datagram byte-identical, the
+/// residual far below the link's loss (counted over what was really
+/// sent), losses rebuilt by the receiving tunnel, and no reports (the
+/// code is open loop, as XOR).
+#[test]
+fn sliding_tunnel_rebuilds_random_loss() {
+    let fec = "sliding:w=20,o=0.3";
+    let (sent, got, a_out, emu_out, sa, sb) = open_loop_run(fec, &[], |_| {});
     assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
     assert!(sent.len() > 500, "only {} datagrams sent", sent.len());
     let residual = tunnel_residual(&sa, &sb, &got);
@@ -390,52 +409,14 @@ fn sliding_tunnel_rebuilds_random_loss() {
 #[test]
 fn xor_tunnel_rebuilds_random_loss() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (a_json, b_json) = (dir.path().join("a.json"), dir.path().join("b.json"));
     let b_lines = dir.path().join("b.jsonl");
-    let app_rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
-    let b = tunnel_forwarding(
-        app_rx.local_addr().expect("bound"),
-        &[
-            "--fec",
-            "xor:4x4",
-            "--duration",
-            "8s",
-            "--quiet",
-            "--stats-json",
-            arg(&b_json),
-            "--metrics",
-            "127.0.0.1:0",
-            "--metrics-json",
-            arg(&b_lines),
-        ],
+    let mut scrape = String::new();
+    let (sent, got, a_out, emu_out, sa, sb) = open_loop_run(
+        "xor:4x4",
+        &["--metrics", "127.0.0.1:0", "--metrics-json", arg(&b_lines)],
+        // The Prometheus endpoint answers while the tunnel runs.
+        |b| scrape = http_get(b.addr("metrics"), "/metrics"),
     );
-    let emu_args = [
-        "--loss",
-        "bernoulli:0.05",
-        "--seed",
-        "7",
-        "--duration",
-        "8s",
-    ];
-    let emu = emulate_to(b.addr("link"), &emu_args);
-    let a = tunnel_to_peer(
-        emu.addr("listen"),
-        &[
-            "--fec",
-            "xor:4x4",
-            "--duration",
-            "7s",
-            "--quiet",
-            "--stats-json",
-            arg(&a_json),
-        ],
-    );
-    assert_eq!(a.ready["fec"], "xor:4x4", "{}", a.ready);
-    let (sent, got) = exchange(a.addr("app"), &app_rx, 6000, 1000.0, Duration::from_secs(5));
-    // The Prometheus endpoint answers while the tunnel runs.
-    let scrape = http_get(b.addr("metrics"), "/metrics");
-    let (a_out, _, emu_out) = (a.finish().0, b.finish(), emu.finish().0);
-    let (sa, sb) = (stats(&a_json), stats(&b_json));
     assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
     assert!(sent.len() > 500, "only {} datagrams sent", sent.len());
     let residual = tunnel_residual(&sa, &sb, &got);

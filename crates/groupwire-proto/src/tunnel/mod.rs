@@ -1517,67 +1517,20 @@ mod tests {
     /// keyed or not; a lost datagram is rebuilt, the peer is learned from
     /// a media packet of the session, and under a key a forged packet with
     /// the right SSRC claims nothing.
-    #[test]
-    fn sliding_tunnels_rebuild_and_learn_their_peer() {
+    /// An open-loop tunnel pair (`fec` sets the code; session 77), keyed
+    /// or not: a stranger's `forged` data packet of the session is taken
+    /// as the peer only without a key; six datagrams make `packets`
+    /// packets, and with the second lost all six arrive, one rebuilt.
+    fn open_loop_tunnels_rebuild_and_learn_their_peer(
+        fec: impl Fn(&mut TunnelConfig),
+        name: &str,
+        forged: &[u8],
+        packets_made: usize,
+    ) {
         for keyed in [false, true] {
-            let sliding = |peer: Option<SocketAddr>| {
+            let config = |peer: Option<SocketAddr>| {
                 let mut c = TunnelConfig::new(peer, 4);
-                c.sliding = Some("sliding:w=8,o=0.5".parse().expect("code"));
-                c.sender.session = 78;
-                if keyed {
-                    c.key = Some(TunnelKey {
-                        psk: vec![7; 32],
-                        salt: u64::from(peer.is_some()),
-                        cipher: Cipher::ChaCha20Poly1305,
-                    });
-                }
-                c
-            };
-            assert_eq!(sliding(None).validate(), Ok(()));
-            assert_eq!(sliding(None).fec_name(), "sliding:w=8,o=0.5");
-            let mut a = TunnelEndpoint::new(sliding(Some(B)));
-            let mut b = TunnelEndpoint::new(sliding(None));
-            let now = Instant::from_millis(1);
-            // A stranger's source packet of the session: taken as the peer
-            // only without a key.
-            let mut forged = vec![crate::sliding::SOURCE_TYPE];
-            forged.extend_from_slice(&78u32.to_be_bytes());
-            forged.extend_from_slice(&[0, 0, 0, 9, 1, 2, 3]);
-            b.handle_datagram(now, C, &forged);
-            assert_eq!(b.peer().is_some(), !keyed, "keyed {keyed}");
-            let mut b = TunnelEndpoint::new(sliding(None));
-            let payloads: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 10 + usize::from(i)]).collect();
-            let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-            let out = packets(&mut a, now, &refs);
-            assert_eq!(out.len(), 9, "6 sources and a repair after every 2");
-            // The second source lost: the repair after it rebuilds it.
-            for (i, p) in out.iter().enumerate() {
-                if i != 1 {
-                    b.handle_datagram(now, A, p);
-                }
-            }
-            assert_eq!(b.peer(), Some(A), "{:?}", b.stats());
-            let mut got: Vec<Vec<u8>> = std::iter::from_fn(|| b.poll_event())
-                .map(|d| d.payload.to_vec())
-                .collect();
-            got.sort();
-            assert_eq!(got, payloads, "keyed {keyed}");
-            let t = b.totals();
-            assert_eq!((t.receiver.recovered, t.receiver.delivered), (1, 6));
-            assert!(a.open_loop() && a.fwnd().is_none());
-            // What the configuration says fits, fits; a byte more does not.
-            let max = sliding(None).max_payload();
-            assert!(a.send(now, Bytes::from(vec![1; max])).is_ok());
-            assert!(a.send(now, Bytes::from(vec![1; max + 1])).is_err());
-        }
-    }
-
-    #[test]
-    fn xor_tunnels_rebuild_and_learn_their_peer() {
-        for keyed in [false, true] {
-            let xor = |peer: Option<SocketAddr>| {
-                let mut c = TunnelConfig::new(peer, 4);
-                c.xor = Some(XorLayout::row(3));
+                fec(&mut c);
                 c.sender.session = 77;
                 if keyed {
                     c.key = Some(TunnelKey {
@@ -1589,25 +1542,18 @@ mod tests {
                 }
                 c
             };
-            assert_eq!(xor(None).validate(), Ok(()));
-            assert_eq!(xor(None).fec_name(), "xor:3");
-            let mut a = TunnelEndpoint::new(xor(Some(B)));
-            let mut b = TunnelEndpoint::new(xor(None));
+            assert_eq!(config(None).validate(), Ok(()));
+            assert_eq!(config(None).fec_name(), name);
+            let mut a = TunnelEndpoint::new(config(Some(B)));
+            let mut b = TunnelEndpoint::new(config(None));
             let now = Instant::from_millis(1);
-            // A stranger's RTP packet with the session's SSRC.
-            let forged = crate::wire::rtp::RtpHeader {
-                payload_type: MEDIA_PT,
-                ssrc: 77,
-                ..Default::default()
-            }
-            .to_packet(b"forged");
-            b.handle_datagram(now, C, &forged);
-            assert_eq!(b.peer().is_some(), !keyed, "keyed {keyed}");
-            let mut b = TunnelEndpoint::new(xor(None));
+            b.handle_datagram(now, C, forged);
+            assert_eq!(b.peer().is_some(), !keyed, "{name} keyed {keyed}");
+            let mut b = TunnelEndpoint::new(config(None));
             let payloads: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 10 + usize::from(i)]).collect();
             let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
             let out = packets(&mut a, now, &refs);
-            assert_eq!(out.len(), 8, "6 media and 2 parity");
+            assert_eq!(out.len(), packets_made, "{name}");
             for (i, p) in out.iter().enumerate() {
                 if i != 1 {
                     b.handle_datagram(now, A, p);
@@ -1618,10 +1564,43 @@ mod tests {
                 .map(|d| d.payload.to_vec())
                 .collect();
             got.sort();
-            assert_eq!(got, payloads, "keyed {keyed}");
+            assert_eq!(got, payloads, "{name} keyed {keyed}");
             let t = b.totals();
             assert_eq!((t.receiver.recovered, t.receiver.delivered), (1, 6));
             assert!(a.open_loop() && a.fwnd().is_none());
+            // What the configuration says fits, fits; a byte more does not.
+            let max = config(None).max_payload();
+            assert!(a.send(now, Bytes::from(vec![1; max])).is_ok(), "{name}");
+            assert!(
+                a.send(now, Bytes::from(vec![1; max + 1])).is_err(),
+                "{name}"
+            );
         }
+    }
+
+    #[test]
+    fn xor_tunnels_rebuild_and_learn_their_peer() {
+        // A stranger's RTP packet with the session's SSRC; 6 media and 2
+        // parity.
+        let forged = crate::wire::rtp::RtpHeader {
+            payload_type: MEDIA_PT,
+            ssrc: 77,
+            ..Default::default()
+        }
+        .to_packet(b"forged");
+        let xor = |c: &mut TunnelConfig| c.xor = Some(XorLayout::row(3));
+        open_loop_tunnels_rebuild_and_learn_their_peer(xor, "xor:3", &forged, 8);
+    }
+
+    #[test]
+    fn sliding_tunnels_rebuild_and_learn_their_peer() {
+        // A stranger's source packet of the session; 6 sources and a
+        // repair after every 2 (the one after the loss rebuilds it).
+        let mut forged = vec![crate::sliding::SOURCE_TYPE];
+        forged.extend_from_slice(&77u32.to_be_bytes());
+        forged.extend_from_slice(&[0, 0, 0, 9, 1, 2, 3]);
+        let code = "sliding:w=8,o=0.5".parse().expect("code");
+        let sliding = |c: &mut TunnelConfig| c.sliding = Some(code);
+        open_loop_tunnels_rebuild_and_learn_their_peer(sliding, "sliding:w=8,o=0.5", &forged, 9);
     }
 }
