@@ -2,6 +2,10 @@
 // here on free loopback ports with its state in memory).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import WebSocket, { WebSocketServer } from 'ws';
 import { connect, ConnectionError, encodeFrame, ProtocolError, RelayError } from '../dist/index.js';
 import { nextEvent, startProxy, startRelay, text } from './relay.mjs';
@@ -213,6 +217,49 @@ test('after a cut connection the client re-joins: no duplicate, no gap', T, asyn
   }
 });
 
+test('a relay killed with -9 and restarted on its data: the client resumes where it was', T, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'groupwire-js-'));
+  const state = ['--data-dir', dir];
+  let r = await startRelay([], { state });
+  const port = new URL(r.ws).port;
+  const opts = { WebSocket, reconnect: { minDelayMs: 50, maxDelayMs: 500 } };
+  const a = await connect(r.ws, { name: 'a', ...opts });
+  const b = await connect(r.ws, { name: 'b', ...opts });
+  try {
+    const g = fresh('restart');
+    await a.create(g, { state: 'zero' });
+    await a.join(g);
+    await b.join(g, { role: 'observer' });
+    const it = b.events();
+    for (let i = 1; i <= 5; i++) await a.send(g, `u${i}`);
+    await take(it, g, 5);
+    const back = Promise.all([nextEvent(a, 'reconnected'), nextEvent(b, 'reconnected')]);
+    const down = nextEvent(a, 'disconnected');
+    await r.stop();
+    await down;
+    // Requests made while the relay is down wait for the reconnection.
+    const sent = a.send(g, 'u6');
+    r = await startRelay([], { state, ws: `127.0.0.1:${port}` });
+    await back;
+    assert.equal(await sent, 6n);
+    await a.send(g, 'u7');
+    const rest = [];
+    for (;;) {
+      const { value } = await it.next();
+      assert.notEqual(value.type, 'state', 'the log still continues what b has');
+      if (value.type === 'deliver') rest.push(text(value.payload));
+      if (rest.length === 2) break;
+    }
+    assert.deepEqual(rest, ['u6', 'u7']);
+    await it.return();
+  } finally {
+    a.close();
+    b.close();
+    await r.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a re-join past a newer checkpoint hands over the new state instead of a gap', T, async () => {
   const g = fresh('compacted');
   const proxy = await startProxy(relay.ws);
@@ -285,6 +332,38 @@ test('bad bytes from the server close the client with a ProtocolError, never an 
     }
   } finally {
     await new Promise((r) => server.close(r));
+  }
+});
+
+test('wss: the same session over TLS, with a token', T, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'groupwire-js-tls-'));
+  const f = (n) => path.join(dir, n);
+  // A self-signed certificate for 127.0.0.1, trusted by this client only.
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-keyout', f('key.pem'), '-out', f('cert.pem'),
+  ], { stdio: 'ignore' });
+  const ca = readFileSync(f('cert.pem'));
+  class TrustingWebSocket extends WebSocket {
+    constructor(url) {
+      super(url, { ca });
+    }
+  }
+  const r = await startRelay(['--tls-cert', f('cert.pem'), '--tls-key', f('key.pem')]);
+  try {
+    assert.ok(r.ws.startsWith('wss://'), r.ws);
+    const c = await connect(r.ws, { name: 'tls', token: 'ignored-without-auth', WebSocket: TrustingWebSocket });
+    const g = fresh('tls');
+    await c.create(g);
+    await c.join(g);
+    assert.equal(await c.send(g, 'over tls'), 1n);
+    c.close();
+    // Without the certificate: the handshake fails, a ConnectionError.
+    await assert.rejects(connect(r.ws, { WebSocket }), ConnectionError);
+  } finally {
+    await r.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

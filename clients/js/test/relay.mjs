@@ -24,13 +24,14 @@ export function relayBinary() {
 }
 
 /**
- * Starts `groupwire relay serve --memory --listen 127.0.0.1:0 --ws 127.0.0.1:0 --ready-json ARGS`
- * and resolves with { ws, tcp, stop() } once its ready line arrives.
+ * Starts `groupwire relay serve STATE --listen 127.0.0.1:0 --ws WS --ready-json ARGS`
+ * (STATE: `--memory` unless given, e.g. `['--data-dir', dir]`) and resolves
+ * with { ws, tcp, stop() } once its ready line arrives; stop() is kill -9.
  */
-export async function startRelay(args = []) {
+export async function startRelay(args = [], { state = ['--memory'], ws = '127.0.0.1:0' } = {}) {
   const child = spawn(
     relayBinary(),
-    ['relay', 'serve', '--memory', '--listen', '127.0.0.1:0', '--ws', '127.0.0.1:0', '--ready-json', ...args],
+    ['relay', 'serve', ...state, '--listen', '127.0.0.1:0', '--ws', ws, '--ready-json', ...args],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const lines = createInterface({ input: child.stdout });
