@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { decodeFrame, encodeFrame, FrameError } from '../dist/index.js';
+import { decodeFrame, encodeFrame, errorCodeName, ErrorCode, FrameError, RelayError } from '../dist/index.js';
 
 const vectors = JSON.parse(readFileSync(new URL('./vectors.json', import.meta.url), 'utf8'));
 const U64 = new Set(['sentAtMicros', 'seq', 'consumed', 'nonce', 'client', 'checkpointSeq', 'headSeq', 'sender', 'dropped']);
@@ -72,4 +72,17 @@ test('encoding refuses values that do not fit, before anything is sent', () => {
   assert.throws(() => encodeFrame(1, { kind: 'SetPriority', group: 'g', priority: 256 }), RangeError);
   assert.throws(() => encodeFrame(1, { kind: 'Ping', nonce: -1n }), RangeError);
   assert.throws(() => encodeFrame(1, { kind: 'Join', group: 'g', role: 'boss', mode: 'active', watchMembership: true }), RangeError);
+});
+
+test("every relay error code has the relay's name, and unknown ones say so", () => {
+  assert.equal(vectors.errorCodes.length, 20);
+  for (const { code, name } of vectors.errorCodes) {
+    assert.equal(errorCodeName(code), name);
+    assert.equal(ErrorCode[name], code);
+    assert.equal(new RelayError(code, 'x').code, name);
+  }
+  assert.equal(errorCodeName(999), 'unknown');
+  // The fatal ones, from the protocol's table.
+  const fatal = vectors.errorCodes.filter(({ code }) => new RelayError(code, '').fatal).map(({ name }) => name);
+  assert.deepEqual(fatal, ['malformed', 'unsupported-version', 'frame-too-large', 'unauthorized', 'slow-consumer', 'protocol-violation', 'shutting-down', 'timeout']);
 });

@@ -3,7 +3,8 @@
 //! member list), encoded by this crate, in `clients/js/test/vectors.json`,
 //! plus bytes that must not decode. The TypeScript client's tests decode
 //! every vector, compare the fields, and encode them back to the same
-//! bytes; this test keeps the file current.
+//! bytes, and check their names for the relay's error codes; this test
+//! keeps the file current.
 //! `GROUPWIRE_WRITE_VECTORS=1 cargo test -p groupwire-relay --test js_vectors`
 //! rewrites it.
 
@@ -477,7 +478,12 @@ fn vectors() -> Value {
             json!({"why": why, "hex": hex(&bytes)})
         })
         .collect();
+    // Every code the relay sends, by the name clients show (ErrorCode::name).
+    let error_codes: Vec<Value> = (1..=20)
+        .map(|c| json!({"code": c, "name": ErrorCode(c).name()}))
+        .collect();
     json!({
+        "errorCodes": error_codes,
         "about": "Frames encoded by crates/groupwire-relay (docs/relay-protocol.md), for clients in other languages. Regenerate: GROUPWIRE_WRITE_VECTORS=1 cargo test -p groupwire-relay --test js_vectors",
         "maxFrame": DEFAULT_MAX_FRAME,
         "frames": frames,
