@@ -644,9 +644,11 @@ export async function connect(url, opts = {}) {
  *
  * **Consume events.** The relay sends no more than its window (256 KiB by
  * default) of group messages that this client has not consumed: an event
- * counts as consumed once a callback has run for it or the iterator has
- * returned it. With no callback registered and no iterator open, events
- * wait (and the relay waits too) until one is.
+ * counts as consumed once the callbacks have run for it (like an event
+ * emitter, an event of a type nobody listens to is then dropped) or, while
+ * an iterator is open, once the iterator has returned it. With no callback
+ * registered and no iterator open, events wait (and the relay waits too)
+ * until there is one.
  */
 export class Client {
     /** Resolves once the first session is up. */
