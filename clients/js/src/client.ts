@@ -272,6 +272,9 @@ export class Client {
     this.opened = new Promise((resolve, reject) => {
       this.settleOpened = { resolve, reject };
     });
+    // Awaiting `opened` (as connect() does) still sees the rejection; a
+    // client made with `new` and never awaited must not crash Node with it.
+    this.opened.catch(() => {});
     this.open();
   }
 
@@ -469,7 +472,14 @@ export class Client {
           });
         }
       },
-      return: async (): Promise<IteratorResult<ClientEvent>> => finish(),
+      return: async (): Promise<IteratorResult<ClientEvent>> => {
+        const done = finish();
+        // A next() waiting for an event ends now, not at the next event.
+        const w = this.wake;
+        this.wake = null;
+        w?.();
+        return done;
+      },
       [Symbol.asyncIterator]() {
         return it;
       },

@@ -114,3 +114,17 @@ test('credit is returned as events are consumed, never for more than arrived', {
     await srv.close();
   }
 });
+
+test('return() ends an iterator that is waiting for an event', { timeout: 30_000 }, async () => {
+  const srv = await scripted((s, id) => s.send(joined(id, 0, 0, '')));
+  const c = await connect(srv.url, { WebSocket, reconnect: false });
+  try {
+    const it = c.events();
+    const waiting = it.next();
+    await it.return();
+    assert.deepEqual(await waiting, { value: undefined, done: true });
+  } finally {
+    c.close();
+    await srv.close();
+  }
+});

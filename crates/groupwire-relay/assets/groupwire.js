@@ -705,6 +705,9 @@ export class Client {
         this.opened = new Promise((resolve, reject) => {
             this.settleOpened = { resolve, reject };
         });
+        // Awaiting `opened` (as connect() does) still sees the rejection; a
+        // client made with `new` and never awaited must not crash Node with it.
+        this.opened.catch(() => { });
         this.open();
     }
     /** This client's id in member lists and deliveries (changes on reconnection). */
@@ -889,7 +892,14 @@ export class Client {
                     });
                 }
             },
-            return: async () => finish(),
+            return: async () => {
+                const done = finish();
+                // A next() waiting for an event ends now, not at the next event.
+                const w = this.wake;
+                this.wake = null;
+                w?.();
+                return done;
+            },
             [Symbol.asyncIterator]() {
                 return it;
             },
