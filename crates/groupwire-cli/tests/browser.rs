@@ -295,5 +295,15 @@ fn browsers_and_a_rust_client_share_one_order_state_and_lock() {
     assert!(at("A:waiting") < at("A:got-pen"));
     assert!(at("A:got-pen") < at("R:waiting"));
     assert!(at("R:waiting") < at("R:got-pen"));
-    assert!(result["demoSegments"].as_u64().expect("segments") >= 5);
+    // The demo page: a drag reached the other tab; a late tab starts from
+    // the checkpoint a tab stored (under the page's lock) and draws the same.
+    let segments = result["demoSegments"].as_u64().expect("segments");
+    assert!(segments >= 5, "{segments}");
+    let late = &result["demoLate"];
+    assert!(late["stored"].as_u64().expect("stored") >= 4, "{late}");
+    assert!(
+        late["joinedAt"].as_u64() >= late["stored"].as_u64(),
+        "{late}"
+    );
+    assert_eq!(late["segments"].as_u64(), Some(segments), "{late}");
 }

@@ -13,7 +13,8 @@
 //   Lock: A waits for "pen" and says A:waiting; Rust releases; A gets it
 //         and says A:got-pen; Rust finds it busy, waits for it and says
 //         R:waiting; A releases; Rust gets it and says R:got-pen, R:done.
-//   Demo: a drag in A's whiteboard shows up in B's.
+//   Demo: a drag in A's whiteboard shows up in B's; a page opened after a
+//         demo page stored a checkpoint starts from it with the same drawing.
 //
 // Prints one JSON line: {"A": [[seq, payload], ...], "B": ..., "C": ...,
 // "cState": [...], "cCheckpoint": seq, "demoSegments": n}; exits 1 with
@@ -74,7 +75,8 @@ async function page(name) {
   const p = await browser.newPage();
   p.on('console', (m) => m.type() === 'error' && console.error(`[${name} console] ${m.text()}`));
   p.on('pageerror', (e) => console.error(`[${name} page error] ${e.message}`));
-  await p.goto(`${http}?board=${encodeURIComponent('demo-' + group)}&name=${name}-demo`);
+  // every=4: the demo pages checkpoint (under their lock) every 4 updates.
+  await p.goto(`${http}?board=${encodeURIComponent('demo-' + group)}&name=${name}-demo&every=4`);
   await p.waitForFunction(() => document.body.dataset.ready === 'yes');
   return p;
 }
@@ -146,6 +148,16 @@ try {
   await pa.mouse.up();
   await until(pb, (k) => Number(document.body.dataset.segments) >= k, before + 5);
   const demoSegments = Number(await pb.evaluate(() => document.body.dataset.segments));
+  // Once a demo page has stored a checkpoint, a new one starts from it and shows the same drawing.
+  const checkpointed = async (p) => Number((await p.evaluate(() => document.body.dataset.checkpointed)) ?? 0);
+  await Promise.race([pa, pb, pc].map((p) => until(p, () => document.body.dataset.checkpointed !== undefined)));
+  const stored = Math.max(...(await Promise.all([pa, pb, pc].map(checkpointed))));
+  const pd = await page('D');
+  const demoLate = {
+    joinedAt: Number(await pd.evaluate(() => document.body.dataset.joinedAt)),
+    stored,
+    segments: Number(await pd.evaluate(() => document.body.dataset.segments)),
+  };
 
   for (const p of [pa, pb, pc]) await has(p, 'R:done');
   const seen = async (p) => {
@@ -161,6 +173,7 @@ try {
     cState: JSON.parse(joinedC.state),
     cMembers: joinedC.members,
     demoSegments,
+    demoLate,
   };
   process.stdout.write(JSON.stringify(result) + '\n');
   await browser.close();
