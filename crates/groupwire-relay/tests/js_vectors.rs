@@ -48,7 +48,9 @@ fn change(c: MembershipChange) -> &'static str {
 
 /// The frame's fields as the TypeScript client names them (`Frame` in
 /// `clients/js/src/frame.ts`): camelCase, `u64` as decimal strings, bytes
-/// as hex.
+/// as hex. Patterns end in `..` where a field may be added (the resume
+/// sequence of `Join` and flag of `Welcome` on the failover branch): such
+/// a field needs vectors of its own.
 fn fields(f: &Frame) -> Value {
     match f {
         Frame::Hello {
@@ -73,6 +75,7 @@ fn fields(f: &Frame) -> Value {
             role: r,
             mode: m,
             watch_membership,
+            ..
         } => {
             json!({"kind": "Join", "group": group, "role": role(*r), "mode": mode(*m), "watchMembership": watch_membership})
         }
@@ -110,6 +113,7 @@ fn fields(f: &Frame) -> Value {
             client,
             max_frame,
             window,
+            ..
         } => {
             json!({"kind": "Welcome", "version": version, "client": u64s(*client), "maxFrame": max_frame, "window": window})
         }
