@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the browser test's tools ready and prints nothing else on stdout:
+# Makes the browser test's tools ready (all output on stderr):
 # Debian's chromium (through apt, like gstreamer.sh; fast when present)
 # and clients/js built with its locked devDependencies (`npm ci` only
 # when package-lock.json changed since the last install).
