@@ -10,6 +10,7 @@
 //! installed; a failed build, a missing Node.js or any other missing piece
 //! fails.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -110,9 +111,13 @@ fn browsers_and_a_rust_client_share_one_order_state_and_lock() {
     prepare();
     let marker = repo().join("target/browser/unavailable");
     if let Ok(why) = std::fs::read_to_string(&marker) {
-        println!(
-            "SKIPPED browsers_and_a_rust_client_share_one_order_state_and_lock: {}",
-            why.trim()
+        // Straight to stderr, not through the test harness's capture, so
+        // the skip shows in CI's log.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED browsers_and_a_rust_client_share_one_order_state_and_lock: {} ({})",
+            why.trim(),
+            marker.display()
         );
         return;
     }
