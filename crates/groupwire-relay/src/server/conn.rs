@@ -2,8 +2,9 @@
 //! and broken clients: the per-address connection cap, the registry of
 //! connections that have not sent `Hello` yet (shed first when file
 //! descriptors run out), the driver's counters, the WebSocket upgrade with
-//! HTTP errors for requests that are not one, WebSocket close codes, and
-//! the lingering close that lets a fatal error reach the client.
+//! the demo page or an HTTP error for requests that are not one, WebSocket
+//! close codes, and the lingering close that lets a fatal error reach the
+//! client.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
