@@ -69,9 +69,15 @@ struct ServeArgs {
     /// "websocket":URL|null,"state":"memory"|DIR|NATS_URLS}`.
     #[arg(long)]
     ready_json: bool,
-    /// Also serve WebSocket clients (browsers) on this address.
+    /// Also serve WebSocket clients (browsers) on this address. A plain
+    /// HTTP GET of / there shows a demo page (a shared whiteboard; open it
+    /// in two tabs) and /groupwire.js the browser client it uses.
     #[arg(long)]
     ws: Option<SocketAddr>,
+    /// Do not serve the demo page on the --ws address: plain HTTP requests
+    /// get 426 Upgrade Required.
+    #[arg(long)]
+    no_demo_page: bool,
     /// PEM certificate chain (leaf first): serve TLS on every listener
     /// (--listen becomes tls://, --ws becomes wss://; no plaintext listener
     /// remains, so tokens never cross the network in clear).
@@ -329,6 +335,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     }
     let mut cfg = ServerConfig::new(a.listen);
     cfg.ws = a.ws;
+    cfg.demo_page = !a.no_demo_page;
     cfg.core.auth_keys = read_keys(&a.auth_secret_file)?;
     if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
         cfg.tls = Some(
@@ -442,6 +449,10 @@ fn print_banner(
     let mut banner = format!("relay listening on {tcp_scheme}{}\n", handle.local_addr());
     if let Some(url) = ws_url(handle, tls) {
         banner += &format!("websocket on {url}\n");
+        if !a.no_demo_page {
+            let page = url.replacen("ws", "http", 1);
+            banner += &format!("demo page at {page} (open it in two tabs)\n");
+        }
     }
     if a.memory {
         banner += "state in memory (lost on exit)\n";

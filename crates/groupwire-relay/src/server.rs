@@ -57,6 +57,7 @@ use crate::storage::{
 use crate::tls::ServerTls;
 
 mod conn;
+mod demo;
 mod input;
 
 use self::input::{Input, InputRings, InputTx, Ready};
@@ -136,6 +137,12 @@ pub struct ServerConfig {
     /// while its window fits: raise this for clients that ask for larger
     /// windows on long links.
     pub socket_send_buffer: Option<usize>,
+    /// Serve the demo page on the WebSocket listener (default on): a plain
+    /// `GET /` (no `Upgrade` header) gets a small shared-whiteboard page
+    /// and `GET /groupwire.js` the browser client it imports; any other
+    /// path that is not a WebSocket upgrade gets `404`. Off, every such
+    /// request gets `426 Upgrade Required`.
+    pub demo_page: bool,
 }
 
 /// [`ServerConfig::socket_send_buffer`]'s default: the default send window
@@ -159,6 +166,7 @@ impl ServerConfig {
             idle_timeout: Some(Duration::from_secs(300)),
             max_conns_per_ip: 256,
             socket_send_buffer: Some(DEFAULT_SOCKET_SEND_BUFFER),
+            demo_page: true,
         }
     }
 }
@@ -282,6 +290,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         max_conns_per_ip: cfg.max_conns_per_ip,
         max_frame,
         socket_send_buffer: cfg.socket_send_buffer,
+        demo_page: cfg.demo_page,
         clock,
     });
 
@@ -1021,7 +1030,7 @@ async fn serve_ws<S>(
         .max_message_size(Some(max_frame))
         .max_frame_size(Some(max_frame));
     let ws = tokio::select! {
-        r = conn::ws_upgrade(stream, config) => match r {
+        r = conn::ws_upgrade(stream, config, limits.demo_page) => match r {
             Ok(ws) => ws,
             Err(e) => {
                 tracing::debug!(conn = conn.0, reason = e.0, "websocket upgrade refused");

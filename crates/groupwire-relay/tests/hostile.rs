@@ -392,7 +392,7 @@ async fn an_error_from_the_core_reaches_a_client_that_keeps_writing() {
 #[tokio::test]
 async fn a_plain_http_get_on_the_websocket_port_gets_an_http_error() {
     tokio::time::timeout(LIMIT, async {
-        let r = relay(|_| {}).await;
+        let r = relay(|c| c.demo_page = false).await;
         let mut s = TcpStream::connect(r.ws_addr().expect("ws"))
             .await
             .expect("connect");
@@ -429,6 +429,77 @@ async fn a_plain_http_get_on_the_websocket_port_gets_an_http_error() {
         );
         // Real WebSocket clients still get in.
         let url = format!("ws://{}/any/path", r.ws_addr().expect("ws"));
+        let (c, _e) = RelayClient::connect_url(&url, ClientOptions::new("w"))
+            .await
+            .expect("ws client");
+        c.ping().await.expect("ping");
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
+/// Sends `request` to the WebSocket port and reads the answer to the end
+/// (the relay closes after one response).
+async fn http(r: &RelayHandle, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(r.ws_addr().expect("ws"))
+        .await
+        .expect("connect");
+    s.write_all(request).await.expect("write");
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut buf))
+        .await
+        .expect("answered and closed in time");
+    buf
+}
+
+#[tokio::test]
+async fn the_websocket_port_serves_the_demo_page_and_nothing_else() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|_| {}).await;
+        let page = http(&r, b"GET /?board=x HTTP/1.1\r\nHost: relay\r\n\r\n").await;
+        let text = String::from_utf8_lossy(&page);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("Content-Type: text/html; charset=utf-8\r\n"));
+        assert!(text.contains("Connection: close\r\n"));
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+        assert!(head.contains(&format!("Content-Length: {}\r\n", body.len())));
+        assert!(
+            body.contains("from '/groupwire.js'"),
+            "the page imports the client"
+        );
+        let js = http(&r, b"GET /groupwire.js HTTP/1.1\r\nHost: relay\r\n\r\n").await;
+        let js = String::from_utf8_lossy(&js);
+        assert!(js.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(js.contains("Content-Type: text/javascript; charset=utf-8\r\n"));
+        assert!(js.contains("export async function connect("));
+        // Every other path or method: an error, then close.
+        for (req, status) in [
+            (&b"GET /etc/passwd HTTP/1.1\r\n\r\n"[..], "404"),
+            (b"GET /../groupwire.js HTTP/1.1\r\n\r\n", "404"),
+            (b"HEAD / HTTP/1.1\r\n\r\n", "405"),
+            (b"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", "405"),
+            (b"garbage\r\n\r\n", "400"),
+        ] {
+            let got = http(&r, req).await;
+            assert!(
+                got.starts_with(format!("HTTP/1.1 {status} ").as_bytes()),
+                "{}: {}",
+                String::from_utf8_lossy(req),
+                String::from_utf8_lossy(&got)
+            );
+            assert!(got.len() < 512, "a short answer");
+        }
+        // Two requests on one connection get one answer: no keep-alive.
+        let two = http(&r, b"GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n").await;
+        assert_eq!(
+            String::from_utf8_lossy(&two)
+                .matches("HTTP/1.1 200")
+                .count(),
+            1
+        );
+        // And WebSocket clients still get in, on / too.
+        let url = format!("ws://{}/", r.ws_addr().expect("ws"));
         let (c, _e) = RelayClient::connect_url(&url, ClientOptions::new("w"))
             .await
             .expect("ws client");

@@ -2,8 +2,9 @@
 //! and broken clients: the per-address connection cap, the registry of
 //! connections that have not sent `Hello` yet (shed first when file
 //! descriptors run out), the driver's counters, the WebSocket upgrade with
-//! HTTP errors for requests that are not one, WebSocket close codes, and
-//! the lingering close that lets a fatal error reach the client.
+//! the demo page or an HTTP error for requests that are not one, WebSocket
+//! close codes, and the lingering close that lets a fatal error reach the
+//! client.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -17,6 +18,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
+use super::demo;
 use crate::core::RelayStats;
 use crate::frame::{self, ErrorCode, Frame};
 use crate::sched::ConnId;
@@ -29,6 +31,8 @@ pub(super) struct Limits {
     pub(super) max_conns_per_ip: usize,
     pub(super) max_frame: usize,
     pub(super) socket_send_buffer: Option<usize>,
+    /// Answer plain `GET /` and `GET /groupwire.js` with the demo page.
+    pub(super) demo_page: bool,
     /// The server's clock, for the connection's timers.
     pub(super) clock: groupwire_tokio::Clock,
 }
@@ -254,6 +258,7 @@ pub(super) struct Refused(pub(super) &'static str);
 pub(super) async fn ws_upgrade<S>(
     mut stream: S,
     config: WebSocketConfig,
+    demo_page: bool,
 ) -> Result<WebSocketStream<S>, Refused>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -294,6 +299,15 @@ where
         header(name).is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
     };
     let upgrade_hint = "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n";
+    if demo_page && !has_token("upgrade", "websocket") {
+        // One response to one complete, bounded request head, then close:
+        // no keep-alive, no body read, nothing the request can make larger.
+        match req.path.and_then(demo::page) {
+            Some(page) => serve_page(&mut stream, page).await,
+            None => refuse(&mut stream, 404, "Not Found", "").await,
+        }
+        return Err(Refused("a plain HTTP request (demo page)"));
+    }
     if !has_token("upgrade", "websocket") || header("sec-websocket-version") != Some("13") {
         refuse(&mut stream, 426, "Upgrade Required", upgrade_hint).await;
         return Err(Refused("no WebSocket upgrade"));
@@ -312,6 +326,20 @@ where
     }
     let rest = buf.split_off(head_len);
     Ok(WebSocketStream::from_partially_read(stream, rest, Role::Server, Some(config)).await)
+}
+
+/// Writes a demo page (`200 OK`) and closes.
+async fn serve_page<S: AsyncWrite + Unpin>(stream: &mut S, page: demo::Page) {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
+        page.content_type,
+        page.body.len(),
+        demo::HEADERS,
+    );
+    if stream.write_all(head.as_bytes()).await.is_ok() {
+        let _ = stream.write_all(page.body.as_bytes()).await;
+    }
+    let _ = stream.shutdown().await;
 }
 
 /// Writes an HTTP error response with a one-line body and closes.
