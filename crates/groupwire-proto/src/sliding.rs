@@ -197,6 +197,8 @@ pub struct SlidingStats {
     pub repairs_sent: u64,
     /// Of them, sent because the application paused.
     pub flush_repairs: u64,
+    /// Bytes of the packets sent (sources and repairs).
+    pub bytes_sent: u64,
     /// Source packets received (of this session).
     pub sources_received: u64,
     /// Repair packets received (of this session).
@@ -296,6 +298,7 @@ impl SlidingEndpoint {
         b.put_u32(self.cfg.session);
         b.put_slice(&SourcePayloadId { esi }.to_bytes());
         b.put_slice(payload);
+        self.stats.bytes_sent += b.len() as u64;
         self.push(b.freeze());
         self.stats.sources_sent += 1;
         self.uncovered += 1;
@@ -333,6 +336,7 @@ impl SlidingEndpoint {
         b[0] = REPAIR_TYPE;
         b[1..5].copy_from_slice(&self.cfg.session.to_be_bytes());
         b[5..REPAIR_HEADER_LEN].copy_from_slice(&id.to_bytes());
+        self.stats.bytes_sent += b.len() as u64;
         self.push(b.freeze());
         self.stats.repairs_sent += 1;
         self.uncovered = 0;

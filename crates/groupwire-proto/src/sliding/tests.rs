@@ -82,6 +82,14 @@ fn a_clean_link_delivers_every_datagram_once_as_it_arrives() {
     }
     // One repair per five sources, none left owed at the end.
     assert_eq!(tx.stats().repairs_sent, 200);
+    // The bytes on the link: the sources with their headers, and the
+    // repairs at the symbol size.
+    let payload: u64 = (0..1000).map(|i| datagram(i).len() as u64).sum();
+    let e = tx.config().symbol_size() as u64;
+    assert_eq!(
+        tx.stats().bytes_sent,
+        payload + 1000 * SOURCE_HEADER_LEN as u64 + 200 * (REPAIR_HEADER_LEN as u64 + e)
+    );
     assert_eq!(tx.stats().flush_repairs, 0);
     assert_eq!(rx.stats().rebuilt, 0);
 }

@@ -947,6 +947,7 @@ impl Fec {
                 let sender = SenderStats {
                     source_sent: s.sources_sent,
                     repair_sent: s.repairs_sent,
+                    bytes_sent: s.bytes_sent,
                     refused: s.too_large,
                     ..SenderStats::default()
                 };
