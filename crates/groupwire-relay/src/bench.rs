@@ -990,9 +990,11 @@ impl Conn {
             .with_context(|| format!("connecting to {addr}"))?;
         let _ = stream.set_nodelay(true);
         let clock = Clock::start();
-        // The bench measures latency and loss itself, per message.
+        // The bench measures latency and loss itself, per message, and
+        // never reconnects.
         let opts = ClientOptions {
             metered: false,
+            resume: false,
             ..ClientOptions::new("bench").window(window)
         };
         let mut c = Self {
@@ -1071,6 +1073,7 @@ async fn relay_client(
             role: m.role,
             mode: m.mode,
             watch_membership: false,
+            resume_after: None,
         })
         .await?;
     }
