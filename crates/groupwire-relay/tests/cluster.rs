@@ -352,3 +352,34 @@ async fn a_watcher_failing_over_past_a_compacted_log_gets_a_resync() {
     second.shutdown().await;
     third.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_node_renews_the_lease_of_a_lock_it_holds() {
+    let nats = NatsServer::start();
+    let lease = Duration::from_secs(2);
+    let on = |nats: &NatsServer| {
+        let cfg = NatsConfig::new(vec![nats.url.clone()]).lock_lease(lease);
+        common::relay(move |c| c.storage = StorageConfig::Nats(cfg))
+    };
+    let (first, second) = (on(&nats).await, on(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+    assert!(a.try_lock("g", "pen").await.expect("try"));
+    // Two and a half leases later, still held: its node renewed it.
+    for _ in 0..5 {
+        tokio::time::sleep(lease / 2).await;
+        assert!(
+            !b.try_lock("g", "pen").await.expect("try"),
+            "a live holder's lock expired"
+        );
+    }
+    a.unlock("g", "pen").await.expect("unlock");
+    tokio::time::timeout(LIMIT, b.lock("g", "pen"))
+        .await
+        .expect("granted after the release")
+        .expect("lock");
+    first.shutdown().await;
+    second.shutdown().await;
+}

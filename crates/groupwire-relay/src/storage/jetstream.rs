@@ -30,6 +30,11 @@
 //! - **Locks**: KV bucket `GW_LOCKS`, key = `<hex group>.<hex lock>`, value
 //!   = the holder's client id; [`Storage::lock_cas`] is a KV `create` or
 //!   `update` on the revision read, so the compare-and-set is the server's.
+//!   Each value is a **lease**: written with a per-message TTL
+//!   ([`NatsConfig::lock_lease`], nats-server 2.11+) that the holder's node
+//!   renews every third of it (a compare-and-set on the revision it
+//!   wrote). A node that dies renews nothing: its clients' locks expire
+//!   and the bucket's delete marker wakes the nodes waiting for them.
 //! - **Node numbers**: KV bucket `GW_NODES`; each node's number is the
 //!   revision of its put to the key `node`, unique in the cluster. A node's
 //!   client ids start at `number << 32` so `Deliver.sender` names one
@@ -96,6 +101,10 @@ pub struct NatsConfig {
     pub replicas: usize,
     /// How long to wait for the first connection before giving up.
     pub connect_timeout: Duration,
+    /// How long a lock held through a node outlives the node: the node
+    /// renews its locks every third of this; after a `kill -9` they expire
+    /// within it (whole seconds, at least 1). Default 10 s.
+    pub lock_lease: Duration,
 }
 
 impl NatsConfig {
@@ -106,7 +115,14 @@ impl NatsConfig {
             auth: NatsAuth::None,
             replicas: 1,
             connect_timeout: Duration::from_secs(5),
+            lock_lease: DEFAULT_LOCK_LEASE,
         }
+    }
+
+    /// Sets [`lock_lease`](Self::lock_lease) (rounded up to whole seconds).
+    pub fn lock_lease(mut self, lease: Duration) -> Self {
+        self.lock_lease = lease;
+        self
     }
 
     /// Sets the credentials.
@@ -446,6 +462,13 @@ struct Inner {
     lock_watch: Option<kv::Watch>,
     /// Takes waiting for a lock held through another node, oldest first.
     takes: Vec<PendingTake>,
+    /// The TTL of a lock's value.
+    lease: Duration,
+    /// Locks this node wrote for its clients: key, holder and the revision
+    /// written, renewed on `renew` ticks.
+    held: BTreeMap<String, (u64, u64)>,
+    /// Every third of the lease.
+    renew: tokio::time::Interval,
     /// Results for the core, in the order it must see them.
     out: VecDeque<StorageDone>,
 }
@@ -463,6 +486,11 @@ const H_SENT_AT: &str = "Gw-Sent-At";
 const MAX_RACES: usize = 1000;
 /// How often a take waiting for a lock tries again without a watch event.
 const TAKE_RETRY: Duration = Duration::from_secs(1);
+/// [`NatsConfig::lock_lease`]'s default: a dead node's locks are free
+/// again within 10 s, while a live node renews them three times per lease
+/// (a renewal may fail twice, e.g. during a NATS leader election, before
+/// the lock is lost).
+pub const DEFAULT_LOCK_LEASE: Duration = Duration::from_secs(10);
 /// Looks for a new group's stream, 10 ms apart (5 s).
 const FOLLOW_TRIES: usize = 500;
 
@@ -526,7 +554,24 @@ impl Inner {
         };
         let groups = open(GROUPS).await?;
         let checkpoints = open(CHECKPOINTS).await?;
-        let locks = open(LOCKS).await?;
+        // Per-message TTLs need nats-server 2.11+; a lock expiring leaves a
+        // delete marker (kept as long as a lease) that the watches see.
+        let lease = Duration::from_secs(
+            (cfg.lock_lease.as_secs() + u64::from(cfg.lock_lease.subsec_nanos() > 0)).max(1),
+        );
+        let locks = match js.get_key_value(LOCKS).await {
+            Ok(kv) => {
+                allow_ttls(&js, LOCKS, lease).await?;
+                kv
+            }
+            Err(_) => js
+                .create_key_value(kv::Config {
+                    limit_markers: Some(lease),
+                    ..bucket(LOCKS)
+                })
+                .await
+                .map_err(|e| engine(&format!("opening JetStream bucket {LOCKS}"), e))?,
+        };
         let nodes = open(NODES).await?;
         let node = nodes
             .put("node", Bytes::from_static(b"relay"))
@@ -544,6 +589,13 @@ impl Inner {
             watch: None,
             lock_watch: None,
             takes: Vec::new(),
+            lease,
+            held: BTreeMap::new(),
+            renew: {
+                let mut i = tokio::time::interval(lease / 3);
+                i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                i
+            },
             out: VecDeque::new(),
         })
     }
@@ -623,6 +675,7 @@ impl Inner {
             Update(String, Result<Update, String>),
             Record(Result<kv::Entry, String>),
             Lock,
+            Renew,
         }
         let woke = {
             let watch = async {
@@ -648,6 +701,7 @@ impl Inner {
                 // died releases nothing (no TTL yet), but a watch event
                 // lost in a reconnect must not strand a waiter.
                 () = tokio::time::sleep(TAKE_RETRY), if waiting => Woke::Lock,
+                _ = self.renew.tick(), if !self.held.is_empty() => Woke::Renew,
             }
         };
         match woke {
@@ -662,6 +716,7 @@ impl Inner {
                 tracing::warn!(error = %e, "watching the group records failed");
             }
             Woke::Lock => self.retry_takes().await,
+            Woke::Renew => self.renew_leases().await,
         }
         Next::Followed
     }
@@ -1169,36 +1224,104 @@ impl Inner {
         if holder != expected {
             return Ok(false);
         }
-        let value = |h: u64| Bytes::from(h.to_string());
-        let result = match (new, revision) {
-            (Some(h), Some(rev)) => self.locks.update(&key, value(h), rev).await.map(|_| ()),
-            (Some(h), None) => self
-                .locks
-                .create(&key, value(h))
-                .await
-                .map(|_| ())
-                .map_err(|e| {
-                    if e.kind() == kv::CreateErrorKind::AlreadyExists {
-                        kv::UpdateError::new(kv::UpdateErrorKind::WrongLastRevision)
-                    } else {
-                        kv::UpdateError::new(kv::UpdateErrorKind::Other)
-                    }
-                }),
-            (None, rev) => {
-                return match self.locks.delete_expect_revision(&key, rev).await {
-                    Ok(()) => Ok(true),
-                    // Changed since it was read: someone else's now.
-                    Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
-                    Err(e) => Err(engine(&format!("freeing lock {group}/{lock}"), e)),
-                };
-            }
-        };
-        match result {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-            Err(e) => Err(engine(&format!("taking lock {group}/{lock}"), e)),
+        match new {
+            Some(h) => match self.put_lease(&key, h, revision.unwrap_or(0)).await {
+                Ok(Some(rev)) => {
+                    self.held.insert(key, (h, rev));
+                    Ok(true)
+                }
+                Ok(None) => Ok(false),
+                Err(e) => Err(engine(&format!("taking lock {group}/{lock}"), e)),
+            },
+            None => match self.locks.delete_expect_revision(&key, revision).await {
+                Ok(()) => {
+                    self.held.remove(&key);
+                    Ok(true)
+                }
+                // Changed since it was read: someone else's now.
+                Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
+                Err(e) => Err(engine(&format!("freeing lock {group}/{lock}"), e)),
+            },
         }
     }
+
+    /// Writes `holder` as lock `key`'s value with a TTL of one lease, if
+    /// the key's last revision is `revision` (0: the key has none). The
+    /// new revision, or `None` if another write came first.
+    async fn put_lease(
+        &self,
+        key: &str,
+        holder: u64,
+        revision: u64,
+    ) -> Result<Option<u64>, String> {
+        let publish = PublishMessage::build()
+            .payload(Bytes::from(holder.to_string()))
+            .expected_last_subject_sequence(revision)
+            .ttl(self.lease);
+        let ack = async {
+            self.js
+                .send_publish(format!("$KV.{LOCKS}.{key}"), publish)
+                .await
+                .map_err(|e| e.kind())?
+                .await
+                .map_err(|e| e.kind())
+        };
+        match ack.await {
+            Ok(a) => Ok(Some(a.sequence)),
+            Err(PublishErrorKind::WrongLastSequence) => Ok(None),
+            Err(k) => Err(format!("{k:?}")),
+        }
+    }
+
+    /// Renews the lease of every lock this node holds for its clients. A
+    /// lock whose value changed meanwhile (this node stalled past its
+    /// lease and another took it) is dropped from the renewals, with a
+    /// warning: the core still believes its client holds it.
+    async fn renew_leases(&mut self) {
+        let held: Vec<(String, (u64, u64))> =
+            self.held.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (key, (holder, rev)) in held {
+            match self.put_lease(&key, holder, rev).await {
+                Ok(Some(new)) => {
+                    self.held.insert(key, (holder, new));
+                }
+                Ok(None) => {
+                    tracing::warn!(key, holder, "a lock's lease ran out before its renewal");
+                    self.held.remove(&key);
+                }
+                Err(e) => tracing::warn!(key, error = %e, "renewing a lock's lease failed"),
+            }
+        }
+    }
+}
+
+/// Lets bucket `name` (created before leases) take per-message TTLs.
+async fn allow_ttls(
+    js: &jetstream::Context,
+    name: &str,
+    lease: Duration,
+) -> Result<(), StorageError> {
+    let stream = format!("KV_{name}");
+    let mut s = js
+        .get_stream(&stream)
+        .await
+        .map_err(|e| engine(&format!("opening JetStream bucket {name}"), e))?;
+    let info = s
+        .info()
+        .await
+        .map_err(|e| engine(&format!("opening JetStream bucket {name}"), e))?;
+    if info.config.allow_message_ttl {
+        return Ok(());
+    }
+    let mut config = info.config.clone();
+    config.allow_message_ttl = true;
+    config.subject_delete_marker_ttl = Some(lease);
+    js.update_stream(config).await.map(|_| ()).map_err(|e| {
+        engine(
+            &format!("letting bucket {name} take lock leases (nats-server 2.11+)"),
+            e,
+        )
+    })
 }
 
 fn engine(what: &str, e: impl fmt::Display) -> StorageError {
@@ -1329,6 +1452,34 @@ mod tests {
         assert_eq!(a.lock_cas("g", "l", Some(1), None), Ok(true));
         assert_eq!(a.lock_cas("g", "l", None, Some(2)), Ok(true));
         assert_eq!(b.lock_cas("g", "l", None, Some(1)), Ok(false));
+    }
+
+    #[test]
+    fn a_lock_of_a_node_that_vanished_expires_with_its_lease() {
+        let server = Server::start();
+        let lease = Duration::from_secs(1);
+        let cfg = NatsConfig::new(vec![server.url.clone()]).lock_lease(lease);
+        let mut a = JetStreamStorage::connect(&cfg).expect("connect");
+        let mut b = JetStreamStorage::connect(&cfg).expect("connect");
+        let record = GroupRecord {
+            name: "g".into(),
+            group_type: "t".into(),
+            priority: 4,
+            head_seq: 0,
+            checkpoint_seq: 0,
+        };
+        a.create_group(&record, b"").expect("create");
+        assert_eq!(a.lock_cas("g", "l", None, Some(1)), Ok(true));
+        assert_eq!(b.lock_cas("g", "l", None, Some(2)), Ok(false), "held");
+        // Node a goes away without a word: no release, no renewal.
+        drop(a);
+        let mut tries = 0;
+        while b.lock_cas("g", "l", None, Some(2)) != Ok(true) {
+            tries += 1;
+            assert!(tries < 300, "still held 30 s after a lease of {lease:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(b.lock_cas("g", "l", Some(2), None), Ok(true), "b's now");
     }
 
     #[test]
