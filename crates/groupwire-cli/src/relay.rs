@@ -121,6 +121,11 @@ struct ServeArgs {
     /// a three-node JetStream cluster).
     #[arg(long, default_value_t = 1, requires = "nats")]
     nats_replicas: usize,
+    /// How long a lock held through this node outlives it: the node renews
+    /// its clients' locks every third of this, so after a crash (kill -9)
+    /// they are free again within it. Whole seconds (nats-server 2.11+).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s", requires = "nats")]
+    nats_lock_lease: Duration,
     /// A token key: `[KID=]FILE`, the file holding an HMAC secret (its text,
     /// trimmed of surrounding whitespace), the key id KID defaulting to the
     /// file name without its extension (`keys/2026-11.secret` is
@@ -359,7 +364,8 @@ fn serve(a: ServeArgs) -> Result<()> {
         StorageConfig::Nats(
             NatsConfig::new(a.nats.clone())
                 .auth(auth)
-                .replicas(a.nats_replicas),
+                .replicas(a.nats_replicas)
+                .lock_lease(a.nats_lock_lease),
         )
     } else if a.memory {
         StorageConfig::Memory
