@@ -464,11 +464,15 @@ struct Inner {
     takes: Vec<PendingTake>,
     /// The TTL of a lock's value.
     lease: Duration,
+    /// Appends made, for their message ids.
+    appends: u64,
     /// Locks this node wrote for its clients: key, holder and the revision
     /// written, renewed on `renew` ticks.
     held: BTreeMap<String, (u64, u64)>,
     /// Every third of the lease.
     renew: tokio::time::Interval,
+    /// Every [`TAKE_RETRY`], while takes wait.
+    take_retry: tokio::time::Interval,
     /// Results for the core, in the order it must see them.
     out: VecDeque<StorageDone>,
 }
@@ -481,6 +485,39 @@ const NODES: &str = "GW_NODES";
 const H_SENDER: &str = "Gw-Sender";
 const H_TYPE: &str = "Gw-Type";
 const H_SENT_AT: &str = "Gw-Sent-At";
+/// How long an append keeps retrying while NATS fails it (a server gone,
+/// a stream leader being elected): a three-node cluster elects a new
+/// leader within a few seconds.
+const APPEND_RETRY_FOR: Duration = Duration::from_secs(20);
+
+/// Waits between retries of a failing append, 50 ms doubling up to 1 s,
+/// until [`APPEND_RETRY_FOR`] is spent.
+struct Retry {
+    delay: Duration,
+    spent: Duration,
+}
+
+impl Retry {
+    fn new() -> Self {
+        Self {
+            delay: Duration::from_millis(50),
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Sleeps before the next try, or gives up with `e`.
+    async fn wait(&mut self, e: StorageError) -> Result<(), StorageError> {
+        if self.spent >= APPEND_RETRY_FOR {
+            return Err(e);
+        }
+        tracing::debug!(error = %e, "append failed, retrying");
+        tokio::time::sleep(self.delay).await;
+        self.spent += self.delay;
+        self.delay = (self.delay * 2).min(Duration::from_secs(1));
+        Ok(())
+    }
+}
+
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
@@ -590,12 +627,10 @@ impl Inner {
             lock_watch: None,
             takes: Vec::new(),
             lease,
+            appends: 0,
             held: BTreeMap::new(),
-            renew: {
-                let mut i = tokio::time::interval(lease / 3);
-                i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                i
-            },
+            renew: ticker(lease / 3),
+            take_retry: ticker(TAKE_RETRY),
             out: VecDeque::new(),
         })
     }
@@ -693,15 +728,18 @@ impl Inner {
             };
             tokio::select! {
                 biased;
+                // Leases first: a stream of operations must not starve
+                // them (a lease that lapses loses its lock).
+                _ = self.renew.tick(), if !self.held.is_empty() => Woke::Renew,
+                // Also try again now and then: a watch event lost in a
+                // reconnect must not strand a waiter. A ticker, not a
+                // sleep made here: under load this runs more often than
+                // once a period, and a fresh sleep would never fire.
+                _ = self.take_retry.tick(), if waiting => Woke::Lock,
                 op = ops.recv() => Woke::Op(op),
                 Some((g, u)) = self.follows.next() => Woke::Update(g, u),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
                 Some(_) = lock_watch => Woke::Lock,
-                // Also try again now and then: a holder on a node that
-                // died releases nothing (no TTL yet), but a watch event
-                // lost in a reconnect must not strand a waiter.
-                () = tokio::time::sleep(TAKE_RETRY), if waiting => Woke::Lock,
-                _ = self.renew.tick(), if !self.held.is_empty() => Woke::Renew,
             }
         };
         match woke {
@@ -763,7 +801,9 @@ impl Inner {
                 });
                 // The creator makes the record, then the stream: wait for
                 // it (bounded; a creator that died in between left a group
-                // without a log, which refuses updates).
+                // without a log, which refuses updates). If following
+                // fails otherwise, the next append here tries again
+                // (`append_live`).
                 for _ in 0..FOLLOW_TRIES {
                     match self.follow(&name, 0).await {
                         Err(StorageError::NoSuchGroup(_)) => {
@@ -995,16 +1035,26 @@ impl Inner {
         Ok(())
     }
 
-    /// Publishes `u` as sequence `expected + 1` of its group.
-    async fn publish(&self, u: &Update, expected: u64) -> Result<u64, PublishErrorKind> {
+    /// Publishes `u` as sequence `expected + 1` of its group; with `id`,
+    /// JetStream stores one message per id (a retry after a lost
+    /// acknowledgement gets the first one's sequence back).
+    async fn publish(
+        &self,
+        u: &Update,
+        expected: u64,
+        id: Option<&str>,
+    ) -> Result<u64, PublishErrorKind> {
         let mut headers = HeaderMap::new();
         headers.insert(H_SENDER, u.sender.to_string().as_str());
         headers.insert(H_TYPE, u.msg_type.to_string().as_str());
         headers.insert(H_SENT_AT, u.sent_at_micros.to_string().as_str());
-        let publish = PublishMessage::build()
+        let mut publish = PublishMessage::build()
             .payload(u.payload.clone())
             .headers(headers)
             .expected_last_sequence(expected);
+        if let Some(id) = id {
+            publish = publish.message_id(id);
+        }
         let ack = self
             .js
             .send_publish(subject(&u.group), publish)
@@ -1030,7 +1080,7 @@ impl Inner {
             heads.insert(&e.group, e.seq);
         }
         for e in entries {
-            self.publish(e, e.seq - 1)
+            self.publish(e, e.seq - 1, None)
                 .await
                 .map_err(|k| publish_error(e, k))?;
         }
@@ -1050,12 +1100,30 @@ impl Inner {
     /// Cluster mode: appends `u` after the last update handed to the core,
     /// reading (into `out`) the updates it loses races to and trying again
     /// after them. Returns `u` with the sequence it got.
+    ///
+    /// A NATS server that goes away, or a stream electing a new leader
+    /// (a NATS node lost), fails publishes for a moment: they are retried
+    /// for up to [`APPEND_RETRY_FOR`], under one message id, so that a
+    /// publish stored whose acknowledgement was lost is not stored twice.
     async fn append_live(&mut self, u: &Update) -> Result<Update, StorageError> {
+        self.appends += 1;
+        let id = format!("gw-{}-{}", self.node, self.appends);
+        let mut retry = Retry::new();
         for _ in 0..MAX_RACES {
             let Some(&head) = self.heads.get(&u.group) else {
-                return Err(StorageError::NoSuchGroup(u.group.clone()));
+                // A group found through another node whose stream could
+                // not be followed yet: follow it now (from the start, as
+                // when it was found), then append after what it holds.
+                match self.follow(&u.group, 0).await {
+                    Ok(()) => continue,
+                    Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
+                    Err(e) => {
+                        retry.wait(e).await?;
+                        continue;
+                    }
+                }
             };
-            match self.publish(u, head).await {
+            match self.publish(u, head, Some(&id)).await {
                 Ok(seq) if seq == head + 1 => {
                     self.heads.insert(u.group.clone(), seq);
                     return Ok(Update { seq, ..u.clone() });
@@ -1066,8 +1134,23 @@ impl Inner {
                         u.group
                     )));
                 }
-                Err(PublishErrorKind::WrongLastSequence) => self.catch_up(&u.group, head).await?,
-                Err(k) => return Err(publish_error(u, k)),
+                Err(PublishErrorKind::WrongLastSequence) => {
+                    if let Err(e) = self.catch_up(&u.group, head).await {
+                        retry.wait(e).await?;
+                    }
+                }
+                // No responders: the stream is gone, or has no leader for
+                // the moment (a NATS node lost); asking for it tells which.
+                Err(PublishErrorKind::StreamNotFound) => match self.stream(&u.group).await {
+                    Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
+                    Err(e) => retry.wait(e).await?,
+                    Ok(_) => {
+                        retry
+                            .wait(publish_error(u, PublishErrorKind::StreamNotFound))
+                            .await?;
+                    }
+                },
+                Err(k) => retry.wait(publish_error(u, k)).await?,
             }
         }
         Err(StorageError::Engine(format!(
@@ -1293,6 +1376,13 @@ impl Inner {
             }
         }
     }
+}
+
+/// A ticker that skips the ticks it missed.
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut i = tokio::time::interval(period);
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
 }
 
 /// Lets bucket `name` (created before leases) take per-message TTLs.
