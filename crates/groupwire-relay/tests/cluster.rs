@@ -278,7 +278,7 @@ async fn a_watcher_and_a_sender_fail_over_to_another_node() {
     let (first, second) = (node(&nats).await, node(&nats).await);
     let urls = [first.local_addr(), second.local_addr()].map(|a| a.to_string());
     // Both on the first node; the second is where they go.
-    let (s, _se) = failover_client(&urls, "sender").await;
+    let (s, _) = failover_client(&urls, "sender").await;
     let (w, mut we) = failover_client(&urls, "watcher").await;
     open_group(&s, "g", false).await;
     common::join(&w, "g", Role::Observer, false).await;

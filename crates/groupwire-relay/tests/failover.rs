@@ -48,7 +48,7 @@ async fn a_watcher_and_a_sender_resume_across_a_relay_restart() {
     let addr = free_addr();
     let relay = sqlite_relay(addr, dir.path()).await;
     let urls = [addr.to_string()];
-    let (s, _se) = failover_client(&urls, "sender").await;
+    let (s, _) = failover_client(&urls, "sender").await;
     let (w, mut we) = failover_client(&urls, "watcher").await;
     s.create_group("g", "t", 4, Bytes::new())
         .await
