@@ -528,6 +528,8 @@ const TAKE_RETRY: Duration = Duration::from_secs(1);
 /// (a renewal may fail twice, e.g. during a NATS leader election, before
 /// the lock is lost).
 pub const DEFAULT_LOCK_LEASE: Duration = Duration::from_secs(10);
+/// Tries to take a node number at start, 200 ms apart (10 s).
+const START_TRIES: u32 = 50;
 /// Looks for a new group's stream, 10 ms apart (5 s).
 const FOLLOW_TRIES: usize = 500;
 
@@ -610,10 +612,21 @@ impl Inner {
                 .map_err(|e| engine(&format!("opening JetStream bucket {LOCKS}"), e))?,
         };
         let nodes = open(NODES).await?;
-        let node = nodes
-            .put("node", Bytes::from_static(b"relay"))
-            .await
-            .map_err(|e| engine("taking a node number", e))?;
+        // A bucket just created on a JetStream cluster (by this node, or by
+        // another starting at the same moment) may not take writes until
+        // its stream has a leader: "no stream found". Retry for a while.
+        let mut tries = 0;
+        let node = loop {
+            match nodes.put("node", Bytes::from_static(b"relay")).await {
+                Ok(n) => break n,
+                Err(e) if tries < START_TRIES => {
+                    tries += 1;
+                    tracing::debug!(error = %e, "taking a node number, retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(engine("taking a node number", e)),
+            }
+        };
         Ok(Self {
             js,
             groups,
