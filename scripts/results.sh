@@ -16,6 +16,7 @@
 #   scripts/results.sh tunnel     # real processes on loopback, about 6 minutes
 #   scripts/results.sh robustness-tunnel  # the tunnel on the channel family, a few minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
+#   scripts/results.sh relay-cluster  # relay nodes on NATS: 1-3 nodes, JetStream vs SQLite, failover; about 3 minutes
 #   scripts/results.sh robustness-peers  # tunnel beside UDPspeeder and kcptun's FEC, 8-16 minutes
 #   scripts/results.sh tele-immersion  # issue 16's session: model selector vs heuristic vs fixed, under a minute
 set -euo pipefail
@@ -419,6 +420,12 @@ if selected relay; then
   # Not a simulation: the relay, nats-server and the load generator as
   # processes on loopback, pinned to one core each; about 20 minutes.
   python3 scripts/relay_bench.py docs/results/relay.md
+fi
+
+if selected relay-cluster; then
+  # Not a simulation: relay nodes on one nats-server (scripts/nats.sh) and
+  # the load generator as processes on loopback; about 3 minutes.
+  GW="$gw" python3 scripts/relay_cluster.py docs/results/relay-cluster.md
 fi
 
 if selected robustness-peers; then

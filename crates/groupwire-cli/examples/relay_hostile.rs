@@ -271,6 +271,7 @@ fn hostile(
                             role: Role::Observer,
                             mode: ActivityMode::Active,
                             watch_membership: true,
+                            resume_after: None,
                         },
                     );
                     let _ = s

@@ -127,6 +127,11 @@ struct ServeArgs {
     /// a three-node JetStream cluster).
     #[arg(long, default_value_t = 1, requires = "nats")]
     nats_replicas: usize,
+    /// How long a lock held through this node outlives it: the node renews
+    /// its clients' locks every third of this, so after a crash (kill -9)
+    /// they are free again within it. Whole seconds (nats-server 2.11+).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s", requires = "nats")]
+    nats_lock_lease: Duration,
     /// A token key: `[KID=]FILE`, the file holding an HMAC secret (its text,
     /// trimmed of surrounding whitespace), the key id KID defaulting to the
     /// file name without its extension (`keys/2026-11.secret` is
@@ -366,7 +371,8 @@ fn serve(a: ServeArgs) -> Result<()> {
         StorageConfig::Nats(
             NatsConfig::new(a.nats.clone())
                 .auth(auth)
-                .replicas(a.nats_replicas),
+                .replicas(a.nats_replicas)
+                .lock_lease(a.nats_lock_lease),
         )
     } else if a.memory {
         StorageConfig::Memory
@@ -500,6 +506,10 @@ pub(crate) struct GroupArgs {
     /// The relay's address: host:port or tcp://host:port for its TCP
     /// listener, ws://host:port/ for its WebSocket listener (--ws);
     /// tls://host:port and wss://host:port/ for a relay with --tls-cert.
+    /// A comma-separated list names nodes of one cluster (--nats): the
+    /// client connects to the first that answers and, if its node goes
+    /// away, fails over to the next, resuming where it stopped (with one
+    /// address, it reconnects to that relay when it comes back).
     #[arg(long, global = true, default_value = "127.0.0.1:7600")]
     relay: String,
     /// Token (for a relay started with --auth-secret-file). Sent only over
@@ -628,8 +638,17 @@ async fn group(a: GroupArgs) -> Result<()> {
     if let Some(ca) = &a.ca_file {
         opts = opts.tls(ClientTls::from_ca_file(ca).map_err(|e| usage(format!("--ca-file: {e}")))?);
     }
+    let relays: Vec<&str> = a
+        .relay
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .collect();
+    if relays.is_empty() {
+        return Err(usage("--relay: no address".into()));
+    }
     let connect = || async {
-        RelayClient::connect_url(&a.relay, opts.clone())
+        RelayClient::connect_failover(&relays, opts.clone())
             .await
             .map_err(|e| match e {
                 ClientError::InvalidAddress { .. } => UsageError(anyhow!("--relay: {e}")).into(),
@@ -743,6 +762,10 @@ async fn group(a: GroupArgs) -> Result<()> {
                         }
                         Some(ClientEvent::Resync { dropped, .. }) => writeln!(out, "fell behind: {dropped} updates dropped, state follows")?,
                         Some(ClientEvent::State(j)) => print_state(&mut out, &j)?,
+                        Some(ClientEvent::Reconnected { url, .. }) => writeln!(out, "reconnected to {url}")?,
+                        Some(ClientEvent::RejoinFailed { group, error }) => {
+                            return Err(anyhow::Error::from(error).context(format!("re-joining {group} after a reconnect")));
+                        }
                         Some(ClientEvent::Closed(e)) => return Err(closed(e)),
                         None => return Err(closed(None)),
                         Some(_) => {}

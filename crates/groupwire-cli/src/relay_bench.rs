@@ -56,7 +56,9 @@ pub(crate) struct BenchArgs {
     /// What to measure (see above).
     #[arg(value_parser = one_of(Scenario::ALL, Scenario::as_str))]
     scenario: Scenario,
-    /// Address of the relay, or of nats-server with --target nats.
+    /// Address of the relay, or of nats-server with --target nats. For a
+    /// relay, a comma-separated list of nodes of one cluster (--nats)
+    /// spreads the clients over them, round robin.
     #[arg(long, default_value = "127.0.0.1:7600")]
     relay: String,
     /// What listens at --relay.

@@ -262,6 +262,7 @@ fn main() -> std::io::Result<()> {
             role,
             mode: ActivityMode::Active,
             watch_membership: slot != 1,
+            resume_after: None,
         };
         send(&mut session, slot, &join);
     }

@@ -45,6 +45,7 @@ fn run(data: &[u8]) -> Vec<groupwire_metrics::ChannelSnapshot> {
                 client: 1,
                 max_frame: 1 << 20,
                 window: 1 << 16,
+                resume: true,
             },
         ),
     );
@@ -55,6 +56,7 @@ fn run(data: &[u8]) -> Vec<groupwire_metrics::ChannelSnapshot> {
             role: Role::Principal,
             mode: ActivityMode::Active,
             watch_membership: true,
+            resume_after: None,
         });
     }
     drain(&mut core);

@@ -163,7 +163,10 @@ impl Target {
 pub struct BenchConfig {
     /// What to measure.
     pub scenario: Scenario,
-    /// Address of the relay, or of nats-server with [`Target::Nats`].
+    /// Address of the relay, or of nats-server with [`Target::Nats`]. For
+    /// a relay, a comma-separated list of nodes of one cluster spreads the
+    /// clients over them, round robin (groups are created through the
+    /// first).
     pub relay: String,
     /// What listens at `relay`.
     pub target: Target,
@@ -285,6 +288,9 @@ struct ClientPlan {
 struct Shared {
     target: Target,
     addr: String,
+    /// Relay nodes (`relay` split at commas): client `k` connects to
+    /// `addrs[k % len]`.
+    addrs: Vec<String>,
     groups: Vec<String>,
     /// Requested send window (0: the relay's default).
     window: u32,
@@ -692,9 +698,18 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
         }
     };
     let classes: Vec<String> = classes.into_iter().map(str::to_owned).collect();
+    let addrs: Vec<String> = a
+        .relay
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let first = addrs.first().cloned().unwrap_or_default();
     let shared = Arc::new(Shared {
         target: a.target,
-        addr: a.relay.clone(),
+        addr: first.clone(),
+        addrs,
         groups: groups.iter().map(|(n, _)| n.clone()).collect(),
         window: a.window,
         phase: AtomicUsize::new(0),
@@ -708,7 +723,7 @@ async fn bench(a: &BenchConfig, log: &(dyn Fn(&str) + Sync)) -> Result<Report> {
         epoch_micros: wall_micros(),
     });
     if a.target == Target::Relay {
-        create_groups(&a.relay, &groups).await?;
+        create_groups(&first, &groups).await?;
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
@@ -990,9 +1005,11 @@ impl Conn {
             .with_context(|| format!("connecting to {addr}"))?;
         let _ = stream.set_nodelay(true);
         let clock = Clock::start();
-        // The bench measures latency and loss itself, per message.
+        // The bench measures latency and loss itself, per message, and
+        // never reconnects.
         let opts = ClientOptions {
             metered: false,
+            resume: false,
             ..ClientOptions::new("bench").window(window)
         };
         let mut c = Self {
@@ -1053,6 +1070,9 @@ impl Conn {
     }
 }
 
+/// Joins of a group another node has not seen yet, 20 ms apart (10 s).
+const JOIN_TRIES: u32 = 500;
+
 fn closed(e: Option<ClientError>) -> String {
     e.map_or("no error given".to_owned(), |e| e.to_string())
 }
@@ -1064,15 +1084,29 @@ async fn relay_client(
     mut stop: watch::Receiver<bool>,
     ready: &mut bool,
 ) -> Result<()> {
-    let mut c = Conn::connect(&shared.addr, shared.window).await?;
+    let addr = &shared.addrs[index % shared.addrs.len().max(1)];
+    let mut c = Conn::connect(addr, shared.window).await?;
     for m in &plan.memberships {
-        c.request(&Frame::Join {
+        let join = Frame::Join {
             group: shared.groups[m.group].clone(),
             role: m.role,
             mode: m.mode,
             watch_membership: false,
-        })
-        .await?;
+            resume_after: None,
+        };
+        // On a cluster, a group created through the first node reaches
+        // the others a moment later.
+        let mut tries = 0;
+        loop {
+            match c.request(&join).await {
+                Ok(_) => break,
+                Err(e) if e.to_string().contains("no-such-group") && tries < JOIN_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
     shared.ready.fetch_add(1, Ordering::Relaxed);
     *ready = true;

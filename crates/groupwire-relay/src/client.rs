@@ -45,8 +45,9 @@
 //! connection; frames from the relay are accepted up to
 //! [`ClientOptions::max_incoming_frame`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -102,6 +103,23 @@ pub struct ClientOptions {
     /// its own clock; `None` measures latency above each sender's lowest
     /// transit instead.
     pub shared_clock_micros: Option<u64>,
+    /// Remember the groups joined and the last update handed over in each,
+    /// so that a reconnect resumes them (see [`RelayClient::connect_failover`])
+    /// and a delivery is never handed over twice. On by default; a load
+    /// generator that never reconnects turns it off.
+    pub resume: bool,
+    /// After losing its relay, a client from
+    /// [`RelayClient::connect_failover`] waits this long before its second
+    /// attempt (the first is at once, to the next address), doubling up
+    /// to [`reconnect_max_delay`](Self::reconnect_max_delay). Default
+    /// 50 ms.
+    pub reconnect_delay: Duration,
+    /// The longest wait between two reconnect attempts. Default 2 s.
+    pub reconnect_max_delay: Duration,
+    /// How long a client from [`RelayClient::connect_failover`] keeps
+    /// trying to reconnect before it gives up
+    /// ([`ClientEvent::Closed`]). Default 60 s.
+    pub reconnect_for: Duration,
 }
 
 /// When a client sends its token over a plaintext (not TLS) transport.
@@ -139,7 +157,25 @@ impl ClientOptions {
             keepalive: DEFAULT_KEEPALIVE,
             metered: true,
             shared_clock_micros: None,
+            resume: true,
+            reconnect_delay: Duration::from_millis(50),
+            reconnect_max_delay: Duration::from_secs(2),
+            reconnect_for: Duration::from_secs(60),
         }
+    }
+
+    /// Sets the keepalive period ([`ClientOptions::keepalive`]); a
+    /// connection that hears nothing for two periods is given up.
+    pub fn keepalive(mut self, period: Duration) -> Self {
+        self.keepalive = period;
+        self
+    }
+
+    /// Sets how long a failover client keeps trying to reconnect
+    /// ([`ClientOptions::reconnect_for`]).
+    pub fn reconnect_for(mut self, d: Duration) -> Self {
+        self.reconnect_for = d;
+        self
     }
 
     /// Trusts these roots for `tls://` and `wss://` (e.g. a deployment's
@@ -233,6 +269,21 @@ pub enum ClientError {
          use tls:// or wss://, or allow it explicitly (--insecure-plaintext-token)"
     )]
     PlaintextToken,
+    /// Nothing came from the relay for two keepalive periods: the
+    /// connection is taken as dead.
+    #[error("no word from the relay for two keepalive periods")]
+    KeepaliveTimeout,
+    /// The connection was lost before the reply came; a client from
+    /// [`RelayClient::connect_failover`] reconnects, but does not repeat
+    /// the request. It may or may not have taken effect: a `send` may
+    /// have been stored (then it is delivered, also to this client, with
+    /// the sequence number it was given), a lock may have been granted
+    /// (and is released with the lost connection, or when its node's
+    /// lease runs out).
+    #[error(
+        "connection to the relay lost before the reply; the request may or may not have taken effect"
+    )]
+    Interrupted,
 }
 
 impl ClientError {
@@ -266,6 +317,29 @@ pub enum ClientEvent {
     State(JoinInfo),
     /// The connection closed; with the relay's fatal error if there was one.
     Closed(Option<ClientError>),
+    /// A client from [`RelayClient::connect_failover`] lost its relay and
+    /// is connected again, to `url`, with a new client id. Requests in
+    /// flight when it was lost failed with [`ClientError::Interrupted`],
+    /// and the locks it held are no longer its own. It re-joins every
+    /// group it was in, each resuming after the last update it handed
+    /// over: the deliveries go on with no gap and no duplicate, or (where
+    /// the log was compacted past that update) with `Resync` and `State`.
+    Reconnected {
+        /// The relay it is connected to now.
+        url: String,
+        /// Its client id there.
+        client_id: u64,
+    },
+    /// A group could not be re-joined after a reconnect; the client is no
+    /// longer a member. `NO_SUCH_GROUP` if it was deleted meanwhile, or
+    /// (on a cluster) created through another node so recently that the
+    /// new node does not know it yet: a client may join it again.
+    RejoinFailed {
+        /// Group name.
+        group: String,
+        /// Why.
+        error: ClientError,
+    },
 }
 
 /// A connection to a relay. Cheap to clone; requests may run concurrently.
@@ -277,9 +351,41 @@ pub struct RelayClient {
 #[derive(Debug)]
 struct Inner {
     requests: mpsc::UnboundedSender<Command>,
+    info: Arc<Info>,
+}
+
+/// What the `Welcome` of the current connection said (a reconnect
+/// changes it).
+#[derive(Debug, Default)]
+struct Info {
+    client_id: AtomicU64,
+    window: AtomicU32,
+    max_frame: AtomicUsize,
+}
+
+impl Info {
+    fn set(&self, w: &Welcomed) {
+        self.client_id.store(w.client_id, Ordering::Relaxed);
+        self.window.store(w.window, Ordering::Relaxed);
+        self.max_frame.store(w.max_frame, Ordering::Relaxed);
+    }
+}
+
+/// A connection past its `Welcome`.
+struct Welcomed {
+    reader: FrameReader,
+    writer: FrameWriter,
     client_id: u64,
     window: u32,
     max_frame: usize,
+}
+
+/// Where a client from [`RelayClient::connect_failover`] reconnects.
+struct Failover {
+    urls: Vec<String>,
+    /// The one connected last.
+    current: usize,
+    opts: ClientOptions,
 }
 
 /// What the handle asks of the connection task.
@@ -303,7 +409,7 @@ impl RelayClient {
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
         let conn = transport::connect_tcp(addr, None, opts.max_incoming_frame).await?;
-        Self::start(conn, opts).await
+        Self::start(conn, opts, None).await
     }
 
     /// Connects over TCP inside TLS to `host:port` (a relay started with
@@ -322,7 +428,7 @@ impl RelayClient {
         let tls = opts.tls.clone().unwrap_or_else(ClientTls::webpki_roots);
         let conn =
             transport::connect_tcp(host_port, Some((&tls, host)), opts.max_incoming_frame).await?;
-        Self::start(conn, opts).await
+        Self::start(conn, opts, None).await
     }
 
     /// Connects over WebSocket to the relay's `--ws` address (`url` like
@@ -340,7 +446,7 @@ impl RelayClient {
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
         let tls = opts.tls.clone().unwrap_or_else(ClientTls::webpki_roots);
         let conn = transport::connect_ws(url, &tls, opts.max_incoming_frame).await?;
-        Self::start(conn, opts).await
+        Self::start(conn, opts, None).await
     }
 
     /// Connects over the transport `addr` names: `host:port` or
@@ -353,11 +459,59 @@ impl RelayClient {
         addr: &str,
         opts: ClientOptions,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
-        match parse_addr(addr)? {
-            RelayAddr::Tcp(hostport) => Self::connect(hostport, opts).await,
-            RelayAddr::Tls(hostport) => Self::connect_tls(hostport, opts).await,
-            RelayAddr::Ws(url) => Self::connect_ws(url, opts).await,
+        let conn = dial(addr, &opts).await?;
+        Self::start(conn, opts, None).await
+    }
+
+    /// Connects to the first of `urls` (each as for
+    /// [`connect_url`](Self::connect_url): nodes of one relay cluster, or
+    /// one relay that may restart) that answers, and **fails over**: when
+    /// the connection is lost (closed, reset, no word for two keepalive
+    /// periods, or the relay shutting down), the client connects to the
+    /// next address (then the one after, waiting
+    /// [`ClientOptions::reconnect_delay`] doubling up to
+    /// [`ClientOptions::reconnect_max_delay`] between attempts, for up to
+    /// [`ClientOptions::reconnect_for`]), says `Hello` again and re-joins
+    /// every group it was in, each resuming after the last update it
+    /// handed over: no gap, no duplicate, and `Resync` then `State` only
+    /// where the log was compacted past it. The application sees
+    /// [`ClientEvent::Reconnected`].
+    ///
+    /// Requests in flight when the connection is lost fail with
+    /// [`ClientError::Interrupted`] and are not repeated: a `send` may or
+    /// may not have been stored (if it was, it is delivered like any
+    /// other update); a lock being acquired may or may not have been
+    /// granted, and locks held are lost with the connection. Requests made
+    /// while the client reconnects wait for the new connection. Errors
+    /// other than a lost connection (a refused token, a protocol error)
+    /// end the client as for [`connect_url`](Self::connect_url).
+    ///
+    /// Fails with the last address's error if none of them answers.
+    pub async fn connect_failover<S: AsRef<str>>(
+        urls: &[S],
+        opts: ClientOptions,
+    ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
+        let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
+        let mut last = ClientError::InvalidAddress {
+            addr: String::new(),
+            reason: "no relay address".into(),
+        };
+        for (current, url) in urls.iter().enumerate() {
+            let failover = Failover {
+                urls: urls.clone(),
+                current,
+                opts: opts.clone(),
+            };
+            match dial(url, &opts).await {
+                Ok(conn) => match Self::start(conn, opts.clone(), Some(failover)).await {
+                    Ok(client) => return Ok(client),
+                    Err(e) => last = e,
+                },
+                Err(e) => last = e,
+            }
+            tracing::debug!(url, error = %last, "relay not reachable, trying the next");
         }
+        Err(last)
     }
 
     /// Says `Hello` on a fresh connection, waits for `Welcome`, then hands
@@ -365,77 +519,55 @@ impl RelayClient {
     async fn start(
         conn: Connection,
         opts: ClientOptions,
+        failover: Option<Failover>,
     ) -> Result<(RelayClient, mpsc::Receiver<ClientEvent>), ClientError> {
-        let Connection {
-            mut reader,
-            mut writer,
-            encrypted,
-            loopback,
-        } = conn;
-        if !plaintext_token_allowed(&opts, encrypted, loopback) {
-            writer.close().await;
-            return Err(ClientError::PlaintextToken);
-        }
         let clock = Clock::start();
         let opts = ClientOptions {
             shared_clock_micros: Some(clock.wall_micros(groupwire_proto::Instant::ZERO)),
             ..opts
         };
         let mut core = ClientCore::new(clock.now(), &opts);
-        let (client_id, window, max_frame) = loop {
-            while let Some(b) = core.poll_transmit() {
-                writer
-                    .send(b)
-                    .await
-                    .map_err(|e| ClientError::Connect(e.to_string()))?;
-            }
-            match core.poll_event() {
-                Some(CoreEvent::Connected {
-                    client_id,
-                    window,
-                    max_frame,
-                }) => break (client_id, window, max_frame),
-                Some(CoreEvent::Closed(e)) => return Err(e.unwrap_or(ClientError::Closed)),
-                Some(other) => return Err(ClientError::Unexpected(format!("{other:?}"))),
-                None => {}
-            }
-            let f = reader
-                .next_frame()
-                .await
-                .map_err(ReadError::into_connect_error)?;
-            core.handle_frame(clock.now(), f);
-        };
+        let welcomed = handshake(conn, &mut core, &clock, &opts).await?;
+        let info = Arc::new(Info::default());
+        info.set(&welcomed);
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::channel(opts.event_capacity.max(1));
-        tokio::spawn(connection(reader, writer, core, clock, req_rx, ev_tx));
+        tokio::spawn(run(
+            welcomed,
+            core,
+            clock,
+            req_rx,
+            ev_tx,
+            failover,
+            Arc::clone(&info),
+        ));
         Ok((
             RelayClient {
                 inner: Arc::new(Inner {
                     requests: req_tx,
-                    client_id,
-                    window,
-                    max_frame,
+                    info,
                 }),
             },
             ev_rx,
         ))
     }
 
-    /// This client's id (as members and senders are named).
+    /// This client's id (as members and senders are named); a reconnect
+    /// ([`ClientEvent::Reconnected`]) changes it.
     pub fn client_id(&self) -> u64 {
-        self.inner.client_id
+        self.inner.info.client_id.load(Ordering::Relaxed)
     }
 
     /// The send window the relay granted.
     pub fn window(&self) -> u32 {
-        self.inner.window
+        self.inner.info.window.load(Ordering::Relaxed)
     }
 
     /// The largest frame the relay accepts, length prefix included (from
     /// its `Welcome`). A request that would be larger fails with
     /// [`ClientError::FrameTooLarge`] without being sent.
     pub fn max_frame(&self) -> usize {
-        self.inner.max_frame
+        self.inner.info.max_frame.load(Ordering::Relaxed)
     }
 
     async fn request(&self, frame: Frame) -> Result<Frame, ClientError> {
@@ -520,6 +652,7 @@ impl RelayClient {
                 role,
                 mode,
                 watch_membership,
+                resume_after: None,
             })
             .await?
         {
@@ -724,21 +857,252 @@ fn parse_addr(addr: &str) -> Result<RelayAddr<'_>, ClientError> {
     }
 }
 
-/// The connection task: a tokio driver around [`ClientCore`]. It writes
+/// Opens the transport `addr` names (see [`RelayClient::connect_url`]).
+async fn dial(addr: &str, opts: &ClientOptions) -> Result<Connection, ClientError> {
+    match parse_addr(addr)? {
+        RelayAddr::Tcp(hostport) => {
+            transport::connect_tcp(hostport, None, opts.max_incoming_frame).await
+        }
+        RelayAddr::Tls(hostport) => {
+            let host = host_of(hostport).ok_or_else(|| ClientError::InvalidAddress {
+                addr: hostport.to_owned(),
+                reason: "expected host:port".into(),
+            })?;
+            let tls = opts.tls.clone().unwrap_or_else(ClientTls::webpki_roots);
+            transport::connect_tcp(hostport, Some((&tls, host)), opts.max_incoming_frame).await
+        }
+        RelayAddr::Ws(url) => {
+            let tls = opts.tls.clone().unwrap_or_else(ClientTls::webpki_roots);
+            transport::connect_ws(url, &tls, opts.max_incoming_frame).await
+        }
+    }
+}
+
+/// Says the `Hello` `core` has queued on `conn` and waits for the
+/// `Welcome`.
+async fn handshake(
+    conn: Connection,
+    core: &mut ClientCore,
+    clock: &Clock,
+    opts: &ClientOptions,
+) -> Result<Welcomed, ClientError> {
+    let Connection {
+        mut reader,
+        mut writer,
+        encrypted,
+        loopback,
+    } = conn;
+    if !plaintext_token_allowed(opts, encrypted, loopback) {
+        writer.close().await;
+        return Err(ClientError::PlaintextToken);
+    }
+    loop {
+        while let Some(b) = core.poll_transmit() {
+            writer
+                .send(b)
+                .await
+                .map_err(|e| ClientError::Connect(e.to_string()))?;
+        }
+        match core.poll_event() {
+            Some(CoreEvent::Connected {
+                client_id,
+                window,
+                max_frame,
+            }) => {
+                return Ok(Welcomed {
+                    reader,
+                    writer,
+                    client_id,
+                    window,
+                    max_frame,
+                });
+            }
+            Some(CoreEvent::Closed(e)) => return Err(e.unwrap_or(ClientError::Closed)),
+            Some(other) => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            None => {}
+        }
+        let f = reader
+            .next_frame()
+            .await
+            .map_err(ReadError::into_connect_error)?;
+        core.handle_frame(clock.now(), f);
+    }
+}
+
+/// How one connection ended.
+enum End {
+    /// The handles are gone: the client is done.
+    Dropped,
+    /// The connection is over, with the relay's fatal error if it sent
+    /// one.
+    Lost(Option<ClientError>),
+}
+
+/// Whether a client that can fail over reconnects after `fatal`: after a
+/// lost connection, a keepalive timeout, or a relay shutting down or
+/// timing the client out; not after a refusal or a protocol error, which
+/// another attempt would only repeat.
+fn reconnects_after(fatal: &Option<ClientError>) -> bool {
+    match fatal {
+        None | Some(ClientError::Closed | ClientError::KeepaliveTimeout) => true,
+        Some(ClientError::Relay { code, .. }) => {
+            *code == ErrorCode::SHUTTING_DOWN || *code == ErrorCode::TIMEOUT
+        }
+        Some(_) => false,
+    }
+}
+
+/// The client's task: drives one connection after another (one only
+/// without failover), and tells the application when it is over.
+async fn run(
+    mut conn: Welcomed,
+    mut core: ClientCore,
+    clock: Clock,
+    mut requests: mpsc::UnboundedReceiver<Command>,
+    events: mpsc::Sender<ClientEvent>,
+    mut failover: Option<Failover>,
+    info: Arc<Info>,
+) {
+    let mut held = VecDeque::new();
+    loop {
+        let can_fail_over = failover.is_some();
+        let fatal = match connection(
+            conn,
+            &mut core,
+            &clock,
+            &mut requests,
+            &events,
+            &mut held,
+            can_fail_over,
+        )
+        .await
+        {
+            End::Dropped => return,
+            End::Lost(fatal) => fatal,
+        };
+        let next = match failover.as_mut() {
+            Some(f) if reconnects_after(&fatal) => {
+                tracing::info!(url = %f.urls[f.current], error = ?fatal, "relay lost, failing over");
+                reconnect(f, &mut core, &clock, &mut requests, &mut held).await
+            }
+            _ => None,
+        };
+        let Some((welcomed, url)) = next else {
+            for cmd in held.drain(..) {
+                fail(cmd, &mut core, &clock, ClientError::Closed);
+            }
+            let _ = events.send(ClientEvent::Closed(fatal)).await;
+            return;
+        };
+        info.set(&welcomed);
+        let client_id = welcomed.client_id;
+        tracing::info!(url, client_id, "reconnected");
+        let _ = events
+            .send(ClientEvent::Reconnected { url, client_id })
+            .await;
+        conn = welcomed;
+    }
+}
+
+/// Answers a command that will not reach a relay.
+fn fail(cmd: Command, core: &mut ClientCore, clock: &Clock, e: ClientError) {
+    match cmd {
+        Command::Request { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::Channels { finish, reply } => {
+            if finish {
+                core.finish_channels();
+            }
+            let _ = reply.send(core.channel_snapshots(clock.now()));
+        }
+    }
+}
+
+/// Finds a relay again: the next address at once, then each in turn with
+/// a growing wait, until one welcomes the client or
+/// [`ClientOptions::reconnect_for`] is over. Requests made meanwhile are
+/// `held` for the new connection (channel measures are answered at once);
+/// `None` if none answered or the handles are gone.
+async fn reconnect(
+    f: &mut Failover,
+    core: &mut ClientCore,
+    clock: &Clock,
+    requests: &mut mpsc::UnboundedReceiver<Command>,
+    held: &mut VecDeque<Command>,
+) -> Option<(Welcomed, String)> {
+    let give_up = clock.tokio_after(f.opts.reconnect_for);
+    let mut delay = f.opts.reconnect_delay;
+    for attempt in 0u32.. {
+        if attempt > 0 {
+            let wake = clock.tokio_after(delay).min(give_up);
+            delay = (delay * 2).min(f.opts.reconnect_max_delay);
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(wake) => break,
+                    cmd = requests.recv() => match cmd {
+                        Some(Command::Request { frame, reply }) => {
+                            held.push_back(Command::Request { frame, reply });
+                        }
+                        Some(cmd @ Command::Channels { .. }) => {
+                            fail(cmd, core, clock, ClientError::Closed);
+                        }
+                        None => return None,
+                    },
+                }
+            }
+        }
+        f.current = (f.current + 1) % f.urls.len();
+        let url = f.urls[f.current].clone();
+        core.reconnect(clock.now());
+        let attempt = async {
+            let conn = dial(&url, &f.opts).await?;
+            handshake(conn, core, clock, &f.opts).await
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Ok(welcomed)) => return Some((welcomed, url)),
+            Ok(Err(e)) => tracing::debug!(url, error = %e, "reconnect failed"),
+            Err(_) => tracing::debug!(url, "reconnect timed out"),
+        }
+        if clock.tokio_after(Duration::ZERO) >= give_up {
+            return None;
+        }
+    }
+    None
+}
+
+/// How long one reconnect attempt (connect, TLS, `Hello` to `Welcome`)
+/// may take before the next address is tried: a node that accepts but
+/// never answers must not stall a failover.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One connection: a tokio driver around [`ClientCore`]. It writes
 /// what the core queues, feeds it the relay's frames, sends replies to
 /// their requests and everything else to the event channel. The core
 /// credits a frame once it is handed over here, and a full event channel
 /// stops this task from reading, so a client that stops reading events is
 /// eventually a slow consumer to the relay. Transport-blind: `reader` and
 /// `writer` hide whether frames travel over TCP or WebSocket.
+///
+/// When the connection is lost, requests awaiting replies fail with the
+/// relay's fatal error (or [`ClientError::Closed`]), or with
+/// [`ClientError::Interrupted`] if the client will reconnect
+/// (`can_fail_over` and [`reconnects_after`]); without reconnecting,
+/// [`ClientEvent::Closed`] is left to the caller.
 async fn connection(
-    mut reader: FrameReader,
-    mut writer: FrameWriter,
-    mut core: ClientCore,
-    clock: Clock,
-    mut requests: mpsc::UnboundedReceiver<Command>,
-    events: mpsc::Sender<ClientEvent>,
-) {
+    conn: Welcomed,
+    core: &mut ClientCore,
+    clock: &Clock,
+    requests: &mut mpsc::UnboundedReceiver<Command>,
+    events: &mpsc::Sender<ClientEvent>,
+    held: &mut VecDeque<Command>,
+    can_fail_over: bool,
+) -> End {
+    let Welcomed {
+        mut reader,
+        mut writer,
+        ..
+    } = conn;
     // Writes go through their own task so that a relay that is slow to read
     // never stops this one from reading (and crediting) what it sends.
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Bytes>();
@@ -752,8 +1116,22 @@ async fn connection(
     });
     let mut pending: BTreeMap<RequestId, oneshot::Sender<Result<Frame, ClientError>>> =
         BTreeMap::new();
+    let submit = |core: &mut ClientCore, cmd: Command, pending: &mut BTreeMap<_, _>| match cmd {
+        Command::Request { frame, reply } => match core.request(&frame) {
+            Ok(id) => {
+                pending.insert(id, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        },
+        cmd @ Command::Channels { .. } => fail(cmd, core, clock, ClientError::Closed),
+    };
+    for cmd in held.drain(..) {
+        submit(core, cmd, &mut pending);
+    }
     let mut keepalive = Deadline::new();
-    let fatal = 'run: loop {
+    let end = 'run: loop {
         loop {
             while let Some(b) = core.poll_transmit() {
                 let _ = out_tx.send(b);
@@ -772,45 +1150,54 @@ async fn connection(
                 CoreEvent::Event(e) => {
                     let _ = events.send(e).await;
                 }
-                CoreEvent::Closed(e) => break 'run e,
+                CoreEvent::Closed(e) => break 'run End::Lost(e),
                 CoreEvent::Connected { .. } => {}
             }
         }
         keepalive.set(core.poll_timeout().map(|t| clock.to_tokio(t)));
         tokio::select! {
-            () = keepalive.wait() => core.handle_timeout(clock.now()),
+            // Frames first: a keepalive that fell due while this task
+            // waited on the application must not end a connection whose
+            // frames are waiting to be read.
+            biased;
             f = reader.next_frame() => match f {
                 Ok(f) => core.handle_frame(clock.now(), f),
-                Err(e) => break e.into_fatal(),
+                Err(e) => break End::Lost(e.into_fatal()),
             },
+            () = keepalive.wait() => core.handle_timeout(clock.now()),
             req = requests.recv() => match req {
-                Some(Command::Request { frame, reply }) => match core.request(&frame) {
-                    Ok(id) => {
-                        pending.insert(id, reply);
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                    }
-                },
-                Some(Command::Channels { finish, reply }) => {
-                    if finish {
-                        core.finish_channels();
-                    }
-                    let _ = reply.send(core.channel_snapshots(clock.now()));
-                }
-                None => break None,
+                Some(cmd) => submit(core, cmd, &mut pending),
+                None => break End::Dropped,
             },
         }
     };
     while let Some(b) = core.poll_transmit() {
         let _ = out_tx.send(b);
     }
-    for (_, tx) in pending {
-        let _ = tx.send(Err(fatal.clone().unwrap_or(ClientError::Closed)));
-    }
-    let _ = events.send(ClientEvent::Closed(fatal)).await;
     drop(out_tx);
-    let _ = writer.await;
+    match &end {
+        End::Lost(fatal) if can_fail_over && reconnects_after(fatal) => {
+            for (_, tx) in pending {
+                let _ = tx.send(Err(ClientError::Interrupted));
+            }
+            // The relay is gone: nothing left to write worth waiting for.
+            writer.abort();
+        }
+        End::Lost(fatal) => {
+            for (_, tx) in pending {
+                let _ = tx.send(Err(fatal.clone().unwrap_or(ClientError::Closed)));
+            }
+            let _ = writer.await;
+        }
+        End::Dropped => {
+            for (_, tx) in pending {
+                let _ = tx.send(Err(ClientError::Closed));
+            }
+            let _ = events.send(ClientEvent::Closed(None)).await;
+            let _ = writer.await;
+        }
+    }
+    end
 }
 
 #[cfg(test)]

@@ -179,6 +179,8 @@ pub struct RelayHandle {
     ws: Option<SocketAddr>,
     commands: mpsc::UnboundedSender<Command>,
     task: tokio::task::JoinHandle<()>,
+    /// Closed when the SQLite storage thread has closed its database.
+    storage_closed: Option<oneshot::Receiver<()>>,
 }
 
 enum Command {
@@ -213,10 +215,15 @@ impl RelayHandle {
     }
 
     /// Stops accepting, closes every connection and waits for the core
-    /// task (pending storage operations finish on the storage thread).
+    /// task and the storage thread (pending storage operations finish
+    /// first), so that a relay started right after on the same SQLite
+    /// directory finds everything this one stored.
     pub async fn shutdown(self) {
         let _ = self.commands.send(Command::Shutdown);
         let _ = self.task.await;
+        if let Some(closed) = self.storage_closed {
+            let _ = closed.await;
+        }
     }
 
     /// Waits until the relay stops (it runs until shutdown or a fatal
@@ -231,6 +238,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let inline = matches!(cfg.storage, StorageConfig::Memory);
     let (done_tx, done_rx) = mpsc::unbounded_channel::<StorageDone>();
     let mut first_client_id = 1;
+    let mut storage_closed = None;
     let (groups, storage) = if let StorageConfig::Nats(nats) = &cfg.storage {
         // The NATS thread connects, loads the groups and starts following
         // them before anything listens; NATS down is an error here.
@@ -258,7 +266,12 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
             StorageLink::Inline(storage)
         } else {
             let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
-            spawn_storage_thread(storage, storage_rx, done_tx, cfg.storage_batch.max(1))?;
+            storage_closed = Some(spawn_storage_thread(
+                storage,
+                storage_rx,
+                done_tx,
+                cfg.storage_batch.max(1),
+            )?);
             StorageLink::Thread(storage_tx)
         };
         (groups, link)
@@ -332,6 +345,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         ws: ws_addr,
         commands,
         task,
+        storage_closed,
     })
 }
 
@@ -346,13 +360,14 @@ fn spawn_storage_thread(
     mut rx: mpsc::Receiver<StorageOp>,
     done: mpsc::UnboundedSender<StorageDone>,
     batch: usize,
-) -> std::io::Result<()> {
+) -> std::io::Result<oneshot::Receiver<()>> {
+    let (closed_tx, closed) = oneshot::channel();
     // A named thread rather than `spawn_blocking`: it lives as long as the
     // relay and owns the (non-`Sync`) SQLite connection.
     std::thread::Builder::new()
         .name("relay-storage".into())
         .spawn(move || {
-            while let Some(first) = rx.blocking_recv() {
+            'serve: while let Some(first) = rx.blocking_recv() {
                 let mut ops = vec![first];
                 while ops.len() < batch {
                     match rx.try_recv() {
@@ -362,12 +377,15 @@ fn spawn_storage_thread(
                 }
                 for d in execute(storage.as_mut(), ops) {
                     if done.send(d).is_err() {
-                        return;
+                        break 'serve;
                     }
                 }
             }
+            // The database is closed when the receiver hears.
+            drop(storage);
+            drop(closed_tx);
         })
-        .map(|_| ())
+        .map(|_| closed)
 }
 
 /// Input lanes: one per receive priority (group priorities 0..=7).

@@ -7,11 +7,12 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::failover::{Watched, assert_exactly_once_in_order, failover_client, keep_sending};
 use common::{LIMIT, client, open_group};
 use groupwire_relay::frame::{ActivityMode, ErrorCode, Role};
 use groupwire_relay::storage::{NatsConfig, Update};
 use groupwire_relay::{ClientEvent, JoinInfo, RelayClient, RelayHandle, StorageConfig};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 #[path = "../src/storage/test_nats.rs"]
 mod test_nats;
@@ -259,4 +260,126 @@ async fn a_relay_on_an_unreachable_nats_fails_to_start() {
         .await
         .expect_err("nothing listens there");
     assert!(err.to_string().contains("connecting to NATS"), "{err}");
+}
+
+/// A relay node on `nats` listening on `addr`.
+async fn node_at(nats: &NatsServer, addr: std::net::SocketAddr) -> RelayHandle {
+    let url = nats.url.clone();
+    common::relay(move |c| {
+        c.storage = StorageConfig::Nats(NatsConfig::new(vec![url]));
+        c.listen = addr;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_and_a_sender_fail_over_to_another_node() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let urls = [first.local_addr(), second.local_addr()].map(|a| a.to_string());
+    // Both on the first node; the second is where they go.
+    let (s, _) = failover_client(&urls, "sender").await;
+    let (w, mut we) = failover_client(&urls, "watcher").await;
+    open_group(&s, "g", false).await;
+    common::join(&w, "g", Role::Observer, false).await;
+    let (stop, stopped) = watch::channel(false);
+    let sender = keep_sending(&s, "g", "u", stopped);
+
+    let mut seen = Watched::default();
+    seen.until(&mut we, |w| w.updates.len() >= 20).await;
+    // The second node must know the group (a group created a moment ago
+    // through another node may not have reached it yet: a re-join there
+    // fails, see `ClientEvent::RejoinFailed`).
+    join_when_found(&client(&second, "probe").await.0, "g").await;
+    first.shutdown().await;
+    seen.until(&mut we, |w| !w.reconnects.is_empty()).await;
+    let at_reconnect = seen.updates.len();
+    seen.until(&mut we, |w| w.updates.len() >= at_reconnect + 20)
+        .await;
+    stop.send(true).expect("sender runs");
+    let sent = sender.await.expect("sender");
+    let last_acked = sent.acked.last().expect("acked").0;
+    seen.until(&mut we, |w| w.last() >= last_acked).await;
+
+    assert_exactly_once_in_order(&seen, &sent, 1);
+    assert_eq!(seen.reconnects, [urls[1].clone()], "to the second node");
+    assert!(seen.resyncs.is_empty(), "the log had everything");
+    second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_failing_over_past_a_compacted_log_gets_a_resync() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    // The watcher's second address has no node yet: it cannot fail over
+    // until the test starts one there.
+    let later = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
+    let urls = [first.local_addr(), later].map(|a| a.to_string());
+    let (w, mut we) = failover_client(&urls, "watcher").await;
+    let (s, _se) = client(&second, "sender").await;
+    s.create_group("g", "t", 4, Bytes::from_static(b"s0"))
+        .await
+        .expect("create");
+    common::join(&s, "g", Role::Principal, false).await;
+    join_when_found(&w, "g").await;
+    for i in 1..=5 {
+        s.send("g", 1, Bytes::from(format!("u{i}")))
+            .await
+            .expect("send");
+    }
+    let mut seen = Watched::default();
+    seen.until(&mut we, |w| w.last() == 5).await;
+    first.shutdown().await;
+    for i in 6..=10 {
+        s.send("g", 1, Bytes::from(format!("u{i}")))
+            .await
+            .expect("send");
+    }
+    s.checkpoint("g", 10, Bytes::from_static(b"s10"))
+        .await
+        .expect("checkpoint");
+    let third = node_at(&nats, later).await;
+    seen.until(&mut we, |w| !w.resyncs.is_empty()).await;
+    assert_eq!(seen.resyncs, [(5, 10)], "updates 6 to 10 are in the state");
+    assert_eq!(seen.reconnects, [urls[1].clone()]);
+    let seq = s.send("g", 1, Bytes::from_static(b"u11")).await;
+    assert_eq!(seq.expect("send"), 11);
+    seen.until(&mut we, |w| w.last() == 11).await;
+    let seqs: Vec<u64> = seen.updates.iter().map(|u| u.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 11]);
+    second.shutdown().await;
+    third.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_node_renews_the_lease_of_a_lock_it_holds() {
+    let nats = NatsServer::start();
+    let lease = Duration::from_secs(2);
+    let on = |nats: &NatsServer| {
+        let cfg = NatsConfig::new(vec![nats.url.clone()]).lock_lease(lease);
+        common::relay(move |c| c.storage = StorageConfig::Nats(cfg))
+    };
+    let (first, second) = (on(&nats).await, on(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+    assert!(a.try_lock("g", "pen").await.expect("try"));
+    // Two and a half leases later, still held: its node renewed it.
+    for _ in 0..5 {
+        tokio::time::sleep(lease / 2).await;
+        assert!(
+            !b.try_lock("g", "pen").await.expect("try"),
+            "a live holder's lock expired"
+        );
+    }
+    a.unlock("g", "pen").await.expect("unlock");
+    tokio::time::timeout(LIMIT, b.lock("g", "pen"))
+        .await
+        .expect("granted after the release")
+        .expect("lock");
+    first.shutdown().await;
+    second.shutdown().await;
 }

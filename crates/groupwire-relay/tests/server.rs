@@ -122,7 +122,7 @@ async fn a_websocket_client_speaks_the_same_frames() {
         let (mut ws, _) = tokio_tungstenite::connect_async(url).await.expect("ws connect");
         let hello = Frame::Hello { max_version: 1, window: 0, token: String::new(), name: "browser".into() };
         ws.send(Message::Binary(frame::encode(1, &hello))).await.expect("send");
-        let join = Frame::Join { group: "chat".into(), role: Role::Observer, mode: ActivityMode::Active, watch_membership: false };
+        let join = Frame::Join { group: "chat".into(), role: Role::Observer, mode: ActivityMode::Active, watch_membership: false, resume_after: None };
         ws.send(Message::Binary(frame::encode(2, &join))).await.expect("send");
         let mut got = Vec::new();
         let mut sent = false;
@@ -345,6 +345,7 @@ async fn a_client_that_never_reads_is_disconnected_and_memory_stays_bounded() {
                 role: Role::Observer,
                 mode: ActivityMode::Active,
                 watch_membership: false,
+                resume_after: None,
             },
         ))
         .await

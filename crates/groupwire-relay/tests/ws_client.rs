@@ -344,6 +344,7 @@ async fn broken_relay(bad: Message) -> String {
             client: 9,
             max_frame: 1 << 20,
             window: 1 << 20,
+            resume: false,
         };
         let _ = ws.send(Message::Binary(frame::encode(1, &welcome))).await;
         let _ = ws.send(bad).await;

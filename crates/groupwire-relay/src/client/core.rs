@@ -17,6 +17,17 @@
 //! over may queue a `Credit`: write it on the next turn), then
 //! [`poll_timeout`](ClientCore::poll_timeout).
 //!
+//! It remembers the groups it is in and the last update it handed over in
+//! each ([`ClientOptions::resume`]): after the connection is lost,
+//! [`reconnect`](ClientCore::reconnect) says `Hello` again (to the same
+//! relay or another node of a cluster) and, once welcomed, re-joins every
+//! group resuming after that update. Deliveries it handed over before are
+//! dropped, so the application sees each update once, in order; where the
+//! log was compacted past that update it gets `Resync` and the fresh state.
+//! A connection that hears nothing for twice the keepalive period (the
+//! relay answers every `Ping`) is closed with
+//! [`ClientError::KeepaliveTimeout`].
+//!
 //! It meters each group it sends to or receives from ([`RelayMeters`]:
 //! bandwidth, latency, jitter, the relay's drops and their burstiness);
 //! read them with [`channel_snapshots`](ClientCore::channel_snapshots).
@@ -34,6 +45,9 @@ use groupwire_metrics::ChannelSnapshot;
 use super::meter::RelayMeters;
 use super::{ClientError, ClientEvent, ClientOptions};
 use crate::frame::{self, DeliverView, Frame, FrameDecoder, FrameView, Kind};
+use session::{Answer, Session};
+
+mod session;
 
 /// A request's id on its connection (the `Hello` is 1; replies carry it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,6 +125,19 @@ pub struct ClientCore {
     /// tells the meters which deliveries replay the log.
     joins: HashMap<u32, String>,
     meters: Option<RelayMeters>,
+    /// The groups joined and the last update handed over in each (`None`
+    /// with [`ClientOptions::resume`] off).
+    session: Option<Session>,
+    /// Events made by one frame beyond the one returned for it.
+    queued: VecDeque<CoreEvent>,
+    /// When bytes or a frame last arrived.
+    heard: Instant,
+    /// This connection's client id (from its `Welcome`).
+    client_id: u64,
+    /// For the next `Hello`.
+    hello: Frame,
+    /// [`ClientOptions::max_incoming_frame`], for a reconnect's decoder.
+    max_incoming: usize,
 }
 
 impl ClientCore {
@@ -118,6 +145,12 @@ impl ClientCore {
     /// `opts`); frames from the relay are accepted up to
     /// [`ClientOptions::max_incoming_frame`].
     pub fn new(now: Instant, opts: &ClientOptions) -> Self {
+        let hello = Frame::Hello {
+            max_version: frame::VERSION,
+            window: opts.window,
+            token: opts.token.clone(),
+            name: opts.name.clone(),
+        };
         let mut core = Self {
             state: State::Greeting,
             frames: VecDeque::new(),
@@ -137,22 +170,52 @@ impl ClientCore {
             meters: opts
                 .metered
                 .then(|| RelayMeters::new(now, opts.shared_clock_micros)),
+            session: opts.resume.then(Session::default),
+            queued: VecDeque::new(),
+            heard: now,
+            client_id: 0,
+            hello,
+            max_incoming: opts.max_incoming_frame,
         };
-        core.out.push_back(frame::encode(
-            HELLO_REQUEST,
-            &Frame::Hello {
-                max_version: frame::VERSION,
-                window: opts.window,
-                token: opts.token.clone(),
-                name: opts.name.clone(),
-            },
-        ));
+        core.out
+            .push_back(frame::encode(HELLO_REQUEST, &core.hello));
         core
+    }
+
+    /// Starts over on a new connection (to the same relay or another node
+    /// of its cluster) after the last one was lost or closed: forgets what
+    /// was in flight (requests awaiting replies get none: their drivers
+    /// fail them), queues a new `Hello`, and once the `Welcome` comes
+    /// ([`CoreEvent::Connected`]), re-joins every group it was in, each
+    /// resuming after the last update handed over (see the
+    /// [module docs](self)). The groups, meters and request numbering
+    /// carry over.
+    pub fn reconnect(&mut self, now: Instant) {
+        self.state = State::Greeting;
+        self.frames.clear();
+        self.decoder = FrameDecoder::new(self.max_incoming);
+        self.out.clear();
+        self.pending.clear();
+        self.joins.clear();
+        self.queued.clear();
+        self.max_frame = None;
+        self.consumed = 0;
+        self.credited = 0;
+        self.credit_every = 1;
+        self.heard = now;
+        self.last_rx = now;
+        self.next_ping = now + self.keepalive;
+        if let Some(s) = self.session.as_mut() {
+            s.reconnecting();
+        }
+        self.out
+            .push_back(frame::encode(HELLO_REQUEST, &self.hello));
     }
 
     /// Bytes read from a byte-stream transport (TCP, TLS), in order.
     pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
         self.last_rx = now;
+        self.heard = now;
         self.decoder.extend(data);
     }
 
@@ -175,11 +238,20 @@ impl ClientCore {
     /// One whole frame from a framing transport (a WebSocket message, or a
     /// frame a reader already cut).
     pub fn handle_frame(&mut self, now: Instant, frame: Bytes) {
+        self.heard = now;
         self.frames.push_back((now, frame));
     }
 
-    /// Time passed: pings when the keepalive period is over.
+    /// Time passed: pings when the keepalive period is over; closes the
+    /// connection ([`ClientError::KeepaliveTimeout`]) when nothing came
+    /// for two periods (the relay answers every `Ping`, so a live relay is
+    /// heard from at least once a period).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Connected && now >= self.dead_at() {
+            let e = self.close(Some(ClientError::KeepaliveTimeout));
+            self.queued.push_back(e);
+            return;
+        }
         if self.state == State::Connected && now >= self.next_ping {
             // Request id 0: the Pong matches no request and is dropped.
             self.out
@@ -221,6 +293,9 @@ impl ClientCore {
             });
         }
         self.pending.insert(id, report);
+        if let Some(s) = self.session.as_mut() {
+            s.asked(id, frame);
+        }
         if let Some(m) = self.meters.as_mut() {
             match frame {
                 Frame::Send { group, .. } => m.sent(group, bytes.len()),
@@ -243,6 +318,9 @@ impl ClientCore {
     /// The next event; handing it over counts its frame as consumed and
     /// may queue a `Credit`.
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
+        if let Some(e) = self.queued.pop_front() {
+            return Some(e);
+        }
         while self.state != State::Closed {
             let f = match self.frames.pop_front() {
                 Some((at, f)) => {
@@ -291,9 +369,15 @@ impl ClientCore {
             let Ok(v) = DeliverView::new_checked(bytes) else {
                 break;
             };
-            meter_delivery(&mut self.meters, self.last_rx, &v, len);
-            f(v);
-            n += 1;
+            if self
+                .session
+                .as_mut()
+                .is_none_or(|s| s.deliver(v.group(), v.seq()))
+            {
+                meter_delivery(&mut self.meters, self.last_rx, &v, len);
+                f(v);
+                n += 1;
+            }
             self.decoder.consume(len);
             self.consumed += len as u64;
             self.credit_if_due();
@@ -303,7 +387,7 @@ impl ClientCore {
 
     /// When [`handle_timeout`](Self::handle_timeout) wants to run.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        (self.state == State::Connected).then_some(self.next_ping)
+        (self.state == State::Connected).then(|| self.next_ping.min(self.dead_at()))
     }
 
     /// Requests awaiting their reply.
@@ -336,6 +420,17 @@ impl ClientCore {
     /// Whether the connection is over.
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
+    }
+
+    /// Deliveries dropped because they were handed over before a
+    /// reconnect (see the [module docs](self)).
+    pub fn duplicates_dropped(&self) -> u64 {
+        self.session.as_ref().map_or(0, |s| s.duplicates)
+    }
+
+    /// When a connection that hears nothing is given up.
+    fn dead_at(&self) -> Instant {
+        self.heard + 2 * self.keepalive
     }
 
     /// Queues a `Credit` once a quarter of the window was handed over
@@ -375,13 +470,18 @@ impl ClientCore {
         }
         if kind == Kind::Deliver as u8 {
             let len = f.len();
-            return Some(match DeliverView::new_checked(f) {
+            return match DeliverView::new_checked(f) {
                 Ok(v) => {
+                    if let Some(s) = self.session.as_mut()
+                        && !s.deliver(v.group(), v.seq())
+                    {
+                        return None;
+                    }
                     meter_delivery(&mut self.meters, self.last_rx, &v, len);
-                    CoreEvent::Deliver(v)
+                    Some(CoreEvent::Deliver(v))
                 }
-                Err(e) => self.close(Some(ClientError::Unexpected(e.to_string()))),
-            });
+                Err(e) => Some(self.close(Some(ClientError::Unexpected(e.to_string())))),
+            };
         }
         let join = self.joins.remove(&request);
         // A detached request's success: dropped without decoding.
@@ -402,6 +502,14 @@ impl ClientCore {
             }
         }
         let event = |e| Some(CoreEvent::Event(e));
+        if let Some(s) = self.session.as_mut() {
+            match &env.frame {
+                Frame::Membership(n) => s.evicted(self.client_id, n.change, n.client, &n.group),
+                Frame::GroupDeleted { group } => s.gone(group),
+                Frame::Joined(j) if request == 0 => s.state(j),
+                _ => {}
+            }
+        }
         match env.frame {
             Frame::Membership(n) => event(ClientEvent::Membership(n)),
             Frame::GroupDeleted { group } => event(ClientEvent::GroupDeleted(group)),
@@ -419,11 +527,42 @@ impl ClientCore {
                     Frame::Error { code, message } => Err(ClientError::Relay { code, message }),
                     other => Ok(other),
                 };
+                if let Some(s) = self.session.as_mut()
+                    && let Answer::Own(events) = s.replied(request, &result)
+                {
+                    self.queued.extend(events.into_iter().map(CoreEvent::Event));
+                    return self.queued.pop_front();
+                }
                 Some(CoreEvent::Reply {
                     id: RequestId(request),
                     result,
                 })
             }
+        }
+    }
+
+    /// Queues the `Join`s of a reconnect (none on a first connection).
+    fn rejoin(&mut self, resume: bool) {
+        let Some(s) = self.session.as_mut() else {
+            return;
+        };
+        let mut next = self.next_request;
+        let rejoins = s.rejoins(resume, || {
+            let id = next;
+            next = match next.wrapping_add(1) {
+                0 | HELLO_REQUEST => FIRST_REQUEST,
+                n => n,
+            };
+            id
+        });
+        self.next_request = next;
+        for (id, join) in rejoins {
+            self.pending.insert(id, true);
+            if let (Some(m), Frame::Join { group, .. }) = (self.meters.as_mut(), &join) {
+                m.join(group);
+                self.joins.insert(id, group.clone());
+            }
+            self.out.push_back(frame::encode(id, &join));
         }
     }
 
@@ -434,9 +573,12 @@ impl ClientCore {
                 client,
                 window,
                 max_frame,
+                resume,
                 ..
             }) => {
                 self.state = State::Connected;
+                self.client_id = client;
+                self.rejoin(resume);
                 let max_frame = usize::try_from(max_frame).unwrap_or(usize::MAX);
                 self.max_frame = Some(max_frame);
                 self.credit_every = u64::from(window / 4).max(1);

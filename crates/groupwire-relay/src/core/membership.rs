@@ -64,6 +64,7 @@ impl RelayCore {
                 client: conn.client_id(),
                 max_frame: u32::try_from(self.cfg.max_frame).unwrap_or(u32::MAX),
                 window,
+                resume: true,
             },
         );
     }
@@ -163,16 +164,16 @@ impl RelayCore {
         }
     }
 
-    #[expect(clippy::too_many_arguments, reason = "the fields of Join")]
+    /// A `Join`: from the checkpoint, or, with `resume_after`, from the
+    /// log after that sequence when the log still has it.
     pub(super) fn on_join(
         &mut self,
         now: Instant,
         conn: ConnId,
         req: u32,
         group: &str,
-        role: Role,
-        mode: ActivityMode,
-        watch: bool,
+        (role, mode, watch): (Role, ActivityMode, bool),
+        resume_after: Option<u64>,
     ) {
         if !self.groups.contains_key(group) {
             return self.error(
@@ -197,6 +198,16 @@ impl RelayCore {
             );
         }
         let head = g.next_seq - 1;
+        // A resume from before the checkpoint of a compacted log is a plain
+        // join (the client sees `checkpoint_seq` above what it asked for);
+        // one from beyond the head (this node has not yet followed what
+        // another node delivered) starts at the head, and the client drops
+        // the live updates it already has. If another node compacted past
+        // `after` meanwhile, the first page says so and the transfer
+        // starts over from the checkpoint (`on_loaded`).
+        let after = resume_after
+            .map(|s| s.min(head))
+            .filter(|&s| s >= g.checkpoint_seq || !self.cfg.compact_on_checkpoint);
         self.groups
             .get_mut(group)
             .expect("checked above")
@@ -212,6 +223,7 @@ impl RelayCore {
                     transfer: 0,
                     transfer_sent: 0,
                     resync_dropped: None,
+                    resume: after,
                 },
             );
         self.roles_epoch += 1;
@@ -222,7 +234,7 @@ impl RelayCore {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.groups.insert(group.into());
         }
-        self.start_transfer(conn, group, req, None, head);
+        self.start_transfer(conn, group, req, after, head);
         self.notify(now, group, conn, MembershipChange::Joined, role, mode);
     }
 

@@ -53,7 +53,9 @@ use crate::sched::{
     ConnId, GroupId, GroupIdMap, GroupMap, QueueDepth, Scheduler, SchedulerConfig, SchedulerStats,
     SlowAction, Transmit,
 };
-use crate::storage::{GroupRecord, Loaded, Origin, StorageDone, StorageError, StorageOp, Update};
+use crate::storage::{
+    Checkpoint, GroupRecord, Loaded, Origin, StorageDone, StorageError, StorageOp, Update,
+};
 
 pub use crate::priority::{
     DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY, member_priority,
@@ -195,6 +197,10 @@ struct Member {
     transfer_sent: u64,
     /// Frames dropped by a slow-consumer resync, announced before `Joined`.
     resync_dropped: Option<u64>,
+    /// A resumed join (`Join::resume_after`) whose first page has not
+    /// come: its `Joined` names this sequence as the checkpoint and
+    /// carries no state.
+    resume: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -624,7 +630,15 @@ impl RelayCore {
                 role,
                 mode,
                 watch_membership,
-            } => self.on_join(now, conn, req, &group, role, mode, watch_membership),
+                resume_after,
+            } => self.on_join(
+                now,
+                conn,
+                req,
+                &group,
+                (role, mode, watch_membership),
+                resume_after,
+            ),
             Frame::Leave { group } => {
                 if self.member(conn, req, &group).is_some() {
                     self.remove_member(now, conn, &group, MembershipChange::Left);

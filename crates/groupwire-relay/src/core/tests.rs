@@ -158,6 +158,7 @@ impl Harness {
                 role,
                 mode: ActivityMode::Active,
                 watch_membership: true,
+                resume_after: None,
             },
         );
         self.frames(conn)
@@ -292,6 +293,7 @@ fn joiner_gets_checkpoint_and_log_with_no_gap_or_duplicate() {
             role: Role::Observer,
             mode: ActivityMode::Active,
             watch_membership: false,
+            resume_after: None,
         },
     );
     h.send(a, "doc", "u7");
@@ -463,6 +465,7 @@ fn membership_observers_get_membership_events_only_when_they_watch() {
                 role: Role::MembershipObserver,
                 mode: ActivityMode::Active,
                 watch_membership: watch,
+                resume_after: None,
             },
         );
     }
@@ -601,6 +604,7 @@ fn delete_notifies_members_and_forgets_the_group() {
             role: Role::Observer,
             mode: ActivityMode::Active,
             watch_membership: false,
+            resume_after: None,
         },
     );
     assert_eq!(error_code(&h.frames(b)), Some(ErrorCode::NO_SUCH_GROUP));
@@ -1031,6 +1035,7 @@ fn join_stalled_to(h: &mut Harness, name: &str, group: &str) -> ConnId {
             role: Role::Observer,
             mode: ActivityMode::Active,
             watch_membership: false,
+            resume_after: None,
         },
     );
     h.pump();
@@ -1326,4 +1331,108 @@ fn a_gap_left_by_another_nodes_compaction_resyncs_the_members() {
         pairs(&[(4, "r4")]),
         "#4 once, from the fresh transfer"
     );
+}
+
+/// `conn` joins `group` as an observer resuming after `after`.
+fn resume(h: &mut Harness, conn: ConnId, group: &str, after: u64) -> Vec<Frame> {
+    h.req(
+        conn,
+        11,
+        Frame::Join {
+            group: group.into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: false,
+            resume_after: Some(after),
+        },
+    );
+    h.frames(conn)
+}
+
+fn joined(frames: &[Frame]) -> (u64, u64, Bytes) {
+    frames
+        .iter()
+        .find_map(|f| match f {
+            Frame::Joined(j) => Some((j.checkpoint_seq, j.head_seq, j.state.clone())),
+            _ => None,
+        })
+        .expect("joined")
+}
+
+#[test]
+fn a_resumed_join_gets_the_log_after_its_sequence_and_no_state() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "doc", b"v0");
+    h.join(a, "doc", Role::Principal);
+    for i in 1..=6 {
+        h.send(a, "doc", &format!("u{i}"));
+    }
+    h.pump();
+    let b = h.client("b");
+    let fb = resume(&mut h, b, "doc", 4);
+    assert_eq!(joined(&fb), (4, 6, Bytes::new()), "from the resume point");
+    h.send(a, "doc", "u7");
+    h.pump();
+    let mut all = fb;
+    all.extend(h.frames(b));
+    assert_eq!(
+        delivered(&all),
+        vec![(5, "u5".into()), (6, "u6".into()), (7, "u7".into())]
+    );
+    // Resuming at the head, or past it (a node behind the cluster): no log.
+    let c = h.client("c");
+    let fc = resume(&mut h, c, "doc", 9);
+    assert_eq!(joined(&fc).0, 7, "capped at the head");
+    assert!(delivered(&fc).is_empty());
+}
+
+#[test]
+fn a_resume_from_a_compacted_log_is_a_plain_state_transfer() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "doc", b"v0");
+    h.join(a, "doc", Role::Principal);
+    for i in 1..=5 {
+        h.send(a, "doc", &format!("u{i}"));
+    }
+    h.pump();
+    h.req(
+        a,
+        30,
+        Frame::Checkpoint {
+            group: "doc".into(),
+            seq: 4,
+            state: Bytes::from_static(b"v4"),
+        },
+    );
+    let b = h.client("b");
+    let fb = resume(&mut h, b, "doc", 2);
+    assert_eq!(joined(&fb), (4, 5, Bytes::from_static(b"v4")));
+    assert_eq!(delivered(&fb), vec![(5, "u5".into())]);
+    assert!(
+        !fb.iter().any(|f| matches!(f, Frame::Resync { .. })),
+        "the reply itself says it: checkpoint_seq above the resume point"
+    );
+}
+
+#[test]
+fn a_resume_the_log_lost_meanwhile_starts_over_from_the_checkpoint() {
+    // The core believes the log still has update 3 (another node's
+    // compaction has not reached it): the first page says otherwise.
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "doc", b"v0");
+    h.join(a, "doc", Role::Principal);
+    for i in 1..=5 {
+        h.send(a, "doc", &format!("u{i}"));
+    }
+    h.pump();
+    h.store
+        .put_checkpoint("doc", 4, b"v4", true)
+        .expect("compact behind the core's back");
+    let b = h.client("b");
+    let fb = resume(&mut h, b, "doc", 2);
+    assert_eq!(joined(&fb), (4, 5, Bytes::from_static(b"v4")));
+    assert_eq!(delivered(&fb), vec![(5, "u5".into())]);
 }

@@ -37,6 +37,13 @@ impl RelayCore {
             Some(e) => e.seq == base + 1,
             None => base >= upto,
         };
+        if !contiguous && m.resume.is_some() {
+            // The log no longer has what a resumed join asked for: a plain
+            // state transfer from the checkpoint, answering the same
+            // request (the client sees `checkpoint_seq` above its resume).
+            self.member_mut(conn, group).expect("checked above").resume = None;
+            return self.start_transfer(conn, group, request, None, upto);
+        }
         if !contiguous {
             // A checkpoint compacted the log between two pages: start over
             // from that checkpoint (the member sees Resync, then Joined).
@@ -46,7 +53,13 @@ impl RelayCore {
         // Membership observers get no updates: one page is the whole state.
         let last = last_seq >= upto || m.role == Role::MembershipObserver;
         let mut frames = Vec::with_capacity(page.entries.len() + 2);
-        if let Some(ckpt) = page.checkpoint {
+        // A resumed join's first page: a `Joined` from the resume point,
+        // without state.
+        let resumed = m.resume.map(|seq| Checkpoint {
+            seq,
+            state: Bytes::new(),
+        });
+        if let Some(ckpt) = page.checkpoint.or(resumed) {
             if let Some(dropped) = m.resync_dropped {
                 frames.push(frame::encode(
                     0,
@@ -87,6 +100,7 @@ impl RelayCore {
         }
         let m = self.member_mut(conn, group).expect("checked above");
         m.transfer_sent = last_seq;
+        m.resume = None;
         if last {
             m.loading = None;
             m.resync_dropped = None;

@@ -23,7 +23,10 @@
 //!   rejects frames longer than its configured cap *before* buffering them.
 //! - `version`: [`VERSION`]. Others give [`FrameError::UnsupportedVersion`].
 //! - `kind`: a [`Kind`]; unknown kinds give [`FrameError::UnknownKind`].
-//! - `flags`: zero on emit, ignored on parse.
+//! - `flags`: zero on emit, ignored on parse, except [`FLAG_RESUME`] on a
+//!   `Join` (a `resume_after` follows its body). A relay from before this
+//!   flag reads such a `Join` as malformed (bytes after its fields), so a
+//!   client sends it only to a relay whose `Welcome` carries the flag.
 //! - `request id`: chosen by the client; the relay echoes it in the reply.
 //!   Frames the relay sends on its own (deliveries, notifications) carry 0.
 //!
@@ -46,6 +49,9 @@ pub const HEADER_LEN: usize = 12;
 pub const VERSION: u8 = 1;
 /// The lowest version this build speaks.
 pub const MIN_VERSION: u8 = 1;
+/// Header flag of a `Join` carrying `resume_after` (a `u64` after its
+/// body), and of a `Welcome` from a relay that understands it.
+pub const FLAG_RESUME: u16 = 0x0001;
 /// Default cap on one frame (prefix included): 1 MiB.
 pub const DEFAULT_MAX_FRAME: usize = 1 << 20;
 /// The longest group, lock or client name.
@@ -369,6 +375,13 @@ pub enum Frame {
         mode: ActivityMode,
         /// Also receive membership changes (membership observers always do).
         watch_membership: bool,
+        /// Resume after this sequence number (a client that was a member
+        /// through another connection, and has every update up to it):
+        /// the relay answers a `Joined` with `checkpoint_seq` at most this
+        /// and no state, then the updates after it; if the log no longer
+        /// has them, a plain state transfer (`checkpoint_seq` above it).
+        /// Sent with [`FLAG_RESUME`].
+        resume_after: Option<u64>,
     },
     /// Client: leave a group.
     Leave {
@@ -453,6 +466,9 @@ pub enum Frame {
         max_frame: u32,
         /// The send window granted, in bytes.
         window: u32,
+        /// The relay resumes a `Join` from a sequence number
+        /// (`Join::resume_after`); sent as [`FLAG_RESUME`] in the header.
+        resume: bool,
     },
     /// Relay: the request succeeded.
     Ok,
@@ -633,6 +649,14 @@ impl Frame {
 /// which no caller in this crate produces (names are checked on entry).
 pub fn encode(request: u32, frame: &Frame) -> Bytes {
     let mut w = start(request, frame.kind());
+    if let Frame::Join {
+        resume_after: Some(_),
+        ..
+    }
+    | Frame::Welcome { resume: true, .. } = frame
+    {
+        w[FLAGS].copy_from_slice(&FLAG_RESUME.to_be_bytes());
+    }
     match frame {
         Frame::Hello {
             max_version,
@@ -664,11 +688,15 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
             role,
             mode,
             watch_membership,
+            resume_after,
         } => {
             put_str(&mut w, group);
             w.put_u8(*role as u8);
             w.put_u8(*mode as u8);
             w.put_u8(u8::from(*watch_membership));
+            if let Some(after) = resume_after {
+                w.put_u64(*after);
+            }
         }
         Frame::ChangeRole { group, role } => {
             put_str(&mut w, group);
@@ -714,6 +742,7 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
             client,
             max_frame,
             window,
+            resume: _,
         } => {
             w.put_u8(*version);
             w.put_u64(*client);
@@ -781,6 +810,9 @@ pub fn encode_update(request: u32, u: &Update) -> Bytes {
     put_update(&mut w, u);
     finish(w)
 }
+
+/// Where the header's flags sit (the rest of the header: [`view`]).
+const FLAGS: std::ops::Range<usize> = 6..8;
 
 /// A frame's header, its length left to [`finish`].
 fn start(request: u32, kind: Kind) -> BytesMut {
@@ -850,7 +882,7 @@ fn decode_with(
         return Err(FrameError::UnsupportedVersion(version));
     }
     let kind = Kind::try_from(r.u8()?)?;
-    let _flags = r.u16()?;
+    let flags = r.u16()?;
     let request = r.u32()?;
     let frame = match kind {
         Kind::Hello => Frame::Hello {
@@ -871,6 +903,11 @@ fn decode_with(
             role: Role::try_from(r.u8()?)?,
             mode: ActivityMode::try_from(r.u8()?)?,
             watch_membership: r.bool()?,
+            resume_after: if flags & FLAG_RESUME != 0 {
+                Some(r.u64()?)
+            } else {
+                None
+            },
         },
         Kind::Leave => Frame::Leave { group: r.name()? },
         Kind::ChangeRole => Frame::ChangeRole {
@@ -912,6 +949,7 @@ fn decode_with(
             client: r.u64()?,
             max_frame: r.u32()?,
             window: r.u32()?,
+            resume: flags & FLAG_RESUME != 0,
         },
         Kind::Ok => Frame::Ok,
         Kind::Sent => Frame::Sent {
@@ -1219,14 +1257,15 @@ pub(crate) mod strategies {
                 }
             }),
             name().prop_map(|group| Frame::DeleteGroup { group }),
-            (name(), role(), mode(), any::<bool>()).prop_map(|(group, role, mode, w)| {
-                Frame::Join {
+            (name(), role(), mode(), any::<bool>(), any::<Option<u64>>()).prop_map(
+                |(group, role, mode, w, resume_after)| Frame::Join {
                     group,
                     role,
                     mode,
                     watch_membership: w,
+                    resume_after,
                 }
-            }),
+            ),
             name().prop_map(|group| Frame::Leave { group }),
             (name(), role()).prop_map(|(group, role)| Frame::ChangeRole { group, role }),
             (name(), mode()).prop_map(|(group, mode)| Frame::ChangeMode { group, mode }),
@@ -1253,14 +1292,22 @@ pub(crate) mod strategies {
             (name(), name()).prop_map(|(group, lock)| Frame::LockRelease { group, lock }),
             any::<u64>().prop_map(|consumed| Frame::Credit { consumed }),
             any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
-            (any::<u8>(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(
-                |(version, client, max_frame, window)| Frame::Welcome {
-                    version,
-                    client,
-                    max_frame,
-                    window
-                }
-            ),
+            (
+                any::<u8>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<bool>()
+            )
+                .prop_map(|(version, client, max_frame, window, resume)| {
+                    Frame::Welcome {
+                        version,
+                        client,
+                        max_frame,
+                        window,
+                        resume,
+                    }
+                }),
             Just(Frame::Ok),
             (name(), any::<u64>()).prop_map(|(group, seq)| Frame::Sent { group, seq }),
             (
@@ -1353,6 +1400,46 @@ mod tests {
                 frame: f
             })
         );
+    }
+
+    #[test]
+    fn a_resumed_join_carries_its_flag_and_sequence() {
+        let join = |resume_after| Frame::Join {
+            group: "g".into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: false,
+            resume_after,
+        };
+        let plain = encode(2, &join(None));
+        let b = encode(2, &join(Some(0x0102)));
+        assert_eq!(&plain[6..8], [0, 0]);
+        assert_eq!(&b[6..8], [0, 1], "FLAG_RESUME");
+        assert_eq!(b.len(), plain.len() + 8);
+        assert_eq!(&b[b.len() - 8..], [0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(
+            decode(&b, DEFAULT_MAX_FRAME).map(|e| e.frame),
+            Ok(join(Some(0x0102)))
+        );
+        // What a relay from before the flag makes of it: bytes after the
+        // fields, malformed.
+        let mut old = b.to_vec();
+        old[6..8].copy_from_slice(&[0, 0]);
+        assert!(matches!(
+            decode(&old, DEFAULT_MAX_FRAME),
+            Err(FrameError::Malformed(_))
+        ));
+        let w = encode(
+            1,
+            &Frame::Welcome {
+                version: 1,
+                client: 1,
+                max_frame: 1,
+                window: 1,
+                resume: true,
+            },
+        );
+        assert_eq!(&w[6..8], [0, 1]);
     }
 
     #[test]

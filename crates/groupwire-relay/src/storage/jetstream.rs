@@ -30,6 +30,11 @@
 //! - **Locks**: KV bucket `GW_LOCKS`, key = `<hex group>.<hex lock>`, value
 //!   = the holder's client id; [`Storage::lock_cas`] is a KV `create` or
 //!   `update` on the revision read, so the compare-and-set is the server's.
+//!   Each value is a **lease**: written with a per-message TTL
+//!   ([`NatsConfig::lock_lease`], nats-server 2.11+) that the holder's node
+//!   renews every third of it (a compare-and-set on the revision it
+//!   wrote). A node that dies renews nothing: its clients' locks expire
+//!   and the bucket's delete marker wakes the nodes waiting for them.
 //! - **Node numbers**: KV bucket `GW_NODES`; each node's number is the
 //!   revision of its put to the key `node`, unique in the cluster. A node's
 //!   client ids start at `number << 32` so `Deliver.sender` names one
@@ -96,6 +101,10 @@ pub struct NatsConfig {
     pub replicas: usize,
     /// How long to wait for the first connection before giving up.
     pub connect_timeout: Duration,
+    /// How long a lock held through a node outlives the node: the node
+    /// renews its locks every third of this; after a `kill -9` they expire
+    /// within it (whole seconds, at least 1). Default 10 s.
+    pub lock_lease: Duration,
 }
 
 impl NatsConfig {
@@ -106,7 +115,14 @@ impl NatsConfig {
             auth: NatsAuth::None,
             replicas: 1,
             connect_timeout: Duration::from_secs(5),
+            lock_lease: DEFAULT_LOCK_LEASE,
         }
+    }
+
+    /// Sets [`lock_lease`](Self::lock_lease) (rounded up to whole seconds).
+    pub fn lock_lease(mut self, lease: Duration) -> Self {
+        self.lock_lease = lease;
+        self
     }
 
     /// Sets the credentials.
@@ -446,6 +462,17 @@ struct Inner {
     lock_watch: Option<kv::Watch>,
     /// Takes waiting for a lock held through another node, oldest first.
     takes: Vec<PendingTake>,
+    /// The TTL of a lock's value.
+    lease: Duration,
+    /// Appends made, for their message ids.
+    appends: u64,
+    /// Locks this node wrote for its clients: key, holder and the revision
+    /// written, renewed on `renew` ticks.
+    held: BTreeMap<String, (u64, u64)>,
+    /// Every third of the lease.
+    renew: tokio::time::Interval,
+    /// Every [`TAKE_RETRY`], while takes wait.
+    take_retry: tokio::time::Interval,
     /// Results for the core, in the order it must see them.
     out: VecDeque<StorageDone>,
 }
@@ -458,11 +485,51 @@ const NODES: &str = "GW_NODES";
 const H_SENDER: &str = "Gw-Sender";
 const H_TYPE: &str = "Gw-Type";
 const H_SENT_AT: &str = "Gw-Sent-At";
+/// How long an append keeps retrying while NATS fails it (a server gone,
+/// a stream leader being elected): a three-node cluster elects a new
+/// leader within a few seconds.
+const APPEND_RETRY_FOR: Duration = Duration::from_secs(20);
+
+/// Waits between retries of a failing append, 50 ms doubling up to 1 s,
+/// until [`APPEND_RETRY_FOR`] is spent.
+struct Retry {
+    delay: Duration,
+    spent: Duration,
+}
+
+impl Retry {
+    fn new() -> Self {
+        Self {
+            delay: Duration::from_millis(50),
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Sleeps before the next try, or gives up with `e`.
+    async fn wait(&mut self, e: StorageError) -> Result<(), StorageError> {
+        if self.spent >= APPEND_RETRY_FOR {
+            return Err(e);
+        }
+        tracing::debug!(error = %e, "append failed, retrying");
+        tokio::time::sleep(self.delay).await;
+        self.spent += self.delay;
+        self.delay = (self.delay * 2).min(Duration::from_secs(1));
+        Ok(())
+    }
+}
+
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
 /// How often a take waiting for a lock tries again without a watch event.
 const TAKE_RETRY: Duration = Duration::from_secs(1);
+/// [`NatsConfig::lock_lease`]'s default: a dead node's locks are free
+/// again within 10 s, while a live node renews them three times per lease
+/// (a renewal may fail twice, e.g. during a NATS leader election, before
+/// the lock is lost).
+pub const DEFAULT_LOCK_LEASE: Duration = Duration::from_secs(10);
+/// Tries to take a node number at start, 200 ms apart (10 s).
+const START_TRIES: u32 = 50;
 /// Looks for a new group's stream, 10 ms apart (5 s).
 const FOLLOW_TRIES: usize = 500;
 
@@ -526,12 +593,40 @@ impl Inner {
         };
         let groups = open(GROUPS).await?;
         let checkpoints = open(CHECKPOINTS).await?;
-        let locks = open(LOCKS).await?;
+        // Per-message TTLs need nats-server 2.11+; a lock expiring leaves a
+        // delete marker (kept as long as a lease) that the watches see.
+        let lease = Duration::from_secs(
+            (cfg.lock_lease.as_secs() + u64::from(cfg.lock_lease.subsec_nanos() > 0)).max(1),
+        );
+        let locks = match js.get_key_value(LOCKS).await {
+            Ok(kv) => {
+                allow_ttls(&js, LOCKS, lease).await?;
+                kv
+            }
+            Err(_) => js
+                .create_key_value(kv::Config {
+                    limit_markers: Some(lease),
+                    ..bucket(LOCKS)
+                })
+                .await
+                .map_err(|e| engine(&format!("opening JetStream bucket {LOCKS}"), e))?,
+        };
         let nodes = open(NODES).await?;
-        let node = nodes
-            .put("node", Bytes::from_static(b"relay"))
-            .await
-            .map_err(|e| engine("taking a node number", e))?;
+        // A bucket just created on a JetStream cluster (by this node, or by
+        // another starting at the same moment) may not take writes until
+        // its stream has a leader: "no stream found". Retry for a while.
+        let mut tries = 0;
+        let node = loop {
+            match nodes.put("node", Bytes::from_static(b"relay")).await {
+                Ok(n) => break n,
+                Err(e) if tries < START_TRIES => {
+                    tries += 1;
+                    tracing::debug!(error = %e, "taking a node number, retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(engine("taking a node number", e)),
+            }
+        };
         Ok(Self {
             js,
             groups,
@@ -544,6 +639,11 @@ impl Inner {
             watch: None,
             lock_watch: None,
             takes: Vec::new(),
+            lease,
+            appends: 0,
+            held: BTreeMap::new(),
+            renew: ticker(lease / 3),
+            take_retry: ticker(TAKE_RETRY),
             out: VecDeque::new(),
         })
     }
@@ -623,6 +723,7 @@ impl Inner {
             Update(String, Result<Update, String>),
             Record(Result<kv::Entry, String>),
             Lock,
+            Renew,
         }
         let woke = {
             let watch = async {
@@ -640,14 +741,18 @@ impl Inner {
             };
             tokio::select! {
                 biased;
+                // Leases first: a stream of operations must not starve
+                // them (a lease that lapses loses its lock).
+                _ = self.renew.tick(), if !self.held.is_empty() => Woke::Renew,
+                // Also try again now and then: a watch event lost in a
+                // reconnect must not strand a waiter. A ticker, not a
+                // sleep made here: under load this runs more often than
+                // once a period, and a fresh sleep would never fire.
+                _ = self.take_retry.tick(), if waiting => Woke::Lock,
                 op = ops.recv() => Woke::Op(op),
                 Some((g, u)) = self.follows.next() => Woke::Update(g, u),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
                 Some(_) = lock_watch => Woke::Lock,
-                // Also try again now and then: a holder on a node that
-                // died releases nothing (no TTL yet), but a watch event
-                // lost in a reconnect must not strand a waiter.
-                () = tokio::time::sleep(TAKE_RETRY), if waiting => Woke::Lock,
             }
         };
         match woke {
@@ -662,6 +767,7 @@ impl Inner {
                 tracing::warn!(error = %e, "watching the group records failed");
             }
             Woke::Lock => self.retry_takes().await,
+            Woke::Renew => self.renew_leases().await,
         }
         Next::Followed
     }
@@ -708,7 +814,9 @@ impl Inner {
                 });
                 // The creator makes the record, then the stream: wait for
                 // it (bounded; a creator that died in between left a group
-                // without a log, which refuses updates).
+                // without a log, which refuses updates). If following
+                // fails otherwise, the next append here tries again
+                // (`append_live`).
                 for _ in 0..FOLLOW_TRIES {
                     match self.follow(&name, 0).await {
                         Err(StorageError::NoSuchGroup(_)) => {
@@ -940,16 +1048,26 @@ impl Inner {
         Ok(())
     }
 
-    /// Publishes `u` as sequence `expected + 1` of its group.
-    async fn publish(&self, u: &Update, expected: u64) -> Result<u64, PublishErrorKind> {
+    /// Publishes `u` as sequence `expected + 1` of its group; with `id`,
+    /// JetStream stores one message per id (a retry after a lost
+    /// acknowledgement gets the first one's sequence back).
+    async fn publish(
+        &self,
+        u: &Update,
+        expected: u64,
+        id: Option<&str>,
+    ) -> Result<u64, PublishErrorKind> {
         let mut headers = HeaderMap::new();
         headers.insert(H_SENDER, u.sender.to_string().as_str());
         headers.insert(H_TYPE, u.msg_type.to_string().as_str());
         headers.insert(H_SENT_AT, u.sent_at_micros.to_string().as_str());
-        let publish = PublishMessage::build()
+        let mut publish = PublishMessage::build()
             .payload(u.payload.clone())
             .headers(headers)
             .expected_last_sequence(expected);
+        if let Some(id) = id {
+            publish = publish.message_id(id);
+        }
         let ack = self
             .js
             .send_publish(subject(&u.group), publish)
@@ -975,7 +1093,7 @@ impl Inner {
             heads.insert(&e.group, e.seq);
         }
         for e in entries {
-            self.publish(e, e.seq - 1)
+            self.publish(e, e.seq - 1, None)
                 .await
                 .map_err(|k| publish_error(e, k))?;
         }
@@ -995,12 +1113,30 @@ impl Inner {
     /// Cluster mode: appends `u` after the last update handed to the core,
     /// reading (into `out`) the updates it loses races to and trying again
     /// after them. Returns `u` with the sequence it got.
+    ///
+    /// A NATS server that goes away, or a stream electing a new leader
+    /// (a NATS node lost), fails publishes for a moment: they are retried
+    /// for up to [`APPEND_RETRY_FOR`], under one message id, so that a
+    /// publish stored whose acknowledgement was lost is not stored twice.
     async fn append_live(&mut self, u: &Update) -> Result<Update, StorageError> {
+        self.appends += 1;
+        let id = format!("gw-{}-{}", self.node, self.appends);
+        let mut retry = Retry::new();
         for _ in 0..MAX_RACES {
             let Some(&head) = self.heads.get(&u.group) else {
-                return Err(StorageError::NoSuchGroup(u.group.clone()));
+                // A group found through another node whose stream could
+                // not be followed yet: follow it now (from the start, as
+                // when it was found), then append after what it holds.
+                match self.follow(&u.group, 0).await {
+                    Ok(()) => continue,
+                    Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
+                    Err(e) => {
+                        retry.wait(e).await?;
+                        continue;
+                    }
+                }
             };
-            match self.publish(u, head).await {
+            match self.publish(u, head, Some(&id)).await {
                 Ok(seq) if seq == head + 1 => {
                     self.heads.insert(u.group.clone(), seq);
                     return Ok(Update { seq, ..u.clone() });
@@ -1011,8 +1147,23 @@ impl Inner {
                         u.group
                     )));
                 }
-                Err(PublishErrorKind::WrongLastSequence) => self.catch_up(&u.group, head).await?,
-                Err(k) => return Err(publish_error(u, k)),
+                Err(PublishErrorKind::WrongLastSequence) => {
+                    if let Err(e) = self.catch_up(&u.group, head).await {
+                        retry.wait(e).await?;
+                    }
+                }
+                // No responders: the stream is gone, or has no leader for
+                // the moment (a NATS node lost); asking for it tells which.
+                Err(PublishErrorKind::StreamNotFound) => match self.stream(&u.group).await {
+                    Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
+                    Err(e) => retry.wait(e).await?,
+                    Ok(_) => {
+                        retry
+                            .wait(publish_error(u, PublishErrorKind::StreamNotFound))
+                            .await?;
+                    }
+                },
+                Err(k) => retry.wait(publish_error(u, k)).await?,
             }
         }
         Err(StorageError::Engine(format!(
@@ -1169,36 +1320,111 @@ impl Inner {
         if holder != expected {
             return Ok(false);
         }
-        let value = |h: u64| Bytes::from(h.to_string());
-        let result = match (new, revision) {
-            (Some(h), Some(rev)) => self.locks.update(&key, value(h), rev).await.map(|_| ()),
-            (Some(h), None) => self
-                .locks
-                .create(&key, value(h))
-                .await
-                .map(|_| ())
-                .map_err(|e| {
-                    if e.kind() == kv::CreateErrorKind::AlreadyExists {
-                        kv::UpdateError::new(kv::UpdateErrorKind::WrongLastRevision)
-                    } else {
-                        kv::UpdateError::new(kv::UpdateErrorKind::Other)
-                    }
-                }),
-            (None, rev) => {
-                return match self.locks.delete_expect_revision(&key, rev).await {
-                    Ok(()) => Ok(true),
-                    // Changed since it was read: someone else's now.
-                    Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
-                    Err(e) => Err(engine(&format!("freeing lock {group}/{lock}"), e)),
-                };
-            }
-        };
-        match result {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-            Err(e) => Err(engine(&format!("taking lock {group}/{lock}"), e)),
+        match new {
+            Some(h) => match self.put_lease(&key, h, revision.unwrap_or(0)).await {
+                Ok(Some(rev)) => {
+                    self.held.insert(key, (h, rev));
+                    Ok(true)
+                }
+                Ok(None) => Ok(false),
+                Err(e) => Err(engine(&format!("taking lock {group}/{lock}"), e)),
+            },
+            None => match self.locks.delete_expect_revision(&key, revision).await {
+                Ok(()) => {
+                    self.held.remove(&key);
+                    Ok(true)
+                }
+                // Changed since it was read: someone else's now.
+                Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
+                Err(e) => Err(engine(&format!("freeing lock {group}/{lock}"), e)),
+            },
         }
     }
+
+    /// Writes `holder` as lock `key`'s value with a TTL of one lease, if
+    /// the key's last revision is `revision` (0: the key has none). The
+    /// new revision, or `None` if another write came first.
+    async fn put_lease(
+        &self,
+        key: &str,
+        holder: u64,
+        revision: u64,
+    ) -> Result<Option<u64>, String> {
+        let publish = PublishMessage::build()
+            .payload(Bytes::from(holder.to_string()))
+            .expected_last_subject_sequence(revision)
+            .ttl(self.lease);
+        let ack = async {
+            self.js
+                .send_publish(format!("$KV.{LOCKS}.{key}"), publish)
+                .await
+                .map_err(|e| e.kind())?
+                .await
+                .map_err(|e| e.kind())
+        };
+        match ack.await {
+            Ok(a) => Ok(Some(a.sequence)),
+            Err(PublishErrorKind::WrongLastSequence) => Ok(None),
+            Err(k) => Err(format!("{k:?}")),
+        }
+    }
+
+    /// Renews the lease of every lock this node holds for its clients. A
+    /// lock whose value changed meanwhile (this node stalled past its
+    /// lease and another took it) is dropped from the renewals, with a
+    /// warning: the core still believes its client holds it.
+    async fn renew_leases(&mut self) {
+        let held: Vec<(String, (u64, u64))> =
+            self.held.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (key, (holder, rev)) in held {
+            match self.put_lease(&key, holder, rev).await {
+                Ok(Some(new)) => {
+                    self.held.insert(key, (holder, new));
+                }
+                Ok(None) => {
+                    tracing::warn!(key, holder, "a lock's lease ran out before its renewal");
+                    self.held.remove(&key);
+                }
+                Err(e) => tracing::warn!(key, error = %e, "renewing a lock's lease failed"),
+            }
+        }
+    }
+}
+
+/// A ticker that skips the ticks it missed.
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut i = tokio::time::interval(period);
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
+}
+
+/// Lets bucket `name` (created before leases) take per-message TTLs.
+async fn allow_ttls(
+    js: &jetstream::Context,
+    name: &str,
+    lease: Duration,
+) -> Result<(), StorageError> {
+    let stream = format!("KV_{name}");
+    let mut s = js
+        .get_stream(&stream)
+        .await
+        .map_err(|e| engine(&format!("opening JetStream bucket {name}"), e))?;
+    let info = s
+        .info()
+        .await
+        .map_err(|e| engine(&format!("opening JetStream bucket {name}"), e))?;
+    if info.config.allow_message_ttl {
+        return Ok(());
+    }
+    let mut config = info.config.clone();
+    config.allow_message_ttl = true;
+    config.subject_delete_marker_ttl = Some(lease);
+    js.update_stream(config).await.map(|_| ()).map_err(|e| {
+        engine(
+            &format!("letting bucket {name} take lock leases (nats-server 2.11+)"),
+            e,
+        )
+    })
 }
 
 fn engine(what: &str, e: impl fmt::Display) -> StorageError {
@@ -1329,6 +1555,34 @@ mod tests {
         assert_eq!(a.lock_cas("g", "l", Some(1), None), Ok(true));
         assert_eq!(a.lock_cas("g", "l", None, Some(2)), Ok(true));
         assert_eq!(b.lock_cas("g", "l", None, Some(1)), Ok(false));
+    }
+
+    #[test]
+    fn a_lock_of_a_node_that_vanished_expires_with_its_lease() {
+        let server = Server::start();
+        let lease = Duration::from_secs(1);
+        let cfg = NatsConfig::new(vec![server.url.clone()]).lock_lease(lease);
+        let mut a = JetStreamStorage::connect(&cfg).expect("connect");
+        let mut b = JetStreamStorage::connect(&cfg).expect("connect");
+        let record = GroupRecord {
+            name: "g".into(),
+            group_type: "t".into(),
+            priority: 4,
+            head_seq: 0,
+            checkpoint_seq: 0,
+        };
+        a.create_group(&record, b"").expect("create");
+        assert_eq!(a.lock_cas("g", "l", None, Some(1)), Ok(true));
+        assert_eq!(b.lock_cas("g", "l", None, Some(2)), Ok(false), "held");
+        // Node a goes away without a word: no release, no renewal.
+        drop(a);
+        let mut tries = 0;
+        while b.lock_cas("g", "l", None, Some(2)) != Ok(true) {
+            tries += 1;
+            assert!(tries < 300, "still held 30 s after a lease of {lease:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(b.lock_cas("g", "l", Some(2), None), Ok(true), "b's now");
     }
 
     #[test]

@@ -33,7 +33,7 @@ mod test_nats;
 use bytes::Bytes;
 
 pub(crate) use jetstream::spawn as spawn_jetstream;
-pub use jetstream::{JetStreamStorage, NatsAuth, NatsConfig};
+pub use jetstream::{DEFAULT_LOCK_LEASE, JetStreamStorage, NatsAuth, NatsConfig};
 pub use memory::MemoryStorage;
 pub use sqlite::{DB_FILE, SqliteStorage, SyncMode};
 

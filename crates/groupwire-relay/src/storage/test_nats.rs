@@ -4,9 +4,10 @@
 //! into `target/nats/`) or `$NATS_SERVER`; without it a test fails and
 //! says why, it does not pass silently.
 //!
-//! One file for the engine's unit tests (`storage::jetstream`) and the
-//! cluster integration tests (`tests/cluster.rs`, which include it by
-//! path): integration tests cannot see the library's test modules.
+//! One file for the engine's unit tests (`storage::jetstream`), the
+//! cluster integration tests (`tests/cluster.rs`) and the CLI's chaos test
+//! (`groupwire-cli/tests/relay_chaos.rs`), which include it by path:
+//! integration tests cannot see the library's test modules.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -64,3 +64,5 @@ pub(crate) fn hello(name: &str) -> Bytes {
         },
     )
 }
+
+pub(crate) mod failover;

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::frame::{ErrorCode, Update, decode, encode};
+use crate::frame::{ActivityMode, ErrorCode, JoinInfo, Role, Update, decode, encode};
 
 fn opts() -> ClientOptions {
     ClientOptions::new("alice")
@@ -15,6 +15,7 @@ fn welcome(window: u32, max_frame: u32) -> Bytes {
             client: 42,
             max_frame,
             window,
+            resume: true,
         },
     )
 }
@@ -385,6 +386,7 @@ fn meters_each_group_from_join_to_the_relays_drops() {
             role: crate::frame::Role::Principal,
             mode: crate::frame::ActivityMode::Active,
             watch_membership: false,
+            resume_after: None,
         })
         .expect("queued");
     let send = Frame::Send {
@@ -461,4 +463,214 @@ fn an_unmetered_core_reports_no_channels() {
     c.handle_frame(Instant::ZERO, deliver_to("a", 1, 0));
     assert_eq!(events(&mut c).len(), 2);
     assert!(c.channel_snapshots(Instant::from_millis(1)).is_empty());
+}
+
+/// The frames queued, with their request ids.
+fn transmits_with_ids(c: &mut ClientCore) -> Vec<(u32, Frame)> {
+    std::iter::from_fn(|| c.poll_transmit())
+        .map(|b| {
+            let env = decode(&b, usize::MAX).expect("our frames decode");
+            (env.request, env.frame)
+        })
+        .collect()
+}
+
+fn joined_reply(request: u32, checkpoint_seq: u64, head_seq: u64) -> Bytes {
+    encode(
+        request,
+        &Frame::Joined(JoinInfo {
+            group: "chat".into(),
+            group_type: "t".into(),
+            checkpoint_seq,
+            head_seq,
+            state: Bytes::from_static(b"s"),
+            members: vec![],
+        }),
+    )
+}
+
+fn welcome_resume(resume: bool) -> Bytes {
+    encode(
+        HELLO_REQUEST,
+        &Frame::Welcome {
+            version: frame::VERSION,
+            client: 43,
+            max_frame: 1 << 20,
+            window: 1 << 20,
+            resume,
+        },
+    )
+}
+
+/// A core in group "chat" (joined at checkpoint 3) that handed over
+/// updates 4 and 5, then lost its connection and said `Hello` again.
+fn reconnected_after_5(resume: bool) -> (ClientCore, u32) {
+    let mut c = connected(1 << 20);
+    let join = c
+        .request(&Frame::Join {
+            group: "chat".into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: false,
+            resume_after: None,
+        })
+        .expect("queued");
+    transmits(&mut c);
+    c.handle_frame(Instant::ZERO, joined_reply(join.0, 3, 3));
+    c.handle_frame(Instant::ZERO, deliver(4, b"u4"));
+    c.handle_frame(Instant::ZERO, deliver(5, b"u5"));
+    let ev = events(&mut c);
+    assert_eq!(ev.len(), 3, "{ev:?}");
+    c.reconnect(Instant::from_millis(10));
+    assert!(matches!(&transmits(&mut c)[..], [Frame::Hello { .. }]));
+    assert_eq!(c.poll_timeout(), None, "greeting again");
+    c.handle_frame(Instant::from_millis(10), welcome_resume(resume));
+    assert!(matches!(
+        events(&mut c)[..],
+        [CoreEvent::Connected { client_id: 43, .. }]
+    ));
+    let sent = transmits_with_ids(&mut c);
+    let [
+        (
+            id,
+            Frame::Join {
+                group,
+                role,
+                resume_after,
+                ..
+            },
+        ),
+    ] = &sent[..]
+    else {
+        panic!("one re-join: {sent:?}");
+    };
+    assert_eq!((group.as_str(), *role), ("chat", Role::Observer));
+    assert_eq!(*resume_after, resume.then_some(5));
+    (c, *id)
+}
+
+#[test]
+fn a_reconnect_rejoins_resuming_after_the_last_update_handed_over() {
+    let (mut c, id) = reconnected_after_5(true);
+    c.handle_frame(Instant::ZERO, joined_reply(id, 5, 7));
+    // A node behind the cluster may send an update it already had.
+    c.handle_frame(Instant::ZERO, deliver(5, b"u5"));
+    c.handle_frame(Instant::ZERO, deliver(6, b"u6"));
+    let ev = events(&mut c);
+    assert!(
+        matches!(&ev[..], [CoreEvent::Deliver(v)] if v.seq() == 6),
+        "the re-join's reply is the core's own; 5 was handed over before: {ev:?}"
+    );
+    assert_eq!(c.duplicates_dropped(), 1);
+}
+
+#[test]
+fn a_relay_without_resume_gets_a_plain_join_and_old_updates_are_dropped() {
+    let (mut c, id) = reconnected_after_5(false);
+    c.handle_frame(Instant::ZERO, joined_reply(id, 3, 6));
+    for seq in 4..=6 {
+        c.handle_frame(Instant::ZERO, deliver(seq, b"u"));
+    }
+    let ev = events(&mut c);
+    assert!(
+        matches!(&ev[..], [CoreEvent::Deliver(v)] if v.seq() == 6),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_rejoin_past_a_compacted_log_is_a_resync_and_a_state() {
+    let (mut c, id) = reconnected_after_5(true);
+    c.handle_frame(Instant::ZERO, joined_reply(id, 9, 9));
+    c.handle_frame(Instant::ZERO, deliver(10, b"u10"));
+    let ev = events(&mut c);
+    match &ev[..] {
+        [
+            CoreEvent::Event(ClientEvent::Resync { group, dropped: 4 }),
+            CoreEvent::Event(ClientEvent::State(j)),
+            CoreEvent::Deliver(v),
+        ] => {
+            assert_eq!(group, "chat");
+            assert_eq!(j.checkpoint_seq, 9);
+            assert_eq!(v.seq(), 10);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_rejoin_to_a_group_gone_meanwhile_says_so() {
+    let (mut c, id) = reconnected_after_5(true);
+    c.handle_frame(
+        Instant::ZERO,
+        encode(
+            id,
+            &Frame::Error {
+                code: ErrorCode::NO_SUCH_GROUP,
+                message: "gone".into(),
+            },
+        ),
+    );
+    let ev = events(&mut c);
+    assert!(
+        matches!(&ev[..], [CoreEvent::Event(ClientEvent::RejoinFailed { group, error })]
+            if group == "chat" && error.code() == Some(ErrorCode::NO_SUCH_GROUP)),
+        "{ev:?}"
+    );
+    c.reconnect(Instant::ZERO);
+    transmits(&mut c);
+    c.handle_frame(Instant::ZERO, welcome_resume(true));
+    events(&mut c);
+    assert!(transmits(&mut c).is_empty(), "nothing left to re-join");
+}
+
+#[test]
+fn a_left_group_is_not_rejoined() {
+    let (mut c, id) = reconnected_after_5(true);
+    c.handle_frame(Instant::ZERO, joined_reply(id, 5, 5));
+    let leave = c
+        .request(&Frame::Leave {
+            group: "chat".into(),
+        })
+        .expect("queued");
+    c.handle_frame(Instant::ZERO, encode(leave.0, &Frame::Ok));
+    events(&mut c);
+    c.reconnect(Instant::ZERO);
+    transmits(&mut c);
+    c.handle_frame(Instant::ZERO, welcome_resume(true));
+    events(&mut c);
+    assert!(transmits(&mut c).is_empty());
+}
+
+#[test]
+fn a_silent_relay_is_given_up_after_two_keepalive_periods() {
+    let o = ClientOptions {
+        keepalive: Duration::from_secs(1),
+        ..opts()
+    };
+    let mut c = ClientCore::new(Instant::ZERO, &o);
+    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
+    events(&mut c);
+    transmits(&mut c);
+    c.handle_timeout(Instant::from_millis(1000));
+    assert!(matches!(&transmits(&mut c)[..], [Frame::Ping { .. }]));
+    // The Pong of the first ping comes: heard at 1.5 s.
+    c.handle_frame(
+        Instant::from_millis(1500),
+        encode(0, &Frame::Pong { nonce: 0 }),
+    );
+    events(&mut c);
+    c.handle_timeout(Instant::from_millis(2000));
+    transmits(&mut c);
+    assert!(!c.is_closed());
+    assert_eq!(c.poll_timeout(), Some(Instant::from_millis(3000)));
+    c.handle_timeout(Instant::from_millis(3000));
+    transmits(&mut c);
+    assert_eq!(c.poll_timeout(), Some(Instant::from_millis(3500)));
+    c.handle_timeout(Instant::from_millis(3500));
+    assert!(matches!(
+        events(&mut c)[..],
+        [CoreEvent::Closed(Some(ClientError::KeepaliveTimeout))]
+    ));
+    assert!(c.is_closed());
 }
