@@ -181,6 +181,7 @@ fn frames() -> Vec<(u32, Frame)> {
                 role: Role::Principal,
                 mode: ActivityMode::Active,
                 watch_membership: true,
+                resume_after: None,
             },
         ),
         (
@@ -190,6 +191,7 @@ fn frames() -> Vec<(u32, Frame)> {
                 role: Role::MembershipObserver,
                 mode: ActivityMode::Passive,
                 watch_membership: false,
+                resume_after: None,
             },
         ),
         (
@@ -277,6 +279,7 @@ fn frames() -> Vec<(u32, Frame)> {
                 client: 42,
                 max_frame: 1 << 20,
                 window: 262_144,
+                resume: false,
             },
         ),
         (2, Frame::Ok),
@@ -408,6 +411,7 @@ fn malformed() -> Vec<(&'static str, Vec<u8>)> {
             role: Role::Principal,
             mode: ActivityMode::Active,
             watch_membership: true,
+            resume_after: None,
         },
     )
     .to_vec();
