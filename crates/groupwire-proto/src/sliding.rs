@@ -30,8 +30,12 @@
 //! All big-endian. A source symbol is the ADU's ADUI (flow ID 0, the
 //! ADU's length, the ADU, zeros to E), built again at the receiver, so a
 //! source packet carries no padding; E is the largest ADUI
-//! ([`SlidingConfig::symbol_size`]), so a repair packet is the largest on
-//! the link. Departures from RFC 8681, and why, are in
+//! ([`SlidingConfig::symbol_size`]). A repair symbol goes without its
+//! trailing zeros (past the window's longest ADUI it is all zeros) and
+//! the receiver pads it back to E: a departure from RFC 8681's repair
+//! packet, whose symbol is always E bytes, that keeps a repair as long as
+//! the datagrams it covers (with E at the link's largest, 1000-byte
+//! datagrams' repairs were half as long again). Departures from RFC 8681, and why, are in
 //! [`groupwire_codec::sliding`]'s docs (one symbol per ADUI); here the
 //! FEC Payload IDs sit in front of the ADU rather than after it, beside
 //! the session number that tells two tunnels apart.
@@ -336,6 +340,15 @@ impl SlidingEndpoint {
         b[0] = REPAIR_TYPE;
         b[1..5].copy_from_slice(&self.cfg.session.to_be_bytes());
         b[5..REPAIR_HEADER_LEN].copy_from_slice(&id.to_bytes());
+        // Past the longest ADUI in the window the symbol is all zeros:
+        // those bytes stay home (the receiver pads to E again), so a
+        // repair is as long as the datagrams it covers, not the link's
+        // largest.
+        let used = b[REPAIR_HEADER_LEN..]
+            .iter()
+            .rposition(|&x| x != 0)
+            .map_or(0, |i| i + 1);
+        b.truncate(REPAIR_HEADER_LEN + used);
         self.stats.bytes_sent += b.len() as u64;
         self.push(b.freeze());
         self.stats.repairs_sent += 1;
@@ -415,7 +428,15 @@ impl SlidingEndpoint {
             return;
         };
         self.stats.repairs_received += 1;
-        if self.dec.receive_repair(id, symbol).is_err() {
+        let e = self.enc.symbol_size();
+        if symbol.len() > e {
+            self.stats.malformed += 1;
+            return;
+        }
+        // Sent without its trailing zeros (see `repair`).
+        let mut full = vec![0u8; e];
+        full[..symbol.len()].copy_from_slice(symbol);
+        if self.dec.receive_repair(id, &full).is_err() {
             self.stats.malformed += 1;
             return;
         }
