@@ -22,6 +22,10 @@ mod test_nats;
 use test_nats::NatsServer;
 
 #[path = "../../groupwire-relay/tests/common/failover.rs"]
+#[allow(
+    dead_code,
+    reason = "the relay's failover tests use the rest of this module"
+)]
 mod failover;
 use failover::{Sent, Watched, assert_exactly_once_in_order, failover_client, keep_sending};
 

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::failover::{Watched, assert_exactly_once_in_order, failover_client, keep_sending};
+use common::failover::{Watched, failover_client, keep_sending};
 use common::{LIMIT, client, open_group};
 use groupwire_relay::frame::{ActivityMode, ErrorCode, Role};
 use groupwire_relay::storage::{NatsConfig, Update};
@@ -292,16 +292,7 @@ async fn a_watcher_and_a_sender_fail_over_to_another_node() {
     // fails, see `ClientEvent::RejoinFailed`).
     join_when_found(&client(&second, "probe").await.0, "g").await;
     first.shutdown().await;
-    seen.until(&mut we, |w| !w.reconnects.is_empty()).await;
-    let at_reconnect = seen.updates.len();
-    seen.until(&mut we, |w| w.updates.len() >= at_reconnect + 20)
-        .await;
-    stop.send(true).expect("sender runs");
-    let sent = sender.await.expect("sender");
-    let last_acked = sent.acked.last().expect("acked").0;
-    seen.until(&mut we, |w| w.last() >= last_acked).await;
-
-    assert_exactly_once_in_order(&seen, &sent, 1);
+    seen.through_failover(&mut we, stop, sender).await;
     assert_eq!(seen.reconnects, [urls[1].clone()], "to the second node");
     assert!(seen.resyncs.is_empty(), "the log had everything");
     second.shutdown().await;

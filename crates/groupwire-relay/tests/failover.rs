@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use bytes::Bytes;
-use common::failover::{Watched, assert_exactly_once_in_order, failover_client, keep_sending};
+use common::failover::{Watched, failover_client, keep_sending};
 use common::{LIMIT, join};
 use groupwire_relay::frame::Role;
 use groupwire_relay::storage::SyncMode;
@@ -62,16 +62,7 @@ async fn a_watcher_and_a_sender_resume_across_a_relay_restart() {
     seen.until(&mut we, |w| w.updates.len() >= 20).await;
     relay.shutdown().await;
     let relay = sqlite_relay(addr, dir.path()).await;
-    seen.until(&mut we, |w| !w.reconnects.is_empty()).await;
-    let at_reconnect = seen.updates.len();
-    seen.until(&mut we, |w| w.updates.len() >= at_reconnect + 20)
-        .await;
-    stop.send(true).expect("sender runs");
-    let sent = sender.await.expect("sender");
-    let last_acked = sent.acked.last().expect("acked").0;
-    seen.until(&mut we, |w| w.last() >= last_acked).await;
-
-    assert_exactly_once_in_order(&seen, &sent, 1);
+    let sent = seen.through_failover(&mut we, stop, sender).await;
     assert_eq!(seen.reconnects, urls, "one reconnect, to the same relay");
     assert!(seen.resyncs.is_empty(), "the log had everything");
     assert!(sent.interrupted.len() <= 1, "one send in flight at a time");

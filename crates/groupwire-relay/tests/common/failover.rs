@@ -113,6 +113,30 @@ impl Watched {
     }
 }
 
+impl Watched {
+    /// After the watcher's node went away: waits for its reconnect and 20
+    /// more updates, stops `sender` through `stop`, waits for the last
+    /// update it had acknowledged, and checks that every one arrived
+    /// once and in order. Returns what was sent.
+    pub(crate) async fn through_failover(
+        &mut self,
+        events: &mut mpsc::Receiver<ClientEvent>,
+        stop: watch::Sender<bool>,
+        sender: tokio::task::JoinHandle<Sent>,
+    ) -> Sent {
+        self.until(events, |w| !w.reconnects.is_empty()).await;
+        let at_reconnect = self.updates.len();
+        self.until(events, |w| w.updates.len() >= at_reconnect + 20)
+            .await;
+        stop.send(true).expect("sender runs");
+        let sent = sender.await.expect("sender");
+        let last_acked = sent.acked.last().expect("acked").0;
+        self.until(events, |w| w.last() >= last_acked).await;
+        assert_exactly_once_in_order(self, &sent, 1);
+        sent
+    }
+}
+
 /// Every update of `watched` follows the one before it (`first` first):
 /// no gap, no duplicate; every acknowledged update is among them with
 /// its payload; each interrupted send is there at most once.
