@@ -176,8 +176,15 @@ impl SlidingConfig {
 
     /// The largest datagram the application may send.
     pub fn max_payload(&self) -> usize {
-        self.symbol_size().saturating_sub(ADUI_HEADER_LEN)
+        max_payload(self.max_datagram)
     }
+}
+
+/// The largest datagram the application may send on links of
+/// `max_datagram` bytes: a repair carries its ADUI (3 bytes more) behind
+/// [`REPAIR_HEADER_LEN`].
+pub fn max_payload(max_datagram: usize) -> usize {
+    max_datagram.saturating_sub(REPAIR_HEADER_LEN + ADUI_HEADER_LEN)
 }
 
 /// A datagram delivered to the application.

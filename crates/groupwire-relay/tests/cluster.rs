@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::failover::{Watched, failover_client, keep_sending};
+use common::failover::{Watched, failover_client, keep_sending, send_numbered};
 use common::{LIMIT, client, open_group};
 use groupwire_relay::frame::{ActivityMode, ErrorCode, Role};
 use groupwire_relay::storage::{NatsConfig, Update};
@@ -315,19 +315,11 @@ async fn a_watcher_failing_over_past_a_compacted_log_gets_a_resync() {
         .expect("create");
     common::join(&s, "g", Role::Principal, false).await;
     join_when_found(&w, "g").await;
-    for i in 1..=5 {
-        s.send("g", 1, Bytes::from(format!("u{i}")))
-            .await
-            .expect("send");
-    }
+    send_numbered(&s, "g", 1..=5).await;
     let mut seen = Watched::default();
     seen.until(&mut we, |w| w.last() == 5).await;
     first.shutdown().await;
-    for i in 6..=10 {
-        s.send("g", 1, Bytes::from(format!("u{i}")))
-            .await
-            .expect("send");
-    }
+    send_numbered(&s, "g", 6..=10).await;
     s.checkpoint("g", 10, Bytes::from_static(b"s10"))
         .await
         .expect("checkpoint");

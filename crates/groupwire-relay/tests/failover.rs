@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use bytes::Bytes;
-use common::failover::{Watched, failover_client, keep_sending};
+use common::failover::{Watched, failover_client, keep_sending, send_numbered};
 use common::{LIMIT, join};
 use groupwire_relay::frame::Role;
 use groupwire_relay::storage::SyncMode;
@@ -83,11 +83,7 @@ async fn a_watcher_resumed_past_a_compacted_log_gets_a_resync_and_the_state() {
         .expect("create");
     join(&s, "g", Role::Principal, false).await;
     join(&w, "g", Role::Observer, false).await;
-    for i in 1..=5 {
-        s.send("g", 1, Bytes::from(format!("u{i}")))
-            .await
-            .expect("send");
-    }
+    send_numbered(&s, "g", 1..=5).await;
     let mut seen = Watched::default();
     seen.until(&mut we, |w| w.last() == 5).await;
     relay.shutdown().await;
@@ -97,11 +93,7 @@ async fn a_watcher_resumed_past_a_compacted_log_gets_a_resync_and_the_state() {
     let elsewhere = sqlite_relay(free_addr(), dir.path()).await;
     let (s, _se) = common::client(&elsewhere, "s2").await;
     join(&s, "g", Role::Principal, false).await;
-    for i in 6..=10 {
-        s.send("g", 1, Bytes::from(format!("u{i}")))
-            .await
-            .expect("send");
-    }
+    send_numbered(&s, "g", 6..=10).await;
     s.checkpoint("g", 10, Bytes::from_static(b"s10"))
         .await
         .expect("checkpoint");

@@ -217,12 +217,8 @@ impl TunnelConfig {
         if self.xor.is_some() {
             return self.inner_datagram().saturating_sub(FEC_PREFIX_LEN);
         }
-        if let Some(code) = self.sliding {
-            return SlidingConfig {
-                max_datagram: self.inner_datagram(),
-                ..SlidingConfig::new(SocketAddr::from(([0, 0, 0, 0], 0)), code)
-            }
-            .max_payload();
+        if self.sliding.is_some() {
+            return crate::sliding::max_payload(self.inner_datagram());
         }
         self.inner_datagram()
             .saturating_sub(DATA_HEADER_LEN + SYMBOL_PREFIX)

@@ -38,6 +38,19 @@ pub(crate) struct Sent {
     pub(crate) interrupted: Vec<Bytes>,
 }
 
+/// Sends `u{i}` to `group` for every `i` of `range`, each acknowledged.
+pub(crate) async fn send_numbered(
+    c: &RelayClient,
+    group: &str,
+    range: std::ops::RangeInclusive<u32>,
+) {
+    for i in range {
+        c.send(group, 1, Bytes::from(format!("u{i}")))
+            .await
+            .expect("send");
+    }
+}
+
 /// Sends `{tag}{i}` to `group`, one after another, until `stop` says so.
 pub(crate) fn keep_sending(
     c: &RelayClient,
