@@ -1081,7 +1081,7 @@ async fn relay_client(
     shared: &Shared,
     index: usize,
     plan: &ClientPlan,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     ready: &mut bool,
 ) -> Result<()> {
     let addr = &shared.addrs[index % shared.addrs.len().max(1)];
@@ -1118,11 +1118,16 @@ async fn relay_client(
     let mut pubs = Publishers::new(shared, index, &plan.publishers);
     let mut tmp = vec![0u8; 1024];
     let mut keepalive = Deadline::new();
+    // One wait for the stop, registered once: a fresh `changed()` each
+    // turn joined and left the watch's waiter list every time.
+    let mut stop_rx = stop.clone();
+    let mut stopped = std::pin::pin!(stop_rx.changed());
     loop {
         let slow = plan
             .slow_read
             .filter(|_| shared.slow.load(Ordering::Relaxed));
         keepalive.set(c.core.poll_timeout().map(|t| c.clock.to_tokio(t)));
+        let now = c.clock.to_tokio(c.clock.now());
         tokio::select! {
             // In this order, each polled only while the ones above are
             // pending: a due message goes out first, then the socket; the
@@ -1219,11 +1224,11 @@ async fn relay_client(
                     tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate as f64)).await;
                 }
             }
-            () = keepalive.wait(), if keepalive.needs_poll() => {
+            () = keepalive.wait(), if keepalive.needs_poll(now) => {
                 c.core.handle_timeout(c.clock.now());
                 c.flush().await?;
             }
-            _ = stop.changed() => return Ok(()),
+            _ = &mut stopped => return Ok(()),
         }
     }
 }
