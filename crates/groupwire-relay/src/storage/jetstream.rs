@@ -1784,6 +1784,117 @@ mod tests {
         }
     }
 
+    /// A cluster node on `server` ([`spawn`]'s storage thread) that follows
+    /// `g` and appends nothing: the sender of its operations (kept, or the
+    /// thread stops) and what it hands its core.
+    fn follower(
+        rt: &tokio::runtime::Runtime,
+        server: &Server,
+    ) -> (
+        mpsc::Sender<StorageOp>,
+        mpsc::UnboundedReceiver<StorageDone>,
+    ) {
+        let (ops_tx, ops_rx) = mpsc::channel(16);
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let cfg = NatsConfig::new(vec![server.url.clone()]);
+        let started = rt
+            .block_on(spawn(cfg, ops_rx, done_tx, 16))
+            .expect("the node starts");
+        assert_eq!(
+            started
+                .groups
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>(),
+            ["g"]
+        );
+        (ops_tx, done_rx)
+    }
+
+    /// The sequences of the next `n` updates the node hands its core, in
+    /// the order handed (anything else it hands over is skipped).
+    fn remote_seqs(
+        rt: &tokio::runtime::Runtime,
+        done: &mut mpsc::UnboundedReceiver<StorageDone>,
+        n: usize,
+    ) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        while seqs.len() < n {
+            match rt.block_on(async { tokio::time::timeout(LIMIT, done.recv()).await }) {
+                Ok(Some(StorageDone::Remote { entry })) => {
+                    assert_eq!(entry, numbered(entry.seq), "the update as appended");
+                    seqs.push(entry.seq);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the storage thread stopped after {seqs:?}"),
+                Err(_) => panic!("only {seqs:?} of {n} updates within {LIMIT:?}"),
+            }
+        }
+        seqs
+    }
+
+    /// A node that only follows a group (it appends nothing to it, so no
+    /// lost append race makes it read the log) goes on handing over every
+    /// later update, once and in order, after nats-server restarts under
+    /// it: its consumer, kept in the server's memory, is gone. (async-nats
+    /// 0.51's ordered consumer recreates itself here, without the re-follow
+    /// too; this keeps the behaviour, whichever layer provides it.)
+    #[test]
+    fn a_follower_gets_every_update_after_nats_restarts() {
+        let mut server = Server::start();
+        let mut writer = storage(&server);
+        create_g(&mut writer);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (_ops, mut done) = follower(&rt, &server);
+        append_retrying(&mut writer, 1..=3);
+        assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
+        server.restart();
+        append_retrying(&mut writer, 4..=6);
+        assert_eq!(
+            remote_seqs(&rt, &mut done, 3),
+            [4, 5, 6],
+            "no gap, no duplicate"
+        );
+    }
+
+    /// The same when the server drops the node's consumer while it is
+    /// idle (as it does to an ephemeral consumer it finds inactive): the
+    /// ordered consumer reports a missed heartbeat after 10 s.
+    #[test]
+    fn a_follower_gets_every_update_after_its_consumer_is_deleted() {
+        let server = Server::start();
+        let mut writer = storage(&server);
+        create_g(&mut writer);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (_ops, mut done) = follower(&rt, &server);
+        append_retrying(&mut writer, 1..=3);
+        assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
+        writer.rt.block_on(async {
+            let stream = writer.inner.stream("g").await.expect("stream");
+            let names: Vec<String> = stream
+                .consumer_names()
+                .filter_map(|n| async move { n.ok() })
+                .collect()
+                .await;
+            assert!(!names.is_empty(), "the follower's consumer");
+            for name in names {
+                stream.delete_consumer(&name).await.expect("delete");
+            }
+        });
+        append_retrying(&mut writer, 4..=6);
+        assert_eq!(
+            remote_seqs(&rt, &mut done, 3),
+            [4, 5, 6],
+            "no gap, no duplicate"
+        );
+    }
+
     /// A follow whose stream ends (here: stopped by its handle, as the
     /// client ends an ordered consumer's stream when its subscription
     /// closes) is noticed and followed again from the head, with no gap
