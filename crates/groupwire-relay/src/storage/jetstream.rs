@@ -65,10 +65,17 @@
 //! back under a later number than it proposed: the stream decides, never
 //! the core. Groups created through another node arrive as
 //! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`].
+//!
+//! A follow whose stream ends or fails is followed again after the last
+//! update handed to the core (logged at warn, counted), retried with a
+//! backoff while NATS refuses: a node that appends nothing to a group
+//! learns of its updates only through the follow, and a stream that
+//! ended used to leave the `SelectAll` of follows without a word.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -80,7 +87,7 @@ use async_nats::jetstream::stream::DirectGetErrorKind;
 use async_nats::jetstream::{self, kv, stream};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use futures_util::stream::{BoxStream, SelectAll};
+use futures_util::stream::{AbortHandle, BoxStream, SelectAll};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
@@ -440,8 +447,24 @@ enum Next {
     Closed,
 }
 
-/// One followed group's stream of updates.
-type Follow = BoxStream<'static, (String, Result<Update, String>)>;
+/// One followed group's stream of updates, ending with one [`Followed::Ended`]:
+/// [`SelectAll`] drops a stream that ends without a word, and a group no
+/// longer followed would never reach the core again (see [`Inner::lost`]).
+type Follow = BoxStream<'static, Followed>;
+
+/// An item of a [`Follow`].
+struct Followed {
+    group: String,
+    /// Which follow of `group` it comes from (see [`Inner::following`]).
+    generation: u64,
+    event: FollowEvent,
+}
+
+enum FollowEvent {
+    Update(Result<Update, String>),
+    /// The consumer's stream ended (or was stopped, see [`Inner::following`]).
+    Ended,
+}
 
 struct Inner {
     js: jetstream::Context,
@@ -455,6 +478,22 @@ struct Inner {
     heads: BTreeMap<String, u64>,
     /// The ordered consumers of the groups in `heads`.
     follows: SelectAll<Follow>,
+    /// The live follow of each group in `follows`: its generation (items
+    /// of an older one are ignored) and the handle that stops it.
+    following: BTreeMap<String, (u64, AbortHandle)>,
+    /// The last generation handed out.
+    generation: u64,
+    /// Groups of `heads` whose follow ended or failed: followed again
+    /// after their head when `refollow_at` fires, so that a node that does
+    /// not append to a group itself still sees every later update of it.
+    lost: BTreeSet<String>,
+    /// Fires when `lost` is tried again; `None` while nothing is lost.
+    refollow_at: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The wait before the next try: [`REFOLLOW_FIRST`] doubling up to
+    /// [`REFOLLOW_MAX`] while NATS refuses.
+    refollow_delay: Duration,
+    /// Follows that ended or failed since the start (logged).
+    follows_lost: u64,
     /// Changes of the group records (cluster mode).
     watch: Option<kv::Watch>,
     /// Changes of the locks (cluster mode): a release through another
@@ -532,6 +571,12 @@ pub const DEFAULT_LOCK_LEASE: Duration = Duration::from_secs(10);
 const START_TRIES: u32 = 50;
 /// Looks for a new group's stream, 10 ms apart (5 s).
 const FOLLOW_TRIES: usize = 500;
+/// The first wait before following a lost group again: short, since a
+/// follow usually fails alone (its consumer lost) and the next one works.
+const REFOLLOW_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between tries while NATS is unreachable: a NATS node
+/// back is noticed within it, and a dead one costs a try per group per wait.
+const REFOLLOW_MAX: Duration = Duration::from_secs(5);
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredGroup {
@@ -636,6 +681,12 @@ impl Inner {
             replicas: cfg.replicas,
             heads: BTreeMap::new(),
             follows: SelectAll::new(),
+            following: BTreeMap::new(),
+            generation: 0,
+            lost: BTreeSet::new(),
+            refollow_at: None,
+            refollow_delay: REFOLLOW_FIRST,
+            follows_lost: 0,
             watch: None,
             lock_watch: None,
             takes: Vec::new(),
@@ -682,6 +733,14 @@ impl Inner {
         if self.heads.contains_key(group) {
             return Ok(());
         }
+        self.subscribe(group, head).await?;
+        self.heads.insert(group.to_owned(), head);
+        Ok(())
+    }
+
+    /// Follows `group`'s stream from `head + 1` with a new ordered
+    /// consumer, in place of the group's earlier follow if any.
+    async fn subscribe(&mut self, group: &str, head: u64) -> Result<(), StorageError> {
         let stream = self.stream(group).await?;
         let consumer = stream
             .create_consumer(OrderedConfig {
@@ -699,7 +758,15 @@ impl Inner {
             .messages()
             .await
             .map_err(|e| engine(&format!("following group {group:?}"), e))?;
+        self.generation += 1;
+        let generation = self.generation;
+        let (messages, abort) = futures_util::stream::abortable(messages);
         let name = group.to_owned();
+        let ended = Followed {
+            group: name.clone(),
+            generation,
+            event: FollowEvent::Ended,
+        };
         self.follows.push(
             messages
                 .map(move |m| {
@@ -707,12 +774,82 @@ impl Inner {
                         let seq = m.info().map_err(|e| e.to_string())?.stream_sequence;
                         Ok(update(&name, seq, m.headers.as_ref(), m.payload.clone()))
                     });
-                    (name.clone(), update)
+                    Followed {
+                        group: name.clone(),
+                        generation,
+                        event: FollowEvent::Update(update),
+                    }
                 })
+                .chain(futures_util::stream::once(std::future::ready(ended)))
                 .boxed(),
         );
-        self.heads.insert(group.to_owned(), head);
+        if let Some((_, old)) = self.following.insert(group.to_owned(), (generation, abort)) {
+            old.abort();
+        }
         Ok(())
+    }
+
+    /// Stops following `group` (deleted).
+    fn unfollow(&mut self, group: &str) {
+        self.heads.remove(group);
+        self.lost.remove(group);
+        if let Some((_, abort)) = self.following.remove(group) {
+            abort.abort();
+        }
+    }
+
+    /// `group`'s follow ended or failed: it is followed again from its
+    /// head (the last update handed to the core, so nothing is missed or
+    /// handed over twice) once `refollow_at` fires.
+    fn lose(&mut self, group: &str, why: &str) {
+        if let Some((_, abort)) = self.following.remove(group) {
+            abort.abort();
+        }
+        if !self.heads.contains_key(group) {
+            return; // deleted meanwhile
+        }
+        self.follows_lost += 1;
+        tracing::warn!(
+            group,
+            why,
+            head = self.heads.get(group).copied(),
+            lost = self.follows_lost,
+            "following a group's stream stopped; following it again from its head"
+        );
+        self.lost.insert(group.to_owned());
+        if self.refollow_at.is_none() {
+            self.refollow_at = Some(Box::pin(tokio::time::sleep(self.refollow_delay)));
+        }
+    }
+
+    /// Follows every lost group again after its head. A group whose log
+    /// is gone (deleted) is dropped from `lost`; while NATS refuses, the
+    /// wait doubles up to [`REFOLLOW_MAX`].
+    async fn refollow(&mut self) {
+        self.refollow_at = None;
+        for group in std::mem::take(&mut self.lost) {
+            let Some(&head) = self.heads.get(&group) else {
+                continue; // deleted meanwhile
+            };
+            match self.subscribe(&group, head).await {
+                Ok(()) => tracing::info!(group, head, "following a group's stream again"),
+                Err(e @ StorageError::NoSuchGroup(_)) => {
+                    // Deleted through another node: the group records'
+                    // watch tells the core; never tried again.
+                    tracing::warn!(group, error = %e, "a lost group's log is gone");
+                }
+                Err(e) => {
+                    tracing::warn!(group, error = %e, "following a group again failed, retrying");
+                    self.lost.insert(group);
+                }
+            }
+        }
+        if self.lost.is_empty() {
+            self.refollow_delay = REFOLLOW_FIRST;
+        } else {
+            self.refollow_delay = (self.refollow_delay * 2).min(REFOLLOW_MAX);
+            self.refollow_at = Some(Box::pin(tokio::time::sleep(self.refollow_delay)));
+        }
     }
 
     /// Waits for an operation from the core, a followed update or a group
@@ -720,10 +857,11 @@ impl Inner {
     async fn next(&mut self, ops: &mut mpsc::Receiver<StorageOp>) -> Next {
         enum Woke {
             Op(Option<StorageOp>),
-            Update(String, Result<Update, String>),
+            Follow(Followed),
             Record(Result<kv::Entry, String>),
             Lock,
             Renew,
+            Refollow,
         }
         let woke = {
             let watch = async {
@@ -739,6 +877,12 @@ impl Inner {
                     None => std::future::pending().await,
                 }
             };
+            let refollow = async {
+                match self.refollow_at.as_mut() {
+                    Some(s) => s.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 // Leases first: a stream of operations must not starve
@@ -750,17 +894,27 @@ impl Inner {
                 // once a period, and a fresh sleep would never fire.
                 _ = self.take_retry.tick(), if waiting => Woke::Lock,
                 op = ops.recv() => Woke::Op(op),
-                Some((g, u)) = self.follows.next() => Woke::Update(g, u),
+                Some(f) = self.follows.next() => Woke::Follow(f),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
                 Some(_) = lock_watch => Woke::Lock,
+                () = refollow => Woke::Refollow,
             }
         };
         match woke {
             Woke::Op(Some(op)) => return Next::Op(op),
             Woke::Op(None) => return Next::Closed,
-            Woke::Update(group, Ok(u)) => self.followed(&group, u),
-            Woke::Update(group, Err(e)) => {
-                tracing::warn!(group, error = %e, "following a group's stream failed");
+            Woke::Follow(f) => {
+                if self.following.get(&f.group).map(|(g, _)| *g) != Some(f.generation) {
+                    return Next::Followed; // from a follow stopped or replaced
+                }
+                match f.event {
+                    FollowEvent::Update(Ok(u)) => self.followed(&f.group, u),
+                    // An error may be one the client gets over by itself
+                    // (its consumer recreated), or not: following again
+                    // from the head is right in both cases.
+                    FollowEvent::Update(Err(e)) => self.lose(&f.group, &e),
+                    FollowEvent::Ended => self.lose(&f.group, "the stream ended"),
+                }
             }
             Woke::Record(Ok(entry)) => self.record_changed(entry).await,
             Woke::Record(Err(e)) => {
@@ -768,6 +922,7 @@ impl Inner {
             }
             Woke::Lock => self.retry_takes().await,
             Woke::Renew => self.renew_leases().await,
+            Woke::Refollow => self.refollow().await,
         }
         Next::Followed
     }
@@ -831,7 +986,8 @@ impl Inner {
                 }
             }
             kv::Operation::Delete | kv::Operation::Purge => {
-                if self.heads.remove(&name).is_some() {
+                if self.heads.contains_key(&name) {
+                    self.unfollow(&name);
                     self.out.push_back(StorageDone::GroupGone { group: name });
                 }
             }
@@ -1009,7 +1165,7 @@ impl Inner {
 
     async fn delete_group(&mut self, group: &str) -> Result<(), StorageError> {
         self.record(group).await?;
-        self.heads.remove(group);
+        self.unfollow(group);
         // The stream first, the record last: a stream never outlives its
         // record, so a new group of this name never finds an old log.
         match self.js.delete_stream(stream_name(group)).await {
@@ -1583,6 +1739,203 @@ mod tests {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert_eq!(b.lock_cas("g", "l", Some(2), None), Ok(true), "b's now");
+    }
+
+    /// The bound on every wait of the follow tests: generous, so a loaded
+    /// machine passes (an ordered consumer notices a lost server within
+    /// two idle heartbeats, 10 s, and retries for a while after).
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    /// Update `seq` of group `g`, as a client would send it.
+    fn numbered(seq: u64) -> Update {
+        Update {
+            group: "g".into(),
+            seq,
+            sender: 7,
+            msg_type: 1,
+            sent_at_micros: seq,
+            payload: Bytes::from(format!("u{seq}")),
+        }
+    }
+
+    /// Group `g`, created through `writer` (a node that appends and
+    /// follows nothing).
+    fn create_g(writer: &mut JetStreamStorage) {
+        let record = GroupRecord {
+            name: "g".into(),
+            group_type: "t".into(),
+            priority: 4,
+            head_seq: 0,
+            checkpoint_seq: 0,
+        };
+        writer.create_group(&record, b"").expect("create");
+    }
+
+    /// Appends `seqs` through `writer`, each retried (bounded) while the
+    /// writer's connection comes back after a restart of the server.
+    fn append_retrying(writer: &mut JetStreamStorage, seqs: std::ops::RangeInclusive<u64>) {
+        for seq in seqs {
+            let mut tries = 0;
+            while let Err(e) = writer.append(&[numbered(seq)]) {
+                tries += 1;
+                assert!(tries < 600, "append {seq} still failing after 60 s: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// A cluster node on `server` ([`spawn`]'s storage thread) that follows
+    /// `g` and appends nothing: the sender of its operations (kept, or the
+    /// thread stops) and what it hands its core.
+    fn follower(
+        rt: &tokio::runtime::Runtime,
+        server: &Server,
+    ) -> (
+        mpsc::Sender<StorageOp>,
+        mpsc::UnboundedReceiver<StorageDone>,
+    ) {
+        let (ops_tx, ops_rx) = mpsc::channel(16);
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let cfg = NatsConfig::new(vec![server.url.clone()]);
+        let started = rt
+            .block_on(spawn(cfg, ops_rx, done_tx, 16))
+            .expect("the node starts");
+        assert_eq!(
+            started
+                .groups
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>(),
+            ["g"]
+        );
+        (ops_tx, done_rx)
+    }
+
+    /// The sequences of the next `n` updates the node hands its core, in
+    /// the order handed (anything else it hands over is skipped).
+    fn remote_seqs(
+        rt: &tokio::runtime::Runtime,
+        done: &mut mpsc::UnboundedReceiver<StorageDone>,
+        n: usize,
+    ) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        while seqs.len() < n {
+            match rt.block_on(async { tokio::time::timeout(LIMIT, done.recv()).await }) {
+                Ok(Some(StorageDone::Remote { entry })) => {
+                    assert_eq!(entry, numbered(entry.seq), "the update as appended");
+                    seqs.push(entry.seq);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the storage thread stopped after {seqs:?}"),
+                Err(_) => panic!("only {seqs:?} of {n} updates within {LIMIT:?}"),
+            }
+        }
+        seqs
+    }
+
+    /// A node that only follows a group (it appends nothing to it, so no
+    /// lost append race makes it read the log) goes on handing over every
+    /// later update, once and in order, after nats-server restarts under
+    /// it: its consumer, kept in the server's memory, is gone. (async-nats
+    /// 0.51's ordered consumer recreates itself here, without the re-follow
+    /// too; this keeps the behaviour, whichever layer provides it.)
+    #[test]
+    fn a_follower_gets_every_update_after_nats_restarts() {
+        let mut server = Server::start();
+        let mut writer = storage(&server);
+        create_g(&mut writer);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (_ops, mut done) = follower(&rt, &server);
+        append_retrying(&mut writer, 1..=3);
+        assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
+        server.restart();
+        append_retrying(&mut writer, 4..=6);
+        assert_eq!(
+            remote_seqs(&rt, &mut done, 3),
+            [4, 5, 6],
+            "no gap, no duplicate"
+        );
+    }
+
+    /// The same when the server drops the node's consumer while it is
+    /// idle (as it does to an ephemeral consumer it finds inactive): the
+    /// ordered consumer reports a missed heartbeat after 10 s.
+    #[test]
+    fn a_follower_gets_every_update_after_its_consumer_is_deleted() {
+        let server = Server::start();
+        let mut writer = storage(&server);
+        create_g(&mut writer);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (_ops, mut done) = follower(&rt, &server);
+        append_retrying(&mut writer, 1..=3);
+        assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
+        writer.rt.block_on(async {
+            let stream = writer.inner.stream("g").await.expect("stream");
+            let names: Vec<String> = stream
+                .consumer_names()
+                .filter_map(|n| async move { n.ok() })
+                .collect()
+                .await;
+            assert!(!names.is_empty(), "the follower's consumer");
+            for name in names {
+                stream.delete_consumer(&name).await.expect("delete");
+            }
+        });
+        append_retrying(&mut writer, 4..=6);
+        assert_eq!(
+            remote_seqs(&rt, &mut done, 3),
+            [4, 5, 6],
+            "no gap, no duplicate"
+        );
+    }
+
+    /// A follow whose stream ends (here: stopped by its handle, as the
+    /// client ends an ordered consumer's stream when its subscription
+    /// closes) is noticed and followed again from the head, with no gap
+    /// and no duplicate; before, `SelectAll` dropped the ended stream and
+    /// a node that appends nothing to the group never saw it again.
+    #[test]
+    fn a_follow_that_ends_is_followed_again_from_its_head() {
+        let server = Server::start();
+        let mut writer = storage(&server);
+        create_g(&mut writer);
+        let mut node = storage(&server);
+        node.rt
+            .block_on(node.inner.start_following())
+            .expect("follows");
+        let (_ops_tx, mut ops) = mpsc::channel::<StorageOp>(1);
+        // Every update `node` hands its core, waiting at most LIMIT for each.
+        let mut handed = |node: &mut JetStreamStorage, n: usize| {
+            let mut seqs = Vec::new();
+            let limit = node.rt.block_on(async {
+                tokio::time::timeout(LIMIT, async {
+                    while seqs.len() < n {
+                        node.inner.next(&mut ops).await;
+                        for d in node.inner.out.drain(..) {
+                            if let StorageDone::Remote { entry } = d {
+                                seqs.push(entry.seq);
+                            }
+                        }
+                    }
+                })
+                .await
+            });
+            assert!(limit.is_ok(), "only {seqs:?} of {n} within {LIMIT:?}");
+            seqs
+        };
+        append_retrying(&mut writer, 1..=3);
+        assert_eq!(handed(&mut node, 3), [1, 2, 3]);
+        let (_, abort) = node.inner.following.get("g").expect("followed");
+        abort.abort();
+        append_retrying(&mut writer, 4..=6);
+        assert_eq!(handed(&mut node, 3), [4, 5, 6], "no gap, no duplicate");
+        assert_eq!(node.inner.follows_lost, 1);
     }
 
     #[test]

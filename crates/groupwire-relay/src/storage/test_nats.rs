@@ -17,7 +17,9 @@ pub(crate) struct NatsServer {
     child: Child,
     /// Its `nats://` URL.
     pub(crate) url: String,
-    _dir: tempfile::TempDir,
+    bin: String,
+    port: u16,
+    dir: tempfile::TempDir,
 }
 
 impl NatsServer {
@@ -41,26 +43,46 @@ impl NatsServer {
             .and_then(|l| l.local_addr())
             .expect("free port")
             .port();
-        let child = Command::new(&bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
-        let server = Self {
+        let child = run(&bin, port, dir.path());
+        Self {
             child,
             url: format!("nats://127.0.0.1:{port}"),
-            _dir: dir,
-        };
-        for _ in 0..300 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            bin,
+            port,
+            dir,
         }
-        panic!("nats-server did not listen on {port} within 30 s");
     }
+
+    /// Kills it (`kill -9`) and starts it again on the same port and
+    /// store: streams survive, memory-only consumers do not, and every
+    /// client loses its connection for the moment.
+    #[allow(dead_code, reason = "only the engine's unit tests restart the server")]
+    pub(crate) fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = run(&self.bin, self.port, self.dir.path());
+    }
+}
+
+/// Starts `bin` on `port` with its store in `dir`, and waits (at most
+/// 30 s, however loaded the machine) until it listens.
+fn run(bin: &str, port: u16, dir: &std::path::Path) -> Child {
+    let mut child = Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("nats-server did not listen on {port} within 30 s");
 }
 
 impl Drop for NatsServer {
