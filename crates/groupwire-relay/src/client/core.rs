@@ -229,15 +229,6 @@ impl ClientCore {
         // a client has one connection, and a delivery stream fills 16 KiB
         // between two reads often enough to cost 8% more reads.
         let buf = self.decoder.buffer_mut();
-        if buf.is_empty() {
-            // Everything read was consumed: back to the start of the
-            // allocation, without allocating or copying (it fails, and
-            // nothing happens, where it is already there or a frame handed
-            // out still shares it). Reads then land in the same few KiB
-            // each time instead of walking the whole room: a load
-            // generator's 500 clients walked 32 MiB of cold memory.
-            let _ = buf.try_reclaim(buf.capacity() + 1);
-        }
         if buf.capacity() - buf.len() < RECV_CHUNK / 4 {
             buf.reserve(RECV_CHUNK);
         }

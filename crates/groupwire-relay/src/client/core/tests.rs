@@ -259,35 +259,6 @@ fn deliveries_read_in_place_stop_at_other_frames_and_count_as_consumed() {
     );
 }
 
-/// Reads into `recv_buffer` land at the start of its allocation once all
-/// that was read is consumed, so a busy client reuses the same few KiB;
-/// a frame handed out whole still holds its bytes (the buffer is not
-/// reused under it).
-#[test]
-fn the_receive_buffer_starts_over_once_everything_was_consumed() {
-    let mut c = connected(1 << 20);
-    let room = c.recv_buffer().capacity();
-    for round in 0..50 {
-        let buf = c.recv_buffer();
-        assert_eq!(buf.capacity(), room, "round {round}: the whole room again");
-        buf.extend_from_slice(&deliver(round, b"0123456789"));
-        assert_eq!(c.poll_delivers(|_| {}), 1);
-    }
-    // A delivery taken out whole (poll_event) shares the buffer: it stays
-    // intact while more is read and consumed after it.
-    c.recv_buffer()
-        .extend_from_slice(&deliver(50, b"abcdefghij"));
-    let Some(CoreEvent::Deliver(kept)) = c.poll_event() else {
-        panic!("a delivery");
-    };
-    for round in 51..60 {
-        c.recv_buffer()
-            .extend_from_slice(&deliver(round, b"0123456789"));
-        assert_eq!(c.poll_delivers(|_| {}), 1);
-    }
-    assert_eq!((kept.seq(), kept.payload()), (50, &b"abcdefghij"[..]));
-}
-
 #[test]
 fn credit_goes_back_every_quarter_window_of_frames_handed_over() {
     let mut c = connected(400);
