@@ -1,8 +1,8 @@
 /**
  * The relay client: one WebSocket session at a time, requests matched to
  * replies by id, the relay's send window returned as the application
- * consumes what arrived, and reconnection that re-joins every group and
- * hides what the application already saw.
+ * consumes what arrived, and reconnection (to the next of its relay URLs)
+ * that re-joins every group and hides what the application already saw.
  *
  * @module
  */
@@ -58,7 +58,11 @@ export interface ConnectOptions {
   window?: number;
   /** Largest frame accepted from the relay (default 16 MiB). */
   maxIncomingFrame?: number;
-  /** Reconnect and re-join after a failure (default on); `false` to close instead. */
+  /**
+   * Reconnect (to the next URL, see {@link connect}) and re-join after a
+   * failure (default on); `false` to close instead. The first connection
+   * tries every URL once either way.
+   */
   reconnect?: boolean | ReconnectOptions;
   /** Send a token over `ws://` to a host that is not loopback (default false). */
   allowPlaintextToken?: boolean;
@@ -153,11 +157,19 @@ const NOT_RETRIED = new Set(['unauthorized', 'unsupported-version', 'malformed',
  * Connects to a relay's WebSocket listener (`ws://host:port/` or `wss://`),
  * says `Hello` and waits for `Welcome`.
  *
- * @throws ConnectionError if the relay cannot be reached.
+ * `urls` may list several relays (the nodes of one cluster, or one relay
+ * under several addresses). They are tried in order: the first session
+ * goes to the first that answers (each is tried once; a refusal such as
+ * `unauthorized` stops there), and after a connection fails each
+ * reconnection attempt goes to the next URL after the one that failed,
+ * wrapping around, with the {@link ReconnectOptions} backoff between
+ * attempts.
+ *
+ * @throws ConnectionError if no relay can be reached.
  * @throws RelayError if the relay refuses the session (e.g. `unauthorized`).
  */
-export async function connect(url: string, opts: ConnectOptions = {}): Promise<Client> {
-  const client = new Client(url, opts);
+export async function connect(urls: string | readonly string[], opts: ConnectOptions = {}): Promise<Client> {
+  const client = new Client(urls, opts);
   await client.opened;
   return client;
 }
@@ -219,7 +231,9 @@ interface Queued {
 export class Client {
   /** Resolves once the first session is up. */
   readonly opened: Promise<void>;
-  private readonly url: string;
+  private readonly urls: readonly string[];
+  /** The URL of the current connection (or of the next attempt). */
+  private urlIndex = 0;
   private readonly opts: ConnectOptions;
   private readonly WS: WebSocketConstructor;
   private readonly maxIncoming: number;
@@ -256,8 +270,9 @@ export class Client {
   private settleOpened!: { resolve: () => void; reject: (e: Error) => void };
 
   /** Use {@link connect}. */
-  constructor(url: string, opts: ConnectOptions = {}) {
-    this.url = url;
+  constructor(urls: string | readonly string[], opts: ConnectOptions = {}) {
+    this.urls = typeof urls === 'string' ? [urls] : [...urls];
+    if (this.urls.length === 0) throw new TypeError('no relay URL: connect(url) or connect([url, ...])');
     this.opts = opts;
     const WS = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (WS === undefined) {
@@ -266,7 +281,7 @@ export class Client {
     this.WS = WS;
     this.maxIncoming = opts.maxIncomingFrame ?? DEFAULT_MAX_INCOMING;
     this.maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-    checkPlaintextToken(url, opts);
+    for (const url of this.urls) checkPlaintextToken(url, opts);
     // Checked here, so a bad name is the caller's error, not a failed connection.
     encodeFrame(0, { kind: 'Hello', maxVersion: VERSION, window: opts.window ?? 0, token: opts.token ?? '', name: opts.name ?? '' });
     this.opened = new Promise((resolve, reject) => {
@@ -281,6 +296,11 @@ export class Client {
   /** This client's id in member lists and deliveries (changes on reconnection). */
   get clientId(): bigint {
     return this.id;
+  }
+
+  /** The relay URL of the current connection (or of the next attempt, while reconnecting). */
+  get url(): string {
+    return this.urls[this.urlIndex] as string;
   }
 
   /** The send window the relay granted, in bytes. */
@@ -499,11 +519,12 @@ export class Client {
 
   private open(): void {
     const session = ++this.session;
+    const url = this.url;
     let ws: WebSocketLike;
     try {
-      ws = new this.WS(this.url);
+      ws = new this.WS(url);
     } catch (e) {
-      this.failed(session, new ConnectionError(`cannot open ${this.url}: ${String(e)}`, { cause: e }));
+      this.failed(session, new ConnectionError(`cannot open ${url}: ${String(e)}`, { cause: e }));
       return;
     }
     this.ws = ws;
@@ -540,7 +561,7 @@ export class Client {
     ws.onclose = (ev) => {
       if (session !== this.session) return;
       const why = ev.reason ? `${ev.code} ${ev.reason}` : `code ${ev.code}`;
-      this.failed(session, new ConnectionError(`connection to ${this.url} closed (${why})`));
+      this.failed(session, new ConnectionError(`connection to ${url} closed (${why})`));
     };
   }
 
@@ -788,12 +809,14 @@ export class Client {
     this.pending.clear();
     const policy = this.opts.reconnect ?? true;
     const limits: ReconnectOptions = typeof policy === 'object' ? policy : {};
+    const refused = error instanceof RelayError && NOT_RETRIED.has(error.code);
+    // Before the first session each URL is tried once; after it, the reconnect policy decides.
     const retry =
-      policy !== false &&
-      this.up &&
-      !(error instanceof RelayError && NOT_RETRIED.has(error.code)) &&
-      this.attempt < (limits.attempts ?? Infinity);
-    if (retry && this.attempt === 0) this.emit({ type: 'disconnected', error }, 0);
+      !refused &&
+      (this.up
+        ? policy !== false && this.attempt < (limits.attempts ?? Infinity)
+        : this.attempt < this.urls.length - 1);
+    if (retry && this.up && this.attempt === 0) this.emit({ type: 'disconnected', error }, 0);
     for (const g of this.groups.values()) {
       for (const lock of g.locks) this.emit({ type: 'lockLost', group: g.name, lock }, 0);
       g.locks.clear();
@@ -812,6 +835,8 @@ export class Client {
     const min = limits.minDelayMs ?? 100;
     const delay = Math.min(limits.maxDelayMs ?? 5000, min * 2 ** Math.min(this.attempt, 16));
     this.attempt++;
+    // The next attempt goes to the next URL (the same one, if there is one).
+    this.urlIndex = (this.urlIndex + 1) % this.urls.length;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       if (!this.closed) this.open();
