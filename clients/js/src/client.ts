@@ -2,7 +2,8 @@
  * The relay client: one WebSocket session at a time, requests matched to
  * replies by id, the relay's send window returned as the application
  * consumes what arrived, and reconnection (to the next of its relay URLs)
- * that re-joins every group and hides what the application already saw.
+ * that re-joins every group, resuming after the last update handed over
+ * where the relay can, and hides what the application already saw.
  *
  * @module
  */
@@ -185,6 +186,8 @@ interface Transfer {
   reason: 'join' | 'resync' | 'rejoin';
   /** From the `Joined`; undefined until it arrives (deliveries before it are not ours). */
   info?: Omit<GroupState, 'log'>;
+  /** A rejoin that asked the relay to resume (`Join.resumeAfter`): its `Joined` holds no state when seamless. */
+  resumed: boolean;
   /**
    * Whether the relay's log continues what the application has (a rejoin
    * whose checkpoint is not past it): then updates go straight to the
@@ -247,6 +250,8 @@ export class Client {
   private live = false;
   /** This session has its `Welcome`. */
   private welcomed = false;
+  /** This session's `Welcome` said the relay resumes joins (flag 0x0001). */
+  private resumes = false;
   private closed = false;
   private closeError: Error | undefined;
   private id = 0n;
@@ -534,6 +539,7 @@ export class Client {
     this.credited = 0n;
     this.live = false;
     this.welcomed = false;
+    this.resumes = false;
     ws.onopen = () => {
       if (session !== this.session) return;
       const hello: Frame = {
@@ -633,6 +639,7 @@ export class Client {
     // The Welcome counts toward consumption but earns no Credit of its own.
     this.credited = this.consumed;
     this.attempt = 0;
+    this.resumes = f.resume === true;
     this.startKeepalive();
     this.welcomed = true;
     if (!this.up) {
@@ -662,10 +669,17 @@ export class Client {
     this.pump();
   }
 
-  /** Re-joins `g` after a reconnection; `done` runs once its transfer reached the head (or failed). */
+  /**
+   * Re-joins `g` after a reconnection, resuming after the last update the
+   * application has where the relay resumes joins; `done` runs once its
+   * transfer reached the head (or failed).
+   */
   private rejoin(g: Joined, done: () => void): void {
-    g.transfer = transfer('rejoin', () => done());
+    const t = transfer('rejoin', () => done());
+    t.resumed = this.resumes;
+    g.transfer = t;
     const frame: Frame = { kind: 'Join', group: g.name, role: g.opts.role, mode: g.opts.mode, watchMembership: g.opts.watchMembership };
+    if (t.resumed) frame.resumeAfter = g.last;
     const id = this.takeId();
     this.pending.set(id, {
       frame,
@@ -692,7 +706,11 @@ export class Client {
     t.cursor = f.checkpointSeq;
     // A rejoin continues the application's copy only if the log still
     // holds everything after what it has, and nothing was lost before it.
-    t.seamless = t.reason === 'rejoin' && f.checkpointSeq <= g.last && g.last <= f.headSeq;
+    // A resumed one's checkpoint is what the application has (or the head
+    // of a node that is behind it: what it re-sends up to there is
+    // dropped); past it, the log was compacted and this is a new state.
+    t.seamless =
+      t.reason === 'rejoin' && f.checkpointSeq <= g.last && (t.resumed || g.last <= f.headSeq);
     this.transferProgress(g);
   }
 
@@ -1006,7 +1024,7 @@ function transfer(
   done: (s: GroupState) => void = () => {},
   fail: (e: Error) => void = () => {},
 ): Transfer {
-  return { reason, seamless: false, cursor: 0n, log: [], done, fail };
+  return { reason, resumed: false, seamless: false, cursor: 0n, log: [], done, fail };
 }
 
 /** UTF-8 for strings; bytes as they are. */
