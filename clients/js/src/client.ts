@@ -781,8 +781,11 @@ export class Client {
       case 'Resync': {
         this.consumed += BigInt(size);
         const g = this.groups.get(f.group);
-        // Its queue was dropped; deliveries resume after the fresh `Joined`.
-        if (g !== undefined) g.transfer = transfer('resync');
+        // Its queue was dropped; deliveries resume after the fresh `Joined`,
+        // a plain state transfer. One under way (a join's, a rejoin's)
+        // starts over, and still ends its join or rejoin.
+        const t = g?.transfer;
+        if (g !== undefined) g.transfer = t === undefined ? transfer('resync') : transfer(t.reason, t.done, t.fail);
         return;
       }
       case 'Membership': {
