@@ -1,8 +1,9 @@
 /**
  * The relay client: one WebSocket session at a time, requests matched to
  * replies by id, the relay's send window returned as the application
- * consumes what arrived, and reconnection that re-joins every group and
- * hides what the application already saw.
+ * consumes what arrived, and reconnection (to the next of its relay URLs)
+ * that re-joins every group, resuming after the last update handed over
+ * where the relay can, and hides what the application already saw.
  *
  * @module
  */
@@ -58,7 +59,11 @@ export interface ConnectOptions {
   window?: number;
   /** Largest frame accepted from the relay (default 16 MiB). */
   maxIncomingFrame?: number;
-  /** Reconnect and re-join after a failure (default on); `false` to close instead. */
+  /**
+   * Reconnect (to the next URL, see {@link connect}) and re-join after a
+   * failure (default on); `false` to close instead. The first connection
+   * tries every URL once either way.
+   */
   reconnect?: boolean | ReconnectOptions;
   /** Send a token over `ws://` to a host that is not loopback (default false). */
   allowPlaintextToken?: boolean;
@@ -153,11 +158,19 @@ const NOT_RETRIED = new Set(['unauthorized', 'unsupported-version', 'malformed',
  * Connects to a relay's WebSocket listener (`ws://host:port/` or `wss://`),
  * says `Hello` and waits for `Welcome`.
  *
- * @throws ConnectionError if the relay cannot be reached.
+ * `urls` may list several relays (the nodes of one cluster, or one relay
+ * under several addresses). They are tried in order: the first session
+ * goes to the first that answers (each is tried once; a refusal such as
+ * `unauthorized` stops there), and after a connection fails each
+ * reconnection attempt goes to the next URL after the one that failed,
+ * wrapping around, with the {@link ReconnectOptions} backoff between
+ * attempts.
+ *
+ * @throws ConnectionError if no relay can be reached.
  * @throws RelayError if the relay refuses the session (e.g. `unauthorized`).
  */
-export async function connect(url: string, opts: ConnectOptions = {}): Promise<Client> {
-  const client = new Client(url, opts);
+export async function connect(urls: string | readonly string[], opts: ConnectOptions = {}): Promise<Client> {
+  const client = new Client(urls, opts);
   await client.opened;
   return client;
 }
@@ -173,6 +186,8 @@ interface Transfer {
   reason: 'join' | 'resync' | 'rejoin';
   /** From the `Joined`; undefined until it arrives (deliveries before it are not ours). */
   info?: Omit<GroupState, 'log'>;
+  /** A rejoin that asked the relay to resume (`Join.resumeAfter`): its `Joined` holds no state when seamless. */
+  resumed: boolean;
   /**
    * Whether the relay's log continues what the application has (a rejoin
    * whose checkpoint is not past it): then updates go straight to the
@@ -219,7 +234,9 @@ interface Queued {
 export class Client {
   /** Resolves once the first session is up. */
   readonly opened: Promise<void>;
-  private readonly url: string;
+  private readonly urls: readonly string[];
+  /** The URL of the current connection (or of the next attempt). */
+  private urlIndex = 0;
   private readonly opts: ConnectOptions;
   private readonly WS: WebSocketConstructor;
   private readonly maxIncoming: number;
@@ -233,6 +250,8 @@ export class Client {
   private live = false;
   /** This session has its `Welcome`. */
   private welcomed = false;
+  /** This session's `Welcome` said the relay resumes joins (flag 0x0001). */
+  private resumes = false;
   private closed = false;
   private closeError: Error | undefined;
   private id = 0n;
@@ -256,8 +275,9 @@ export class Client {
   private settleOpened!: { resolve: () => void; reject: (e: Error) => void };
 
   /** Use {@link connect}. */
-  constructor(url: string, opts: ConnectOptions = {}) {
-    this.url = url;
+  constructor(urls: string | readonly string[], opts: ConnectOptions = {}) {
+    this.urls = typeof urls === 'string' ? [urls] : [...urls];
+    if (this.urls.length === 0) throw new TypeError('no relay URL: connect(url) or connect([url, ...])');
     this.opts = opts;
     const WS = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (WS === undefined) {
@@ -266,7 +286,7 @@ export class Client {
     this.WS = WS;
     this.maxIncoming = opts.maxIncomingFrame ?? DEFAULT_MAX_INCOMING;
     this.maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-    checkPlaintextToken(url, opts);
+    for (const url of this.urls) checkPlaintextToken(url, opts);
     // Checked here, so a bad name is the caller's error, not a failed connection.
     encodeFrame(0, { kind: 'Hello', maxVersion: VERSION, window: opts.window ?? 0, token: opts.token ?? '', name: opts.name ?? '' });
     this.opened = new Promise((resolve, reject) => {
@@ -281,6 +301,11 @@ export class Client {
   /** This client's id in member lists and deliveries (changes on reconnection). */
   get clientId(): bigint {
     return this.id;
+  }
+
+  /** The relay URL of the current connection (or of the next attempt, while reconnecting). */
+  get url(): string {
+    return this.urls[this.urlIndex] as string;
   }
 
   /** The send window the relay granted, in bytes. */
@@ -499,11 +524,12 @@ export class Client {
 
   private open(): void {
     const session = ++this.session;
+    const url = this.url;
     let ws: WebSocketLike;
     try {
-      ws = new this.WS(this.url);
+      ws = new this.WS(url);
     } catch (e) {
-      this.failed(session, new ConnectionError(`cannot open ${this.url}: ${String(e)}`, { cause: e }));
+      this.failed(session, new ConnectionError(`cannot open ${url}: ${String(e)}`, { cause: e }));
       return;
     }
     this.ws = ws;
@@ -513,6 +539,7 @@ export class Client {
     this.credited = 0n;
     this.live = false;
     this.welcomed = false;
+    this.resumes = false;
     ws.onopen = () => {
       if (session !== this.session) return;
       const hello: Frame = {
@@ -540,7 +567,7 @@ export class Client {
     ws.onclose = (ev) => {
       if (session !== this.session) return;
       const why = ev.reason ? `${ev.code} ${ev.reason}` : `code ${ev.code}`;
-      this.failed(session, new ConnectionError(`connection to ${this.url} closed (${why})`));
+      this.failed(session, new ConnectionError(`connection to ${url} closed (${why})`));
     };
   }
 
@@ -612,6 +639,7 @@ export class Client {
     // The Welcome counts toward consumption but earns no Credit of its own.
     this.credited = this.consumed;
     this.attempt = 0;
+    this.resumes = f.resume === true;
     this.startKeepalive();
     this.welcomed = true;
     if (!this.up) {
@@ -641,10 +669,17 @@ export class Client {
     this.pump();
   }
 
-  /** Re-joins `g` after a reconnection; `done` runs once its transfer reached the head (or failed). */
+  /**
+   * Re-joins `g` after a reconnection, resuming after the last update the
+   * application has where the relay resumes joins; `done` runs once its
+   * transfer reached the head (or failed).
+   */
   private rejoin(g: Joined, done: () => void): void {
-    g.transfer = transfer('rejoin', () => done());
+    const t = transfer('rejoin', () => done());
+    t.resumed = this.resumes;
+    g.transfer = t;
     const frame: Frame = { kind: 'Join', group: g.name, role: g.opts.role, mode: g.opts.mode, watchMembership: g.opts.watchMembership };
+    if (t.resumed) frame.resumeAfter = g.last;
     const id = this.takeId();
     this.pending.set(id, {
       frame,
@@ -671,7 +706,11 @@ export class Client {
     t.cursor = f.checkpointSeq;
     // A rejoin continues the application's copy only if the log still
     // holds everything after what it has, and nothing was lost before it.
-    t.seamless = t.reason === 'rejoin' && f.checkpointSeq <= g.last && g.last <= f.headSeq;
+    // A resumed one's checkpoint is what the application has (or the head
+    // of a node that is behind it: what it re-sends up to there is
+    // dropped); past it, the log was compacted and this is a new state.
+    t.seamless =
+      t.reason === 'rejoin' && f.checkpointSeq <= g.last && (t.resumed || g.last <= f.headSeq);
     this.transferProgress(g);
   }
 
@@ -742,8 +781,11 @@ export class Client {
       case 'Resync': {
         this.consumed += BigInt(size);
         const g = this.groups.get(f.group);
-        // Its queue was dropped; deliveries resume after the fresh `Joined`.
-        if (g !== undefined) g.transfer = transfer('resync');
+        // Its queue was dropped; deliveries resume after the fresh `Joined`,
+        // a plain state transfer. One under way (a join's, a rejoin's)
+        // starts over, and still ends its join or rejoin.
+        const t = g?.transfer;
+        if (g !== undefined) g.transfer = t === undefined ? transfer('resync') : transfer(t.reason, t.done, t.fail);
         return;
       }
       case 'Membership': {
@@ -788,12 +830,14 @@ export class Client {
     this.pending.clear();
     const policy = this.opts.reconnect ?? true;
     const limits: ReconnectOptions = typeof policy === 'object' ? policy : {};
+    const refused = error instanceof RelayError && NOT_RETRIED.has(error.code);
+    // Before the first session each URL is tried once; after it, the reconnect policy decides.
     const retry =
-      policy !== false &&
-      this.up &&
-      !(error instanceof RelayError && NOT_RETRIED.has(error.code)) &&
-      this.attempt < (limits.attempts ?? Infinity);
-    if (retry && this.attempt === 0) this.emit({ type: 'disconnected', error }, 0);
+      !refused &&
+      (this.up
+        ? policy !== false && this.attempt < (limits.attempts ?? Infinity)
+        : this.attempt < this.urls.length - 1);
+    if (retry && this.up && this.attempt === 0) this.emit({ type: 'disconnected', error }, 0);
     for (const g of this.groups.values()) {
       for (const lock of g.locks) this.emit({ type: 'lockLost', group: g.name, lock }, 0);
       g.locks.clear();
@@ -812,6 +856,8 @@ export class Client {
     const min = limits.minDelayMs ?? 100;
     const delay = Math.min(limits.maxDelayMs ?? 5000, min * 2 ** Math.min(this.attempt, 16));
     this.attempt++;
+    // The next attempt goes to the next URL (the same one, if there is one).
+    this.urlIndex = (this.urlIndex + 1) % this.urls.length;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       if (!this.closed) this.open();
@@ -981,7 +1027,7 @@ function transfer(
   done: (s: GroupState) => void = () => {},
   fail: (e: Error) => void = () => {},
 ): Transfer {
-  return { reason, seamless: false, cursor: 0n, log: [], done, fail };
+  return { reason, resumed: false, seamless: false, cursor: 0n, log: [], done, fail };
 }
 
 /** UTF-8 for strings; bytes as they are. */

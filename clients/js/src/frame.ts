@@ -1,7 +1,7 @@
 /**
  * The relay's wire format (docs/relay-protocol.md), byte for byte the same
  * as `crates/groupwire-relay/src/frame/mod.rs`: a big-endian `u32` length
- * (bytes after it), then `version u8`, `kind u8`, `flags u16` (zero),
+ * (bytes after it), then `version u8`, `kind u8`, `flags u16` (zero but for {@link FLAG_RESUME}),
  * `request u32`, then the kind's body. Strings are a `u16` length then
  * UTF-8, blobs a `u32` length then bytes, names at most 255 bytes.
  *
@@ -118,7 +118,8 @@ export type Frame =
   | { kind: 'Hello'; maxVersion: number; window: number; token: string; name: string }
   | { kind: 'CreateGroup'; group: string; groupType: string; priority: number; initialState: Uint8Array }
   | { kind: 'DeleteGroup'; group: string }
-  | { kind: 'Join'; group: string; role: Role; mode: Mode; watchMembership: boolean }
+  /** `resumeAfter` (header flag 0x0001): resume a membership the client had, after this sequence. */
+  | { kind: 'Join'; group: string; role: Role; mode: Mode; watchMembership: boolean; resumeAfter?: bigint }
   | { kind: 'Leave'; group: string }
   | { kind: 'ChangeRole'; group: string; role: Role }
   | { kind: 'ChangeMode'; group: string; mode: Mode }
@@ -129,7 +130,8 @@ export type Frame =
   | { kind: 'LockRelease'; group: string; lock: string }
   | { kind: 'Credit'; consumed: bigint }
   | { kind: 'Ping'; nonce: bigint }
-  | { kind: 'Welcome'; version: number; client: bigint; maxFrame: number; window: number }
+  /** `resume` (header flag 0x0001): the relay resumes joins (`Join.resumeAfter`). */
+  | { kind: 'Welcome'; version: number; client: bigint; maxFrame: number; window: number; resume?: boolean }
   | { kind: 'Ok' }
   | { kind: 'Sent'; group: string; seq: bigint }
   | ({ kind: 'Joined' } & JoinInfo)
@@ -233,6 +235,18 @@ function checkInt(v: number, max: number, what: string): void {
   }
 }
 
+/**
+ * Header flag 0x0001, *resume*: on `Join`, a `resume_after u64` follows
+ * its fields; on `Welcome`, the relay resumes joins. Every other flag is
+ * zero when sent and ignored when received.
+ */
+export const FLAG_RESUME = 0x0001;
+
+function flags(f: Frame): number {
+  const resume = (f.kind === 'Join' && f.resumeAfter !== undefined) || (f.kind === 'Welcome' && f.resume === true);
+  return resume ? FLAG_RESUME : 0;
+}
+
 function kindByte(kind: KindName): number {
   return Kind[kind];
 }
@@ -246,7 +260,7 @@ export function encodeFrame(request: number, f: Frame): Uint8Array {
   w.u32(0, 'length'); // patched by finish
   w.u8(VERSION, 'version');
   w.u8(kindByte(f.kind), 'kind');
-  w.u16(0, 'flags');
+  w.u16(flags(f), 'flags');
   w.u32(request, 'request id');
   switch (f.kind) {
     case 'Hello':
@@ -271,6 +285,7 @@ export function encodeFrame(request: number, f: Frame): Uint8Array {
       w.u8(roleByte(f.role), 'role');
       w.u8(modeByte(f.mode), 'mode');
       w.u8(f.watchMembership ? 1 : 0, 'watch');
+      if (f.resumeAfter !== undefined) w.u64(f.resumeAfter, 'resume after');
       break;
     case 'ChangeRole':
       w.name(f.group, 'group name');
@@ -517,14 +532,15 @@ function decodeOrThrow(buf: Uint8Array, maxFrame: number): Envelope {
   const kb = r.u8();
   const kind = KIND_NAMES.get(kb);
   if (kind === undefined) throw new FrameError(`unknown frame kind 0x${kb.toString(16).padStart(2, '0')}`);
-  r.u16(); // flags: ignored
+  // Ignored but for the resume flag of Join and Welcome.
+  const resume = (r.u16() & FLAG_RESUME) !== 0;
   const request = r.u32();
-  const frame = body(kind, r);
+  const frame = body(kind, r, resume);
   if (r.left !== 0) throw new FrameError('malformed frame: bytes after the body');
   return { request, frame };
 }
 
-function body(kind: KindName, r: Reader): Frame {
+function body(kind: KindName, r: Reader, resume: boolean): Frame {
   switch (kind) {
     case 'Hello':
       return { kind, maxVersion: r.u8(), window: r.u32(), token: r.string(), name: r.name() };
@@ -534,8 +550,11 @@ function body(kind: KindName, r: Reader): Frame {
     case 'Leave':
     case 'GroupDeleted':
       return { kind, group: r.name() };
-    case 'Join':
-      return { kind, group: r.name(), role: r.role(), mode: r.mode(), watchMembership: r.bool() };
+    case 'Join': {
+      const join: Frame = { kind, group: r.name(), role: r.role(), mode: r.mode(), watchMembership: r.bool() };
+      if (resume) join.resumeAfter = r.u64();
+      return join;
+    }
     case 'ChangeRole':
       return { kind, group: r.name(), role: r.role() };
     case 'ChangeMode':
@@ -556,8 +575,11 @@ function body(kind: KindName, r: Reader): Frame {
     case 'Ping':
     case 'Pong':
       return { kind, nonce: r.u64() };
-    case 'Welcome':
-      return { kind, version: r.u8(), client: r.u64(), maxFrame: r.u32(), window: r.u32() };
+    case 'Welcome': {
+      const welcome: Frame = { kind, version: r.u8(), client: r.u64(), maxFrame: r.u32(), window: r.u32() };
+      if (resume) welcome.resume = true;
+      return welcome;
+    }
     case 'Ok':
       return { kind };
     case 'Sent':

@@ -30,7 +30,7 @@ export type {
 } from './client.js';
 export { ConnectionError, ErrorCode, ProtocolError, RelayError, errorCodeName } from './errors.js';
 export type { ErrorCodeName } from './errors.js';
-export { decodeFrame, encodeFrame, FrameError, Kind, MAX_NAME_LEN, VERSION } from './frame.js';
+export { decodeFrame, encodeFrame, FLAG_RESUME, FrameError, Kind, MAX_NAME_LEN, VERSION } from './frame.js';
 export type {
   Envelope,
   Frame,

@@ -128,3 +128,25 @@ test('return() ends an iterator that is waiting for an event', { timeout: 30_000
     await srv.close();
   }
 });
+
+test("a Resync during a join's transfer starts it over, and the join still resolves", { timeout: 30_000 }, async () => {
+  const srv = await scripted((s, id) => {
+    s.send(joined(id, 0, 3, 's0'));
+    s.send(deliver(1));
+    // Compacted under the transfer: it starts over from the new checkpoint.
+    s.send(encodeFrame(0, { kind: 'Resync', group: 'g', dropped: 0n }));
+    s.send(joined(0, 2, 4, 's2'));
+    for (const f of [deliver(3), deliver(4), deliver(5)]) s.send(f);
+  });
+  const c = await connect(srv.url, { WebSocket, reconnect: false });
+  try {
+    const st = await c.join('g');
+    assert.deepEqual([st.checkpointSeq, st.headSeq, text(st.state)], [2n, 4n, 's2']);
+    assert.deepEqual(st.log.map((u) => u.seq), [3n, 4n]);
+    const { value } = await c.events().next();
+    assert.deepEqual([value.type, value.seq], ['deliver', 5n]);
+  } finally {
+    c.close();
+    await srv.close();
+  }
+});

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { decodeFrame, encodeFrame, errorCodeName, ErrorCode, FrameError, RelayError } from '../dist/index.js';
 
 const vectors = JSON.parse(readFileSync(new URL('./vectors.json', import.meta.url), 'utf8'));
-const U64 = new Set(['sentAtMicros', 'seq', 'consumed', 'nonce', 'client', 'checkpointSeq', 'headSeq', 'sender', 'dropped']);
+const U64 = new Set(['sentAtMicros', 'seq', 'consumed', 'nonce', 'client', 'checkpointSeq', 'headSeq', 'sender', 'dropped', 'resumeAfter']);
 const BYTES = new Set(['initialState', 'payload', 'state']);
 
 const fromHex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));

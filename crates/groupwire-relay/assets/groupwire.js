@@ -5,7 +5,7 @@
 /**
  * The relay's wire format (docs/relay-protocol.md), byte for byte the same
  * as `crates/groupwire-relay/src/frame/mod.rs`: a big-endian `u32` length
- * (bytes after it), then `version u8`, `kind u8`, `flags u16` (zero),
+ * (bytes after it), then `version u8`, `kind u8`, `flags u16` (zero but for {@link FLAG_RESUME}),
  * `request u32`, then the kind's body. Strings are a `u16` length then
  * UTF-8, blobs a `u32` length then bytes, names at most 255 bytes.
  *
@@ -142,6 +142,16 @@ function checkInt(v, max, what) {
         throw new RangeError(`${what} must be an integer in 0..${max}, got ${String(v)}`);
     }
 }
+/**
+ * Header flag 0x0001, *resume*: on `Join`, a `resume_after u64` follows
+ * its fields; on `Welcome`, the relay resumes joins. Every other flag is
+ * zero when sent and ignored when received.
+ */
+export const FLAG_RESUME = 0x0001;
+function flags(f) {
+    const resume = (f.kind === 'Join' && f.resumeAfter !== undefined) || (f.kind === 'Welcome' && f.resume === true);
+    return resume ? FLAG_RESUME : 0;
+}
 function kindByte(kind) {
     return Kind[kind];
 }
@@ -154,7 +164,7 @@ export function encodeFrame(request, f) {
     w.u32(0, 'length'); // patched by finish
     w.u8(VERSION, 'version');
     w.u8(kindByte(f.kind), 'kind');
-    w.u16(0, 'flags');
+    w.u16(flags(f), 'flags');
     w.u32(request, 'request id');
     switch (f.kind) {
         case 'Hello':
@@ -179,6 +189,8 @@ export function encodeFrame(request, f) {
             w.u8(roleByte(f.role), 'role');
             w.u8(modeByte(f.mode), 'mode');
             w.u8(f.watchMembership ? 1 : 0, 'watch');
+            if (f.resumeAfter !== undefined)
+                w.u64(f.resumeAfter, 'resume after');
             break;
         case 'ChangeRole':
             w.name(f.group, 'group name');
@@ -436,14 +448,15 @@ function decodeOrThrow(buf, maxFrame) {
     const kind = KIND_NAMES.get(kb);
     if (kind === undefined)
         throw new FrameError(`unknown frame kind 0x${kb.toString(16).padStart(2, '0')}`);
-    r.u16(); // flags: ignored
+    // Ignored but for the resume flag of Join and Welcome.
+    const resume = (r.u16() & FLAG_RESUME) !== 0;
     const request = r.u32();
-    const frame = body(kind, r);
+    const frame = body(kind, r, resume);
     if (r.left !== 0)
         throw new FrameError('malformed frame: bytes after the body');
     return { request, frame };
 }
-function body(kind, r) {
+function body(kind, r, resume) {
     switch (kind) {
         case 'Hello':
             return { kind, maxVersion: r.u8(), window: r.u32(), token: r.string(), name: r.name() };
@@ -453,8 +466,12 @@ function body(kind, r) {
         case 'Leave':
         case 'GroupDeleted':
             return { kind, group: r.name() };
-        case 'Join':
-            return { kind, group: r.name(), role: r.role(), mode: r.mode(), watchMembership: r.bool() };
+        case 'Join': {
+            const join = { kind, group: r.name(), role: r.role(), mode: r.mode(), watchMembership: r.bool() };
+            if (resume)
+                join.resumeAfter = r.u64();
+            return join;
+        }
         case 'ChangeRole':
             return { kind, group: r.name(), role: r.role() };
         case 'ChangeMode':
@@ -475,8 +492,12 @@ function body(kind, r) {
         case 'Ping':
         case 'Pong':
             return { kind, nonce: r.u64() };
-        case 'Welcome':
-            return { kind, version: r.u8(), client: r.u64(), maxFrame: r.u32(), window: r.u32() };
+        case 'Welcome': {
+            const welcome = { kind, version: r.u8(), client: r.u64(), maxFrame: r.u32(), window: r.u32() };
+            if (resume)
+                welcome.resume = true;
+            return welcome;
+        }
         case 'Ok':
             return { kind };
         case 'Sent':
@@ -615,8 +636,9 @@ export class ProtocolError extends Error {
 /**
  * The relay client: one WebSocket session at a time, requests matched to
  * replies by id, the relay's send window returned as the application
- * consumes what arrived, and reconnection that re-joins every group and
- * hides what the application already saw.
+ * consumes what arrived, and reconnection (to the next of its relay URLs)
+ * that re-joins every group, resuming after the last update handed over
+ * where the relay can, and hides what the application already saw.
  *
  * @module
  */
@@ -630,11 +652,19 @@ const NOT_RETRIED = new Set(['unauthorized', 'unsupported-version', 'malformed',
  * Connects to a relay's WebSocket listener (`ws://host:port/` or `wss://`),
  * says `Hello` and waits for `Welcome`.
  *
- * @throws ConnectionError if the relay cannot be reached.
+ * `urls` may list several relays (the nodes of one cluster, or one relay
+ * under several addresses). They are tried in order: the first session
+ * goes to the first that answers (each is tried once; a refusal such as
+ * `unauthorized` stops there), and after a connection fails each
+ * reconnection attempt goes to the next URL after the one that failed,
+ * wrapping around, with the {@link ReconnectOptions} backoff between
+ * attempts.
+ *
+ * @throws ConnectionError if no relay can be reached.
  * @throws RelayError if the relay refuses the session (e.g. `unauthorized`).
  */
-export async function connect(url, opts = {}) {
-    const client = new Client(url, opts);
+export async function connect(urls, opts = {}) {
+    const client = new Client(urls, opts);
     await client.opened;
     return client;
 }
@@ -653,7 +683,9 @@ export async function connect(url, opts = {}) {
 export class Client {
     /** Resolves once the first session is up. */
     opened;
-    url;
+    urls;
+    /** The URL of the current connection (or of the next attempt). */
+    urlIndex = 0;
     opts;
     WS;
     maxIncoming;
@@ -667,6 +699,8 @@ export class Client {
     live = false;
     /** This session has its `Welcome`. */
     welcomed = false;
+    /** This session's `Welcome` said the relay resumes joins (flag 0x0001). */
+    resumes = false;
     closed = false;
     closeError;
     id = 0n;
@@ -689,8 +723,10 @@ export class Client {
     attempt = 0;
     settleOpened;
     /** Use {@link connect}. */
-    constructor(url, opts = {}) {
-        this.url = url;
+    constructor(urls, opts = {}) {
+        this.urls = typeof urls === 'string' ? [urls] : [...urls];
+        if (this.urls.length === 0)
+            throw new TypeError('no relay URL: connect(url) or connect([url, ...])');
         this.opts = opts;
         const WS = opts.WebSocket ?? globalThis.WebSocket;
         if (WS === undefined) {
@@ -699,7 +735,8 @@ export class Client {
         this.WS = WS;
         this.maxIncoming = opts.maxIncomingFrame ?? DEFAULT_MAX_INCOMING;
         this.maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-        checkPlaintextToken(url, opts);
+        for (const url of this.urls)
+            checkPlaintextToken(url, opts);
         // Checked here, so a bad name is the caller's error, not a failed connection.
         encodeFrame(0, { kind: 'Hello', maxVersion: VERSION, window: opts.window ?? 0, token: opts.token ?? '', name: opts.name ?? '' });
         this.opened = new Promise((resolve, reject) => {
@@ -713,6 +750,10 @@ export class Client {
     /** This client's id in member lists and deliveries (changes on reconnection). */
     get clientId() {
         return this.id;
+    }
+    /** The relay URL of the current connection (or of the next attempt, while reconnecting). */
+    get url() {
+        return this.urls[this.urlIndex];
     }
     /** The send window the relay granted, in bytes. */
     get grantedWindow() {
@@ -916,12 +957,13 @@ export class Client {
     // ---- the session ---------------------------------------------------
     open() {
         const session = ++this.session;
+        const url = this.url;
         let ws;
         try {
-            ws = new this.WS(this.url);
+            ws = new this.WS(url);
         }
         catch (e) {
-            this.failed(session, new ConnectionError(`cannot open ${this.url}: ${String(e)}`, { cause: e }));
+            this.failed(session, new ConnectionError(`cannot open ${url}: ${String(e)}`, { cause: e }));
             return;
         }
         this.ws = ws;
@@ -931,6 +973,7 @@ export class Client {
         this.credited = 0n;
         this.live = false;
         this.welcomed = false;
+        this.resumes = false;
         ws.onopen = () => {
             if (session !== this.session)
                 return;
@@ -962,7 +1005,7 @@ export class Client {
             if (session !== this.session)
                 return;
             const why = ev.reason ? `${ev.code} ${ev.reason}` : `code ${ev.code}`;
-            this.failed(session, new ConnectionError(`connection to ${this.url} closed (${why})`));
+            this.failed(session, new ConnectionError(`connection to ${url} closed (${why})`));
         };
     }
     received(session, data) {
@@ -1033,6 +1076,7 @@ export class Client {
         // The Welcome counts toward consumption but earns no Credit of its own.
         this.credited = this.consumed;
         this.attempt = 0;
+        this.resumes = f.resume === true;
         this.startKeepalive();
         this.welcomed = true;
         if (!this.up) {
@@ -1062,10 +1106,18 @@ export class Client {
             this.settleOpened.resolve();
         this.pump();
     }
-    /** Re-joins `g` after a reconnection; `done` runs once its transfer reached the head (or failed). */
+    /**
+     * Re-joins `g` after a reconnection, resuming after the last update the
+     * application has where the relay resumes joins; `done` runs once its
+     * transfer reached the head (or failed).
+     */
     rejoin(g, done) {
-        g.transfer = transfer('rejoin', () => done());
+        const t = transfer('rejoin', () => done());
+        t.resumed = this.resumes;
+        g.transfer = t;
         const frame = { kind: 'Join', group: g.name, role: g.opts.role, mode: g.opts.mode, watchMembership: g.opts.watchMembership };
+        if (t.resumed)
+            frame.resumeAfter = g.last;
         const id = this.takeId();
         this.pending.set(id, {
             frame,
@@ -1092,7 +1144,11 @@ export class Client {
         t.cursor = f.checkpointSeq;
         // A rejoin continues the application's copy only if the log still
         // holds everything after what it has, and nothing was lost before it.
-        t.seamless = t.reason === 'rejoin' && f.checkpointSeq <= g.last && g.last <= f.headSeq;
+        // A resumed one's checkpoint is what the application has (or the head
+        // of a node that is behind it: what it re-sends up to there is
+        // dropped); past it, the log was compacted and this is a new state.
+        t.seamless =
+            t.reason === 'rejoin' && f.checkpointSeq <= g.last && (t.resumed || g.last <= f.headSeq);
         this.transferProgress(g);
     }
     /** Finishes a transfer once it reached the head it announced. */
@@ -1166,9 +1222,12 @@ export class Client {
             case 'Resync': {
                 this.consumed += BigInt(size);
                 const g = this.groups.get(f.group);
-                // Its queue was dropped; deliveries resume after the fresh `Joined`.
+                // Its queue was dropped; deliveries resume after the fresh `Joined`,
+                // a plain state transfer. One under way (a join's, a rejoin's)
+                // starts over, and still ends its join or rejoin.
+                const t = g?.transfer;
                 if (g !== undefined)
-                    g.transfer = transfer('resync');
+                    g.transfer = t === undefined ? transfer('resync') : transfer(t.reason, t.done, t.fail);
                 return;
             }
             case 'Membership': {
@@ -1216,11 +1275,13 @@ export class Client {
         this.pending.clear();
         const policy = this.opts.reconnect ?? true;
         const limits = typeof policy === 'object' ? policy : {};
-        const retry = policy !== false &&
-            this.up &&
-            !(error instanceof RelayError && NOT_RETRIED.has(error.code)) &&
-            this.attempt < (limits.attempts ?? Infinity);
-        if (retry && this.attempt === 0)
+        const refused = error instanceof RelayError && NOT_RETRIED.has(error.code);
+        // Before the first session each URL is tried once; after it, the reconnect policy decides.
+        const retry = !refused &&
+            (this.up
+                ? policy !== false && this.attempt < (limits.attempts ?? Infinity)
+                : this.attempt < this.urls.length - 1);
+        if (retry && this.up && this.attempt === 0)
             this.emit({ type: 'disconnected', error }, 0);
         for (const g of this.groups.values()) {
             for (const lock of g.locks)
@@ -1242,6 +1303,8 @@ export class Client {
         const min = limits.minDelayMs ?? 100;
         const delay = Math.min(limits.maxDelayMs ?? 5000, min * 2 ** Math.min(this.attempt, 16));
         this.attempt++;
+        // The next attempt goes to the next URL (the same one, if there is one).
+        this.urlIndex = (this.urlIndex + 1) % this.urls.length;
         this.retryTimer = setTimeout(() => {
             this.retryTimer = null;
             if (!this.closed)
@@ -1408,7 +1471,7 @@ export class Client {
     }
 }
 function transfer(reason, done = () => { }, fail = () => { }) {
-    return { reason, seamless: false, cursor: 0n, log: [], done, fail };
+    return { reason, resumed: false, seamless: false, cursor: 0n, log: [], done, fail };
 }
 /** UTF-8 for strings; bytes as they are. */
 function bytes(b) {

@@ -48,9 +48,9 @@ fn change(c: MembershipChange) -> &'static str {
 
 /// The frame's fields as the TypeScript client names them (`Frame` in
 /// `clients/js/src/frame.ts`): camelCase, `u64` as decimal strings, bytes
-/// as hex. Patterns end in `..` where a field may be added (the resume
-/// sequence of `Join` and flag of `Welcome` on the failover branch): such
-/// a field needs vectors of its own.
+/// as hex. The resume fields (`Join`'s sequence, `Welcome`'s flag) appear
+/// only when set, as the TypeScript frames hold them: `resumeAfter`,
+/// `resume: true`.
 fn fields(f: &Frame) -> Value {
     match f {
         Frame::Hello {
@@ -75,9 +75,13 @@ fn fields(f: &Frame) -> Value {
             role: r,
             mode: m,
             watch_membership,
-            ..
+            resume_after,
         } => {
-            json!({"kind": "Join", "group": group, "role": role(*r), "mode": mode(*m), "watchMembership": watch_membership})
+            let mut v = json!({"kind": "Join", "group": group, "role": role(*r), "mode": mode(*m), "watchMembership": watch_membership});
+            if let Some(after) = resume_after {
+                v["resumeAfter"] = u64s(*after);
+            }
+            v
         }
         Frame::Leave { group } => json!({"kind": "Leave", "group": group}),
         Frame::ChangeRole { group, role: r } => {
@@ -113,9 +117,13 @@ fn fields(f: &Frame) -> Value {
             client,
             max_frame,
             window,
-            ..
+            resume,
         } => {
-            json!({"kind": "Welcome", "version": version, "client": u64s(*client), "maxFrame": max_frame, "window": window})
+            let mut v = json!({"kind": "Welcome", "version": version, "client": u64s(*client), "maxFrame": max_frame, "window": window});
+            if *resume {
+                v["resume"] = json!(true);
+            }
+            v
         }
         Frame::Ok => json!({"kind": "Ok"}),
         Frame::Sent { group, seq } => json!({"kind": "Sent", "group": group, "seq": u64s(*seq)}),
@@ -192,6 +200,26 @@ fn frames() -> Vec<(u32, Frame)> {
                 mode: ActivityMode::Passive,
                 watch_membership: false,
                 resume_after: None,
+            },
+        ),
+        (
+            4,
+            Frame::Join {
+                group: "board".into(),
+                role: Role::Principal,
+                mode: ActivityMode::Active,
+                watch_membership: true,
+                resume_after: Some(0x0102_0304_0506_0708),
+            },
+        ),
+        (
+            4,
+            Frame::Join {
+                group: "board".into(),
+                role: Role::Observer,
+                mode: ActivityMode::Passive,
+                watch_membership: false,
+                resume_after: Some(u64::MAX),
             },
         ),
         (
@@ -280,6 +308,16 @@ fn frames() -> Vec<(u32, Frame)> {
                 max_frame: 1 << 20,
                 window: 262_144,
                 resume: false,
+            },
+        ),
+        (
+            1,
+            Frame::Welcome {
+                version: 1,
+                client: 43,
+                max_frame: 1 << 20,
+                window: 262_144,
+                resume: true,
             },
         ),
         (2, Frame::Ok),
