@@ -132,6 +132,11 @@ pub struct ClientCore {
     queued: VecDeque<CoreEvent>,
     /// When bytes or a frame last arrived.
     heard: Instant,
+    /// Bytes received (handed over or buffered) at the last
+    /// [`handle_timeout`](Self::handle_timeout), and when that was: what
+    /// `recv_buffer` reads counts as heard at the next check.
+    received_at_check: u64,
+    checked_at: Instant,
     /// This connection's client id (from its `Welcome`).
     client_id: u64,
     /// For the next `Hello`.
@@ -173,6 +178,8 @@ impl ClientCore {
             session: opts.resume.then(Session::default),
             queued: VecDeque::new(),
             heard: now,
+            received_at_check: 0,
+            checked_at: now,
             client_id: 0,
             hello,
             max_incoming: opts.max_incoming_frame,
@@ -203,6 +210,8 @@ impl ClientCore {
         self.credited = 0;
         self.credit_every = 1;
         self.heard = now;
+        self.received_at_check = 0;
+        self.checked_at = now;
         self.last_rx = now;
         self.next_ping = now + self.keepalive;
         if let Some(s) = self.session.as_mut() {
@@ -223,7 +232,9 @@ impl ClientCore {
     /// of [`handle_bytes`](Self::handle_bytes); it always has room for a
     /// few KiB, so a read is not cut to 64 bytes. The meters time what is
     /// read this way at the `now` of the last `handle_*` call: a metered
-    /// driver calls `handle_bytes(now, &[])` after each read.
+    /// driver calls `handle_bytes(now, &[])` after each read. The
+    /// keepalive counts what is read this way as heard at its next check
+    /// ([`handle_timeout`](Self::handle_timeout)).
     pub fn recv_buffer(&mut self) -> &mut BytesMut {
         // More room than the relay's readers keep (`frame::READ_CHUNK`):
         // a client has one connection, and a delivery stream fills 16 KiB
@@ -247,6 +258,17 @@ impl ClientCore {
     /// for two periods (the relay answers every `Ping`, so a live relay is
     /// heard from at least once a period).
     pub fn handle_timeout(&mut self, now: Instant) {
+        // Bytes read through `recv_buffer` carry no time: what arrived
+        // since the last check arrived after it. So a driver that reads
+        // there without `handle_bytes(now, &[])` is still heard from, one
+        // check late at worst (a load generator's busy connections were
+        // given up after two periods however much they received).
+        let received = self.consumed + self.decoder.buffered() as u64;
+        if received != self.received_at_check {
+            self.heard = self.heard.max(self.checked_at);
+            self.received_at_check = received;
+        }
+        self.checked_at = now;
         if self.state == State::Connected && now >= self.dead_at() {
             let e = self.close(Some(ClientError::KeepaliveTimeout));
             self.queued.push_back(e);

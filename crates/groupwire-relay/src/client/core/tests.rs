@@ -674,3 +674,46 @@ fn a_silent_relay_is_given_up_after_two_keepalive_periods() {
     ));
     assert!(c.is_closed());
 }
+
+/// A driver that reads into `recv_buffer` (no time with the bytes) is
+/// heard from by what arrives: a busy connection is never given up, a
+/// silent one after two periods, one check late at most.
+#[test]
+fn bytes_read_into_the_receive_buffer_count_as_heard() {
+    let o = ClientOptions {
+        keepalive: Duration::from_secs(1),
+        ..opts()
+    };
+    let mut c = ClientCore::new(Instant::ZERO, &o);
+    c.recv_buffer()
+        .extend_from_slice(&welcome(1 << 20, 1 << 20));
+    events(&mut c);
+    let mut seq = 0;
+    let mut t = 0;
+    // Ten seconds of a delivery every 100 ms, timers run when due.
+    while t < 10_000 {
+        t += 100;
+        c.recv_buffer()
+            .extend_from_slice(&deliver(seq, b"0123456789"));
+        seq += 1;
+        assert_eq!(c.poll_delivers(|_| {}), 1, "at {t} ms");
+        if c.poll_timeout()
+            .is_some_and(|d| d <= Instant::from_millis(t))
+        {
+            c.handle_timeout(Instant::from_millis(t));
+        }
+        assert!(!c.is_closed(), "a busy connection given up at {t} ms");
+        transmits(&mut c);
+    }
+    // Then silence: given up within three periods.
+    while !c.is_closed() {
+        let due = c.poll_timeout().expect("a timer while connected");
+        assert!(due <= Instant::from_millis(t + 3000), "{due:?}");
+        c.handle_timeout(due);
+        transmits(&mut c);
+    }
+    assert!(matches!(
+        events(&mut c)[..],
+        [CoreEvent::Closed(Some(ClientError::KeepaliveTimeout))]
+    ));
+}
