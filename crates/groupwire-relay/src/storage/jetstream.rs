@@ -1813,6 +1813,46 @@ mod tests {
 
     /// The sequences of the next `n` updates the node hands its core, in
     /// the order handed (anything else it hands over is skipped).
+    /// A writer node and a [`follower`] of group "g", after updates 1-3
+    /// reached the follower.
+    struct Following {
+        rt: tokio::runtime::Runtime,
+        writer: JetStreamStorage,
+        _ops: mpsc::Sender<StorageOp>,
+        done: mpsc::UnboundedReceiver<StorageDone>,
+    }
+
+    impl Following {
+        fn past_three(server: &Server) -> Self {
+            let mut writer = storage(server);
+            create_g(&mut writer);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let (_ops, mut done) = follower(&rt, server);
+            append_retrying(&mut writer, 1..=3);
+            assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
+            Self {
+                rt,
+                writer,
+                _ops,
+                done,
+            }
+        }
+
+        /// Appends 4-6 and checks the follower hands them over, once each
+        /// and in order.
+        fn next_three(&mut self) {
+            append_retrying(&mut self.writer, 4..=6);
+            assert_eq!(
+                remote_seqs(&self.rt, &mut self.done, 3),
+                [4, 5, 6],
+                "no gap, no duplicate"
+            );
+        }
+    }
+
     fn remote_seqs(
         rt: &tokio::runtime::Runtime,
         done: &mut mpsc::UnboundedReceiver<StorageDone>,
@@ -1842,22 +1882,9 @@ mod tests {
     #[test]
     fn a_follower_gets_every_update_after_nats_restarts() {
         let mut server = Server::start();
-        let mut writer = storage(&server);
-        create_g(&mut writer);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (_ops, mut done) = follower(&rt, &server);
-        append_retrying(&mut writer, 1..=3);
-        assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
+        let mut f = Following::past_three(&server);
         server.restart();
-        append_retrying(&mut writer, 4..=6);
-        assert_eq!(
-            remote_seqs(&rt, &mut done, 3),
-            [4, 5, 6],
-            "no gap, no duplicate"
-        );
+        f.next_three();
     }
 
     /// The same when the server drops the node's consumer while it is
@@ -1866,17 +1893,9 @@ mod tests {
     #[test]
     fn a_follower_gets_every_update_after_its_consumer_is_deleted() {
         let server = Server::start();
-        let mut writer = storage(&server);
-        create_g(&mut writer);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (_ops, mut done) = follower(&rt, &server);
-        append_retrying(&mut writer, 1..=3);
-        assert_eq!(remote_seqs(&rt, &mut done, 3), [1, 2, 3]);
-        writer.rt.block_on(async {
-            let stream = writer.inner.stream("g").await.expect("stream");
+        let mut f = Following::past_three(&server);
+        f.writer.rt.block_on(async {
+            let stream = f.writer.inner.stream("g").await.expect("stream");
             let names: Vec<String> = stream
                 .consumer_names()
                 .filter_map(|n| async move { n.ok() })
@@ -1887,12 +1906,7 @@ mod tests {
                 stream.delete_consumer(&name).await.expect("delete");
             }
         });
-        append_retrying(&mut writer, 4..=6);
-        assert_eq!(
-            remote_seqs(&rt, &mut done, 3),
-            [4, 5, 6],
-            "no gap, no duplicate"
-        );
+        f.next_three();
     }
 
     /// A follow whose stream ends (here: stopped by its handle, as the
