@@ -260,48 +260,6 @@ test('a relay killed with -9 and restarted on its data: the client resumes where
   }
 });
 
-test('a re-join past a newer checkpoint hands over the new state instead of a gap', T, async () => {
-  const g = fresh('compacted');
-  const proxy = await startProxy(relay.ws);
-  const pub = await open('pub');
-  const sub = await connect(proxy.url, { name: 'sub', WebSocket, reconnect: { minDelayMs: 20, maxDelayMs: 200 } });
-  try {
-    await pub.create(g, { state: '' });
-    await pub.join(g);
-    await sub.join(g, { role: 'observer' });
-    const it = sub.events();
-    await pub.send(g, 'a');
-    await take(it, g, 1);
-    proxy.down = true;
-    proxy.cut();
-    await pub.send(g, 'b');
-    await pub.send(g, 'c');
-    await pub.checkpoint(g, 3n, 'abc');
-    await pub.send(g, 'd');
-    proxy.down = false;
-    let state;
-    const after = [];
-    for (;;) {
-      const { value } = await it.next();
-      if (value.type === 'state') state = value;
-      if (value.type === 'deliver') after.push(value);
-      if (value.type === 'reconnected') break;
-    }
-    assert.ok(state, 'a state event');
-    assert.equal(state.reason, 'rejoin');
-    assert.equal(text(state.state), 'abc');
-    assert.deepEqual(state.log.map((u) => text(u.payload)), ['d']);
-    assert.deepEqual(after, []);
-    await pub.send(g, 'e');
-    assert.equal((await take(it, g, 1))[0].seq, 5n);
-    await it.return();
-  } finally {
-    pub.close();
-    sub.close();
-    await proxy.close();
-  }
-});
-
 test('bad bytes from the server close the client with a ProtocolError, never an exception', T, async () => {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   await new Promise((r) => server.once('listening', r));

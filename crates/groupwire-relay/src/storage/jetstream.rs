@@ -793,6 +793,11 @@ impl Inner {
     fn unfollow(&mut self, group: &str) {
         self.heads.remove(group);
         self.lost.remove(group);
+        self.stop_follow(group);
+    }
+
+    /// Stops `group`'s live follow, if any.
+    fn stop_follow(&mut self, group: &str) {
         if let Some((_, abort)) = self.following.remove(group) {
             abort.abort();
         }
@@ -802,9 +807,7 @@ impl Inner {
     /// head (the last update handed to the core, so nothing is missed or
     /// handed over twice) once `refollow_at` fires.
     fn lose(&mut self, group: &str, why: &str) {
-        if let Some((_, abort)) = self.following.remove(group) {
-            abort.abort();
-        }
+        self.stop_follow(group);
         if !self.heads.contains_key(group) {
             return; // deleted meanwhile
         }
@@ -1813,6 +1816,26 @@ mod tests {
 
     /// The sequences of the next `n` updates the node hands its core, in
     /// the order handed (anything else it hands over is skipped).
+    fn remote_seqs(
+        rt: &tokio::runtime::Runtime,
+        done: &mut mpsc::UnboundedReceiver<StorageDone>,
+        n: usize,
+    ) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        while seqs.len() < n {
+            match rt.block_on(async { tokio::time::timeout(LIMIT, done.recv()).await }) {
+                Ok(Some(StorageDone::Remote { entry })) => {
+                    assert_eq!(entry, numbered(entry.seq), "the update as appended");
+                    seqs.push(entry.seq);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the storage thread stopped after {seqs:?}"),
+                Err(_) => panic!("only {seqs:?} of {n} updates within {LIMIT:?}"),
+            }
+        }
+        seqs
+    }
+
     /// A writer node and a [`follower`] of group "g", after updates 1-3
     /// reached the follower.
     struct Following {
@@ -1851,26 +1874,6 @@ mod tests {
                 "no gap, no duplicate"
             );
         }
-    }
-
-    fn remote_seqs(
-        rt: &tokio::runtime::Runtime,
-        done: &mut mpsc::UnboundedReceiver<StorageDone>,
-        n: usize,
-    ) -> Vec<u64> {
-        let mut seqs = Vec::new();
-        while seqs.len() < n {
-            match rt.block_on(async { tokio::time::timeout(LIMIT, done.recv()).await }) {
-                Ok(Some(StorageDone::Remote { entry })) => {
-                    assert_eq!(entry, numbered(entry.seq), "the update as appended");
-                    seqs.push(entry.seq);
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("the storage thread stopped after {seqs:?}"),
-                Err(_) => panic!("only {seqs:?} of {n} updates within {LIMIT:?}"),
-            }
-        }
-        seqs
     }
 
     /// A node that only follows a group (it appends nothing to it, so no
