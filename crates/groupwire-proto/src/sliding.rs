@@ -15,17 +15,55 @@
 //! and hands out each source as soon as it arrives or the equations
 //! determine it.
 //!
-//! Open loop, as the XOR scheme: no reports flow, the overhead is the
-//! configuration's. When the application pauses, one last repair covers
-//! the sources sent since the previous one
+//! Open loop by default, as the XOR scheme: no reports flow, the overhead
+//! is the configuration's. When the application pauses, one last repair
+//! covers the sources sent since the previous one
 //! ([`SlidingConfig::flush_after`]), so a tail loss is rebuilt too.
+//!
+//! ## Closed loop: a residual target within a delay budget
+//!
+//! With [`SlidingConfig::control`] (`groupwire tunnel --fec sliding:target`)
+//! the receiving half reports what it saw every
+//! [`SlidingConfig::report_every`] (GENEVA's 10 ms SYN interval), and the
+//! sending half hands the reports to the tunnel's target controller
+//! ([`crate::control::target::TargetFec`]), which fits a Gilbert chain and
+//! chooses the block code `(k, m)` meeting the residual target within the
+//! budget at the least overhead. The sender runs it as a sliding code of
+//! the same span and overhead: a window of `w = k` sources and `o = m / k`
+//! repairs per source. RFC 8681's repairs carry their own window (first
+//! ESI and NSS), so the sender changes `w` and `o` whenever the choice
+//! changes, and the receiver needs no word of it.
+//!
+//! The block code's residual is the controller's prediction for the
+//! sliding code of the same span: every loss has, like a block's, the
+//! repairs of about `k` sources around it, but they come spread over its
+//! window instead of at a block's end, so the sliding code rebuilds sooner
+//! (a loss waits about `1 / o` packets, not up to `k`) and, at equal span
+//! and overhead, leaves fewer sources late on most channels
+//! (`docs/results/fec-codes.md`). Where it does worse, the controller's
+//! feedback (step 5 of [`crate::control::target`]) sees the measured
+//! residual above the prediction and tightens the target.
+//!
+//! A report counts **source** packets (their ESIs show the gaps; repairs
+//! do not number themselves in the sources' sequence), so the fit's loss
+//! runs are runs of sources: with repairs interleaved a burst of `b`
+//! packets covers about `b / (1 + o)` sources, a slight underestimate of
+//! the bursts, which the feedback covers like any misfit. A source counts
+//! as **unrecovered** when it leaves the receiver's decoding window
+//! undelivered, or is rebuilt more than [`SlidingConfig::late_after`]
+//! after the first later source arrived: it missed the budget.
 //!
 //! ## Wire format (the tunnel seals it under a key, as every packet)
 //!
 //! ```text
 //! source: 0xA1 | session (u32) | ESI (u32, RFC 8681 §4.1.2)            | ADU
 //! repair: 0xA2 | session (u32) | Repair FEC Payload ID (8, §4.1.3)     | symbol (E bytes)
+//! report: 0xA3 | session (u32) | received | lost | runs | unrecovered  (u32 each)
 //! ```
+//!
+//! A report's counts are cumulative since the receiving half started and
+//! wrap: the sender takes the differences, so a lost report loses nothing
+//! but its timing.
 //!
 //! All big-endian. A source symbol is the ADU's ADUI (flow ID 0, the
 //! ADU's length, the ADU, zeros to E), built again at the receiver, so a
@@ -50,6 +88,9 @@ use groupwire_codec::sliding::{
     SourcePayloadId,
 };
 
+use crate::control::target::{TargetConfig, TargetFec};
+use crate::control::{FecController, ReportSample, StreamShape};
+use crate::wire::block::LossRuns;
 use crate::{Instant, Machine, Transmit, Transport};
 
 /// First byte of a source packet.
@@ -60,9 +101,22 @@ pub const REPAIR_TYPE: u8 = 0xA2;
 pub const SOURCE_HEADER_LEN: usize = 1 + 4 + SourcePayloadId::LEN;
 /// Bytes in front of a repair packet's symbol.
 pub const REPAIR_HEADER_LEN: usize = 1 + 4 + RepairPayloadId::LEN;
+/// First byte of a receiver report (closed loop only).
+pub const REPORT_TYPE: u8 = 0xA3;
+/// Bytes of a receiver report.
+pub const REPORT_LEN: usize = 1 + 4 + 4 * 4;
+/// The report interval of the closed loop: GENEVA's SYN (§3.2.1).
+pub const REPORT_EVERY: Duration = Duration::from_millis(10);
+/// A report whose counts moved by more than this since the previous one
+/// is not believed (a restarted or hostile peer): the sender takes its
+/// counts as the new base and learns nothing from it.
+const MAX_REPORT_STEP: u32 = 1 << 24;
 
-/// Arrival times kept for judging how long a rebuilt datagram waited.
-const ARRIVALS: usize = 4096;
+/// Arrival times kept for judging how long a rebuilt datagram waited, and
+/// whether a source leaving the decoding window (at most 4095 ESIs) was
+/// delivered: twice the largest window, so a slot judged is never one a
+/// newer ESI took.
+const ARRIVALS: usize = 8192;
 /// How many later ESIs are looked at for a rebuilt one's wait.
 const LATER_SCAN: u32 = 64;
 
@@ -152,6 +206,16 @@ pub struct SlidingConfig {
     /// The receiver's decoding window, in ESIs (at least the code's
     /// window; RFC 8681's `dw_max_size`).
     pub decoding_window: usize,
+    /// The sending half's window and overhead chosen by the target
+    /// controller from the peer's reports (see the [module docs](self));
+    /// `code` then only gives the largest window. `None`: the fixed `code`.
+    pub control: Option<TargetConfig>,
+    /// How often the receiving half reports to the peer while sources
+    /// arrive (`None`: never). Both sides of a closed loop report.
+    pub report_every: Option<Duration>,
+    /// A source rebuilt more than this after the first later one arrived
+    /// counts as unrecovered in the reports (the budget it missed).
+    pub late_after: Option<Duration>,
 }
 
 impl SlidingConfig {
@@ -166,7 +230,37 @@ impl SlidingConfig {
             max_datagram: 1472,
             flush_after: Some(Duration::from_millis(2)),
             decoding_window: (4 * usize::from(code.window)).clamp(256, 4095),
+            control: None,
+            report_every: None,
+            late_after: None,
         }
+    }
+
+    /// The closed loop of the [module docs](self): windows of up to
+    /// `target.k_max` sources chosen by the target controller, reports
+    /// every [`REPORT_EVERY`], sources rebuilt beyond the budget counted
+    /// as unrecovered.
+    pub fn controlled(peer: SocketAddr, target: TargetConfig) -> Self {
+        let code = SlidingCode {
+            window: target.k_max.clamp(1, groupwire_codec::sliding::MAX_NSS) as u16,
+            overhead: 1.0,
+        };
+        Self {
+            control: Some(target),
+            report_every: Some(REPORT_EVERY),
+            late_after: Some(target.max_delay),
+            ..Self::new(peer, code)
+        }
+    }
+
+    /// The decoder's window in use: [`decoding_window`](Self::decoding_window)
+    /// within the code's window and RFC 8681's largest. A source further
+    /// behind the highest ESI than this can no longer be rebuilt.
+    pub fn decoder_window(&self) -> usize {
+        self.decoding_window.clamp(
+            usize::from(self.code.window),
+            groupwire_codec::sliding::MAX_NSS,
+        )
     }
 
     /// E: the largest ADUI a repair packet of `max_datagram` carries.
@@ -227,6 +321,52 @@ pub struct SlidingStats {
     pub foreign: u64,
     /// Datagrams the application offered that were too large.
     pub too_large: u64,
+    /// Source ESIs found missing on arrival (gaps in the ESIs).
+    pub sources_lost: u64,
+    /// Sources given up: left the decoding window undelivered, or rebuilt
+    /// beyond [`SlidingConfig::late_after`].
+    pub unrecovered: u64,
+    /// Reports sent (closed loop).
+    pub reports_sent: u64,
+    /// Reports taken (closed loop).
+    pub reports_received: u64,
+    /// The peer's counts from its latest report (closed loop): sources it
+    /// received, found missing, and gave up.
+    pub peer_received: u64,
+    /// See [`peer_received`](Self::peer_received).
+    pub peer_lost: u64,
+    /// See [`peer_received`](Self::peer_received).
+    pub peer_unrecovered: u64,
+    /// When the latest report was taken.
+    pub last_report_at: Option<Instant>,
+}
+
+/// What the receiving half counts for its reports: source ESIs, wrapping
+/// (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RxCounts {
+    received: u32,
+    lost: u32,
+    runs: u32,
+    unrecovered: u32,
+}
+
+impl RxCounts {
+    fn to_array(self) -> [u32; 4] {
+        [self.received, self.lost, self.runs, self.unrecovered]
+    }
+}
+
+/// The sending half's closed loop: the controller and what it needs.
+#[derive(Debug)]
+struct Control {
+    fec: TargetFec,
+    /// The previous report's counts.
+    last: Option<[u32; 4]>,
+    /// When the previous report was taken, and the sources sent by then.
+    last_at: Option<(Instant, u64)>,
+    /// Sources per second, smoothed.
+    rate: Option<f64>,
 }
 
 /// The sending and receiving halves of a sliding-window code toward one
@@ -249,6 +389,17 @@ pub struct SlidingEndpoint {
     /// (`None` if it was rebuilt).
     seen: Vec<Option<(u32, Option<Instant>)>>,
     stats: SlidingStats,
+    /// The window and overhead in use (the code's, or the controller's).
+    window: usize,
+    overhead: f64,
+    control: Option<Control>,
+    /// The receiving half: the highest ESI seen and the first one (the
+    /// stream's start, before which nothing is given up).
+    highest: Option<u32>,
+    first: u32,
+    rx: RxCounts,
+    /// When the next report is due (sources arrived since the last one).
+    report_at: Option<Instant>,
 }
 
 impl SlidingEndpoint {
@@ -262,15 +413,14 @@ impl SlidingEndpoint {
                 cfg.max_datagram
             ));
         }
+        if let Some(t) = &cfg.control {
+            t.validate()?;
+        }
         let enc = Encoder::new(e, usize::from(cfg.code.window)).map_err(|e| e.to_string())?;
         let mut dc = DecoderConfig::new(e);
-        dc.max_window = cfg.decoding_window.clamp(
-            usize::from(cfg.code.window),
-            groupwire_codec::sliding::MAX_NSS,
-        );
+        dc.max_window = cfg.decoder_window();
         let dec = Decoder::new(dc).map_err(|e| e.to_string())?;
         Ok(Self {
-            cfg,
             enc,
             dec,
             credit: 0.0,
@@ -281,7 +431,54 @@ impl SlidingEndpoint {
             events: VecDeque::new(),
             seen: vec![None; ARRIVALS],
             stats: SlidingStats::default(),
-        })
+            window: usize::from(cfg.code.window),
+            overhead: cfg.code.overhead,
+            control: None,
+            highest: None,
+            first: 0,
+            rx: RxCounts::default(),
+            report_at: None,
+            cfg,
+        }
+        .with_control())
+    }
+
+    /// Starts the controller, if configured, and takes its first code.
+    fn with_control(mut self) -> Self {
+        if let Some(t) = self.cfg.control {
+            self.control = Some(Control {
+                fec: TargetFec::new(t),
+                last: None,
+                last_at: None,
+                rate: None,
+            });
+            self.follow_controller();
+        }
+        self
+    }
+
+    /// The window and overhead the controller chose: `w = k`, `o = m / k`
+    /// (see the [module docs](self)).
+    fn follow_controller(&mut self) {
+        let Some(c) = &self.control else { return };
+        let st = c.fec.status();
+        let max = usize::from(self.cfg.code.window);
+        self.window = st.k.clamp(1, max);
+        self.overhead = (st.m as f64 / st.k.max(1) as f64).clamp(0.0, 1.0);
+    }
+
+    /// The window and overhead in use now: the code's, or the
+    /// controller's latest choice.
+    pub fn code(&self) -> SlidingCode {
+        SlidingCode {
+            window: self.window as u16,
+            overhead: self.overhead,
+        }
+    }
+
+    /// The target controller's view of its code (closed loop only).
+    pub fn target_status(&self) -> Option<crate::control::target::TargetStatus> {
+        self.control.as_ref().map(|c| c.fec.status())
     }
 
     /// The configuration.
@@ -313,7 +510,7 @@ impl SlidingEndpoint {
         self.push(b.freeze());
         self.stats.sources_sent += 1;
         self.uncovered += 1;
-        self.credit += self.cfg.code.overhead;
+        self.credit += self.overhead;
         // (Less a rounding margin: five sources at 0.2 owe one repair.)
         while self.credit >= 1.0 - 1e-9 {
             self.credit -= 1.0;
@@ -331,8 +528,10 @@ impl SlidingEndpoint {
         });
     }
 
-    /// One repair over the current window.
+    /// One repair over the current window (its last `window` sources).
     fn repair(&mut self) {
+        let excess = self.enc.window_len().saturating_sub(self.window);
+        self.enc.drop_oldest(excess);
         let e = self.enc.symbol_size();
         let mut b = BytesMut::zeroed(REPAIR_HEADER_LEN + e);
         let key = self.repair_key;
@@ -387,6 +586,127 @@ impl SlidingEndpoint {
             .map_or(Duration::ZERO, |at| now.saturating_duration_since(at))
     }
 
+    /// Counts a source's arrival for the reports: a gap in the ESIs is a
+    /// run of losses; sources that leave the decoding window undelivered
+    /// are given up. A source older than the highest (late, or sent twice)
+    /// counts as received only.
+    fn count_arrival(&mut self, esi: u32) {
+        self.rx.received = self.rx.received.wrapping_add(1);
+        let Some(h) = self.highest else {
+            self.highest = Some(esi);
+            self.first = esi;
+            return;
+        };
+        let ahead = esi.wrapping_sub(h);
+        if ahead == 0 || ahead > u32::MAX / 2 {
+            return;
+        }
+        let gap = ahead - 1;
+        if gap > 0 {
+            self.rx.lost = self.rx.lost.wrapping_add(gap);
+            self.rx.runs = self.rx.runs.wrapping_add(1);
+            self.stats.sources_lost += u64::from(gap);
+        }
+        self.highest = Some(esi);
+        self.give_up_before(esi);
+    }
+
+    /// Judges every source from the last judged on that is now more than
+    /// the decoding window behind `highest`: undelivered means given up.
+    fn give_up_before(&mut self, highest: u32) {
+        let horizon = self.cfg.decoder_window() as u32;
+        // ESIs before `until` are out of the window.
+        let until = highest.wrapping_sub(horizon);
+        // `first` is the next ESI to judge.
+        let behind = until.wrapping_sub(self.first);
+        if behind == 0 || behind > u32::MAX / 2 {
+            return;
+        }
+        // Slots further back than half the ring may hold newer ESIs:
+        // those sources were in a gap longer than any window, never
+        // delivered.
+        let judged = behind.min((ARRIVALS / 2) as u32);
+        let bulk = behind - judged;
+        let mut given_up = bulk;
+        let start = until.wrapping_sub(judged);
+        for j in 0..judged {
+            let e = start.wrapping_add(j);
+            if !matches!(self.seen[e as usize % ARRIVALS], Some((s, _)) if s == e) {
+                given_up += 1;
+            }
+        }
+        self.first = until;
+        self.rx.unrecovered = self.rx.unrecovered.wrapping_add(given_up);
+        self.stats.unrecovered += u64::from(given_up);
+    }
+
+    /// The receiving half's report (see the module's wire format).
+    fn report(&mut self) {
+        let mut b = BytesMut::with_capacity(REPORT_LEN);
+        b.put_u8(REPORT_TYPE);
+        b.put_u32(self.cfg.session);
+        for v in self.rx.to_array() {
+            b.put_u32(v);
+        }
+        self.stats.bytes_sent += b.len() as u64;
+        self.stats.reports_sent += 1;
+        self.push(b.freeze());
+    }
+
+    /// The peer's report: the counts' differences to the controller.
+    fn on_report(&mut self, now: Instant, body: &[u8]) {
+        let Some(c) = self.control.as_mut() else {
+            // Not ours to act on (an open-loop sender): a peer's report
+            // is harmless.
+            self.stats.reports_received += 1;
+            return;
+        };
+        let Ok(raw) = <[u8; REPORT_LEN - 5]>::try_from(body) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        self.stats.reports_received += 1;
+        let counts: [u32; 4] = std::array::from_fn(|i| {
+            u32::from_be_bytes(raw[4 * i..4 * i + 4].try_into().expect("4"))
+        });
+        let previous = c.last.replace(counts).unwrap_or_default();
+        self.stats.peer_received = u64::from(counts[0]);
+        self.stats.peer_lost = u64::from(counts[1]);
+        self.stats.peer_unrecovered = u64::from(counts[3]);
+        self.stats.last_report_at = Some(now);
+        let delta: [u32; 4] = std::array::from_fn(|i| counts[i].wrapping_sub(previous[i]));
+        let sent = self.stats.sources_sent;
+        let since = c.last_at.replace((now, sent));
+        if delta.iter().any(|&d| d > MAX_REPORT_STEP) {
+            return;
+        }
+        let elapsed = since.map_or(REPORT_EVERY, |(at, _)| now.saturating_duration_since(at));
+        if let Some((_, before)) = since
+            && !elapsed.is_zero()
+        {
+            let now_rate = (sent - before) as f64 / elapsed.as_secs_f64();
+            c.rate = Some(c.rate.map_or(now_rate, |r| 0.8 * r + 0.2 * now_rate));
+        }
+        let [received, lost, runs, unrecovered] = delta;
+        let sample = ReportSample {
+            lost,
+            delivered: received,
+            unrecovered,
+            rtt: None,
+            runs: Some(LossRuns {
+                runs,
+                ..LossRuns::default()
+            }),
+            sources_per_sec: c.rate,
+        };
+        let shape = StreamShape {
+            k: self.window,
+            syn: elapsed.max(Duration::from_millis(1)),
+        };
+        c.fec.on_report(now, shape, &sample);
+        self.follow_controller();
+    }
+
     /// Hands out what the decoder rebuilt.
     fn collect(&mut self, now: Instant) {
         while let Some(r) = self.dec.poll_recovered() {
@@ -395,6 +715,10 @@ impl SlidingEndpoint {
             }
             self.stats.rebuilt += 1;
             let waited = self.waited(r.esi, now);
+            if self.cfg.late_after.is_some_and(|late| waited > late) {
+                self.rx.unrecovered = self.rx.unrecovered.wrapping_add(1);
+                self.stats.unrecovered += 1;
+            }
             self.events.push_back(SlidingDelivery {
                 esi: r.esi,
                 payload: Bytes::from(r.adu),
@@ -413,6 +737,11 @@ impl SlidingEndpoint {
             return;
         }
         self.stats.sources_received += 1;
+        // Before this source takes its slot (see `give_up_before`).
+        self.count_arrival(id.esi);
+        if let (Some(every), None) = (self.cfg.report_every, self.report_at) {
+            self.report_at = Some(now.saturating_add(every));
+        }
         if self.first_delivery(id.esi, Some(now)) {
             self.stats.delivered += 1;
             self.events.push_back(SlidingDelivery {
@@ -470,6 +799,7 @@ impl Machine for SlidingEndpoint {
         match kind {
             SOURCE_TYPE => self.on_source(now, &data[5..]),
             REPAIR_TYPE => self.on_repair(now, &data[5..]),
+            REPORT_TYPE => self.on_report(now, &data[5..]),
             _ => self.stats.malformed += 1,
         }
     }
@@ -477,10 +807,14 @@ impl Machine for SlidingEndpoint {
     fn handle_timeout(&mut self, now: Instant) {
         if self.flush_at.is_some_and(|t| t <= now) {
             self.flush_at = None;
-            if self.uncovered > 0 {
+            if self.uncovered > 0 && self.overhead > 0.0 {
                 self.stats.flush_repairs += 1;
                 self.repair();
             }
+        }
+        if self.report_at.is_some_and(|t| t <= now) {
+            self.report_at = None;
+            self.report();
         }
     }
 
@@ -493,7 +827,10 @@ impl Machine for SlidingEndpoint {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.flush_at
+        match (self.flush_at, self.report_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

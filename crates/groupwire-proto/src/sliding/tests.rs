@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
+use crate::control::target::TargetConfig;
+
 use super::*;
 
 const A: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9000);
@@ -215,19 +217,169 @@ fn codes_parse_print_and_refuse_what_cannot_work() {
     }
 }
 
+/// Both halves of a closed loop (`--fec sliding:target`): A sends
+/// `rate` datagrams per second for `secs` seconds through a link that
+/// drops what `lose` says (A → B only; B's reports come back intact).
+/// Returns A (the controlled sender), B, and the datagrams B handed out.
+fn closed_loop(
+    target: TargetConfig,
+    rate: u32,
+    secs: u32,
+    mut lose: impl FnMut(Instant) -> bool,
+) -> (SlidingEndpoint, SlidingEndpoint, Vec<SlidingDelivery>) {
+    let mut a = SlidingEndpoint::new(SlidingConfig::controlled(B, target)).expect("A");
+    let mut b = SlidingEndpoint::new(SlidingConfig::controlled(A, target)).expect("B");
+    let gap = Duration::from_secs(1) / rate;
+    let mut got = Vec::new();
+    let mut now = Instant::ZERO;
+    for i in 0..rate * secs {
+        a.send(now, &datagram(i)).expect("send");
+        for ep in [&mut a, &mut b] {
+            if ep.poll_timeout().is_some_and(|t| t <= now) {
+                ep.handle_timeout(now);
+            }
+        }
+        while let Some(t) = a.poll_transmit(now) {
+            if !lose(now) {
+                b.handle_datagram(now, A, &t.payload);
+            }
+        }
+        while let Some(t) = b.poll_transmit(now) {
+            a.handle_datagram(now, B, &t.payload);
+        }
+        got.extend(std::iter::from_fn(|| b.poll_event()));
+        now += gap;
+    }
+    (a, b, got)
+}
+
+#[test]
+fn the_closed_loop_follows_the_channel_and_meets_its_target() {
+    use rand::{Rng, SeedableRng};
+    let target = TargetConfig {
+        target: 0.01,
+        max_delay: Duration::from_millis(50),
+        ..TargetConfig::default()
+    };
+    // 5% random loss at 1000 datagrams/s, 20 s.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let (a, b, got) = closed_loop(target, 1000, 20, |_| rng.random::<f64>() < 0.05);
+    let (sa, sb) = (a.stats(), b.stats());
+    assert!(sb.reports_sent >= 1000, "B reports every 10 ms: {sb:?}");
+    assert!(sa.reports_received >= 900, "{sa:?}");
+    let st = a.target_status().expect("closed loop");
+    // The fit has found the channel: about 5% in runs of about 1.
+    assert!((st.model.loss_rate() - 0.05).abs() < 0.02, "{st:?}");
+    // A window within the budget (50 ms less its margin at 1000/s) and
+    // the overhead the controller asked for.
+    let code = a.code();
+    assert!((1..=46).contains(&code.window), "{code:?} {st:?}");
+    assert!((code.overhead - st.m as f64 / st.k as f64).abs() < 1e-12);
+    assert!(
+        code.overhead > 0.05,
+        "repairs beyond the loss rate: {code:?}"
+    );
+    // What B gave up, and what it never handed out, within the target
+    // (at most twice it: 20 s is a short sample of a 1% target).
+    let sent = sa.sources_sent as f64;
+    let missing = sent - got.len() as f64;
+    assert!(missing / sent < 0.02, "{missing} of {sent} lost; {sb:?}");
+    assert!(sb.unrecovered as f64 / sent < 0.02, "{sb:?}");
+    assert_eq!(
+        sa.peer_unrecovered, sb.unrecovered,
+        "A knows what B gave up"
+    );
+    // The same seed gives the same run.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let (a2, _, got2) = closed_loop(target, 1000, 20, |_| rng.random::<f64>() < 0.05);
+    assert_eq!((a2.stats(), got2.len()), (sa, got.len()));
+}
+
+#[test]
+fn a_clean_channel_lets_the_overhead_fall_and_a_loss_burst_raises_it() {
+    let target = TargetConfig::default();
+    // Clean for 30 s: the pessimistic prior decays (4 s half-life), the
+    // repairs go.
+    let (a, _, got) = closed_loop(target, 1000, 30, |_| false);
+    assert_eq!(got.len(), 30_000);
+    let clean = a.code();
+    assert!(clean.overhead < 0.05, "{clean:?} {:?}", a.target_status());
+    // Bursts of 4 at 10% loss from 25 s on: the overhead rises.
+    let mut n = 0u64;
+    let (a, _, _) = closed_loop(target, 1000, 30, |now| {
+        n += 1;
+        now >= Instant::ZERO + Duration::from_secs(25) && n % 40 < 4
+    });
+    assert!(
+        a.code().overhead > 2.0 * clean.overhead.max(0.01),
+        "{:?} {:?}",
+        a.code(),
+        a.target_status()
+    );
+}
+
+#[test]
+fn sources_leaving_the_decoding_window_undelivered_are_given_up() {
+    // A burst longer than anything a window of 8 at 0.25 rebuilds.
+    let (got, _, rx) = run(code(8, 0.25), 2000, |i, _| (100..160).contains(&i));
+    let delivered = got.len() as u64;
+    let s = rx.stats();
+    // Every source that never came out was given up once it fell out of
+    // the 256-ESI decoding window (all of them: 2000 sources sent).
+    assert_eq!(s.unrecovered, 2000 - delivered, "{s:?}");
+    assert!(
+        s.unrecovered > 0 && s.sources_lost >= s.unrecovered,
+        "{s:?}"
+    );
+    // An open-loop pair sends no reports.
+    assert_eq!(s.reports_sent, 0);
+}
+
+#[test]
+fn reports_that_jump_or_do_not_parse_teach_the_controller_nothing() {
+    let target = TargetConfig::default();
+    let mut a = SlidingEndpoint::new(SlidingConfig::controlled(B, target)).expect("A");
+    let before = a.target_status();
+    let report = |counts: [u32; 4]| {
+        let mut p = vec![REPORT_TYPE, 0, 0, 0, 0];
+        for c in counts {
+            p.extend_from_slice(&c.to_be_bytes());
+        }
+        p
+    };
+    let now = Instant::ZERO + Duration::from_millis(10);
+    // A jump beyond any interval's counts: taken as the base only.
+    a.handle_datagram(now, B, &report([u32::MAX, u32::MAX, 7, 9]));
+    assert_eq!(a.target_status(), before);
+    // Truncated and overlong: malformed.
+    let good = report([10, 0, 0, 0]);
+    a.handle_datagram(now, B, &good[..good.len() - 1]);
+    a.handle_datagram(now, B, &[&good[..], &[0]].concat());
+    assert_eq!(a.stats().malformed, 2);
+    assert_eq!(a.stats().reports_received, 1);
+}
+
 proptest! {
     #[test]
-    fn any_bytes_never_panic(packets in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..1600), 0..64)) {
-        let (_, mut rx) = pair(code(16, 0.25));
+    fn any_bytes_never_panic(packets in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..1600), 0..64), controlled in any::<bool>()) {
+        let mut rx = if controlled {
+            SlidingEndpoint::new(SlidingConfig::controlled(A, TargetConfig::default())).expect("rx")
+        } else {
+            pair(code(16, 0.25)).1
+        };
+        let mut now = Instant::ZERO;
         for p in &packets {
             let mut p = p.clone();
             // Half of them of the right session, so the decoder sees them.
             if p.len() >= 5 && p[0] % 2 == 0 {
-                p[0] = if p[1] % 2 == 0 { SOURCE_TYPE } else { REPAIR_TYPE };
+                p[0] = [SOURCE_TYPE, REPAIR_TYPE, REPORT_TYPE][usize::from(p[1] % 3)];
                 p[1..5].copy_from_slice(&0u32.to_be_bytes());
             }
-            rx.handle_datagram(Instant::ZERO, A, &p);
+            rx.handle_datagram(now, A, &p);
             while rx.poll_event().is_some() {}
+            now += Duration::from_millis(3);
+            rx.handle_timeout(now);
+            while rx.poll_transmit(now).is_some() {}
         }
     }
 

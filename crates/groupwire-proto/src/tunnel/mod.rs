@@ -60,6 +60,7 @@ use crate::block::{
     SenderConfig, SenderStats,
 };
 use crate::control::FecConfig;
+use crate::control::target::TargetConfig;
 use crate::sliding::{SlidingCode, SlidingConfig, SlidingEndpoint};
 use crate::units::MAX_UDP_PAYLOAD;
 use crate::wire::block::{DATA_HEADER_LEN, DataRepr, SYMBOL_PREFIX};
@@ -130,6 +131,12 @@ pub struct TunnelConfig {
     /// application has sent nothing for the sender's `max_block_wait`;
     /// open loop like XOR (no reports). Ignored when `xor` is set.
     pub sliding: Option<SlidingCode>,
+    /// With `sliding`: close the loop (`--fec sliding:target`): both sides
+    /// report every 10 ms, and the target controller chooses the window
+    /// and overhead that meet this residual target within its delay
+    /// budget ([`crate::sliding`]'s "Closed loop"); `sliding` then gives
+    /// only the largest window (at most the target's `k_max`).
+    pub sliding_target: Option<TargetConfig>,
     /// The wall clock (microseconds since the Unix epoch) at the driver's
     /// [`Instant::ZERO`], if the driver has one: XOR media then carry
     /// wall-clock RTP timestamps and the channel's latency is one-way
@@ -167,6 +174,7 @@ impl TunnelConfig {
             max_datagram: DEFAULT_MAX_DATAGRAM,
             xor: None,
             sliding: None,
+            sliding_target: None,
             shared_clock_micros: None,
         }
     }
@@ -175,6 +183,7 @@ impl TunnelConfig {
     pub fn fec_name(&self) -> String {
         match (self.xor, self.sliding) {
             (Some(l), _) => l.to_string(),
+            (None, Some(_)) if self.sliding_target.is_some() => "sliding:target".to_owned(),
             (None, Some(c)) => c.to_string(),
             (None, None) => self.sender.controller.to_string(),
         }
@@ -182,7 +191,13 @@ impl TunnelConfig {
 
     /// The sliding-window endpoint's configuration toward `peer`.
     fn sliding_config(&self, code: SlidingCode, peer: SocketAddr) -> SlidingConfig {
-        let mut c = SlidingConfig::new(peer, code);
+        let mut c = match self.sliding_target {
+            Some(mut t) => {
+                t.k_max = t.k_max.min(usize::from(code.window)).max(1);
+                SlidingConfig::controlled(peer, t)
+            }
+            None => SlidingConfig::new(peer, code),
+        };
         c.session = self.sender.session;
         c.flush_after = self.sender.max_block_wait;
         c.max_datagram = self.inner_datagram();
@@ -254,6 +269,9 @@ impl TunnelConfig {
         }
         if let Some(code) = self.sliding {
             if let Err(e) = code.validate() {
+                return bad("controller", e);
+            }
+            if let Some(Err(e)) = self.sliding_target.map(|t| t.validate()) {
                 return bad("controller", e);
             }
             // A repair carries the largest symbol: one byte of payload
@@ -517,7 +535,7 @@ impl TunnelEndpoint {
     /// Whether the FEC runs without reports from the far side (XOR
     /// parity), so nothing here knows what the far side receives.
     pub fn open_loop(&self) -> bool {
-        self.cfg.xor.is_some() || self.cfg.sliding.is_some()
+        self.cfg.xor.is_some() || (self.cfg.sliding.is_some() && self.cfg.sliding_target.is_none())
     }
 
     /// The repair packets the next full block gets.
@@ -542,7 +560,8 @@ impl TunnelEndpoint {
     pub fn target_status(&self) -> Option<crate::control::target::TargetStatus> {
         match self.inner.as_ref()? {
             Fec::Block(ep) => ep.sender.controller().target_status(),
-            Fec::Xor(_) | Fec::Sliding(_) => None,
+            Fec::Sliding(ep) => ep.target_status(),
+            Fec::Xor(_) => None,
         }
     }
 
@@ -900,7 +919,7 @@ impl Fec {
             }
             Self::Sliding(ep) => {
                 let s = ep.stats();
-                (s.sources_received, s.repairs_received)
+                (s.sources_received, s.repairs_received + s.reports_received)
             }
         }
     }
@@ -940,19 +959,31 @@ impl Fec {
             }
             Self::Sliding(ep) => {
                 let s = ep.stats();
+                // The peer's delivered: what arrived, and what went
+                // missing less what it gave up (the rest rebuilt, or still
+                // in its decoding window).
+                let peer_delivered =
+                    (s.peer_received + s.peer_lost).saturating_sub(s.peer_unrecovered);
                 let sender = SenderStats {
                     source_sent: s.sources_sent,
                     repair_sent: s.repairs_sent,
                     bytes_sent: s.bytes_sent,
                     refused: s.too_large,
+                    reports: s.reports_received,
+                    peer_delivered,
+                    peer_recovered: peer_delivered.saturating_sub(s.peer_received),
+                    peer_unrecovered: s.peer_unrecovered,
+                    last_report_at: s.last_report_at,
                     ..SenderStats::default()
                 };
                 let receiver = ReceiverStats {
                     packets: s.sources_received + s.repairs_received,
                     source_packets: s.sources_received,
                     repair_packets: s.repairs_received,
+                    lost_packets: s.sources_lost,
                     delivered: s.delivered + s.rebuilt,
                     recovered: s.rebuilt,
+                    unrecovered: s.unrecovered,
                     malformed: s.malformed,
                     duplicates: s.duplicates,
                     ..ReceiverStats::default()
