@@ -64,6 +64,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use groupwire_proto::control::ControllerKind;
+use groupwire_proto::control::target::TargetConfig;
 use groupwire_proto::sliding::SlidingCode;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelKey, seal};
 use groupwire_proto::xor::{XorLayout, XorLayoutError};
@@ -110,7 +111,11 @@ use crate::net::{runtime, shutdown_signal};
 /// The defaults suit voice, games and video calls; for bulk transfers a
 /// --max-delay of 100ms or more is cheaper. --fec gmiad is GENEVA's
 /// published controller (Fwnd from loss counts, fixed k), kept for
-/// comparison.
+/// comparison. --fec sliding:target does the same with a sliding-window
+/// code (RFC 8681): every datagram leaves at once and a repair over the
+/// last k follows every k/m of them, so a loss is rebuilt by the next
+/// repairs rather than at its block's end: for the same overhead, rebuilt
+/// datagrams wait less.
 ///
 /// Addresses: with --peer, --listen is the application's side and replies
 /// go to the last address the application sent from; the link socket
@@ -179,14 +184,16 @@ pub(crate) struct TunnelArgs {
     /// sliding-window code (RFC 8681): sliding:w=W,o=O sends every
     /// datagram at once and, after every 1/O of them, a repair over the
     /// last W, so a loss is rebuilt by the next repair instead of at the
-    /// end of its block (sliding:w=20,o=0.2: 20% overhead).
+    /// end of its block (sliding:w=20,o=0.2: 20% overhead);
+    /// sliding:target lets the target controller choose W and O for
+    /// --target-loss within --max-delay, from the far side's reports.
     #[arg(long, value_name = "CONTROLLER", default_value = "target")]
     fec: FecChoice,
-    /// With --fec target: the share of datagrams that may stay lost after
-    /// repair, as a fraction or a percentage.
+    /// With --fec target or sliding:target: the share of datagrams that
+    /// may stay lost after repair, as a fraction or a percentage.
     #[arg(long, value_name = "LOSS", default_value = "0.1%")]
     target_loss: Probability,
-    /// With --fec target: how late a rebuilt datagram may arrive (the
+    /// With --fec target or sliding:target: how late a rebuilt datagram may arrive (the
     /// block's fill time plus its repairs; a tenth of it, at least 1 ms, is
     /// kept as margin).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "30ms")]
@@ -311,14 +318,22 @@ enum FecChoice {
     Block(ControllerKind),
     Xor(XorLayout),
     Sliding(SlidingCode),
+    /// `sliding:target`: the sliding-window code, its window and overhead
+    /// chosen by the target controller.
+    SlidingTarget,
 }
 
 impl std::str::FromStr for FecChoice {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        if s == "sliding:target" {
+            return Ok(Self::SlidingTarget);
+        }
         if s.starts_with("sliding") {
-            return s.parse().map(Self::Sliding);
+            return s.parse().map(Self::Sliding).map_err(|e| {
+                format!("{e}, or sliding:target to let the target controller choose them")
+            });
         }
         if s.starts_with("xor") {
             return s
@@ -343,6 +358,7 @@ impl std::fmt::Display for FecChoice {
             Self::Block(c) => c.fmt(f),
             Self::Xor(l) => l.fmt(f),
             Self::Sliding(c) => c.fmt(f),
+            Self::SlidingTarget => f.write_str("sliding:target"),
         }
     }
 }
@@ -365,6 +381,20 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             }
             cfg.sliding = Some(code);
         }
+        FecChoice::SlidingTarget => {
+            if args.fwnd_min.is_some() || args.fwnd_max.is_some() {
+                anyhow::bail!(
+                    "--fwnd-min and --fwnd-max apply to block FEC, not --fec sliding:target"
+                );
+            }
+            let t = TargetConfig {
+                target: args.target_loss.get(),
+                max_delay: args.max_delay,
+                k_max: args.k.unwrap_or(TargetConfig::default().k_max),
+                ..TargetConfig::default()
+            };
+            cfg.use_sliding_target(t);
+        }
     }
     let target_flags =
         args.target_loss != default_target_loss() || args.max_delay != DEFAULT_MAX_DELAY;
@@ -380,8 +410,10 @@ fn config(args: &TunnelArgs) -> anyhow::Result<TunnelConfig> {
             cfg.sender.max_block_wait = args.block_wait;
         }
         _ => {
-            if target_flags {
-                anyhow::bail!("--target-loss and --max-delay apply to --fec target only");
+            if target_flags && cfg.sliding_target.is_none() {
+                anyhow::bail!(
+                    "--target-loss and --max-delay apply to --fec target and --fec sliding:target only"
+                );
             }
             cfg.sender.max_block_wait = Some(args.block_wait.unwrap_or(DEFAULT_BLOCK_WAIT));
         }
@@ -460,6 +492,8 @@ async fn serve(args: TunnelArgs, cfg: TunnelConfig) -> anyhow::Result<()> {
         .clone()
         .target_mut()
         .filter(|_| cfg.xor.is_none() && cfg.sliding.is_none())
+        .map(|t| *t)
+        .or(cfg.sliding_target)
         .map(|t| (t.target, t.max_delay));
     let goal = target
         .map(|(t, d)| {

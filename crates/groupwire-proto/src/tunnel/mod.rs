@@ -189,6 +189,19 @@ impl TunnelConfig {
         }
     }
 
+    /// The closed-loop sliding-window code (`--fec sliding:target`):
+    /// windows of up to `target.k_max` sources, their length and overhead
+    /// chosen by the target controller for `target`
+    /// ([`SlidingConfig::controlled`], which keeps half the budget as
+    /// margin unless `target` sets one).
+    pub fn use_sliding_target(&mut self, target: TargetConfig) {
+        self.sliding = Some(SlidingCode {
+            window: target.k_max.clamp(1, groupwire_codec::sliding::MAX_NSS) as u16,
+            overhead: 1.0,
+        });
+        self.sliding_target = Some(target);
+    }
+
     /// The sliding-window endpoint's configuration toward `peer`.
     fn sliding_config(&self, code: SlidingCode, peer: SocketAddr) -> SlidingConfig {
         let mut c = match self.sliding_target {
@@ -980,7 +993,7 @@ impl Fec {
                     packets: s.sources_received + s.repairs_received,
                     source_packets: s.sources_received,
                     repair_packets: s.repairs_received,
-                    lost_packets: s.sources_lost,
+                    lost_packets: s.sources_lost + s.repairs_lost,
                     delivered: s.delivered + s.rebuilt,
                     recovered: s.rebuilt,
                     unrecovered: s.unrecovered,

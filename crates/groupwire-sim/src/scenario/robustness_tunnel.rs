@@ -13,6 +13,11 @@
 //!   2 ms block wait), which knows neither target nor budget (one run per
 //!   channel and seed, judged against every cell);
 //! - **target**: `--fec target --target-loss T --max-delay D`;
+//! - **sliding-target**: `--fec sliding:target --target-loss T --max-delay D`:
+//!   the same controller on the sliding-window code (RFC 8681), a window of
+//!   `k` sources and `m / k` repairs per source
+//!   ([`groupwire_proto::sliding`]'s closed loop), so a loss waits for
+//!   the next repairs rather than its block's end;
 //! - **oracle**: the cheapest fixed code `(k, m)` (`--fec static:m --k k`)
 //!   that meets the target within the budget on this channel's own loss
 //!   realisations, found in hindsight: for each `k` whose block fills
@@ -114,6 +119,8 @@ impl Default for RobustnessTunnel {
 enum Row {
     Gmiad,
     Target,
+    /// `--fec sliding:target`: the same controller on the sliding code.
+    Sliding,
     Oracle,
 }
 
@@ -262,6 +269,18 @@ impl RobustnessTunnel {
                             },
                             (c, Row::Target, t, b),
                         ));
+                        jobs.push((
+                            Job {
+                                channel: c,
+                                seed: s,
+                                setting: TunnelSetting::sliding_target(
+                                    "sliding-target",
+                                    target,
+                                    budget,
+                                ),
+                            },
+                            (c, Row::Sliding, t, b),
+                        ));
                     }
                 }
             }
@@ -338,6 +357,8 @@ impl RobustnessTunnel {
         let mut summary = serde_json::Map::new();
         let (mut n_cells, mut met, mut met_oracle, mut met_gmiad) = (0, 0, 0, 0);
         let mut ratios: Vec<f64> = Vec::new();
+        let mut sliding_ratios: Vec<f64> = Vec::new();
+        let (mut met_sliding, mut both_met, mut sliding_sooner, mut sliding_cheaper) = (0, 0, 0, 0);
         for (c, loss) in self.channels.iter().enumerate() {
             let channel = loss.to_string();
             for (t, &target) in self.targets.iter().enumerate() {
@@ -345,6 +366,7 @@ impl RobustnessTunnel {
                     let budget = Duration::from_millis(budget_ms);
                     let gm = pool(&by_key[&(c, Row::Gmiad, 0, 0)], budget);
                     let tg = pool(&by_key[&(c, Row::Target, t, b)], budget);
+                    let sl = pool(&by_key[&(c, Row::Sliding, t, b)], budget);
                     let code = oracle[&(c, t, b)];
                     let or = code.map(|(k, m, _)| pool(&by_key[&(c, Row::Oracle, k, m)], budget));
                     let ratio_to = |p: &Pooled| {
@@ -358,6 +380,7 @@ impl RobustnessTunnel {
                             Some(&tg),
                             format!("k≈{:.0} m≈{:.1}", tg.mean_k, tg.mean_m),
                         ),
+                        ("sliding-target", Some(&sl), "sliding:target".to_owned()),
                         (
                             "oracle",
                             or.as_ref(),
@@ -403,6 +426,16 @@ impl RobustnessTunnel {
                     if let (true, Some(r)) = (tg_met, ratio) {
                         ratios.push(r);
                     }
+                    let sl_met = sl.residual() <= target;
+                    met_sliding += u32::from(sl_met);
+                    if let (true, Some(r)) = (sl_met, ratio_to(&sl)) {
+                        sliding_ratios.push(r);
+                    }
+                    if sl_met && tg_met {
+                        both_met += 1;
+                        sliding_sooner += u32::from(sl.p99_ms < tg.p99_ms);
+                        sliding_cheaper += u32::from(sl.wire_x <= tg.wire_x);
+                    }
                     cells.push(vec![
                         json!(channel),
                         json!(target),
@@ -419,6 +452,11 @@ impl RobustnessTunnel {
                         json!(ratio),
                         json!(gm.residual() <= target),
                         json!(gm.wire_x),
+                        json!(sl_met),
+                        json!(sl.residual()),
+                        json!(sl.wire_x),
+                        json!(sl.p99_ms),
+                        json!(ratio_to(&sl)),
                     ]);
                 }
             }
@@ -433,6 +471,21 @@ impl RobustnessTunnel {
         summary.insert(
             "overhead_ratio_max_where_met".into(),
             json!(ratios.last().copied()),
+        );
+        sliding_ratios.sort_by(f64::total_cmp);
+        summary.insert("sliding_met".into(), json!(met_sliding));
+        summary.insert(
+            "sliding_overhead_ratio_median_where_met".into(),
+            json!(sliding_ratios.get(sliding_ratios.len() / 2).copied()),
+        );
+        summary.insert("both_met".into(), json!(both_met));
+        summary.insert(
+            "sliding_lower_p99_where_both_met".into(),
+            json!(sliding_sooner),
+        );
+        summary.insert(
+            "sliding_no_costlier_where_both_met".into(),
+            json!(sliding_cheaper),
         );
         summary.insert("seeds".into(), json!(self.seeds));
         let columns = |c: &[&str]| c.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -459,6 +512,11 @@ impl RobustnessTunnel {
                         "overhead_vs_oracle",
                         "gmiad_met",
                         "gmiad_wire_x",
+                        "sliding_met",
+                        "sliding_residual",
+                        "sliding_wire_x",
+                        "sliding_p99_ms",
+                        "sliding_overhead_vs_oracle",
                     ]),
                     rows: cells,
                 },
@@ -751,15 +809,17 @@ mod tests {
     }
 
     #[test]
-    fn a_cell_reports_all_three_rows_and_the_same_seed_repeats() {
+    fn a_cell_reports_all_four_rows_and_the_same_seed_repeats() {
         let r = tiny();
         let a = r.run(1, &mut |_| {}).expect("runs");
-        assert_eq!(a.tables[1].rows.len(), 3);
+        assert_eq!(a.tables[1].rows.len(), 4);
         assert_eq!(a.tables[0].rows.len(), 1);
         let b = r.run(1, &mut |_| {}).expect("runs");
         assert_eq!(a.tables[0].rows, b.tables[0].rows);
         assert_eq!(a.tables[1].rows, b.tables[1].rows);
         // The target controller meets a 1% target on a 10% bursty channel.
         assert_eq!(a.summary["target_met"], json!(1), "{:?}", a.tables[1].rows);
+        // So does the same controller on the sliding-window code.
+        assert_eq!(a.summary["sliding_met"], json!(1), "{:?}", a.tables[1].rows);
     }
 }

@@ -22,6 +22,8 @@ use groupwire_link::loss::LossModel;
 use groupwire_link::schedule::Schedule;
 use groupwire_metrics::{ChannelMeter, ChannelSnapshot, LatencyKind, Path};
 use groupwire_proto::control::ControllerKind;
+use groupwire_proto::control::target::TargetConfig;
+use groupwire_proto::sliding::SlidingCode;
 use groupwire_proto::tunnel::{TunnelConfig, TunnelDelivery, TunnelEndpoint};
 use groupwire_proto::units::IP_UDP_OVERHEAD;
 use groupwire_proto::{Bitrate, Instant, Probability};
@@ -65,6 +67,12 @@ pub struct TunnelSetting {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_delay: Option<Duration>,
+    /// A sliding-window code instead of block FEC, as `--fec` names it:
+    /// `sliding:w=W,o=O`, or `sliding:target` (the target controller
+    /// chooses the window and overhead for `target_loss` within
+    /// `max_delay`). `fec` and `k` are then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding: Option<String>,
 }
 
 impl TunnelSetting {
@@ -78,6 +86,28 @@ impl TunnelSetting {
             block_wait: Duration::from_millis(block_wait_ms),
             target_loss: None,
             max_delay: None,
+            sliding: None,
+        }
+    }
+
+    /// `--fec sliding:target --target-loss TARGET --max-delay BUDGET`.
+    pub(super) fn sliding_target(name: &str, target: f64, budget: Duration) -> Self {
+        Self {
+            sliding: Some("sliding:target".to_owned()),
+            ..Self::target(name, target, budget)
+        }
+    }
+
+    /// What `--fec` names.
+    pub(super) fn fec_name(&self) -> String {
+        self.sliding.clone().unwrap_or_else(|| self.fec.to_string())
+    }
+
+    /// The sliding code named, or why it is not one.
+    fn sliding_code(&self) -> Result<Option<SlidingCode>, String> {
+        match self.sliding.as_deref() {
+            None | Some("sliding:target") => Ok(None),
+            Some(s) => s.parse().map(Some),
         }
     }
 
@@ -106,6 +136,18 @@ impl TunnelSetting {
         }
         if let (Some(m), Some(max)) = (cfg.sender.controller.fwnd_max_mut(), self.fwnd_max) {
             *m = max;
+        }
+        if self.sliding.as_deref() == Some("sliding:target") {
+            let t = TargetConfig {
+                target: self.target_loss.unwrap_or(TargetConfig::default().target),
+                max_delay: self.max_delay.unwrap_or(TargetConfig::default().max_delay),
+                ..TargetConfig::default()
+            };
+            cfg.use_sliding_target(t);
+            // The pause's repair as `groupwire tunnel` sends it.
+            cfg.sender.max_block_wait = Some(Duration::from_millis(2));
+        } else if let Ok(Some(code)) = self.sliding_code() {
+            cfg.sliding = Some(code);
         }
         cfg
     }
@@ -276,6 +318,9 @@ impl TunnelScenario {
             return invalid("settings", "name at least one".into());
         }
         for s in &self.settings {
+            if let Err(e) = s.sliding_code() {
+                return invalid("settings", format!("{}: sliding: {e}", s.name));
+            }
             let cfg = s.config(None);
             if self.size < 8 || self.size as usize > cfg.max_payload() {
                 return invalid(
@@ -320,7 +365,12 @@ impl TunnelScenario {
             .with_schedule(
                 msgs.clone(),
                 Box::new(move |ep, now, i, _m| {
-                    let mut p = vec![0u8; size];
+                    // The sequence number, then bytes that are not zero:
+                    // an application's datagrams (media, ciphertext) do
+                    // not end in zeros, and a sliding-window repair sends
+                    // none of its trailing zeros, so zero padding would
+                    // make its repairs look nearly free.
+                    let mut p: Vec<u8> = (0..size).map(|j| (j as u8) | 1).collect();
                     p[..8].copy_from_slice(&(i as u64).to_be_bytes());
                     // Refusals are counted by the endpoint.
                     let _ = ep.send(now, Bytes::from(p));
@@ -452,7 +502,7 @@ impl TunnelScenario {
             let (add, e2e) = (r.added.summary(), r.one_way.summary());
             let mut row = vec![
                 json!(s.name),
-                json!(s.fec.to_string()),
+                json!(s.fec_name()),
                 json!(s.k),
                 json!(r.link_loss),
                 json!(r.residual),
