@@ -134,7 +134,21 @@ def rows_for(cell, has_target):
             for dn, d in BUDGETS:
                 rows.append((f"groupwire tunnel --target-loss {tn} --max-delay {dn}", "gw",
                              ["--fec", "target", "--target-loss", tn, "--max-delay", dn], (tn, dn)))
+        if sliding_target_supported():
+            # The same controller on the sliding-window code (issue 15).
+            for tn, t in TARGETS:
+                for dn, d in BUDGETS:
+                    rows.append((f"groupwire tunnel --fec sliding:target --target-loss {tn} --max-delay {dn}",
+                                 "gw", ["--fec", "sliding:target", "--target-loss", tn, "--max-delay", dn],
+                                 (tn, dn, "sliding")))
     return rows
+
+
+def sliding_target_supported():
+    """Whether this groupwire tunnel runs the target controller on the
+    sliding-window code (`--fec sliding:target`)."""
+    h = subprocess.run([GW, "tunnel", "--help"], capture_output=True, text=True).stdout
+    return "sliding:target" in h
 
 
 class Procs:
@@ -349,7 +363,9 @@ def page(results, has_target, commit):
          ""]
     if has_target:
         L.append("**groupwire tunnel --target-loss T --max-delay D** rows run the target-residual controller for "
-                 "each target; each is judged on its own target in the summary.\n")
+                 "each target; each is judged on its own target in the summary. **groupwire tunnel --fec "
+                 "sliding:target --target-loss T --max-delay D** rows run the same controller on the "
+                 "sliding-window code (RFC 8681), judged the same way, in a summary of their own.\n")
     else:
         L.append("**The target-residual rows are missing**: this `groupwire tunnel` has no `--target-loss` / "
                  "`--max-delay` (`groupwire tunnel --help`; the controller is built on another branch). Rerun "
@@ -388,9 +404,22 @@ def page(results, has_target, commit):
 
 
 def summary(results, tcols, has_target):
-    """Per cell and target: the groupwire row judged, the cheapest peer row
-    that meets it, and whether groupwire reaches the issue's goal there."""
-    L = ["## Per cell and target: who meets it, who is cheaper\n",
+    """The goal's tables: for the block code's target rows (or the
+    defaults), and for the sliding code's target rows when they ran."""
+    L = summary_of(results, tcols, has_target, None)
+    if any(r["judged"] and len(r["judged"]) == 3 for _, rows in results for r in rows):
+        L += summary_of(results, tcols, has_target, "sliding")
+    return L
+
+
+def summary_of(results, tcols, has_target, code):
+    """Per cell and target: the groupwire row judged (the block code's
+    target row, or with `code` "sliding" the sliding code's), the cheapest
+    peer row that meets it, and whether groupwire reaches the issue's goal
+    there."""
+    title = ("## Per cell and target: who meets it, who is cheaper" if code is None else
+             "## The same with the sliding-window code (`--fec sliding:target`)")
+    L = [title + "\n",
          "The issue's goal, per cell and target: groupwire meets the target where the peer does not, or uses less "
          "overhead (wire ×) and less delay (p99) where both meet it. **groupwire** is the target row for that "
          "target when it exists, else the tunnel's defaults; **peer** is the cheapest peer row (by wire ×) that "
@@ -402,7 +431,8 @@ def summary(results, tcols, has_target):
     met = total = 0
     for cell, rows in results:
         for tn, t, dn in tcols:
-            gw = next((r for r in rows if r["judged"] == (tn, dn)), None) if has_target else None
+            want = (tn, dn) if code is None else (tn, dn, code)
+            gw = next((r for r in rows if r["judged"] == want), None) if has_target else None
             gw = gw or next((r for r in rows if r["name"] == "groupwire tunnel defaults"), None)
             peers = sorted((r for r in rows if r["kind"] != "gw" and meets(r, t, dn)),
                            key=lambda r: (r["wire"], r["lat"]["p99"]))
