@@ -51,8 +51,8 @@ use crate::core::{CoreConfig, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
 use crate::frame::{self, FrameDecoder, FrameError};
 use crate::sched::{ConnId, QueueDepth};
 use crate::storage::{
-    MemoryStorage, NatsConfig, SqliteStorage, Storage, StorageDone, StorageError, StorageOp,
-    SyncMode, execute,
+    ClusterSettings, MemoryStorage, NatsConfig, SqliteStorage, Storage, StorageDone, StorageError,
+    StorageOp, SyncMode, execute,
 };
 use crate::tls::ServerTls;
 
@@ -245,6 +245,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
         let started = crate::storage::spawn_jetstream(
             nats.clone(),
+            ClusterSettings::new(nats, &cfg.core),
             storage_rx,
             done_tx,
             cfg.storage_batch.max(1),
