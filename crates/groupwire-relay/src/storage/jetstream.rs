@@ -35,6 +35,12 @@
 //!   renews every third of it (a compare-and-set on the revision it
 //!   wrote). A node that dies renews nothing: its clients' locks expire
 //!   and the bucket's delete marker wakes the nodes waiting for them.
+//! - **The settings every node must share** (replicas, lock lease, frame
+//!   cap, log compaction, whether clients need tokens; issue 17): KV
+//!   bucket `GW_CLUSTER`, key `settings`, stored by the first node with a
+//!   KV `create` and compared by every later one before it creates
+//!   anything; a node that differs is refused with
+//!   [`StorageError::ClusterSettings`] (see [`super::ClusterSettingsError`]).
 //! - **Node numbers**: KV bucket `GW_NODES`; each node's number is the
 //!   revision of its put to the key `node`, unique in the cluster. A node's
 //!   client ids start at `number << 32` so `Deliver.sender` names one
