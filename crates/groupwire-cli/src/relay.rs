@@ -13,7 +13,7 @@ use groupwire_metrics::ChannelSnapshot;
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::core::{DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY};
 use groupwire_relay::frame::{ActivityMode, MembershipNotice, Role};
-use groupwire_relay::storage::{NatsAuth, NatsConfig, SyncMode};
+use groupwire_relay::storage::{NatsAuth, NatsConfig, StorageError, SyncMode};
 use groupwire_relay::tls::{ClientTls, ServerTls};
 use groupwire_relay::{
     ClientError, ClientEvent, ClientOptions, PlaintextToken, RelayClient, SchedulerConfig,
@@ -401,9 +401,13 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.socket_send_buffer = (a.socket_send_buffer != 0).then_some(a.socket_send_buffer);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async {
-        let handle = groupwire_relay::server::start(cfg)
-            .await
-            .context("starting the relay")?;
+        let handle = groupwire_relay::server::start(cfg).await.map_err(|e| {
+            // Settings that differ from the other nodes' (issue 17)
+            // are the user's to fix: exit code 2, like a bad option.
+            let differ = settings_differ(&e);
+            let e = anyhow::Error::new(e).context("starting the relay");
+            if differ { UsageError(e).into() } else { e }
+        })?;
         if a.ready_json {
             crate::ready::announce(
                 "relay",
@@ -423,6 +427,15 @@ fn serve(a: ServeArgs) -> Result<()> {
         handle.shutdown().await;
         Ok(())
     })
+}
+
+/// Whether the relay refused to start because its settings differ from
+/// those every node on its NATS JetStream must share, or those stored are
+/// unreadable (issue 17).
+fn settings_differ(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<StorageError>())
+        .is_some_and(|s| matches!(s, StorageError::ClusterSettings(_)))
 }
 
 /// Where state lives, for `--ready-json`: `memory`, the NATS servers

@@ -350,8 +350,11 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     })
 }
 
+/// `e` as an I/O error that keeps it as its inner error, so a caller can
+/// tell [`StorageError::ClusterSettings`] (a node to start differently)
+/// from a store that failed (`io::Error::get_ref`, then `downcast_ref`).
 fn storage_io(e: StorageError) -> std::io::Error {
-    std::io::Error::other(e.to_string())
+    std::io::Error::other(e)
 }
 
 /// Runs storage operations in order on a dedicated thread, batching
