@@ -124,12 +124,15 @@ struct ServeArgs {
     )]
     nats_token: Option<String>,
     /// Replicas of the streams and buckets the relay creates in NATS (3 on
-    /// a three-node JetStream cluster).
+    /// a three-node JetStream cluster). The same on every node of one
+    /// cluster (a node that differs is refused).
     #[arg(long, default_value_t = 1, requires = "nats")]
     nats_replicas: usize,
     /// How long a lock held through this node outlives it: the node renews
     /// its clients' locks every third of this, so after a crash (kill -9)
     /// they are free again within it. Whole seconds (nats-server 2.11+).
+    /// The same on every node of one cluster (a node that differs is
+    /// refused).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s", requires = "nats")]
     nats_lock_lease: Duration,
     /// A token key: `[KID=]FILE`, the file holding an HMAC secret (its text,
@@ -137,14 +140,17 @@ struct ServeArgs {
     /// file name without its extension (`keys/2026-11.secret` is
     /// `2026-11`). Repeat to accept several keys while rotating. With at
     /// least one, clients must present tokens minted with one of them;
-    /// without, anyone may do anything (local use).
+    /// without, anyone may do anything (local use). With --nats, either
+    /// every node of the cluster requires tokens or none does (a node that
+    /// differs is refused); the keys themselves may differ, for rotation.
     #[arg(long, value_name = "[KID=]FILE")]
     auth_secret_file: Vec<String>,
     /// Commit durability: `full` survives power loss, `normal` survives a
     /// relay crash only (faster on slow disks).
     #[arg(long, default_value = "full", value_parser = one_of(SyncMode::ALL, SyncMode::as_str))]
     sync: SyncMode,
-    /// Largest frame accepted, in bytes.
+    /// Largest frame accepted, in bytes. With --nats, the same on every
+    /// node of the cluster (a node that differs is refused).
     #[arg(long, default_value_t = 1 << 20)]
     max_frame: usize,
     /// Give every queue the same priority (the paper's non-QoS baseline).

@@ -112,13 +112,16 @@ pub struct NatsConfig {
     /// Credentials.
     pub auth: NatsAuth,
     /// Replicas of every stream and bucket the relay creates (1 for a
-    /// single server, 3 for a three-node JetStream cluster).
+    /// single server, 3 for a three-node JetStream cluster). Every node of
+    /// one cluster must have the same (issue 17, see
+    /// [`ClusterSettingsError`](super::ClusterSettingsError)).
     pub replicas: usize,
     /// How long to wait for the first connection before giving up.
     pub connect_timeout: Duration,
     /// How long a lock held through a node outlives the node: the node
     /// renews its locks every third of this; after a `kill -9` they expire
-    /// within it (whole seconds, at least 1). Default 10 s.
+    /// within it (whole seconds, at least 1). Default 10 s. Every node of
+    /// one cluster must have the same (issue 17).
     pub lock_lease: Duration,
 }
 
