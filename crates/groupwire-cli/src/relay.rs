@@ -13,7 +13,7 @@ use groupwire_metrics::ChannelSnapshot;
 use groupwire_relay::auth::{self, Claims};
 use groupwire_relay::core::{DEFAULT_GROUP_PRIORITY, MAX_GROUP_PRIORITY, MAX_PRIORITY};
 use groupwire_relay::frame::{ActivityMode, MembershipNotice, Role};
-use groupwire_relay::storage::{NatsAuth, NatsConfig, SyncMode};
+use groupwire_relay::storage::{NatsAuth, NatsConfig, StorageError, SyncMode};
 use groupwire_relay::tls::{ClientTls, ServerTls};
 use groupwire_relay::{
     ClientError, ClientEvent, ClientOptions, PlaintextToken, RelayClient, SchedulerConfig,
@@ -124,12 +124,15 @@ struct ServeArgs {
     )]
     nats_token: Option<String>,
     /// Replicas of the streams and buckets the relay creates in NATS (3 on
-    /// a three-node JetStream cluster).
+    /// a three-node JetStream cluster). The same on every node of one
+    /// cluster (a node that differs is refused).
     #[arg(long, default_value_t = 1, requires = "nats")]
     nats_replicas: usize,
     /// How long a lock held through this node outlives it: the node renews
     /// its clients' locks every third of this, so after a crash (kill -9)
     /// they are free again within it. Whole seconds (nats-server 2.11+).
+    /// The same on every node of one cluster (a node that differs is
+    /// refused).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s", requires = "nats")]
     nats_lock_lease: Duration,
     /// A token key: `[KID=]FILE`, the file holding an HMAC secret (its text,
@@ -137,14 +140,17 @@ struct ServeArgs {
     /// file name without its extension (`keys/2026-11.secret` is
     /// `2026-11`). Repeat to accept several keys while rotating. With at
     /// least one, clients must present tokens minted with one of them;
-    /// without, anyone may do anything (local use).
+    /// without, anyone may do anything (local use). With --nats, either
+    /// every node of the cluster requires tokens or none does (a node that
+    /// differs is refused); the keys themselves may differ, for rotation.
     #[arg(long, value_name = "[KID=]FILE")]
     auth_secret_file: Vec<String>,
     /// Commit durability: `full` survives power loss, `normal` survives a
     /// relay crash only (faster on slow disks).
     #[arg(long, default_value = "full", value_parser = one_of(SyncMode::ALL, SyncMode::as_str))]
     sync: SyncMode,
-    /// Largest frame accepted, in bytes.
+    /// Largest frame accepted, in bytes. With --nats, the same on every
+    /// node of the cluster (a node that differs is refused).
     #[arg(long, default_value_t = 1 << 20)]
     max_frame: usize,
     /// Give every queue the same priority (the paper's non-QoS baseline).
@@ -401,9 +407,13 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.socket_send_buffer = (a.socket_send_buffer != 0).then_some(a.socket_send_buffer);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async {
-        let handle = groupwire_relay::server::start(cfg)
-            .await
-            .context("starting the relay")?;
+        let handle = groupwire_relay::server::start(cfg).await.map_err(|e| {
+            // Settings that differ from the other nodes' (issue 17)
+            // are the user's to fix: exit code 2, like a bad option.
+            let differ = settings_differ(&e);
+            let e = anyhow::Error::new(e).context("starting the relay");
+            if differ { UsageError(e).into() } else { e }
+        })?;
         if a.ready_json {
             crate::ready::announce(
                 "relay",
@@ -423,6 +433,15 @@ fn serve(a: ServeArgs) -> Result<()> {
         handle.shutdown().await;
         Ok(())
     })
+}
+
+/// Whether the relay refused to start because its settings differ from
+/// those every node on its NATS JetStream must share, or those stored are
+/// unreadable (issue 17).
+fn settings_differ(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<StorageError>())
+        .is_some_and(|s| matches!(s, StorageError::ClusterSettings(_)))
 }
 
 /// Where state lives, for `--ready-json`: `memory`, the NATS servers

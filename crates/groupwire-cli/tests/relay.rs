@@ -12,6 +12,9 @@ use groupwire_relay::{ClientEvent, ClientOptions, JoinInfo, RelayClient};
 mod common;
 use common::Relay;
 
+#[path = "../../groupwire-relay/src/storage/test_nats.rs"]
+mod test_nats;
+
 /// The clients' runtime: two workers, beside the relay process.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -174,6 +177,53 @@ fn a_relay_whose_nats_is_down_says_so_and_fails() {
     // NATS is one store; a data directory or memory is another.
     let o = groupwire(&["relay", "serve", "--nats", &nats, "--memory"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Issue 17, "Bad input": a node started on the same NATS with settings
+/// that every node must share set otherwise than the first node's is
+/// refused (exit code 2, as for a bad option), told each setting with
+/// both values and how to start it; a node differing only in its own
+/// settings starts.
+#[test]
+fn a_relay_node_whose_shared_settings_differ_is_refused() {
+    let nats = test_nats::NatsServer::start();
+    let _first = Relay::start(&["--nats", &nats.url]);
+    let o = groupwire_within(
+        &[
+            "relay",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--nats",
+            &nats.url,
+            "--nats-replicas",
+            "3",
+            "--max-frame",
+            "2097152",
+        ],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    for part in [
+        "error: starting the relay: this relay node's settings differ",
+        "replicas (--nats-replicas): the cluster has 1, this node 3;",
+        "largest frame (--max-frame): the cluster has 1048576, this node 2097152;",
+        "start this node with --nats-replicas 1, with --max-frame 1048576;",
+        "nats kv del GW_CLUSTER settings",
+    ] {
+        assert!(stderr.contains(part), "{part:?} not in: {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let _second = Relay::start(&[
+        "--nats",
+        &nats.url,
+        "--fanout-budget",
+        "8",
+        "--equal-priorities",
+        "--aging-timeout",
+        "1s",
+    ]);
 }
 
 #[test]

@@ -51,8 +51,8 @@ use crate::core::{CoreConfig, MAX_GROUP_PRIORITY, RelayCore, RelayStats};
 use crate::frame::{self, FrameDecoder, FrameError};
 use crate::sched::{ConnId, QueueDepth};
 use crate::storage::{
-    MemoryStorage, NatsConfig, SqliteStorage, Storage, StorageDone, StorageError, StorageOp,
-    SyncMode, execute,
+    ClusterSettings, MemoryStorage, NatsConfig, SqliteStorage, Storage, StorageDone, StorageError,
+    StorageOp, SyncMode, execute,
 };
 use crate::tls::ServerTls;
 
@@ -245,6 +245,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         let (storage_tx, storage_rx) = mpsc::channel::<StorageOp>(cfg.storage_queue.max(1));
         let started = crate::storage::spawn_jetstream(
             nats.clone(),
+            ClusterSettings::new(nats, &cfg.core),
             storage_rx,
             done_tx,
             cfg.storage_batch.max(1),
@@ -349,8 +350,11 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     })
 }
 
+/// `e` as an I/O error that keeps it as its inner error, so a caller can
+/// tell [`StorageError::ClusterSettings`] (a node to start differently)
+/// from a store that failed (`io::Error::get_ref`, then `downcast_ref`).
 fn storage_io(e: StorageError) -> std::io::Error {
-    std::io::Error::other(e.to_string())
+    std::io::Error::other(e)
 }
 
 /// Runs storage operations in order on a dedicated thread, batching

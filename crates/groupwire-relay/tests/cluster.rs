@@ -366,3 +366,107 @@ async fn a_live_node_renews_the_lease_of_a_lock_it_holds() {
     first.shutdown().await;
     second.shutdown().await;
 }
+
+/// A relay on `nats` with NATS settings `nats_cfg` and the rest set by
+/// `f`, started or refused.
+async fn try_node(
+    nats_cfg: NatsConfig,
+    f: impl FnOnce(&mut groupwire_relay::ServerConfig),
+) -> std::io::Result<RelayHandle> {
+    let mut cfg = groupwire_relay::ServerConfig::new("127.0.0.1:0".parse().expect("addr"));
+    cfg.storage = StorageConfig::Nats(nats_cfg);
+    f(&mut cfg);
+    groupwire_relay::server::start(cfg).await
+}
+
+/// Issue 17, "Bad input": settings that are each node's own (listen
+/// addresses, the scheduler, shedding, state transfer pages, the NATS
+/// connect timeout) may differ between the nodes of one cluster; settings
+/// that must agree may be other than the defaults as long as they agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_differ_only_in_their_own_settings_start() {
+    let nats = NatsServer::start();
+    let shared = || {
+        NatsConfig::new(vec![nats.url.clone()])
+            .lock_lease(Duration::from_secs(7))
+            .replicas(1)
+    };
+    let first = try_node(shared(), |c| c.core.max_frame = 2 << 20)
+        .await
+        .expect("the first node starts and stores its settings");
+    let mut own = shared();
+    own.connect_timeout = Duration::from_secs(9);
+    let second = try_node(own, |c| {
+        c.core.max_frame = 2 << 20;
+        c.ws = Some("127.0.0.1:0".parse().expect("addr"));
+        c.fanout_budget = 7;
+        c.max_conns_per_ip = 3;
+        c.core.sched.equal_priorities = true;
+        c.core.sched.aging_timeout = Duration::from_millis(300);
+        c.core.shed_observers_above = 5;
+        c.core.transfer_page_bytes = 4096;
+    })
+    .await
+    .expect("a node differing only in its own settings starts");
+    // They share the store: a group created through one reaches the other.
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&b, "g").await;
+    first.shutdown().await;
+    second.shutdown().await;
+}
+
+/// Issue 17, "Bad input": a node whose settings differ from those the
+/// first node stored is refused, and the error names each differing
+/// setting with both values and says how to fix it; the cluster's record
+/// is not changed by the refused node, so a node that agrees still starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_shared_settings_differ_is_refused_with_what_differs() {
+    let nats = NatsServer::start();
+    let url = || NatsConfig::new(vec![nats.url.clone()]);
+    let first = try_node(url(), |_| {})
+        .await
+        .expect("the first node starts");
+
+    let err = try_node(url().replicas(3), |_| {})
+        .await
+        .expect_err("another replica count is refused");
+    let msg = err.to_string();
+    for part in [
+        "replicas (--nats-replicas): the cluster has 1, this node 3",
+        "start this node with --nats-replicas 1;",
+        "nats kv del GW_CLUSTER settings",
+    ] {
+        assert!(msg.contains(part), "{part:?} not in: {msg}");
+    }
+
+    let mut keys = groupwire_relay::auth::Keys::new();
+    keys.insert("k", b"a secret").expect("key");
+    let err = try_node(url().lock_lease(Duration::from_secs(30)), |c| {
+        c.core.max_frame = 4 << 20;
+        c.core.auth_keys = Some(keys);
+    })
+    .await
+    .expect_err("three differing settings are refused");
+    let msg = err.to_string();
+    for part in [
+        "lock lease (--nats-lock-lease): the cluster has 10s, this node 30s",
+        "largest frame (--max-frame): the cluster has 1048576, this node 4194304",
+        "client tokens (--auth-secret-file): the cluster has not required, this node required",
+        "start this node with --nats-lock-lease 10s, with --max-frame 1048576, without --auth-secret-file;",
+    ] {
+        assert!(msg.contains(part), "{part:?} not in: {msg}");
+    }
+    assert!(!msg.contains("replicas"), "replicas agree here: {msg}");
+
+    let third = try_node(url(), |_| {})
+        .await
+        .expect("a node with the cluster's settings still starts");
+    let (a, _ea) = client(&first, "a").await;
+    let (c, _ec) = client(&third, "c").await;
+    open_group(&a, "g", false).await;
+    join_when_found(&c, "g").await;
+    first.shutdown().await;
+    third.shutdown().await;
+}

@@ -64,7 +64,9 @@ pub use crate::priority::{
 /// Core knobs.
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
-    /// Cap on one frame, prefix included.
+    /// Cap on one frame, prefix included. On NATS JetStream, every relay
+    /// node of one cluster must have the same (issue 17, see
+    /// [`ClusterSettingsError`](crate::storage::ClusterSettingsError)).
     pub max_frame: usize,
     /// Send window granted when `Hello` asks for 0.
     pub default_window: u32,
@@ -73,11 +75,13 @@ pub struct CoreConfig {
     /// Largest window granted.
     pub max_window: u32,
     /// Token keys by key id (see [`auth`]); `None` accepts every client
-    /// with [`Claims::anyone`].
+    /// with [`Claims::anyone`]. On NATS JetStream, either every relay node
+    /// of one cluster has keys or none has (issue 17); the keys may differ.
     pub auth_keys: Option<auth::Keys>,
     /// Unix seconds at the driver's epoch, for token expiry.
     pub wall_epoch_unix_secs: u64,
-    /// Delete log entries a checkpoint covers.
+    /// Delete log entries a checkpoint covers. On NATS JetStream, every
+    /// relay node of one cluster must have the same (issue 17).
     pub compact_on_checkpoint: bool,
     /// Log bytes per page of a state transfer (default 256 KiB). A joiner
     /// or a resynchronized member gets the checkpoint and the log after it

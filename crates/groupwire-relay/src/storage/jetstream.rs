@@ -35,6 +35,12 @@
 //!   renews every third of it (a compare-and-set on the revision it
 //!   wrote). A node that dies renews nothing: its clients' locks expire
 //!   and the bucket's delete marker wakes the nodes waiting for them.
+//! - **The settings every node must share** (replicas, lock lease, frame
+//!   cap, log compaction, whether clients need tokens; issue 17): KV
+//!   bucket `GW_CLUSTER`, key `settings`, stored by the first node with a
+//!   KV `create` and compared by every later one before it creates
+//!   anything; a node that differs is refused with
+//!   [`StorageError::ClusterSettings`] (see [`super::ClusterSettingsError`]).
 //! - **Node numbers**: KV bucket `GW_NODES`; each node's number is the
 //!   revision of its put to the key `node`, unique in the cluster. A node's
 //!   client ids start at `number << 32` so `Deliver.sender` names one
@@ -90,9 +96,11 @@ use futures_util::StreamExt;
 use futures_util::stream::{AbortHandle, BoxStream, SelectAll};
 use tokio::sync::{mpsc, oneshot};
 
+use super::settings::{self, ClusterSettings};
 use super::{
     Checkpoint, GroupRecord, Storage, StorageDone, StorageError, StorageOp, Update, check_next,
 };
+use crate::core::CoreConfig;
 
 /// Where the NATS servers are and how to log in.
 #[derive(Clone, Debug)]
@@ -104,13 +112,16 @@ pub struct NatsConfig {
     /// Credentials.
     pub auth: NatsAuth,
     /// Replicas of every stream and bucket the relay creates (1 for a
-    /// single server, 3 for a three-node JetStream cluster).
+    /// single server, 3 for a three-node JetStream cluster). Every node of
+    /// one cluster must have the same (issue 17, see
+    /// [`ClusterSettingsError`](super::ClusterSettingsError)).
     pub replicas: usize,
     /// How long to wait for the first connection before giving up.
     pub connect_timeout: Duration,
     /// How long a lock held through a node outlives the node: the node
     /// renews its locks every third of this; after a `kill -9` they expire
-    /// within it (whole seconds, at least 1). Default 10 s.
+    /// within it (whole seconds, at least 1). Default 10 s. Every node of
+    /// one cluster must have the same (issue 17).
     pub lock_lease: Duration,
 }
 
@@ -197,12 +208,25 @@ impl fmt::Debug for JetStreamStorage {
 impl JetStreamStorage {
     /// Connects and opens (or creates) the buckets. Blocks; call it from
     /// a thread outside any async runtime.
+    ///
+    /// Fails with [`StorageError::ClusterSettings`] if the settings every
+    /// node must share (those of a relay node with `cfg` and
+    /// [`CoreConfig::default`]) differ from the ones stored by the first
+    /// node (issue 17, see [`ClusterSettingsError`](super::ClusterSettingsError)).
     pub fn connect(cfg: &NatsConfig) -> Result<Self, StorageError> {
+        Self::connect_node(cfg, &ClusterSettings::new(cfg, &CoreConfig::default()))
+    }
+
+    /// [`connect`](Self::connect) for a relay node with `settings`.
+    pub(crate) fn connect_node(
+        cfg: &NatsConfig,
+        settings: &ClusterSettings,
+    ) -> Result<Self, StorageError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| engine("starting the NATS client's runtime", e))?;
-        let inner = rt.block_on(Inner::connect(cfg))?;
+        let inner = rt.block_on(Inner::connect(cfg, settings))?;
         Ok(Self { rt, inner })
     }
 
@@ -228,12 +252,14 @@ pub(crate) struct Started {
     pub(crate) first_client_id: u64,
 }
 
-/// Starts the storage thread of a cluster node: connects, loads the
-/// groups, starts following them, then runs the core's operations in
-/// order and hands back their results and the other nodes' updates.
-/// Fails (without panicking) when NATS cannot be reached.
+/// Starts the storage thread of a cluster node: connects, checks that
+/// its `settings` agree with the cluster's, loads the groups, starts
+/// following them, then runs the core's operations in order and hands
+/// back their results and the other nodes' updates. Fails (without
+/// panicking) when NATS cannot be reached or the settings differ.
 pub(crate) async fn spawn(
     cfg: NatsConfig,
+    settings: ClusterSettings,
     ops: mpsc::Receiver<StorageOp>,
     done: mpsc::UnboundedSender<StorageDone>,
     batch: usize,
@@ -244,7 +270,7 @@ pub(crate) async fn spawn(
     std::thread::Builder::new()
         .name("relay-nats".into())
         .spawn(move || {
-            let started = JetStreamStorage::connect(&cfg).and_then(|mut s| {
+            let started = JetStreamStorage::connect_node(&cfg, &settings).and_then(|mut s| {
                 let groups = s.rt.block_on(s.inner.start_following())?;
                 let first_client_id = s.first_client_id();
                 Ok((
@@ -586,7 +612,7 @@ struct StoredGroup {
 }
 
 impl Inner {
-    async fn connect(cfg: &NatsConfig) -> Result<Self, StorageError> {
+    async fn connect(cfg: &NatsConfig, settings: &ClusterSettings) -> Result<Self, StorageError> {
         if cfg.servers.is_empty() {
             return Err(StorageError::Engine("no NATS server given".into()));
         }
@@ -629,20 +655,26 @@ impl Inner {
             async move {
                 match js.get_key_value(name).await {
                     Ok(kv) => Ok(kv),
-                    Err(_) => js
-                        .create_key_value(config)
-                        .await
-                        .map_err(|e| engine(&format!("opening JetStream bucket {name}"), e)),
+                    Err(_) => match js.create_key_value(config).await {
+                        Ok(kv) => Ok(kv),
+                        // Created meanwhile by a node starting at the same
+                        // moment, perhaps with another configuration.
+                        Err(e) => js
+                            .get_key_value(name)
+                            .await
+                            .map_err(|_| engine(&format!("opening JetStream bucket {name}"), e)),
+                    },
                 }
             }
         };
+        // The cluster's settings first: a node that disagrees creates
+        // nothing with its own (issue 17).
+        agree_on_settings(&open(settings::BUCKET).await?, settings).await?;
         let groups = open(GROUPS).await?;
         let checkpoints = open(CHECKPOINTS).await?;
         // Per-message TTLs need nats-server 2.11+; a lock expiring leaves a
         // delete marker (kept as long as a lease) that the watches see.
-        let lease = Duration::from_secs(
-            (cfg.lock_lease.as_secs() + u64::from(cfg.lock_lease.subsec_nanos() > 0)).max(1),
-        );
+        let lease = Duration::from_secs(settings::lease_secs(cfg.lock_lease));
         let locks = match js.get_key_value(LOCKS).await {
             Ok(kv) => {
                 allow_ttls(&js, LOCKS, lease).await?;
@@ -1557,6 +1589,38 @@ fn ticker(period: Duration) -> tokio::time::Interval {
     i
 }
 
+/// Stores `ours` as the settings every node of the cluster must share,
+/// unless a node did first; then compares them with those (issue 17).
+/// A KV `create`: of two nodes starting at once, one stores its settings
+/// and the other compares. Retries for a while a bucket that takes no
+/// writes yet (just created on a JetStream cluster, no leader).
+async fn agree_on_settings(kv: &kv::Store, ours: &ClusterSettings) -> Result<(), StorageError> {
+    let mut tries = 0;
+    loop {
+        let e = match kv.create(settings::KEY, ours.encode()).await {
+            Ok(_) => {
+                tracing::info!(settings = ?ours, "stored the settings every node must share");
+                return Ok(());
+            }
+            Err(e) if matches!(e.kind(), kv::CreateErrorKind::AlreadyExists) => {
+                match kv.get(settings::KEY).await {
+                    Ok(Some(stored)) => return Ok(ours.check(&stored)?),
+                    // Deleted since (`nats kv del`): store ours after all.
+                    Ok(None) => engine("reading the cluster's settings", "deleted meanwhile"),
+                    Err(e) => engine("reading the cluster's settings", e),
+                }
+            }
+            Err(e) => engine("storing the cluster's settings", e),
+        };
+        if tries == START_TRIES {
+            return Err(e);
+        }
+        tries += 1;
+        tracing::debug!(error = %e, "agreeing on the cluster's settings, retrying");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Lets bucket `name` (created before leases) take per-message TTLs.
 async fn allow_ttls(
     js: &jetstream::Context,
@@ -1800,8 +1864,9 @@ mod tests {
         let (ops_tx, ops_rx) = mpsc::channel(16);
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let cfg = NatsConfig::new(vec![server.url.clone()]);
+        let settings = ClusterSettings::new(&cfg, &CoreConfig::default());
         let started = rt
-            .block_on(spawn(cfg, ops_rx, done_tx, 16))
+            .block_on(spawn(cfg, settings, ops_rx, done_tx, 16))
             .expect("the node starts");
         assert_eq!(
             started
@@ -1953,6 +2018,90 @@ mod tests {
         append_retrying(&mut writer, 4..=6);
         assert_eq!(handed(&mut node, 3), [4, 5, 6], "no gap, no duplicate");
         assert_eq!(node.inner.follows_lost, 1);
+    }
+
+    /// Runs `f` with a plain client's KV bucket of the cluster's settings
+    /// on `server` (created if need be), as an operator's `nats kv` would.
+    fn with_settings_bucket<F>(server: &Server, f: impl FnOnce(kv::Store) -> F)
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let client = async_nats::connect(server.url.as_str())
+                .await
+                .expect("connect");
+            let js = jetstream::new(client);
+            let kv = match js.get_key_value(settings::BUCKET).await {
+                Ok(kv) => kv,
+                Err(_) => js
+                    .create_key_value(kv::Config {
+                        bucket: settings::BUCKET.into(),
+                        history: 1,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("bucket"),
+            };
+            f(kv).await;
+        });
+    }
+
+    /// Issue 17: two nodes starting at the same moment with different
+    /// settings that must agree: the KV `create` lets exactly one store
+    /// its settings, and the other is refused.
+    #[test]
+    fn of_two_nodes_racing_with_different_settings_one_is_refused() {
+        let server = Server::start();
+        let cfg =
+            |secs| NatsConfig::new(vec![server.url.clone()]).lock_lease(Duration::from_secs(secs));
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| JetStreamStorage::connect(&cfg(5)));
+            let b = s.spawn(|| JetStreamStorage::connect(&cfg(6)));
+            (a.join().expect("node a"), b.join().expect("node b"))
+        });
+        let refused = match (&a, &b) {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => e.to_string(),
+            _ => panic!("exactly one starts: {a:?}, {b:?}"),
+        };
+        assert!(
+            refused.contains("lock lease (--nats-lock-lease)"),
+            "{refused}"
+        );
+    }
+
+    /// Issue 17: a settings record that no relay wrote (garbage, or a
+    /// format from a later groupwire) refuses a node with an error that
+    /// says so, without a panic; once deleted as the error says, the next
+    /// node stores its own settings and starts.
+    #[test]
+    fn a_garbled_or_newer_settings_record_is_refused_until_deleted() {
+        let server = Server::start();
+        let cfg = NatsConfig::new(vec![server.url.clone()]);
+        for (bytes, says) in [
+            (&b"\xff\x00 not json"[..], "are unreadable"),
+            (b"{\"version\":1,\"replicas\":\"many\"}", "are unreadable"),
+            (b"{\"version\":9,\"shards\":4}", "stored in format 9"),
+        ] {
+            with_settings_bucket(&server, |kv| async move {
+                kv.put(settings::KEY, Bytes::from_static(bytes))
+                    .await
+                    .expect("put");
+            });
+            let err = JetStreamStorage::connect(&cfg).expect_err("refused");
+            assert!(matches!(err, StorageError::ClusterSettings(_)), "{err:?}");
+            let msg = err.to_string();
+            assert!(msg.contains(says), "{says:?} not in: {msg}");
+            assert!(msg.contains("GW_CLUSTER"), "{msg}");
+        }
+        with_settings_bucket(&server, |kv| async move {
+            kv.delete(settings::KEY).await.expect("nats kv del");
+        });
+        storage(&server);
+        storage(&server);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 
 mod jetstream;
 mod memory;
+mod settings;
 mod sqlite;
 #[cfg(test)]
 mod test_nats;
@@ -35,6 +36,8 @@ use bytes::Bytes;
 pub(crate) use jetstream::spawn as spawn_jetstream;
 pub use jetstream::{DEFAULT_LOCK_LEASE, JetStreamStorage, NatsAuth, NatsConfig};
 pub use memory::MemoryStorage;
+pub(crate) use settings::ClusterSettings;
+pub use settings::{ClusterSettingsError, SettingDiff};
 pub use sqlite::{DB_FILE, SqliteStorage, SyncMode};
 
 /// A group as stored.
@@ -86,6 +89,11 @@ pub enum StorageError {
     /// The engine failed (I/O, corruption, ...).
     #[error("storage engine: {0}")]
     Engine(String),
+    /// This relay node's settings do not agree with those of the other
+    /// nodes sharing its NATS JetStream, or the stored ones are unreadable
+    /// (issue 17; see [`ClusterSettingsError`]).
+    #[error(transparent)]
+    ClusterSettings(#[from] ClusterSettingsError),
 }
 
 /// Checks that `entry` is the next of its group, whose head is `head`:
