@@ -321,7 +321,7 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
 /// at random on the way, side A sending 6000 datagrams at 1000/s; both
 /// sides with `--fec fec` and B with `b_extra` too. Returns what was sent
 /// and received, A's output, the emulator's, and both sides' stats.
-fn open_loop_run(
+fn lossy_run(
     fec: &str,
     b_extra: &[&str],
     during: impl FnOnce(&common::Proc),
@@ -383,7 +383,7 @@ fn open_loop_run(
 #[test]
 fn sliding_tunnel_rebuilds_random_loss() {
     let fec = "sliding:w=20,o=0.3";
-    let (sent, got, a_out, emu_out, sa, sb) = open_loop_run(fec, &[], |_| {});
+    let (sent, got, a_out, emu_out, sa, sb) = lossy_run(fec, &[], |_| {});
     assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
     assert!(sent.len() > 500, "only {} datagrams sent", sent.len());
     let residual = tunnel_residual(&sa, &sb, &got);
@@ -401,6 +401,37 @@ fn sliding_tunnel_rebuilds_random_loss() {
     assert!(a_out.contains(&format!("--fec {fec}")), "{a_out}");
 }
 
+/// `--fec sliding:target`: the target controller on the sliding-window
+/// code (issue 15), closed loop over the same lossy path: every datagram
+/// byte-identical, the residual far below the link's loss, and the far
+/// side's reports reach the sender (its residual is known), which sends
+/// repairs for the loss it measured.
+#[test]
+fn sliding_target_tunnel_closes_its_loop_and_rebuilds_random_loss() {
+    let fec = "sliding:target";
+    let (sent, got, a_out, emu_out, sa, sb) = lossy_run(fec, &[], |_| {});
+    assert_eq!(got.corrupt, 0, "every datagram byte-identical to one sent");
+    assert!(sent.len() > 500, "only {} datagrams sent", sent.len());
+    let residual = tunnel_residual(&sa, &sb, &got);
+    let n = |v: &serde_json::Value| v.as_f64().expect("a number");
+    let wire = n(&sb["channel"]["loss"]["wire_loss"]);
+    assert!(wire > 0.02, "the link lost {wire}: {emu_out}\n{sb}");
+    assert!(sb["received"]["recovered"].as_u64() > Some(20), "{sb}");
+    assert!(
+        residual < 0.3 * wire,
+        "residual {residual} vs link {wire}: {a_out}\n{sb}"
+    );
+    assert!(
+        sa["sent"]["residual_loss"].is_number(),
+        "closed loop: the far side reports: {sa}"
+    );
+    assert!(sa["sent"]["repair_packets"].as_u64() > Some(100), "{sa}");
+    assert!(
+        a_out.contains("--fec sliding:target --target-loss"),
+        "{a_out}"
+    );
+}
+
 /// `--fec xor:LxD` (Leigh et al.'s XOR parity in SMPTE 2022-1 rows and
 /// columns) over a lossy emulated path: every datagram byte-identical,
 /// the residual far below the link's loss (counted over what was really
@@ -411,7 +442,7 @@ fn xor_tunnel_rebuilds_random_loss() {
     let dir = tempfile::tempdir().expect("tempdir");
     let b_lines = dir.path().join("b.jsonl");
     let mut scrape = String::new();
-    let (sent, got, a_out, emu_out, sa, sb) = open_loop_run(
+    let (sent, got, a_out, emu_out, sa, sb) = lossy_run(
         "xor:4x4",
         &["--metrics", "127.0.0.1:0", "--metrics-json", arg(&b_lines)],
         // The Prometheus endpoint answers while the tunnel runs.

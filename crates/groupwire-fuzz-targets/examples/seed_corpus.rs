@@ -343,8 +343,8 @@ fn main() -> std::io::Result<()> {
     // learned and configured peer, with the application answering, a
     // stranger, and a silence past the peer's idle time.
     use groupwire_fuzz_targets::tunnel_endpoint::{
-        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, CFG_SLIDING, CFG_XOR, OP_APP, OP_FROM_PEER,
-        OP_FROM_STRANGER, OP_SEALED, OP_WAIT, SLIDING_MAX_DATAGRAM,
+        CFG_CHACHA, CFG_FIXED_PEER, CFG_KEYED, CFG_SLIDING, CFG_SLIDING_TARGET, CFG_XOR, OP_APP,
+        OP_FROM_PEER, OP_FROM_STRANGER, OP_SEALED, OP_WAIT, SLIDING_MAX_DATAGRAM,
     };
     let op = |out: &mut Vec<u8>, op: u8, body: &[u8]| {
         out.extend([op, u8::try_from(body.len()).expect("seed ops fit one byte")]);
@@ -426,6 +426,20 @@ fn main() -> std::io::Result<()> {
         op(&mut input, OP_WAIT, &[2]);
         std::fs::write(dir.join(format!("seed-{name}")), input)?;
     }
+    // And its closed loop (`--fec sliding:target`): the same packets, and
+    // a peer's report (cumulative counts: 9 received, 1 lost in 1 run).
+    let mut input = vec![CFG_SLIDING | CFG_SLIDING_TARGET];
+    for p in sliding_packets(SLIDING_MAX_DATAGRAM) {
+        op(&mut input, OP_FROM_PEER, &p);
+    }
+    let mut report = vec![groupwire_proto::sliding::REPORT_TYPE, 0, 0, 0, 0];
+    for count in [9u32, 1, 1, 0] {
+        report.extend_from_slice(&count.to_be_bytes());
+    }
+    op(&mut input, OP_FROM_PEER, &report);
+    op(&mut input, OP_APP, b"a reply from the application");
+    op(&mut input, OP_WAIT, &[2]);
+    std::fs::write(dir.join("seed-sliding-target-keyless-learned"), input)?;
 
     // rtp_red: RTP/RED data and RTCP feedback as the endpoints emit them,
     // and the RED payloads alone. afec_red_endpoint: a sender's messages

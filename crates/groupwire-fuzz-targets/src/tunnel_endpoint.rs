@@ -37,7 +37,8 @@ pub const OP_WAIT: u8 = 4;
 /// Config byte (the input's first): bit 0 keyed, bit 1 ChaCha20-Poly1305
 /// (else AES-256-GCM), bit 2 the peer is configured (`--peer`; else
 /// learned, `--forward`), bit 3 XOR parity ([`CFG_XOR`]), bit 4 a
-/// sliding-window code ([`CFG_SLIDING`]).
+/// sliding-window code ([`CFG_SLIDING`]), bit 5 with it the closed loop
+/// ([`CFG_SLIDING_TARGET`]).
 pub const CFG_KEYED: u8 = 1;
 /// See [`CFG_KEYED`].
 pub const CFG_CHACHA: u8 = 2;
@@ -50,6 +51,10 @@ pub const CFG_XOR: u8 = 8;
 /// instead of block FEC (unless [`CFG_XOR`] is set too); keyless
 /// datagrams go in as they are (the code's packets carry no checksum).
 pub const CFG_SLIDING: u8 = 16;
+/// Config bit 5, with [`CFG_SLIDING`]: the closed loop
+/// (`--fec sliding:target`): reports flow and the target controller takes
+/// the peer's.
+pub const CFG_SLIDING_TARGET: u8 = 32;
 /// The link's datagrams under [`CFG_SLIDING`] (sealed, if keyed): a
 /// repair packet then fits one op's 255 bytes.
 pub const SLIDING_MAX_DATAGRAM: usize = 240;
@@ -87,6 +92,9 @@ pub fn run(data: &[u8]) -> (usize, usize) {
     let mut cfg = config(fixed, keyed.then_some(cipher));
     if xor {
         cfg.xor = Some(groupwire_proto::xor::XorLayout::matrix(3, 3));
+    } else if sliding && cfg_byte & CFG_SLIDING_TARGET != 0 {
+        cfg.use_sliding_target(groupwire_proto::control::target::TargetConfig::default());
+        cfg.max_datagram = SLIDING_MAX_DATAGRAM;
     } else if sliding {
         cfg.sliding = Some(groupwire_proto::sliding::SlidingCode {
             window: 8,
@@ -202,6 +210,6 @@ mod tests {
                 path.display()
             );
         }
-        assert_eq!(seeds, 8);
+        assert_eq!(seeds, 9);
     }
 }

@@ -484,7 +484,13 @@ impl SlidingEndpoint {
         let st = c.fec.status();
         let max = usize::from(self.cfg.code.window);
         self.window = st.k.clamp(1, max);
-        self.overhead = (st.m as f64 / st.k.max(1) as f64).clamp(0.0, 1.0);
+        // More than one repair per source when the channel needs it (a
+        // short budget on a bursty channel): each source then owes
+        // several, sent after it with distinct Repair_Keys. The fixed
+        // code's `o` stays at most 1 ([`SlidingCode::validate`]); the
+        // controller's is bounded by its own `max_overhead`.
+        let cap = self.cfg.control.map_or(1.0, |t| t.max_overhead.max(1.0));
+        self.overhead = (st.m as f64 / st.k.max(1) as f64).clamp(0.0, cap);
     }
 
     /// The window and overhead in use now: the code's, or the

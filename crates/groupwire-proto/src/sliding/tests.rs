@@ -319,6 +319,33 @@ fn a_clean_channel_lets_the_overhead_fall_and_a_loss_burst_raises_it() {
 }
 
 #[test]
+fn a_short_budget_on_a_bursty_channel_gets_more_than_one_repair_per_source() {
+    // 25% loss in runs of 5 packets, 20 ms at 1000/s: windows of 10 at
+    // most (half the budget), and bursts half a window long.
+    let target = TargetConfig {
+        target: 0.01,
+        max_delay: Duration::from_millis(20),
+        ..TargetConfig::default()
+    };
+    let mut n = 0u64;
+    let (a, b, got) = closed_loop(target, 1000, 20, |_| {
+        n += 1;
+        n % 20 < 5
+    });
+    let (sa, sb) = (a.stats(), b.stats());
+    assert!(
+        a.code().overhead > 1.0,
+        "{:?} {:?}",
+        a.code(),
+        a.target_status()
+    );
+    assert!(sa.repairs_sent > sa.sources_sent, "{sa:?}");
+    // And what they buy: most of the quarter lost comes back.
+    let missing = sa.sources_sent - got.len() as u64;
+    assert!(missing * 20 < sa.sources_sent, "{missing} missing; {sb:?}");
+}
+
+#[test]
 fn sources_leaving_the_decoding_window_undelivered_are_given_up() {
     // A burst longer than anything a window of 8 at 0.25 rebuilds.
     let (got, _, rx) = run(code(8, 0.25), 2000, |i, _| (100..160).contains(&i));
