@@ -972,16 +972,20 @@ impl Inner {
                 });
                 // The creator makes the record, then the stream: wait for
                 // it (bounded; a creator that died in between left a group
-                // without a log, which refuses updates). If following
-                // fails otherwise, the next append here tries again
-                // (`append_live`).
+                // without a log, which refuses updates).
                 for _ in 0..FOLLOW_TRIES {
                     match self.follow(&name, 0).await {
                         Err(StorageError::NoSuchGroup(_)) => {
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                         Err(e) => {
-                            tracing::warn!(group = name, error = %e, "cannot follow a new group");
+                            // On a JetStream cluster a stream whose leader
+                            // is not elected yet may leave the request
+                            // unanswered (a timeout). Followed again like a
+                            // lost follow: a node that never appends to the
+                            // group learns of its updates only this way.
+                            self.heads.insert(name.clone(), 0);
+                            self.lose(&name, &format!("cannot follow a new group: {e}"));
                             break;
                         }
                         Ok(()) => break,
