@@ -548,22 +548,36 @@ async fn kill_the_nats_node_leading_the_group(nats: &mut NatsCluster) {
     // The group keeps working through every relay node: a new client on
     // each sends once (not the watchers: their unread events may be
     // full, and a client with a full event channel reads no replies).
+    // Then again once the killed NATS node is back (restarted on its
+    // store, catching up as a replica).
+    let mut late = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
         let (c, _) = client(n, &format!("late{i}")).await;
         join_when_found(&c, "g").await;
-        let payload = Bytes::from(format!("late{i}"));
-        let seq = c.send("g", 1, payload.clone()).await;
-        sent.acked
-            .push((seq.expect("a send after the kill"), payload));
+        late.push(c);
     }
-    let last = sent.acked.last().expect("acked").0;
-    for (i, (_, e, seen)) in watchers.iter_mut().enumerate() {
-        seen.until(e, |w| w.last() >= last).await;
-        assert_exactly_once_in_order(seen, &sent, 1);
-        assert!(
-            seen.resyncs.is_empty(),
-            "watcher {i}: no compaction, no resync"
-        );
+    for round in ["after the kill", "after the restart"] {
+        if round == "after the restart" {
+            eprintln!("step: restarting n{victim}");
+            nats.restart(victim);
+        }
+        for (i, c) in late.iter().enumerate() {
+            let payload = Bytes::from(format!("late{i} {round}"));
+            let seq = c.send("g", 1, payload.clone()).await;
+            sent.acked.push((
+                seq.unwrap_or_else(|e| panic!("a send {round}: {e}")),
+                payload,
+            ));
+        }
+        let last = sent.acked.last().expect("acked").0;
+        for (i, (_, e, seen)) in watchers.iter_mut().enumerate() {
+            seen.until(e, |w| w.last() >= last).await;
+            assert_exactly_once_in_order(seen, &sent, 1);
+            assert!(
+                seen.resyncs.is_empty(),
+                "watcher {i}: no compaction, no resync"
+            );
+        }
     }
     eprintln!(
         "killed NATS node n{victim} (the group's stream leader, {relays_on_victim} relay(s) on it) \
