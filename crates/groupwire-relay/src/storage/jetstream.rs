@@ -59,9 +59,9 @@
 //! update of a group exactly once and in sequence order, whichever node
 //! appended it: its own appends as [`StorageDone::Appended`], the others'
 //! as [`StorageDone::Remote`]. An append that loses the race for a
-//! sequence (the server answers "wrong last sequence") first reads the
-//! updates it lost to from the stream, hands them to the core, and then
-//! publishes again after the new head, so the core may get its update
+//! sequence (the server answers "wrong last sequence: N") publishes again
+//! after N at once, then reads the updates it lost to from the stream and
+//! hands them to the core before its own, so the core may get its update
 //! back under a later number than it proposed: the stream decides, never
 //! the core. Groups created through another node arrive as
 //! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`].
@@ -1292,9 +1292,10 @@ impl Inner {
             .last_sequence)
     }
 
-    /// Cluster mode: appends `u` after the last update handed to the core,
-    /// reading (into `out`) the updates it loses races to and trying again
-    /// after them. Returns `u` with the sequence it got.
+    /// Cluster mode: appends `u` after the last update handed to the core;
+    /// after a lost race, right after the stream's last sequence that the
+    /// refusal names, then reads (into `out`) the updates it lost to, so
+    /// they reach the core before it. Returns `u` with the sequence it got.
     ///
     /// A NATS server that goes away, or a stream electing a new leader
     /// (a NATS node lost), fails publishes for a moment: they are retried
