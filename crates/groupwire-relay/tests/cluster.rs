@@ -7,7 +7,9 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::failover::{Watched, failover_client, keep_sending, send_numbered};
+use common::failover::{
+    Sent, Watched, assert_exactly_once_in_order, failover_client, keep_sending, send_numbered,
+};
 use common::{LIMIT, client, open_group};
 use groupwire_relay::frame::{ActivityMode, ErrorCode, Role};
 use groupwire_relay::storage::{NatsConfig, Update};
@@ -17,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 #[path = "../src/storage/test_nats.rs"]
 mod test_nats;
 
-use test_nats::NatsServer;
+use test_nats::{NatsCluster, NatsServer};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -469,4 +471,223 @@ async fn a_node_whose_shared_settings_differ_is_refused_with_what_differs() {
     join_when_found(&c, "g").await;
     first.shutdown().await;
     third.shutdown().await;
+
+/// A relay node on the three-node NATS cluster `nats` with three
+/// replicas, given every NATS node's URL (node `first`'s first) so its
+/// client can fail over to the others.
+async fn cluster_node(nats: &NatsCluster, first: usize) -> RelayHandle {
+    let cfg = NatsConfig::new(nats.urls_from(first)).replicas(3);
+    common::relay(move |c| c.storage = StorageConfig::Nats(cfg)).await
+}
+
+/// The stream holding group `g`'s log (`GW_LOG_` and the name in hex).
+const G_STREAM: &str = "GW_LOG_67";
+
+/// How many relay nodes are connected to each running NATS node (by the
+/// connection name the relay gives its client), from its `/connz`.
+fn relay_connections(nats: &NatsCluster) -> Vec<(usize, usize)> {
+    (0..3)
+        .filter(|&i| nats.is_running(i))
+        .filter_map(|i| {
+            let body = nats.monitor(i, "/connz?limit=1000")?;
+            let connz: serde_json::Value = serde_json::from_str(&body).expect("/connz is JSON");
+            let n = connz["connections"].as_array().map_or(0, |c| {
+                c.iter().filter(|c| c["name"] == "groupwire-relay").count()
+            });
+            Some((i, n))
+        })
+        .collect()
+}
+
+/// `g`'s stream as JetStream describes it: the leader's node (if any)
+/// and the last sequence. `None` while it cannot answer (no leader yet,
+/// this client reconnecting).
+async fn g_stream(js: &async_nats::jetstream::Context, nats: &NatsCluster) -> Option<(usize, u64)> {
+    let mut stream = js.get_stream(G_STREAM).await.ok()?;
+    let info = stream.info().await.ok()?;
+    let leader = info.cluster.as_ref()?.leader.as_deref()?;
+    Some((nats.index(leader)?, info.state.last_sequence))
+}
+
+/// Polls `f` every 100 ms until it gives `Some`, for at most `LIMIT`.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut f: impl FnMut() -> F,
+) -> T {
+    for _ in 0..(LIMIT.as_millis() / 100) {
+        if let Some(t) = f().await {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within {LIMIT:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_updates_survive_kill_9_of_the_nats_node_leading_the_group() {
+    let mut nats = NatsCluster::start(3);
+    // A bound on the whole, for the waits that have none of their own
+    // (requests to a relay): a hang fails, with the cluster's logs kept.
+    tokio::time::timeout(
+        Duration::from_secs(300),
+        kill_the_nats_node_leading_the_group(&mut nats),
+    )
+    .await
+    .expect("the test finishes within 5 min (see the last step it printed)");
+}
+
+/// The body of the test above.
+async fn kill_the_nats_node_leading_the_group(nats: &mut NatsCluster) {
+    let mut nodes = Vec::new();
+    for first in 0..3 {
+        nodes.push(cluster_node(nats, first).await);
+    }
+    // A client of the test's own, to ask JetStream where the group's
+    // stream leader is (named apart from the relays' connections).
+    let admin = async_nats::ConnectOptions::new()
+        .name("test")
+        .connect(nats.urls_from(0))
+        .await
+        .expect("connect to NATS");
+    let js = async_nats::jetstream::new(admin);
+
+    // The senders' events are dropped unread (`_`): held unread, a full
+    // event channel would stop the client from reading its `Sent` replies.
+    let (a, _) = client(&nodes[0], "a").await;
+    open_group(&a, "g", false).await;
+    let (b, _) = client(&nodes[1], "b").await;
+    join_when_found(&b, "g").await;
+    // A watcher on every relay node.
+    let mut watchers = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let (w, e) = client(n, &format!("watcher{i}")).await;
+        join_when_found(&w, "g").await;
+        watchers.push((w, e, Watched::default()));
+    }
+    // Two senders on two relay nodes, racing for sequences.
+    let (stop, stopped) = watch::channel(false);
+    let senders = [
+        keep_sending(&a, "g", "a", stopped.clone()),
+        keep_sending(&b, "g", "b", stopped),
+    ];
+    eprintln!("step: senders started");
+    for (_, e, seen) in &mut watchers {
+        seen.until(e, |w| w.updates.len() >= 30).await;
+    }
+    eprintln!("step: every watcher has 30 updates");
+
+    // The NATS node to kill: the group's stream leader, moved first (a
+    // leader step-down naming the preferred one, nats-server 2.11+) to a
+    // node a relay is connected to, so the kill also cuts relays off.
+    let placed = relay_connections(nats);
+    assert_eq!(
+        placed.iter().map(|(_, n)| n).sum::<usize>(),
+        3,
+        "each relay node has one NATS connection: {placed:?}"
+    );
+    let victim = placed
+        .iter()
+        .find(|(_, n)| *n > 0)
+        .map(|(i, _)| *i)
+        .expect("some node has a relay");
+    eventually("the group's stream leader moved to the victim", || async {
+        match g_stream(&js, nats).await {
+            Some((leader, _)) if leader == victim => return Some(()),
+            _ => {}
+        }
+        let request =
+            serde_json::json!({ "placement": { "preferred": NatsCluster::name(victim) } });
+        let _ = js
+            .client()
+            .request(
+                format!("$JS.API.STREAM.LEADER.STEPDOWN.{G_STREAM}"),
+                request.to_string().into(),
+            )
+            .await;
+        None
+    })
+    .await;
+    let relays_on_victim = placed.iter().find(|(i, _)| *i == victim).expect("placed").1;
+    eprintln!("step: killing n{victim}, the group's stream leader");
+    nats.kill(victim);
+
+    // The group gets a new leader, and the relays that were connected to
+    // the dead node reconnect to the others.
+    let (leader, at_kill) = eventually("a new leader of the group's stream", || async {
+        g_stream(&js, nats).await.filter(|(l, _)| *l != victim)
+    })
+    .await;
+    eventually(
+        "every relay node reconnected to a live NATS node",
+        || async {
+            let placed = relay_connections(nats);
+            (placed.iter().map(|(_, n)| n).sum::<usize>() == 3).then_some(())
+        },
+    )
+    .await;
+    eprintln!("step: new leader n{leader} at #{at_kill}, every relay reconnected");
+    // Every watcher goes on receiving updates appended after the kill.
+    for (_, e, seen) in &mut watchers {
+        seen.until(e, |w| w.last() >= at_kill + 30).await;
+    }
+    eprintln!("step: 30 updates past the kill on every watcher");
+    stop.send(true).expect("senders run");
+    let mut sent = Sent::default();
+    for s in senders {
+        let s = tokio::time::timeout(LIMIT, s)
+            .await
+            .expect("a sender's last send answered")
+            .expect("sender");
+        sent.acked.extend(s.acked);
+        sent.interrupted.extend(s.interrupted);
+    }
+    sent.acked.sort();
+    assert!(sent.interrupted.is_empty(), "relay nodes never went away");
+    let last = sent.acked.last().expect("acked").0;
+    assert!(
+        last > at_kill,
+        "sends acknowledged after the kill (last {last}, {at_kill} stored at the kill)"
+    );
+    // The group keeps working through every relay node: a new client on
+    // each sends once (not the watchers: their unread events may be
+    // full, and a client with a full event channel reads no replies).
+    // Then again once the killed NATS node is back (restarted on its
+    // store, catching up as a replica).
+    let mut late = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let (c, _) = client(n, &format!("late{i}")).await;
+        join_when_found(&c, "g").await;
+        late.push(c);
+    }
+    for round in ["after the kill", "after the restart"] {
+        if round == "after the restart" {
+            eprintln!("step: restarting n{victim}");
+            nats.restart(victim);
+        }
+        for (i, c) in late.iter().enumerate() {
+            let payload = Bytes::from(format!("late{i} {round}"));
+            let seq = c.send("g", 1, payload.clone()).await;
+            sent.acked.push((
+                seq.unwrap_or_else(|e| panic!("a send {round}: {e}")),
+                payload,
+            ));
+        }
+        let last = sent.acked.last().expect("acked").0;
+        for (i, (_, e, seen)) in watchers.iter_mut().enumerate() {
+            seen.until(e, |w| w.last() >= last).await;
+            assert_exactly_once_in_order(seen, &sent, 1);
+            assert!(
+                seen.resyncs.is_empty(),
+                "watcher {i}: no compaction, no resync"
+            );
+        }
+    }
+    eprintln!(
+        "killed NATS node n{victim} (the group's stream leader, {relays_on_victim} relay(s) on it) \
+         at #{at_kill}; new leader n{leader}; {} updates acknowledged",
+        sent.acked.len()
+    );
+    for n in nodes {
+        n.shutdown().await;
+    }
 }

@@ -65,9 +65,9 @@
 //! update of a group exactly once and in sequence order, whichever node
 //! appended it: its own appends as [`StorageDone::Appended`], the others'
 //! as [`StorageDone::Remote`]. An append that loses the race for a
-//! sequence (the server answers "wrong last sequence") first reads the
-//! updates it lost to from the stream, hands them to the core, and then
-//! publishes again after the new head, so the core may get its update
+//! sequence (the server answers "wrong last sequence: N") publishes again
+//! after N at once, then reads the updates it lost to from the stream and
+//! hands them to the core before its own, so the core may get its update
 //! back under a later number than it proposed: the stream decides, never
 //! the core. Groups created through another node arrive as
 //! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`].
@@ -583,6 +583,26 @@ impl Retry {
     }
 }
 
+/// Why JetStream refused a publish.
+struct Refused {
+    kind: PublishErrorKind,
+    /// The stream's last sequence, for a wrong expected last sequence.
+    last: Option<u64>,
+}
+
+/// The stream's last sequence in the text of a refused publish, as
+/// nats-server words it: `wrong last sequence: 1234`.
+fn last_in_refusal(text: &str) -> Option<u64> {
+    const SAYS: &str = "wrong last sequence: ";
+    text.match_indices(SAYS).find_map(|(i, _)| {
+        let digits = &text[i + SAYS.len()..];
+        let end = digits
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        digits[..end].parse().ok()
+    })
+}
+
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
@@ -1004,16 +1024,20 @@ impl Inner {
                 });
                 // The creator makes the record, then the stream: wait for
                 // it (bounded; a creator that died in between left a group
-                // without a log, which refuses updates). If following
-                // fails otherwise, the next append here tries again
-                // (`append_live`).
+                // without a log, which refuses updates).
                 for _ in 0..FOLLOW_TRIES {
                     match self.follow(&name, 0).await {
                         Err(StorageError::NoSuchGroup(_)) => {
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                         Err(e) => {
-                            tracing::warn!(group = name, error = %e, "cannot follow a new group");
+                            // On a JetStream cluster a stream whose leader
+                            // is not elected yet may leave the request
+                            // unanswered (a timeout). Followed again like a
+                            // lost follow: a node that never appends to the
+                            // group learns of its updates only this way.
+                            self.heads.insert(name.clone(), 0);
+                            self.lose(&name, &format!("cannot follow a new group: {e}"));
                             break;
                         }
                         Ok(()) => break,
@@ -1242,12 +1266,7 @@ impl Inner {
     /// Publishes `u` as sequence `expected + 1` of its group; with `id`,
     /// JetStream stores one message per id (a retry after a lost
     /// acknowledgement gets the first one's sequence back).
-    async fn publish(
-        &self,
-        u: &Update,
-        expected: u64,
-        id: Option<&str>,
-    ) -> Result<u64, PublishErrorKind> {
+    async fn publish(&self, u: &Update, expected: u64, id: Option<&str>) -> Result<u64, Refused> {
         let mut headers = HeaderMap::new();
         headers.insert(H_SENDER, u.sender.to_string().as_str());
         headers.insert(H_TYPE, u.msg_type.to_string().as_str());
@@ -1259,13 +1278,17 @@ impl Inner {
         if let Some(id) = id {
             publish = publish.message_id(id);
         }
+        let refused = |e: async_nats::jetstream::context::PublishError| Refused {
+            kind: e.kind(),
+            last: last_in_refusal(&e.to_string()),
+        };
         let ack = self
             .js
             .send_publish(subject(&u.group), publish)
             .await
-            .map_err(|e| e.kind())?
+            .map_err(refused)?
             .await
-            .map_err(|e| e.kind())?;
+            .map_err(refused)?;
         Ok(ack.sequence)
     }
 
@@ -1286,7 +1309,7 @@ impl Inner {
         for e in entries {
             self.publish(e, e.seq - 1, None)
                 .await
-                .map_err(|k| publish_error(e, k))?;
+                .map_err(|r| publish_error(e, r.kind))?;
         }
         Ok(())
     }
@@ -1301,9 +1324,10 @@ impl Inner {
             .last_sequence)
     }
 
-    /// Cluster mode: appends `u` after the last update handed to the core,
-    /// reading (into `out`) the updates it loses races to and trying again
-    /// after them. Returns `u` with the sequence it got.
+    /// Cluster mode: appends `u` after the last update handed to the core;
+    /// after a lost race, right after the stream's last sequence that the
+    /// refusal names, then reads (into `out`) the updates it lost to, so
+    /// they reach the core before it. Returns `u` with the sequence it got.
     ///
     /// A NATS server that goes away, or a stream electing a new leader
     /// (a NATS node lost), fails publishes for a moment: they are retried
@@ -1313,6 +1337,13 @@ impl Inner {
         self.appends += 1;
         let id = format!("gw-{}-{}", self.node, self.appends);
         let mut retry = Retry::new();
+        // The stream's last sequence as a lost race reported it: the next
+        // try appends right after it, and reads the updates between the
+        // head and it once its own is in. Reading them first took longer
+        // than a busy node on a JetStream cluster takes to append the
+        // next one, so a node could lose every race for as long as the
+        // other appended, its core getting nothing meanwhile.
+        let mut last = None;
         for _ in 0..MAX_RACES {
             let Some(&head) = self.heads.get(&u.group) else {
                 // A group found through another node whose stream could
@@ -1327,25 +1358,40 @@ impl Inner {
                     }
                 }
             };
-            match self.publish(u, head, Some(&id)).await {
-                Ok(seq) if seq == head + 1 => {
+            let after = last.filter(|&l| l > head).unwrap_or(head);
+            match self.publish(u, after, Some(&id)).await {
+                Ok(seq) if seq == after + 1 => {
+                    // Stored: if reading what came before it fails, the
+                    // follow hands the core the rest, this one included.
+                    self.catch_up_to(&u.group, head, after, &mut retry).await?;
                     self.heads.insert(u.group.clone(), seq);
                     return Ok(Update { seq, ..u.clone() });
                 }
                 Ok(seq) => {
                     return Err(StorageError::Engine(format!(
-                        "group {:?}: JetStream stored sequence {seq} after {head}",
+                        "group {:?}: JetStream stored sequence {seq} after {after}",
                         u.group
                     )));
                 }
-                Err(PublishErrorKind::WrongLastSequence) => {
+                Err(Refused {
+                    kind: PublishErrorKind::WrongLastSequence,
+                    last: Some(l),
+                }) if l > head => last = Some(l),
+                Err(Refused {
+                    kind: PublishErrorKind::WrongLastSequence,
+                    ..
+                }) => {
+                    last = None;
                     if let Err(e) = self.catch_up(&u.group, head).await {
                         retry.wait(e).await?;
                     }
                 }
                 // No responders: the stream is gone, or has no leader for
                 // the moment (a NATS node lost); asking for it tells which.
-                Err(PublishErrorKind::StreamNotFound) => match self.stream(&u.group).await {
+                Err(Refused {
+                    kind: PublishErrorKind::StreamNotFound,
+                    ..
+                }) => match self.stream(&u.group).await {
                     Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
                     Err(e) => retry.wait(e).await?,
                     Ok(_) => {
@@ -1354,7 +1400,7 @@ impl Inner {
                             .await?;
                     }
                 },
-                Err(k) => retry.wait(publish_error(u, k)).await?,
+                Err(r) => retry.wait(publish_error(u, r.kind)).await?,
             }
         }
         Err(StorageError::Engine(format!(
@@ -1373,6 +1419,55 @@ impl Inner {
             after = u.seq;
             self.followed(group, u);
         }
+    }
+
+    /// Hands the core (through `out`) the updates of `group` after `head`
+    /// up to `last`, all stored. A direct get may be answered by any
+    /// replica of the stream, one behind too: what it does not have yet
+    /// is asked for again (within `retry`).
+    async fn catch_up_to(
+        &mut self,
+        group: &str,
+        head: u64,
+        last: u64,
+        retry: &mut Retry,
+    ) -> Result<(), StorageError> {
+        let mut after = head;
+        while after < last {
+            let stream = match self.stream(group).await {
+                Ok(s) => s,
+                Err(e) => {
+                    retry.wait(e).await?;
+                    continue;
+                }
+            };
+            while after < last {
+                match stream
+                    .direct_get_next_for_subject(subject(group), Some(after + 1))
+                    .await
+                {
+                    Ok(m) if m.sequence <= last => {
+                        after = m.sequence;
+                        self.followed(
+                            group,
+                            update(group, m.sequence, Some(&m.headers), m.payload),
+                        );
+                    }
+                    // Compacted past `last` meanwhile.
+                    Ok(_) => return Ok(()),
+                    Err(e) => {
+                        retry
+                            .wait(engine(
+                                &format!("reading the log of {group:?} up to {last}"),
+                                e,
+                            ))
+                            .await?;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The first update of `group` with `seq > after`, if any.
@@ -2125,5 +2220,14 @@ mod tests {
         assert_eq!(subject("a.b"), "gw.log.612e62");
         assert_eq!(unhex("6"), None);
         assert_eq!(unhex("zz"), None);
+    }
+
+    #[test]
+    fn reads_the_streams_last_sequence_from_a_refused_publish() {
+        let text = "wrong last sequence: wrong last sequence: 1234 (code 400, error code 10071)";
+        assert_eq!(last_in_refusal(text), Some(1234));
+        assert_eq!(last_in_refusal("wrong last sequence: 7"), Some(7));
+        assert_eq!(last_in_refusal("wrong last sequence"), None);
+        assert_eq!(last_in_refusal("timed out"), None);
     }
 }
