@@ -471,6 +471,7 @@ async fn a_node_whose_shared_settings_differ_is_refused_with_what_differs() {
     join_when_found(&c, "g").await;
     first.shutdown().await;
     third.shutdown().await;
+}
 
 /// A relay node on the three-node NATS cluster `nats` with three
 /// replicas, given every NATS node's URL (node `first`'s first) so its
