@@ -232,6 +232,11 @@ The two target rows are \`groupwire tunnel\`'s default controller
 \`--target-loss\` within \`--max-delay\`; its k column is only its
 starting point), with its defaults and with a 100 ms budget; on the whole
 channel family it is in [robustness-tunnel.md](robustness-tunnel.md).
+The last three rows are the sliding-window code (RFC 8681): fixed at a
+window of 20 and half a repair per source (\`--fec sliding:w=20,o=0.5\`),
+and closed loop (\`--fec sliding:target\`, the target controller choosing
+the window and overhead) at the two target rows' goals; a sliding code has
+no blocks, so its k, Fwnd and block columns are empty or zero.
 The channel table is what every transport reports (docs/metrics.md), here
 from B's application on the simulator's clock: one-way latency, the jitter
 of Leigh et al.'s Figure 4 and of RFC 3550, and the burstiness of the

@@ -260,6 +260,25 @@ impl Default for TunnelScenario {
                     0.001,
                     Duration::from_millis(100),
                 ),
+                TunnelSetting {
+                    sliding: Some("sliding:w=20,o=0.5".to_owned()),
+                    ..TunnelSetting::new(
+                        "sliding w=20, o=0.5 (fixed)",
+                        ControllerKind::Static(0),
+                        20,
+                        2,
+                    )
+                },
+                TunnelSetting::sliding_target(
+                    "sliding target 0.1% within 30 ms",
+                    0.001,
+                    Duration::from_millis(30),
+                ),
+                TunnelSetting::sliding_target(
+                    "sliding target 0.1% within 100 ms",
+                    0.001,
+                    Duration::from_millis(100),
+                ),
             ],
         }
     }
