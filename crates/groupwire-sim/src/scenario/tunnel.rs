@@ -91,9 +91,12 @@ impl TunnelSetting {
     }
 
     /// `--fec sliding:target --target-loss TARGET --max-delay BUDGET`.
+    /// (The pause's repair 2 ms after the last send, as `groupwire
+    /// tunnel` sends it: a sliding code has no block to wait for.)
     pub(super) fn sliding_target(name: &str, target: f64, budget: Duration) -> Self {
         Self {
             sliding: Some("sliding:target".to_owned()),
+            block_wait: Duration::from_millis(2),
             ..Self::target(name, target, budget)
         }
     }
@@ -144,8 +147,6 @@ impl TunnelSetting {
                 ..TargetConfig::default()
             };
             cfg.use_sliding_target(t);
-            // The pause's repair as `groupwire tunnel` sends it.
-            cfg.sender.max_block_wait = Some(Duration::from_millis(2));
         } else if let Ok(Some(code)) = self.sliding_code() {
             cfg.sliding = Some(code);
         }
