@@ -197,7 +197,12 @@ impl RelayCore {
                 &format!("already in {group:?}"),
             );
         }
-        let head = g.next_seq - 1;
+        // The transfer reads what is durable; updates committed later
+        // (this node's appends in flight among them) are queued live behind
+        // it. On a cluster an append in flight may yet be stored under a
+        // later number, so a transfer up to `next_seq - 1` could ask the
+        // log for an update that is not there.
+        let head = g.committed;
         // A resume from before the checkpoint of a compacted log is a plain
         // join (the client sees `checkpoint_seq` above what it asked for);
         // one from beyond the head (this node has not yet followed what

@@ -24,6 +24,7 @@ impl RelayCore {
             Ok(r) => r,
             Err(e) => {
                 self.stats.storage_errors += 1;
+                tracing::warn!(group, error = %e, "a state transfer failed; the member is removed");
                 self.remove_member(now, conn, group, MembershipChange::Left);
                 return self.error(conn, request, ErrorCode::STORAGE, &e.to_string());
             }
@@ -135,7 +136,8 @@ impl RelayCore {
         if !g.members.contains_key(&conn) {
             return;
         }
-        let head = g.next_seq - 1;
+        // What is durable (see `on_join`).
+        let head = g.committed;
         let dropped = self.sched.reset_queue(conn, g.id) as u64;
         let m = self.member_mut(conn, group).expect("checked above");
         m.live_from = head + 1;

@@ -555,8 +555,9 @@ const H_SENT_AT: &str = "Gw-Sent-At";
 /// leader within a few seconds.
 const APPEND_RETRY_FOR: Duration = Duration::from_secs(20);
 
-/// Waits between retries of a failing append, 50 ms doubling up to 1 s,
-/// until [`APPEND_RETRY_FOR`] is spent.
+/// Waits between retries of a failing NATS request (an append, a read of
+/// the log or the state for a transfer), 50 ms doubling up to 1 s, until
+/// [`APPEND_RETRY_FOR`] is spent.
 struct Retry {
     delay: Duration,
     spent: Duration,
@@ -575,7 +576,7 @@ impl Retry {
         if self.spent >= APPEND_RETRY_FOR {
             return Err(e);
         }
-        tracing::debug!(error = %e, "append failed, retrying");
+        tracing::debug!(error = %e, "NATS failed a request, retrying");
         tokio::time::sleep(self.delay).await;
         self.spent += self.delay;
         self.delay = (self.delay * 2).min(Duration::from_secs(1));
@@ -1483,6 +1484,12 @@ impl Inner {
         }
     }
 
+    /// Updates of `group` after `after`, up to `upto` (at most about
+    /// `max_bytes`, at least one). A state transfer asks only for what the
+    /// core has seen stored, so every error here is NATS's, not the log's:
+    /// while a stream leader is elected after a NATS node died, or the
+    /// answering replica is behind, the read is tried again (within
+    /// [`APPEND_RETRY_FOR`]) instead of failing the member's join.
     async fn read_log(
         &mut self,
         group: &str,
@@ -1490,41 +1497,79 @@ impl Inner {
         upto: u64,
         max_bytes: usize,
     ) -> Result<Vec<Update>, StorageError> {
-        let stream = self.stream(group).await?;
+        let mut retry = Retry::new();
         let mut out = Vec::new();
         let (mut next, mut total) = (after + 1, 0usize);
-        // One direct get per entry: simple and exact; a pull consumer with
-        // `max_bytes` would save round trips on long transfers.
-        while next <= upto && (total < max_bytes || out.is_empty()) {
-            let m = match stream
-                .direct_get_next_for_subject(subject(group), Some(next))
-                .await
-            {
-                Ok(m) => m,
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => break,
-                Err(e) => return Err(engine(&format!("reading the log of {group:?}"), e)),
+        'read: while next <= upto && (total < max_bytes || out.is_empty()) {
+            let stream = match self.stream(group).await {
+                Ok(s) => s,
+                Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
+                Err(e) => {
+                    retry.wait(e).await?;
+                    continue;
+                }
             };
-            if m.sequence > upto {
-                break;
+            // One direct get per entry: simple and exact; a pull consumer
+            // with `max_bytes` would save round trips on long transfers.
+            while next <= upto && (total < max_bytes || out.is_empty()) {
+                let m = match stream
+                    .direct_get_next_for_subject(subject(group), Some(next))
+                    .await
+                {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == DirectGetErrorKind::NotFound => {
+                        // The stream's leader (whose info `stream` holds)
+                        // has updates from `next` on, but the replica that
+                        // answered has not: it is behind.
+                        let state = &stream.cached_info().state;
+                        if state.messages > 0 && state.last_sequence >= next {
+                            retry
+                                .wait(engine(
+                                    &format!("reading the log of {group:?}"),
+                                    format!("a replica behind has no update {next} yet"),
+                                ))
+                                .await?;
+                            continue 'read;
+                        }
+                        break 'read;
+                    }
+                    Err(e) => {
+                        retry
+                            .wait(engine(&format!("reading the log of {group:?}"), e))
+                            .await?;
+                        continue 'read;
+                    }
+                };
+                if m.sequence > upto {
+                    break 'read;
+                }
+                next = m.sequence + 1;
+                total += m.payload.len().max(1);
+                out.push(update(group, m.sequence, Some(&m.headers), m.payload));
             }
-            next = m.sequence + 1;
-            total += m.payload.len().max(1);
-            out.push(update(group, m.sequence, Some(&m.headers), m.payload));
         }
         Ok(out)
     }
 
+    /// `group`'s stored state and its KV revision. NATS failing the read
+    /// (a bucket leader being elected) is tried again, as in
+    /// [`read_log`](Self::read_log).
     async fn checkpoint_entry(
         &self,
         group: &str,
     ) -> Result<Option<(Checkpoint, u64)>, StorageError> {
-        let Some(entry) = self
-            .checkpoints
-            .entry(hex(group))
-            .await
-            .map_err(|e| engine(&format!("reading the state of {group:?}"), e))?
-            .filter(|e| e.operation == kv::Operation::Put)
-        else {
+        let mut retry = Retry::new();
+        let entry = loop {
+            match self.checkpoints.entry(hex(group)).await {
+                Ok(e) => break e,
+                Err(e) => {
+                    retry
+                        .wait(engine(&format!("reading the state of {group:?}"), e))
+                        .await?;
+                }
+            }
+        };
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
             return Ok(None);
         };
         let Some((seq, state)) = entry.value.split_first_chunk::<8>() else {
@@ -2048,6 +2093,35 @@ mod tests {
         let mut f = Following::past_three(&server);
         server.restart();
         f.next_three();
+    }
+
+    /// A state transfer's reads (the checkpoint, then the log) that NATS
+    /// fails while it is away are tried again, and succeed once it is
+    /// back: before, the member's join failed with `STORAGE` (seen when
+    /// the NATS node leading a group's stream died under a failover).
+    #[test]
+    fn a_transfer_read_while_nats_is_away_is_tried_again() {
+        let mut server = Server::start();
+        let mut writer = storage(&server);
+        create_g(&mut writer);
+        append_retrying(&mut writer, 1..=3);
+        server.stop();
+        let (ckpt, log) = std::thread::scope(|s| {
+            let read = s.spawn(|| {
+                let ckpt = writer.latest_checkpoint("g");
+                (ckpt, writer.read_log("g", 0, 3, 1 << 20))
+            });
+            std::thread::sleep(Duration::from_secs(2));
+            server.start_again();
+            read.join().expect("the reader")
+        });
+        assert_eq!(ckpt.expect("the state, once NATS is back").seq, 0);
+        let seqs: Vec<u64> = log
+            .expect("the log, once NATS is back")
+            .iter()
+            .map(|u| u.seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
     }
 
     /// The same when the server drops the node's consumer while it is

@@ -44,8 +44,22 @@ impl NatsServer {
     /// client loses its connection for the moment.
     #[allow(dead_code, reason = "only the engine's unit tests restart the server")]
     pub(crate) fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+
+    /// Kills it (`kill -9`) and leaves it down until
+    /// [`start_again`](Self::start_again).
+    #[allow(dead_code, reason = "only the engine's unit tests restart the server")]
+    pub(crate) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts it again after [`stop`](Self::stop), on the same port and
+    /// store.
+    #[allow(dead_code, reason = "only the engine's unit tests restart the server")]
+    pub(crate) fn start_again(&mut self) {
         self.child = run(&self.bin, self.port, self.dir.path());
     }
 }
@@ -67,6 +81,9 @@ fn run(bin: &str, port: u16, dir: &std::path::Path) -> Child {
 /// machine); killed, and a panic naming `what`, if it does not.
 fn listening(mut child: Child, port: u16, what: &str) -> Child {
     for _ in 0..300 {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited ({status}) before listening on {port}");
+        }
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return child;
         }
@@ -283,11 +300,26 @@ fn binary() -> String {
     })
 }
 
+/// A loopback port free at the moment, for a nats-server to listen on
+/// later: taken below Linux's ephemeral range (32768 and up), so that no
+/// outgoing connection of the tests running meanwhile (relays, clients)
+/// takes it between this check and the server's start, as a port from
+/// `bind(0)` could (seen: a cluster node that never listened). Each
+/// process walks its own sequence from its pid, skipping ports in use.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..SPAN {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(FIRST + start.wrapping_add(k) % SPAN).expect("below 32768");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + SPAN);
 }
 
 /// `GET path` on a loopback HTTP port: the status and the body, or `None`
