@@ -25,12 +25,25 @@ pub(crate) struct Relay {
 
 impl Relay {
     /// `groupwire relay serve --listen 127.0.0.1:0 ARGS...`, its stderr
-    /// discarded.
+    /// discarded, or written to `relay<N>.log` in the directory
+    /// `$GW_TEST_RELAY_LOGS` names (N counts the relays this test process
+    /// started).
     pub(crate) fn start(args: &[&str]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_groupwire"));
         cmd.args(["relay", "serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stderr(Stdio::null());
+            .args(args);
+        match std::env::var_os("GW_TEST_RELAY_LOGS") {
+            Some(dir) => {
+                use std::sync::atomic::{AtomicUsize, Ordering};
+                static STARTED: AtomicUsize = AtomicUsize::new(0);
+                let n = STARTED.fetch_add(1, Ordering::Relaxed);
+                let path = Path::new(&dir).join(format!("relay{n}.log"));
+                cmd.stderr(std::fs::File::create(path).expect("a relay log file"));
+            }
+            None => {
+                cmd.stderr(Stdio::null());
+            }
+        }
         Self::spawn(&mut cmd)
     }
 

@@ -108,6 +108,9 @@ impl Watched {
                         .push((dropped.take().expect("Resync first"), j.checkpoint_seq));
                 }
                 Ok(Some(ClientEvent::Closed(e))) => panic!("watcher closed: {e:?}"),
+                Ok(Some(ClientEvent::RejoinFailed { group, error })) => {
+                    panic!("watcher's re-join of {group} failed: {error}")
+                }
                 Ok(Some(_)) => {}
                 Ok(None) => panic!("watcher's events ended"),
                 Err(_) => panic!(
