@@ -207,6 +207,66 @@ async fn a_group_deleted_through_one_node_is_gone_on_the_others() {
     second.shutdown().await;
 }
 
+/// The priority of the one queue of `group` on `node` (its one member
+/// there), once it is `want`; panics after `LIMIT` with the last seen.
+async fn queue_priority_becomes(node: &RelayHandle, group: &str, want: u16) {
+    let mut seen = None;
+    for _ in 0..(LIMIT.as_millis() / 20) {
+        seen = node
+            .queue_depths()
+            .await
+            .into_iter()
+            .find(|d| d.group == group)
+            .map(|d| d.priority);
+        if seen == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{group}'s queue priority {seen:?}, not {want}, after {LIMIT:?}");
+}
+
+/// Issue 17: a `SetPriority` through one node is in effect on the others
+/// (their members' queues are served at the group's new priority), and
+/// the latest change wins whichever node it went through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_set_through_one_node_is_in_effect_on_the_others() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await; // priority 4
+    join_when_found(&b, "g").await;
+    // Both principals, active: one queue priority, the group's plus the role's.
+    let at4 = second
+        .queue_depths()
+        .await
+        .into_iter()
+        .find(|d| d.group == "g")
+        .expect("b's queue")
+        .priority;
+    queue_priority_becomes(&first, "g", at4).await;
+
+    a.set_priority("g", 6).await.expect("set through the first");
+    queue_priority_becomes(&second, "g", at4 + 2).await;
+    queue_priority_becomes(&first, "g", at4 + 2).await;
+    // Back through the second: the first takes it (its own earlier write
+    // coming back from the store does not undo it).
+    b.set_priority("g", 2)
+        .await
+        .expect("set through the second");
+    queue_priority_becomes(&first, "g", at4 - 2).await;
+    queue_priority_becomes(&second, "g", at4 - 2).await;
+    // A node started now loads the latest.
+    let third = node(&nats).await;
+    let (c, _ec) = client(&third, "c").await;
+    join_when_found(&c, "g").await;
+    queue_priority_becomes(&third, "g", at4 - 2).await;
+    for n in [first, second, third] {
+        n.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_exclude_across_nodes() {
     let nats = NatsServer::start();

@@ -395,22 +395,32 @@ impl RelayCore {
         if !self.group_priority_allowed(conn, req, group, priority, "changing") {
             return;
         }
-        let Some(g) = self.groups.get_mut(group) else {
+        if !self.apply_group_priority(group, priority) {
             return self.error(
                 conn,
                 req,
                 ErrorCode::NO_SUCH_GROUP,
                 &format!("no group {group:?}"),
             );
-        };
-        g.default_priority = priority;
-        let id = g.id;
-        self.sched.set_group_priority(id, priority);
+        }
         self.storage_ops.push_back(StorageOp::SetPriority {
             group: group.into(),
             priority,
         });
         self.reply(conn, req, Frame::Ok);
+    }
+
+    /// Makes `priority` the default priority of `group` here (a
+    /// `SetPriority` through this node, or through another one as the
+    /// store reports it); false if there is no such group.
+    pub(super) fn apply_group_priority(&mut self, group: &str, priority: u8) -> bool {
+        let Some(g) = self.groups.get_mut(group) else {
+            return false;
+        };
+        g.default_priority = priority;
+        let id = g.id;
+        self.sched.set_group_priority(id, priority);
+        true
     }
 
     pub(super) fn remove_member(

@@ -547,6 +547,9 @@ impl RelayCore {
                 }
             }
             StorageDone::GroupGone { group } => self.drop_group(&group),
+            StorageDone::PriorityChanged { group, priority } => {
+                self.apply_group_priority(&group, priority.min(MAX_GROUP_PRIORITY));
+            }
         }
         self.drain_slow(now);
     }

@@ -1240,6 +1240,70 @@ impl Harness {
     }
 }
 
+/// Issue 17: a `SetPriority` made through another node, as the cluster
+/// store reports it, is in effect here as if made here, and is not
+/// written back to the store.
+#[test]
+fn another_nodes_priority_change_applies_without_a_write() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    let queue = |h: &Harness| h.core.queue_depths()[0].priority;
+    let before = queue(&h);
+    h.core.handle_storage(
+        h.now,
+        StorageDone::PriorityChanged {
+            group: "g".into(),
+            priority: DEFAULT_GROUP_PRIORITY + 2,
+        },
+    );
+    assert!(h.core.poll_storage().is_none(), "not written back");
+    assert_eq!(
+        h.core.instant_priority("g"),
+        Some(DEFAULT_GROUP_PRIORITY + 2)
+    );
+    assert_eq!(queue(&h), before + 2, "the members' queues follow");
+    // A joiner here gets the new default too (the group's record).
+    let b = h.client("b");
+    h.join(b, "g", Role::Principal);
+    let depths = h.core.queue_depths();
+    assert!(
+        depths.iter().all(|d| d.priority == before + 2),
+        "{depths:?}"
+    );
+    // Out of range (a hand-written record) is capped; unknown groups and
+    // later requests through this node behave as before.
+    h.core.handle_storage(
+        h.now,
+        StorageDone::PriorityChanged {
+            group: "g".into(),
+            priority: 200,
+        },
+    );
+    assert_eq!(h.core.instant_priority("g"), Some(MAX_GROUP_PRIORITY));
+    h.core.handle_storage(
+        h.now,
+        StorageDone::PriorityChanged {
+            group: "nope".into(),
+            priority: 1,
+        },
+    );
+    assert_eq!(h.core.group_names(), ["g"]);
+    h.req(
+        a,
+        3,
+        Frame::SetPriority {
+            group: "g".into(),
+            priority: 1,
+        },
+    );
+    assert_eq!(h.frames(a).last(), Some(&Frame::Ok));
+    assert_eq!(h.core.instant_priority("g"), Some(1));
+    let stored = h.store.load_groups().expect("groups");
+    assert_eq!(stored[0].priority, 1, "a local change is stored");
+}
+
 fn pairs(list: &[(u64, &str)]) -> Vec<(u64, String)> {
     list.iter().map(|&(s, p)| (s, p.to_owned())).collect()
 }

@@ -70,7 +70,11 @@
 //! hands them to the core before its own, so the core may get its update
 //! back under a later number than it proposed: the stream decides, never
 //! the core. Groups created through another node arrive as
-//! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`].
+//! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`],
+//! and a changed default priority of a known group as
+//! [`StorageDone::PriorityChanged`]: the record's KV revision orders the
+//! changes, so a node applies the latest one whichever node wrote it, and
+//! its own write's echo (or an older write seen late) changes nothing.
 //!
 //! A follow whose stream ends or fails is followed again after the last
 //! update handed to the core (logged at warn, counted), retried with a
@@ -522,6 +526,10 @@ struct Inner {
     follows_lost: u64,
     /// Changes of the group records (cluster mode).
     watch: Option<kv::Watch>,
+    /// The KV revision and the priority of each known group's record as
+    /// the core last got them: a record change with a later revision and
+    /// another priority is a [`StorageDone::PriorityChanged`].
+    records: BTreeMap<String, (u64, u8)>,
     /// Changes of the locks (cluster mode): a release through another
     /// node lets a waiting take try again.
     lock_watch: Option<kv::Watch>,
@@ -606,6 +614,9 @@ fn last_in_refusal(text: &str) -> Option<u64> {
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
+/// Writes of a group record through other nodes a priority change may
+/// lose to in a row before it fails (each means another node wrote it).
+const PRIORITY_RACES: usize = 10;
 /// How often a take waiting for a lock tries again without a watch event.
 const TAKE_RETRY: Duration = Duration::from_secs(1);
 /// [`NatsConfig::lock_lease`]'s default: a dead node's locks are free
@@ -740,6 +751,7 @@ impl Inner {
             refollow_delay: REFOLLOW_FIRST,
             follows_lost: 0,
             watch: None,
+            records: BTreeMap::new(),
             lock_watch: None,
             takes: Vec::new(),
             lease,
@@ -844,6 +856,7 @@ impl Inner {
     /// Stops following `group` (deleted).
     fn unfollow(&mut self, group: &str) {
         self.heads.remove(group);
+        self.records.remove(group);
         self.lost.remove(group);
         self.stop_follow(group);
     }
@@ -1003,13 +1016,16 @@ impl Inner {
         };
         match entry.operation {
             kv::Operation::Put => {
-                if self.heads.contains_key(&name) {
-                    return;
-                }
                 let Ok(stored) = serde_json::from_slice::<StoredGroup>(&entry.value) else {
                     tracing::warn!(key = entry.key, "unreadable group record ignored");
                     return;
                 };
+                if self.heads.contains_key(&name) {
+                    self.record_rewritten(name, entry.revision, stored.priority);
+                    return;
+                }
+                self.records
+                    .insert(name.clone(), (entry.revision, stored.priority));
                 let record = GroupRecord {
                     name: stored.name,
                     group_type: stored.group_type,
@@ -1051,6 +1067,26 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// A known group's record was written again (its priority changed,
+    /// here or through another node): the core gets the priority if the
+    /// write is later than the last it got and changes it. This node's
+    /// own writes come back here too, and a write seen late (older than
+    /// one this node made since) must not undo a newer one.
+    fn record_rewritten(&mut self, name: String, revision: u64, priority: u8) {
+        let known = self.records.get(&name).copied();
+        if known.is_some_and(|(r, _)| r >= revision) {
+            return;
+        }
+        self.records.insert(name.clone(), (revision, priority));
+        if known.is_some_and(|(_, p)| p == priority) {
+            return;
+        }
+        self.out.push_back(StorageDone::PriorityChanged {
+            group: name,
+            priority,
+        });
     }
 
     /// Cluster mode: takes a lock for `t.holder` (handed over from
@@ -1153,6 +1189,8 @@ impl Inner {
             };
             let stored: StoredGroup = serde_json::from_slice(&entry.value)
                 .map_err(|e| engine(&format!("group record {name:?}"), e))?;
+            self.records
+                .insert(name.clone(), (entry.revision, stored.priority));
             let head_seq = match self.stream(&name).await {
                 Ok(mut s) => {
                     s.info()
@@ -1187,7 +1225,8 @@ impl Inner {
         initial_state: &[u8],
     ) -> Result<(), StorageError> {
         let value = stored_group(&record.name, &record.group_type, record.priority);
-        self.groups
+        let revision = self
+            .groups
             .create(hex(&record.name), value)
             .await
             .map_err(|e| match e.kind() {
@@ -1196,6 +1235,8 @@ impl Inner {
                 }
                 _ => engine(&format!("creating group {:?}", record.name), e),
             })?;
+        self.records
+            .insert(record.name.clone(), (revision, record.priority));
         // No stream of this name is left from a deleted group: deleting
         // removes the stream before the record, and the record was free.
         self.js
@@ -1250,17 +1291,37 @@ impl Inner {
         Ok(())
     }
 
+    /// Rewrites the record with `priority`: a compare-and-set on the
+    /// revision read, so a record deleted meanwhile is not brought back;
+    /// one changed meanwhile through another node is read again and
+    /// overwritten (the last request wins, as on one node).
     async fn set_priority(&mut self, group: &str, priority: u8) -> Result<(), StorageError> {
-        let entry = self.record(group).await?;
-        let mut stored: StoredGroup = serde_json::from_slice(&entry.value)
-            .map_err(|e| engine(&format!("group record {group:?}"), e))?;
-        stored.priority = priority;
-        let value = stored_group(&stored.name, &stored.group_type, priority);
-        self.groups
-            .update(hex(group), value, entry.revision)
-            .await
-            .map_err(|e| engine(&format!("changing the priority of {group:?}"), e))?;
-        Ok(())
+        let mut tries = 0;
+        loop {
+            let entry = self.record(group).await?;
+            let stored: StoredGroup = serde_json::from_slice(&entry.value)
+                .map_err(|e| engine(&format!("group record {group:?}"), e))?;
+            let value = stored_group(&stored.name, &stored.group_type, priority);
+            match self.groups.update(hex(group), value, entry.revision).await {
+                Ok(revision) => {
+                    // Known here from now on: the watch's echo of this
+                    // write, and older writes seen late, change nothing.
+                    if self.records.contains_key(group) {
+                        self.records.insert(group.to_owned(), (revision, priority));
+                    }
+                    return Ok(());
+                }
+                Err(e)
+                    if e.kind() == kv::UpdateErrorKind::WrongLastRevision
+                        && tries < PRIORITY_RACES =>
+                {
+                    tries += 1;
+                }
+                Err(e) => {
+                    return Err(engine(&format!("changing the priority of {group:?}"), e));
+                }
+            }
+        }
     }
 
     /// Publishes `u` as sequence `expected + 1` of its group; with `id`,

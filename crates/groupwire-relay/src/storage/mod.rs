@@ -369,6 +369,15 @@ pub enum StorageDone {
         /// Group name.
         group: String,
     },
+    /// A known group's default priority was changed through another
+    /// relay node (cluster engines only): the core applies it as a
+    /// `SetPriority` would, without writing it back.
+    PriorityChanged {
+        /// Group name.
+        group: String,
+        /// The new default priority.
+        priority: u8,
+    },
 }
 
 /// Runs `ops` in order against `storage`, committing each run of
