@@ -282,6 +282,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let mut core_cfg = cfg.core.clone();
     core_cfg.wall_epoch_unix_secs = clock.wall_micros(Instant::ZERO) / 1_000_000;
     core_cfg.shared_locks |= matches!(cfg.storage, StorageConfig::Nats(_));
+    core_cfg.shared_membership |= matches!(cfg.storage, StorageConfig::Nats(_));
     let max_frame = core_cfg.max_frame;
     let mut core = RelayCore::new(core_cfg);
     core.restore_groups(groups);

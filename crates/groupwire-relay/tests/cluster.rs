@@ -207,6 +207,196 @@ async fn a_group_deleted_through_one_node_is_gone_on_the_others() {
     second.shutdown().await;
 }
 
+/// The priority of the one queue of `group` on `node` (its one member
+/// there), once it is `want`; panics after `LIMIT` with the last seen.
+async fn queue_priority_becomes(node: &RelayHandle, group: &str, want: u16) {
+    let mut seen = None;
+    for _ in 0..(LIMIT.as_millis() / 20) {
+        seen = node
+            .queue_depths()
+            .await
+            .into_iter()
+            .find(|d| d.group == group)
+            .map(|d| d.priority);
+        if seen == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{group}'s queue priority {seen:?}, not {want}, after {LIMIT:?}");
+}
+
+/// Issue 17: a `SetPriority` through one node is in effect on the others
+/// (their members' queues are served at the group's new priority), and
+/// the latest change wins whichever node it went through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_set_through_one_node_is_in_effect_on_the_others() {
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    let (b, _eb) = client(&second, "b").await;
+    open_group(&a, "g", false).await; // priority 4
+    join_when_found(&b, "g").await;
+    // Both principals, active: one queue priority, the group's plus the role's.
+    let at4 = second
+        .queue_depths()
+        .await
+        .into_iter()
+        .find(|d| d.group == "g")
+        .expect("b's queue")
+        .priority;
+    queue_priority_becomes(&first, "g", at4).await;
+
+    a.set_priority("g", 6).await.expect("set through the first");
+    queue_priority_becomes(&second, "g", at4 + 2).await;
+    queue_priority_becomes(&first, "g", at4 + 2).await;
+    // Back through the second: the first takes it (its own earlier write
+    // coming back from the store does not undo it).
+    b.set_priority("g", 2)
+        .await
+        .expect("set through the second");
+    queue_priority_becomes(&first, "g", at4 - 2).await;
+    queue_priority_becomes(&second, "g", at4 - 2).await;
+    // A node started now loads the latest.
+    let third = node(&nats).await;
+    let (c, _ec) = client(&third, "c").await;
+    join_when_found(&c, "g").await;
+    queue_priority_becomes(&third, "g", at4 - 2).await;
+    for n in [first, second, third] {
+        n.shutdown().await;
+    }
+}
+
+/// The next membership notice on `events` (other events skipped).
+async fn next_notice(
+    events: &mut mpsc::Receiver<ClientEvent>,
+) -> groupwire_relay::frame::MembershipNotice {
+    loop {
+        match tokio::time::timeout(LIMIT, events.recv()).await {
+            Ok(Some(ClientEvent::Membership(n))) => return n,
+            Ok(Some(ClientEvent::Closed(e))) => panic!("closed: {e:?}"),
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("events ended"),
+            Err(_) => panic!("no membership notice within {LIMIT:?}"),
+        }
+    }
+}
+
+/// Issue 17: membership is the cluster's. A joiner on one node is told
+/// of the members on the others, a watcher is told of their joins,
+/// changes and leaves, and the members of a node that stops are gone
+/// from the others, as disconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_on_other_nodes_are_listed_and_announced() {
+    use groupwire_relay::frame::MembershipChange;
+    let nats = NatsServer::start();
+    let (first, second) = (node(&nats).await, node(&nats).await);
+    let (a, _ea) = client(&first, "a").await;
+    open_group(&a, "g", false).await;
+    // A watcher on the second node: a, on the first, is listed. (The
+    // first node shares a's join a moment after it answers it: wait.)
+    let (w, mut ew) = client(&second, "w").await;
+    let mut info = None;
+    for _ in 0..(LIMIT.as_millis() / 50) {
+        let joined = w
+            .join("g", Role::Observer, ActivityMode::Active, true)
+            .await;
+        match joined {
+            Ok(i) if i.members.iter().any(|m| m.client == a.client_id()) => {
+                info = Some(i);
+                break;
+            }
+            Ok(_) => w.leave("g").await.expect("leave"),
+            Err(e) if e.code() == Some(ErrorCode::NO_SUCH_GROUP) => {}
+            Err(e) => panic!("join: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let info = info.expect("a, on the other node, listed to a joiner within LIMIT");
+    let listed: Vec<(&str, Role)> = info
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m.role))
+        .collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.contains(&("a", Role::Principal)), "{listed:?}");
+    assert!(listed.contains(&("w", Role::Observer)), "{listed:?}");
+
+    // x joins, changes mode and leaves through the first node.
+    let (x, _ex) = client(&first, "x").await;
+    common::join(&x, "g", Role::Principal, false).await;
+    let n = next_notice(&mut ew).await;
+    assert_eq!(
+        (n.client, n.name.as_str(), n.change, n.role),
+        (
+            x.client_id(),
+            "x",
+            MembershipChange::Joined,
+            Role::Principal
+        )
+    );
+    x.change_mode("g", ActivityMode::Passive)
+        .await
+        .expect("mode");
+    let n = next_notice(&mut ew).await;
+    assert_eq!(
+        (n.client, n.change, n.mode),
+        (
+            x.client_id(),
+            MembershipChange::ModeChanged,
+            ActivityMode::Passive
+        )
+    );
+    x.leave("g").await.expect("leave");
+    let n = next_notice(&mut ew).await;
+    assert_eq!(
+        (n.client, n.change),
+        (x.client_id(), MembershipChange::Left)
+    );
+    // A member of the second node is announced on the first.
+    let (b, _eb) = client(&second, "b").await;
+    let (v, mut ev) = client(&first, "v").await;
+    common::join(&v, "g", Role::Observer, true).await;
+    common::join(&b, "g", Role::Principal, false).await;
+    let n = loop {
+        let n = next_notice(&mut ev).await;
+        if n.client == b.client_id() {
+            break n;
+        }
+    };
+    assert_eq!((n.name.as_str(), n.change), ("b", MembershipChange::Joined));
+
+    // The first node stops: its members (a, v) leave the second's list.
+    drop((a, v, x));
+    first.shutdown().await;
+    let mut gone = Vec::new();
+    while gone.len() < 2 {
+        let n = next_notice(&mut ew).await;
+        if n.change == MembershipChange::Joined {
+            continue; // v's and b's joins, announced before
+        }
+        assert!(
+            matches!(
+                n.change,
+                MembershipChange::Disconnected | MembershipChange::Left
+            ),
+            "{n:?}"
+        );
+        gone.push(n.name);
+    }
+    gone.sort();
+    assert_eq!(gone, ["a", "v"]);
+    let (late, _el) = client(&second, "late").await;
+    let info = late
+        .join("g", Role::Observer, ActivityMode::Active, false)
+        .await
+        .expect("join");
+    let mut names: Vec<&str> = info.members.iter().map(|m| m.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["b", "late", "w"]);
+    second.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_exclude_across_nodes() {
     let nats = NatsServer::start();

@@ -102,6 +102,7 @@ impl RelayCore {
                 committed: 0,
                 checkpoint_seq: 0,
                 members: BTreeMap::new(),
+                remote: BTreeMap::new(),
                 locks: BTreeMap::new(),
                 broken: false,
             },
@@ -147,7 +148,8 @@ impl RelayCore {
         let Some(g) = self.remove_group_entry(group) else {
             return;
         };
-        for &m in g.members.keys() {
+        for (&m, member) in &g.members {
+            self.share_member(group, m, MembershipChange::Left, member.role, member.mode);
             if let Some(c) = self.conns.get_mut(&m) {
                 c.groups.remove(group);
             }
@@ -241,6 +243,7 @@ impl RelayCore {
         }
         self.start_transfer(conn, group, req, after, head);
         self.notify(now, group, conn, MembershipChange::Joined, role, mode);
+        self.share_member(group, conn, MembershipChange::Joined, role, mode);
     }
 
     pub(super) fn on_change_role(
@@ -349,6 +352,7 @@ impl RelayCore {
         }
         self.reply(conn, req, Frame::Ok);
         self.notify(now, group, conn, change, role, mode);
+        self.share_member(group, conn, change, role, mode);
     }
 
     /// Checks a group priority a principal asks for (create or change):
@@ -400,22 +404,32 @@ impl RelayCore {
         if !self.group_priority_allowed(conn, req, group, priority, "changing") {
             return;
         }
-        let Some(g) = self.groups.get_mut(group) else {
+        if !self.apply_group_priority(group, priority) {
             return self.error(
                 conn,
                 req,
                 ErrorCode::NO_SUCH_GROUP,
                 &format!("no group {group:?}"),
             );
-        };
-        g.default_priority = priority;
-        let id = g.id;
-        self.sched.set_group_priority(id, priority);
+        }
         self.storage_ops.push_back(StorageOp::SetPriority {
             group: group.into(),
             priority,
         });
         self.reply(conn, req, Frame::Ok);
+    }
+
+    /// Makes `priority` the default priority of `group` here (a
+    /// `SetPriority` through this node, or through another one as the
+    /// store reports it); false if there is no such group.
+    pub(super) fn apply_group_priority(&mut self, group: &str, priority: u8) -> bool {
+        let Some(g) = self.groups.get_mut(group) else {
+            return false;
+        };
+        g.default_priority = priority;
+        let id = g.id;
+        self.sched.set_group_priority(id, priority);
+        true
     }
 
     pub(super) fn remove_member(
@@ -472,6 +486,7 @@ impl RelayCore {
             }
         }
         self.notify(now, group, conn, change, m.role, m.mode);
+        self.share_member(group, conn, change, m.role, m.mode);
     }
 
     //= Litiu & Prakash §4.2
@@ -516,6 +531,76 @@ impl RelayCore {
         }
     }
 
+    /// With [`CoreConfig::shared_membership`]: tells the other relay
+    /// nodes, through the store, that `conn` (now in `role` and `mode`)
+    /// had `change` in `group`.
+    fn share_member(
+        &mut self,
+        group: &str,
+        conn: ConnId,
+        change: MembershipChange,
+        role: Role,
+        mode: ActivityMode,
+    ) {
+        if !self.cfg.shared_membership {
+            return;
+        }
+        let member = MemberInfo {
+            client: conn.client_id(),
+            name: self.conn_name(conn),
+            role,
+            mode,
+        };
+        self.storage_ops.push_back(StorageOp::Member {
+            group: group.into(),
+            member,
+            change,
+        });
+    }
+
+    /// A member of `group` connected to another relay node had `change`
+    /// (from the store): listed from now on in `Joined` (or no longer),
+    /// and announced to this node's watchers of the group.
+    pub(super) fn on_remote_member(
+        &mut self,
+        now: Instant,
+        group: &str,
+        member: MemberInfo,
+        change: MembershipChange,
+    ) {
+        let Some(g) = self.groups.get_mut(group) else {
+            return; // deleted meanwhile
+        };
+        let leave = matches!(
+            change,
+            MembershipChange::Left | MembershipChange::Disconnected | MembershipChange::Evicted
+        );
+        if leave {
+            if g.remote.remove(&member.client).is_none() {
+                return;
+            }
+        } else {
+            g.remote.insert(member.client, member.clone());
+        }
+        let notice = Frame::Membership(MembershipNotice {
+            group: group.into(),
+            client: member.client,
+            name: member.name,
+            change,
+            role: member.role,
+            mode: member.mode,
+        });
+        self.notify_watchers(now, group, None, &notice);
+    }
+
+    /// The name `conn` gave in `Hello` (empty once it is gone).
+    pub(super) fn conn_name(&self, conn: ConnId) -> String {
+        self.conns
+            .get(&conn)
+            .map(|c| c.name.clone())
+            .unwrap_or_default()
+    }
+
     /// A `Membership` notification about `about`.
     pub(super) fn membership(
         &self,
@@ -550,6 +635,18 @@ impl RelayCore {
         role: Role,
         mode: ActivityMode,
     ) {
+        let notice = self.membership(group, about, change, role, mode);
+        self.notify_watchers(now, group, Some(about), &notice);
+    }
+
+    /// Sends `notice` to the watchers of `group` other than `except`.
+    fn notify_watchers(
+        &mut self,
+        now: Instant,
+        group: &str,
+        except: Option<ConnId>,
+        notice: &Frame,
+    ) {
         let Some(g) = self.groups.get(group) else {
             return;
         };
@@ -557,13 +654,13 @@ impl RelayCore {
         let watchers: Vec<ConnId> = g
             .members
             .iter()
-            .filter(|(c, m)| **c != about && m.watch)
+            .filter(|(c, m)| Some(**c) != except && m.watch)
             .map(|(&c, _)| c)
             .collect();
         if watchers.is_empty() {
             return;
         }
-        let frame = frame::encode(0, &self.membership(group, about, change, role, mode));
+        let frame = frame::encode(0, notice);
         for w in watchers {
             self.push(now, w, id, frame.clone());
         }

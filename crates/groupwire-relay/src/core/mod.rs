@@ -100,6 +100,12 @@ pub struct CoreConfig {
     /// granted only once the store's compare-and-set says so
     /// ([`StorageOp::TakeLock`]), not on this node's word alone.
     pub shared_locks: bool,
+    /// Other relay nodes share the groups' membership (NATS JetStream):
+    /// every join, change and leave here is also a
+    /// [`StorageOp::Member`], and members of other nodes come back as
+    /// [`StorageDone::MemberChanged`], listed in `Joined` and announced
+    /// to watchers like this node's.
+    pub shared_membership: bool,
 }
 
 impl Default for CoreConfig {
@@ -117,6 +123,7 @@ impl Default for CoreConfig {
             overload_queued_bytes: 64 << 20,
             sched: SchedulerConfig::default(),
             shared_locks: false,
+            shared_membership: false,
         }
     }
 }
@@ -219,6 +226,9 @@ struct Group {
     committed: u64,
     checkpoint_seq: u64,
     members: BTreeMap<ConnId, Member>,
+    /// Members connected to other relay nodes, by client id (with
+    /// [`CoreConfig::shared_membership`]; the store bounds how many).
+    remote: BTreeMap<u64, MemberInfo>,
     locks: BTreeMap<String, Lock>,
     /// An append failed: sequence numbers may have a hole; refuse updates
     /// until the relay restarts and reloads the head from storage.
@@ -298,6 +308,7 @@ impl RelayCore {
                     committed: r.head_seq,
                     checkpoint_seq: r.checkpoint_seq,
                     members: BTreeMap::new(),
+                    remote: BTreeMap::new(),
                     locks: BTreeMap::new(),
                     broken: false,
                 },
@@ -547,6 +558,14 @@ impl RelayCore {
                 }
             }
             StorageDone::GroupGone { group } => self.drop_group(&group),
+            StorageDone::MemberChanged {
+                group,
+                member,
+                change,
+            } => self.on_remote_member(now, &group, member, change),
+            StorageDone::PriorityChanged { group, priority } => {
+                self.apply_group_priority(&group, priority.min(MAX_GROUP_PRIORITY));
+            }
         }
         self.drain_slow(now);
     }

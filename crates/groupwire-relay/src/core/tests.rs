@@ -1242,6 +1242,70 @@ impl Harness {
     }
 }
 
+/// Issue 17: a `SetPriority` made through another node, as the cluster
+/// store reports it, is in effect here as if made here, and is not
+/// written back to the store.
+#[test]
+fn another_nodes_priority_change_applies_without_a_write() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.join(a, "g", Role::Principal);
+    let queue = |h: &Harness| h.core.queue_depths()[0].priority;
+    let before = queue(&h);
+    h.core.handle_storage(
+        h.now,
+        StorageDone::PriorityChanged {
+            group: "g".into(),
+            priority: DEFAULT_GROUP_PRIORITY + 2,
+        },
+    );
+    assert!(h.core.poll_storage().is_none(), "not written back");
+    assert_eq!(
+        h.core.instant_priority("g"),
+        Some(DEFAULT_GROUP_PRIORITY + 2)
+    );
+    assert_eq!(queue(&h), before + 2, "the members' queues follow");
+    // A joiner here gets the new default too (the group's record).
+    let b = h.client("b");
+    h.join(b, "g", Role::Principal);
+    let depths = h.core.queue_depths();
+    assert!(
+        depths.iter().all(|d| d.priority == before + 2),
+        "{depths:?}"
+    );
+    // Out of range (a hand-written record) is capped; unknown groups and
+    // later requests through this node behave as before.
+    h.core.handle_storage(
+        h.now,
+        StorageDone::PriorityChanged {
+            group: "g".into(),
+            priority: 200,
+        },
+    );
+    assert_eq!(h.core.instant_priority("g"), Some(MAX_GROUP_PRIORITY));
+    h.core.handle_storage(
+        h.now,
+        StorageDone::PriorityChanged {
+            group: "nope".into(),
+            priority: 1,
+        },
+    );
+    assert_eq!(h.core.group_names(), ["g"]);
+    h.req(
+        a,
+        3,
+        Frame::SetPriority {
+            group: "g".into(),
+            priority: 1,
+        },
+    );
+    assert_eq!(h.frames(a).last(), Some(&Frame::Ok));
+    assert_eq!(h.core.instant_priority("g"), Some(1));
+    let stored = h.store.load_groups().expect("groups");
+    assert_eq!(stored[0].priority, 1, "a local change is stored");
+}
+
 fn pairs(list: &[(u64, &str)]) -> Vec<(u64, String)> {
     list.iter().map(|&(s, p)| (s, p.to_owned())).collect()
 }
@@ -1437,4 +1501,193 @@ fn a_resume_the_log_lost_meanwhile_starts_over_from_the_checkpoint() {
     let fb = resume(&mut h, b, "doc", 2);
     assert_eq!(joined(&fb), (4, 5, Bytes::from_static(b"v4")));
     assert_eq!(delivered(&fb), vec![(5, "u5".into())]);
+}
+
+impl Harness {
+    /// Runs the pending storage operations (and everything after them),
+    /// returning the membership changes the core shared with other nodes.
+    fn shared_members(&mut self) -> Vec<(MembershipChange, u64)> {
+        let mut ops = Vec::new();
+        while let Some(op) = self.core.poll_storage() {
+            ops.push(op);
+        }
+        let shared = ops
+            .iter()
+            .filter_map(|op| match op {
+                StorageOp::Member { member, change, .. } => Some((*change, member.client)),
+                _ => None,
+            })
+            .collect();
+        for done in execute(&mut self.store, ops) {
+            self.core.handle_storage(self.now, done);
+        }
+        self.pump();
+        shared
+    }
+}
+
+fn notices(frames: &[Frame]) -> Vec<(MembershipChange, u64)> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Membership(n) => Some((n.change, n.client)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 17: members connected to other relay nodes, as the cluster
+/// store reports them, are listed to joiners and announced to watchers
+/// here, and this node's joins, changes and leaves go to the store.
+#[test]
+fn members_of_other_nodes_are_listed_announced_and_ours_shared() {
+    let mut h = Harness::new(CoreConfig {
+        shared_membership: true,
+        ..CoreConfig::default()
+    });
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.input(
+        a,
+        10,
+        Frame::Join {
+            group: "g".into(),
+            role: Role::Principal,
+            mode: ActivityMode::Active,
+            watch_membership: true,
+            resume_after: None,
+        },
+    );
+    let ca = a.client_id();
+    assert_eq!(
+        h.shared_members(),
+        [(MembershipChange::Joined, ca)],
+        "a's join is shared"
+    );
+    h.frames(a);
+    let r = MemberInfo {
+        client: (99 << 32) | 1,
+        name: "r".into(),
+        role: Role::Observer,
+        mode: ActivityMode::Active,
+    };
+    let remote = |h: &mut Harness, member: &MemberInfo, change| {
+        h.core.handle_storage(
+            h.now,
+            StorageDone::MemberChanged {
+                group: "g".into(),
+                member: member.clone(),
+                change,
+            },
+        );
+        h.pump();
+    };
+    remote(&mut h, &r, MembershipChange::Joined);
+    let fa = h.frames(a);
+    assert_eq!(notices(&fa), [(MembershipChange::Joined, r.client)]);
+    assert!(
+        fa.contains(&Frame::Membership(MembershipNotice {
+            group: "g".into(),
+            client: r.client,
+            name: "r".into(),
+            change: MembershipChange::Joined,
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+        })),
+        "{fa:?}"
+    );
+    assert!(
+        h.core.poll_storage().is_none(),
+        "a remote join is not shared"
+    );
+
+    // A joiner here gets r listed with the local members.
+    let b = h.client("b");
+    let fb = h.join(b, "g", Role::Observer);
+    let listed = fb
+        .iter()
+        .find_map(|f| match f {
+            Frame::Joined(j) => Some(j.members.clone()),
+            _ => None,
+        })
+        .expect("Joined");
+    let mut clients: Vec<u64> = listed.iter().map(|m| m.client).collect();
+    clients.sort_unstable();
+    assert_eq!(clients, [ca, b.client_id(), r.client]);
+    assert!(listed.contains(&r), "{listed:?}");
+    h.frames(a);
+
+    // r changes role, then its node dies: both announced, and r is no
+    // longer listed; a leave of someone unknown is not announced.
+    let promoted = MemberInfo {
+        role: Role::Principal,
+        ..r.clone()
+    };
+    remote(&mut h, &promoted, MembershipChange::RoleChanged);
+    remote(&mut h, &promoted, MembershipChange::Disconnected);
+    remote(&mut h, &promoted, MembershipChange::Left);
+    let want = [
+        (MembershipChange::RoleChanged, r.client),
+        (MembershipChange::Disconnected, r.client),
+    ];
+    assert_eq!(notices(&h.frames(a)), want);
+    assert_eq!(notices(&h.frames(b)), want);
+    let c = h.client("c");
+    let fc = h.join(c, "g", Role::Observer);
+    let listed = fc.iter().find_map(|f| match f {
+        Frame::Joined(j) => Some(j.members.len()),
+        _ => None,
+    });
+    assert_eq!(listed, Some(3), "a, b and c");
+
+    // b's change and leave, and a's disconnect, are shared.
+    h.input(
+        b,
+        11,
+        Frame::ChangeMode {
+            group: "g".into(),
+            mode: ActivityMode::Passive,
+        },
+    );
+    h.input(b, 12, Frame::Leave { group: "g".into() });
+    h.core.handle_disconnect(h.now, a);
+    assert_eq!(
+        h.shared_members(),
+        [
+            (MembershipChange::ModeChanged, b.client_id()),
+            (MembershipChange::Left, b.client_id()),
+            (MembershipChange::Disconnected, ca),
+        ]
+    );
+    // For a group that is gone, nothing happens.
+    h.core.handle_storage(
+        h.now,
+        StorageDone::MemberChanged {
+            group: "nope".into(),
+            member: r,
+            change: MembershipChange::Joined,
+        },
+    );
+    assert_eq!(h.core.group_names(), ["g"]);
+}
+
+/// A relay on one node (SQLite, memory) shares no membership.
+#[test]
+fn a_single_node_shares_no_membership() {
+    let mut h = Harness::default();
+    let a = h.client("a");
+    h.create(a, "g", b"");
+    h.input(
+        a,
+        10,
+        Frame::Join {
+            group: "g".into(),
+            role: Role::Principal,
+            mode: ActivityMode::Active,
+            watch_membership: true,
+            resume_after: None,
+        },
+    );
+    h.input(a, 11, Frame::Leave { group: "g".into() });
+    assert_eq!(h.shared_members(), []);
 }

@@ -83,6 +83,8 @@ impl RelayCore {
                     role: m.role,
                     mode: m.mode,
                 })
+                // Then the members connected to other relay nodes.
+                .chain(g.remote.values().cloned())
                 .collect();
             frames.push(frame::encode(
                 request,

@@ -41,6 +41,10 @@
 //!   KV `create` and compared by every later one before it creates
 //!   anything; a node that differs is refused with
 //!   [`StorageError::ClusterSettings`] (see [`super::ClusterSettingsError`]).
+//! - **Members**: KV bucket `GW_MEMBERS` (see [`MEMBERS`]): each node's
+//!   members of each group, and a liveness key per node with a TTL of one
+//!   lease, so the members of a node that dies leave the other nodes'
+//!   lists within a lease ([`StorageDone::MemberChanged`]).
 //! - **Node numbers**: KV bucket `GW_NODES`; each node's number is the
 //!   revision of its put to the key `node`, unique in the cluster. A node's
 //!   client ids start at `number << 32` so `Deliver.sender` names one
@@ -70,7 +74,11 @@
 //! hands them to the core before its own, so the core may get its update
 //! back under a later number than it proposed: the stream decides, never
 //! the core. Groups created through another node arrive as
-//! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`].
+//! [`StorageDone::GroupFound`], deleted ones as [`StorageDone::GroupGone`],
+//! and a changed default priority of a known group as
+//! [`StorageDone::PriorityChanged`]: the record's KV revision orders the
+//! changes, so a node applies the latest one whichever node wrote it, and
+//! its own write's echo (or an older write seen late) changes nothing.
 //!
 //! A follow whose stream ends or fails is followed again after the last
 //! update handed to the core (logged at warn, counted), retried with a
@@ -101,6 +109,7 @@ use super::{
     Checkpoint, GroupRecord, Storage, StorageDone, StorageError, StorageOp, Update, check_next,
 };
 use crate::core::CoreConfig;
+use crate::frame::{ActivityMode, MemberInfo, MembershipChange, Role};
 
 /// Where the NATS servers are and how to log in.
 #[derive(Clone, Debug)]
@@ -285,6 +294,7 @@ pub(crate) async fn spawn(
                 Ok((mut s, started)) => {
                     if ready_tx.send(Ok(started)).is_ok() {
                         s.run(ops, done, batch);
+                        s.rt.block_on(s.inner.leave_cluster());
                     }
                 }
                 Err(e) => {
@@ -306,6 +316,12 @@ impl JetStreamStorage {
         done: mpsc::UnboundedSender<StorageDone>,
         batch: usize,
     ) {
+        // What starting found (the members of other nodes) goes first.
+        for d in self.inner.out.drain(..) {
+            if done.send(d).is_err() {
+                return;
+            }
+        }
         loop {
             let first = match self.rt.block_on(self.inner.next(&mut ops)) {
                 Next::Closed => return,
@@ -365,6 +381,15 @@ impl JetStreamStorage {
                         expected: Some(h),
                         new: None,
                     } if self.inner.cancel_take(&group, &lock, h) => Vec::new(),
+                    StorageOp::Member {
+                        group,
+                        member,
+                        change,
+                    } => {
+                        self.rt
+                            .block_on(self.inner.share_member(&group, &member, change));
+                        Vec::new()
+                    }
                     other => super::execute(self, vec![other]),
                 };
                 let out = self.inner.out.drain(..).chain(results);
@@ -522,6 +547,25 @@ struct Inner {
     follows_lost: u64,
     /// Changes of the group records (cluster mode).
     watch: Option<kv::Watch>,
+    /// The KV revision and the priority of each known group's record as
+    /// the core last got them: a record change with a later revision and
+    /// another priority is a [`StorageDone::PriorityChanged`].
+    records: BTreeMap<String, (u64, u8)>,
+    /// Members of every group and the nodes alive (cluster mode): see
+    /// [`MEMBERS`].
+    members: kv::Store,
+    /// Changes of `members` (cluster mode).
+    member_watch: Option<kv::Watch>,
+    /// The nodes whose liveness key has a value.
+    alive: BTreeSet<u64>,
+    /// Members connected to other nodes, by group and client id (at most
+    /// [`MAX_REMOTE_MEMBERS`] in all).
+    remote_members: BTreeMap<String, BTreeMap<u64, RemoteMember>>,
+    /// This node's member keys and values, written again if this node's
+    /// liveness key ran out (see [`Inner::node_gone`]).
+    mine: BTreeMap<String, Bytes>,
+    /// Members of other nodes not listed for [`MAX_REMOTE_MEMBERS`] (logged).
+    members_dropped: u64,
     /// Changes of the locks (cluster mode): a release through another
     /// node lets a waiting take try again.
     lock_watch: Option<kv::Watch>,
@@ -546,6 +590,20 @@ const GROUPS: &str = "GW_GROUPS";
 const CHECKPOINTS: &str = "GW_CHECKPOINTS";
 const LOCKS: &str = "GW_LOCKS";
 const NODES: &str = "GW_NODES";
+/// Members of every group, as `m.<hex group>.<node>.<client id>` = the
+/// member's name, role and mode (deleted on a leave, with a marker that
+/// says how it left and expires after a lease), and a liveness key per
+/// node, `alive.<node>`, written with a TTL of one lease and renewed
+/// every third of it. A node that dies renews nothing: when its key
+/// expires, every node drops its members (as disconnected) and removes
+/// their keys. A node that shuts down deletes its key at once.
+const MEMBERS: &str = "GW_MEMBERS";
+/// How long a starting node waits for the members already there.
+const MEMBERS_LOAD: Duration = Duration::from_secs(30);
+/// Members of other nodes a node lists, all groups together: the bound
+/// on what membership costs a node's memory (a few hundred bytes each).
+/// Beyond it a member is not listed or announced here (logged).
+const MAX_REMOTE_MEMBERS: usize = 100_000;
 /// Headers of a logged update (the payload is the message body).
 const H_SENDER: &str = "Gw-Sender";
 const H_TYPE: &str = "Gw-Type";
@@ -607,6 +665,9 @@ fn last_in_refusal(text: &str) -> Option<u64> {
 /// Races an append may lose in a row before it fails: each lost race
 /// means another node appended, so this only bounds a pathological case.
 const MAX_RACES: usize = 1000;
+/// Writes of a group record through other nodes a priority change may
+/// lose to in a row before it fails (each means another node wrote it).
+const PRIORITY_RACES: usize = 10;
 /// How often a take waiting for a lock tries again without a watch event.
 const TAKE_RETRY: Duration = Duration::from_secs(1);
 /// [`NatsConfig::lock_lease`]'s default: a dead node's locks are free
@@ -709,6 +770,26 @@ impl Inner {
                 .await
                 .map_err(|e| engine(&format!("opening JetStream bucket {LOCKS}"), e))?,
         };
+        let members = match js.get_key_value(MEMBERS).await {
+            Ok(kv) => {
+                allow_ttls(&js, MEMBERS, lease).await?;
+                kv
+            }
+            Err(_) => match js
+                .create_key_value(kv::Config {
+                    limit_markers: Some(lease),
+                    ..bucket(MEMBERS)
+                })
+                .await
+            {
+                Ok(kv) => kv,
+                // Created meanwhile by a node starting at the same moment.
+                Err(e) => js
+                    .get_key_value(MEMBERS)
+                    .await
+                    .map_err(|_| engine(&format!("opening JetStream bucket {MEMBERS}"), e))?,
+            },
+        };
         let nodes = open(NODES).await?;
         // A bucket just created on a JetStream cluster (by this node, or by
         // another starting at the same moment) may not take writes until
@@ -741,6 +822,13 @@ impl Inner {
             refollow_delay: REFOLLOW_FIRST,
             follows_lost: 0,
             watch: None,
+            records: BTreeMap::new(),
+            members,
+            member_watch: None,
+            alive: BTreeSet::new(),
+            remote_members: BTreeMap::new(),
+            mine: BTreeMap::new(),
+            members_dropped: 0,
             lock_watch: None,
             takes: Vec::new(),
             lease,
@@ -778,6 +866,8 @@ impl Inner {
                 r => r?,
             }
         }
+        // After the groups: their members found go to the core as joins.
+        self.start_membership().await?;
         Ok(groups)
     }
 
@@ -845,6 +935,7 @@ impl Inner {
     /// Stops following `group` (deleted).
     fn unfollow(&mut self, group: &str) {
         self.heads.remove(group);
+        self.records.remove(group);
         self.lost.remove(group);
         self.stop_follow(group);
     }
@@ -915,6 +1006,7 @@ impl Inner {
             Op(Option<StorageOp>),
             Follow(Followed),
             Record(Result<kv::Entry, String>),
+            Member(Result<kv::Entry, String>),
             Lock,
             Renew,
             Refollow,
@@ -933,6 +1025,13 @@ impl Inner {
                     None => std::future::pending().await,
                 }
             };
+            let alive = self.member_watch.is_some();
+            let member_watch = async {
+                match self.member_watch.as_mut() {
+                    Some(w) => w.next().await,
+                    None => std::future::pending().await,
+                }
+            };
             let refollow = async {
                 match self.refollow_at.as_mut() {
                     Some(s) => s.await,
@@ -943,7 +1042,7 @@ impl Inner {
                 biased;
                 // Leases first: a stream of operations must not starve
                 // them (a lease that lapses loses its lock).
-                _ = self.renew.tick(), if !self.held.is_empty() => Woke::Renew,
+                _ = self.renew.tick(), if alive || !self.held.is_empty() => Woke::Renew,
                 // Also try again now and then: a watch event lost in a
                 // reconnect must not strand a waiter. A ticker, not a
                 // sleep made here: under load this runs more often than
@@ -953,6 +1052,7 @@ impl Inner {
                 Some(f) = self.follows.next() => Woke::Follow(f),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
                 Some(_) = lock_watch => Woke::Lock,
+                Some(e) = member_watch => Woke::Member(e.map_err(|e| e.to_string())),
                 () = refollow => Woke::Refollow,
             }
         };
@@ -976,8 +1076,19 @@ impl Inner {
             Woke::Record(Err(e)) => {
                 tracing::warn!(error = %e, "watching the group records failed");
             }
+            Woke::Member(Ok(entry)) => self.member_changed(entry).await,
+            Woke::Member(Err(e)) => {
+                tracing::warn!(error = %e, "watching the members failed");
+            }
             Woke::Lock => self.retry_takes().await,
-            Woke::Renew => self.renew_leases().await,
+            Woke::Renew => {
+                if self.member_watch.is_some()
+                    && let Err(e) = self.put_alive().await
+                {
+                    tracing::warn!(error = %e, "renewing this node's membership lease failed");
+                }
+                self.renew_leases().await;
+            }
             Woke::Refollow => self.refollow().await,
         }
         Next::Followed
@@ -1004,13 +1115,16 @@ impl Inner {
         };
         match entry.operation {
             kv::Operation::Put => {
-                if self.heads.contains_key(&name) {
-                    return;
-                }
                 let Ok(stored) = serde_json::from_slice::<StoredGroup>(&entry.value) else {
                     tracing::warn!(key = entry.key, "unreadable group record ignored");
                     return;
                 };
+                if self.heads.contains_key(&name) {
+                    self.record_rewritten(name, entry.revision, stored.priority);
+                    return;
+                }
+                self.records
+                    .insert(name.clone(), (entry.revision, stored.priority));
                 let record = GroupRecord {
                     name: stored.name,
                     group_type: stored.group_type,
@@ -1023,6 +1137,8 @@ impl Inner {
                 self.out.push_back(StorageDone::GroupFound {
                     record: record.clone(),
                 });
+                // Then its members on other nodes, known already.
+                self.announce_members(&name);
                 // The creator makes the record, then the stream: wait for
                 // it (bounded; a creator that died in between left a group
                 // without a log, which refuses updates).
@@ -1046,12 +1162,33 @@ impl Inner {
                 }
             }
             kv::Operation::Delete | kv::Operation::Purge => {
+                self.remote_members.remove(&name);
                 if self.heads.contains_key(&name) {
                     self.unfollow(&name);
                     self.out.push_back(StorageDone::GroupGone { group: name });
                 }
             }
         }
+    }
+
+    /// A known group's record was written again (its priority changed,
+    /// here or through another node): the core gets the priority if the
+    /// write is later than the last it got and changes it. This node's
+    /// own writes come back here too, and a write seen late (older than
+    /// one this node made since) must not undo a newer one.
+    fn record_rewritten(&mut self, name: String, revision: u64, priority: u8) {
+        let known = self.records.get(&name).copied();
+        if known.is_some_and(|(r, _)| r >= revision) {
+            return;
+        }
+        self.records.insert(name.clone(), (revision, priority));
+        if known.is_some_and(|(_, p)| p == priority) {
+            return;
+        }
+        self.out.push_back(StorageDone::PriorityChanged {
+            group: name,
+            priority,
+        });
     }
 
     /// Cluster mode: takes a lock for `t.holder` (handed over from
@@ -1154,6 +1291,8 @@ impl Inner {
             };
             let stored: StoredGroup = serde_json::from_slice(&entry.value)
                 .map_err(|e| engine(&format!("group record {name:?}"), e))?;
+            self.records
+                .insert(name.clone(), (entry.revision, stored.priority));
             let head_seq = match self.stream(&name).await {
                 Ok(mut s) => {
                     s.info()
@@ -1188,7 +1327,8 @@ impl Inner {
         initial_state: &[u8],
     ) -> Result<(), StorageError> {
         let value = stored_group(&record.name, &record.group_type, record.priority);
-        self.groups
+        let revision = self
+            .groups
             .create(hex(&record.name), value)
             .await
             .map_err(|e| match e.kind() {
@@ -1197,6 +1337,8 @@ impl Inner {
                 }
                 _ => engine(&format!("creating group {:?}", record.name), e),
             })?;
+        self.records
+            .insert(record.name.clone(), (revision, record.priority));
         // No stream of this name is left from a deleted group: deleting
         // removes the stream before the record, and the record was free.
         self.js
@@ -1226,6 +1368,7 @@ impl Inner {
     async fn delete_group(&mut self, group: &str) -> Result<(), StorageError> {
         self.record(group).await?;
         self.unfollow(group);
+        self.remote_members.remove(group);
         // The stream first, the record last: a stream never outlives its
         // record, so a new group of this name never finds an old log.
         match self.js.delete_stream(stream_name(group)).await {
@@ -1251,17 +1394,37 @@ impl Inner {
         Ok(())
     }
 
+    /// Rewrites the record with `priority`: a compare-and-set on the
+    /// revision read, so a record deleted meanwhile is not brought back;
+    /// one changed meanwhile through another node is read again and
+    /// overwritten (the last request wins, as on one node).
     async fn set_priority(&mut self, group: &str, priority: u8) -> Result<(), StorageError> {
-        let entry = self.record(group).await?;
-        let mut stored: StoredGroup = serde_json::from_slice(&entry.value)
-            .map_err(|e| engine(&format!("group record {group:?}"), e))?;
-        stored.priority = priority;
-        let value = stored_group(&stored.name, &stored.group_type, priority);
-        self.groups
-            .update(hex(group), value, entry.revision)
-            .await
-            .map_err(|e| engine(&format!("changing the priority of {group:?}"), e))?;
-        Ok(())
+        let mut tries = 0;
+        loop {
+            let entry = self.record(group).await?;
+            let stored: StoredGroup = serde_json::from_slice(&entry.value)
+                .map_err(|e| engine(&format!("group record {group:?}"), e))?;
+            let value = stored_group(&stored.name, &stored.group_type, priority);
+            match self.groups.update(hex(group), value, entry.revision).await {
+                Ok(revision) => {
+                    // Known here from now on: the watch's echo of this
+                    // write, and older writes seen late, change nothing.
+                    if self.records.contains_key(group) {
+                        self.records.insert(group.to_owned(), (revision, priority));
+                    }
+                    return Ok(());
+                }
+                Err(e)
+                    if e.kind() == kv::UpdateErrorKind::WrongLastRevision
+                        && tries < PRIORITY_RACES =>
+                {
+                    tries += 1;
+                }
+                Err(e) => {
+                    return Err(engine(&format!("changing the priority of {group:?}"), e));
+                }
+            }
+        }
     }
 
     /// Publishes `u` as sequence `expected + 1` of its group; with `id`,
@@ -1720,6 +1883,383 @@ impl Inner {
             }
         }
     }
+}
+
+/// What a member key of [`MEMBERS`] holds: the member as listed in
+/// `Joined` (its client id is in the key).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredMember {
+    name: String,
+    role: u8,
+    mode: u8,
+}
+
+/// What the delete marker of a member key carries: how it left.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredLeave {
+    change: u8,
+}
+
+/// A key of [`MEMBERS`].
+#[derive(Debug, PartialEq, Eq)]
+enum MemberKey {
+    /// `alive.<node>`: the node is alive while this has a value.
+    Alive(u64),
+    /// `m.<hex group>.<node>.<client>`: a member connected to `node`.
+    Member {
+        group: String,
+        node: u64,
+        client: u64,
+    },
+}
+
+impl MemberKey {
+    fn parse(key: &str) -> Option<Self> {
+        let mut parts = key.split('.');
+        let key = match (parts.next()?, parts.next()?) {
+            ("alive", node) => Self::Alive(node.parse().ok()?),
+            ("m", group) => Self::Member {
+                group: unhex(group)?,
+                node: parts.next()?.parse().ok()?,
+                client: parts.next()?.parse().ok()?,
+            },
+            _ => return None,
+        };
+        parts.next().is_none().then_some(key)
+    }
+
+    fn alive(node: u64) -> String {
+        format!("alive.{node}")
+    }
+
+    fn member(group: &str, node: u64, client: u64) -> String {
+        format!("m.{}.{node}.{client}", hex(group))
+    }
+}
+
+/// A member connected to another node, as this node knows it.
+#[derive(Clone, Debug)]
+struct RemoteMember {
+    node: u64,
+    info: MemberInfo,
+}
+
+impl Inner {
+    /// Cluster mode: marks this node alive (a value with a TTL of one
+    /// lease, renewed every third of it), then reads every member of
+    /// every node that is alive. A member whose node is not alive is left
+    /// behind by a node that died: its key is removed.
+    async fn start_membership(&mut self) -> Result<(), StorageError> {
+        self.put_alive()
+            .await
+            .map_err(|e| StorageError::Engine(format!("marking this node alive: {e}")))?;
+        let mut watch = self
+            .members
+            .watch_with_history(">")
+            .await
+            .map_err(|e| engine("watching the members", e))?;
+        // This node's own key is in the bucket: the history is never
+        // empty, and its last entry says it is the last (no pending).
+        let mut found = Vec::new();
+        loop {
+            let entry = match tokio::time::timeout(MEMBERS_LOAD, watch.next()).await {
+                Ok(Some(Ok(e))) => e,
+                Ok(Some(Err(e))) => return Err(engine("reading the members", e)),
+                Ok(None) => return Err(StorageError::Engine("reading the members: ended".into())),
+                Err(_) => {
+                    return Err(StorageError::Engine(format!(
+                        "reading the members: not within {MEMBERS_LOAD:?}"
+                    )));
+                }
+            };
+            let last = entry.delta == 0;
+            if entry.operation == kv::Operation::Put {
+                match MemberKey::parse(&entry.key) {
+                    Some(MemberKey::Alive(node)) => {
+                        self.alive.insert(node);
+                    }
+                    Some(MemberKey::Member {
+                        group,
+                        node,
+                        client,
+                    }) => found.push((group, node, client, entry.value)),
+                    None => {}
+                }
+            }
+            if last {
+                break;
+            }
+        }
+        for (group, node, client, value) in found {
+            if node == self.node {
+                continue; // an earlier incarnation's number: never reused
+            }
+            if !self.alive.contains(&node) {
+                self.forget_member_key(&MemberKey::member(&group, node, client))
+                    .await;
+                continue;
+            }
+            if let Some(info) = member_info(client, &value) {
+                self.remote_member_put(group, node, info);
+            }
+        }
+        self.member_watch = Some(watch);
+        Ok(())
+    }
+
+    /// Hands the core every member of `group` connected to another node
+    /// (the group just became known to it).
+    fn announce_members(&mut self, group: &str) {
+        let Some(members) = self.remote_members.get(group) else {
+            return;
+        };
+        for m in members.values() {
+            self.out.push_back(StorageDone::MemberChanged {
+                group: group.to_owned(),
+                member: m.info.clone(),
+                change: MembershipChange::Joined,
+            });
+        }
+    }
+
+    /// A change of a member of this node, from the core: written for the
+    /// other nodes (a join or change as the key's value, a leave as its
+    /// delete marker, which says how it left and expires after a lease).
+    async fn share_member(&mut self, group: &str, member: &MemberInfo, change: MembershipChange) {
+        let key = MemberKey::member(group, self.node, member.client);
+        let result = if is_leave(change) {
+            self.mine.remove(&key);
+            self.put_leave(&key, change).await
+        } else {
+            let value = stored_member(member);
+            self.mine.insert(key.clone(), value.clone());
+            self.members
+                .put(key.as_str(), value)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        if let Err(e) = result {
+            tracing::warn!(key, error = %e, "sharing a membership change failed");
+        }
+    }
+
+    /// An entry of the members' watch.
+    async fn member_changed(&mut self, entry: kv::Entry) {
+        let put = entry.operation == kv::Operation::Put;
+        match MemberKey::parse(&entry.key) {
+            Some(MemberKey::Alive(node)) if put => {
+                self.alive.insert(node);
+            }
+            Some(MemberKey::Alive(node)) => self.node_gone(node).await,
+            Some(MemberKey::Member { node, .. }) if node == self.node => {}
+            Some(MemberKey::Member {
+                group,
+                node,
+                client,
+            }) => {
+                if put {
+                    if let Some(info) = member_info(client, &entry.value) {
+                        self.remote_member_put(group, node, info);
+                    }
+                } else {
+                    let change = serde_json::from_slice::<StoredLeave>(&entry.value)
+                        .ok()
+                        .and_then(|l| MembershipChange::try_from(l.change).ok())
+                        .filter(|&c| is_leave(c))
+                        .unwrap_or(MembershipChange::Left);
+                    self.remote_member_gone(&group, client, change);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Another node's member joined or changed: kept (within
+    /// [`MAX_REMOTE_MEMBERS`]) and, if the core knows the group, handed
+    /// over as the change it is.
+    fn remote_member_put(&mut self, group: String, node: u64, info: MemberInfo) {
+        let known: usize = self.remote_members.values().map(BTreeMap::len).sum();
+        let members = self.remote_members.entry(group.clone()).or_default();
+        let change = match members.get(&info.client) {
+            None if known >= MAX_REMOTE_MEMBERS => {
+                self.members_dropped += 1;
+                tracing::warn!(
+                    group,
+                    client = info.client,
+                    dropped = self.members_dropped,
+                    "too many members on other nodes to list: this one is not"
+                );
+                if members.is_empty() {
+                    self.remote_members.remove(&group);
+                }
+                return;
+            }
+            None => MembershipChange::Joined,
+            Some(old) if old.info.role != info.role => MembershipChange::RoleChanged,
+            Some(old) if old.info.mode != info.mode => MembershipChange::ModeChanged,
+            Some(_) => return,
+        };
+        members.insert(
+            info.client,
+            RemoteMember {
+                node,
+                info: info.clone(),
+            },
+        );
+        if self.heads.contains_key(&group) {
+            self.out.push_back(StorageDone::MemberChanged {
+                group,
+                member: info,
+                change,
+            });
+        }
+    }
+
+    /// Another node's member left (`change`): forgotten and, if the core
+    /// knows the group, handed over.
+    fn remote_member_gone(&mut self, group: &str, client: u64, change: MembershipChange) {
+        let Some(members) = self.remote_members.get_mut(group) else {
+            return;
+        };
+        let Some(gone) = members.remove(&client) else {
+            return;
+        };
+        if members.is_empty() {
+            self.remote_members.remove(group);
+        }
+        if self.heads.contains_key(group) {
+            self.out.push_back(StorageDone::MemberChanged {
+                group: group.to_owned(),
+                member: gone.info,
+                change,
+            });
+        }
+    }
+
+    /// `node`'s key expired (it died, or was cut off from NATS for a
+    /// lease) or was deleted (it shut down): its members are gone, as
+    /// disconnected, and their keys are removed. This node's own key
+    /// gone means this node was cut off that long: it writes its key and
+    /// its members again, for the nodes that dropped them.
+    async fn node_gone(&mut self, node: u64) {
+        if node == self.node {
+            tracing::warn!("this node's membership lease ran out; writing it again");
+            if let Err(e) = self.put_alive().await {
+                tracing::warn!(error = %e, "marking this node alive failed");
+            }
+            for (key, value) in self.mine.clone() {
+                if let Err(e) = self.members.put(key.as_str(), value).await {
+                    tracing::warn!(key, error = %e, "sharing a member again failed");
+                }
+            }
+            return;
+        }
+        self.alive.remove(&node);
+        let mut gone = Vec::new();
+        for (group, members) in &self.remote_members {
+            for (&client, m) in members {
+                if m.node == node {
+                    gone.push((group.clone(), client));
+                }
+            }
+        }
+        for (group, client) in gone {
+            self.remote_member_gone(&group, client, MembershipChange::Disconnected);
+            self.forget_member_key(&MemberKey::member(&group, node, client))
+                .await;
+        }
+    }
+
+    /// Removes a dead node's member key (every live node does; the
+    /// markers expire after a lease).
+    async fn forget_member_key(&self, key: &str) {
+        if let Err(e) = self.put_leave(key, MembershipChange::Disconnected).await {
+            tracing::debug!(key, error = %e, "removing a dead node's member failed");
+        }
+    }
+
+    /// Writes this node's liveness key with a TTL of one lease.
+    async fn put_alive(&self) -> Result<(), String> {
+        let publish = PublishMessage::build()
+            .payload(Bytes::new())
+            .ttl(self.lease);
+        self.publish_member(&MemberKey::alive(self.node), publish)
+            .await
+    }
+
+    /// Deletes member key `key` with a marker saying `change` that
+    /// expires after a lease (so keys of members long gone do not pile up).
+    async fn put_leave(&self, key: &str, change: MembershipChange) -> Result<(), String> {
+        let value = serde_json::to_vec(&StoredLeave {
+            change: change.into(),
+        })
+        .expect("a u8 serializes");
+        let mut headers = HeaderMap::new();
+        headers.insert("KV-Operation", "DEL");
+        let publish = PublishMessage::build()
+            .payload(Bytes::from(value))
+            .headers(headers)
+            .ttl(self.lease);
+        self.publish_member(key, publish).await
+    }
+
+    async fn publish_member(&self, key: &str, publish: PublishMessage) -> Result<(), String> {
+        self.js
+            .send_publish(format!("$KV.{MEMBERS}.{key}"), publish)
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The node stops: its liveness key goes, so the other nodes drop its
+    /// members at once rather than a lease later.
+    async fn leave_cluster(&self) {
+        let mut headers = HeaderMap::new();
+        headers.insert("KV-Operation", "DEL");
+        let publish = PublishMessage::build()
+            .payload(Bytes::new())
+            .headers(headers)
+            .ttl(self.lease);
+        if let Err(e) = self
+            .publish_member(&MemberKey::alive(self.node), publish)
+            .await
+        {
+            tracing::debug!(error = %e, "removing this node's liveness key failed");
+        }
+    }
+}
+
+fn is_leave(change: MembershipChange) -> bool {
+    matches!(
+        change,
+        MembershipChange::Left | MembershipChange::Disconnected | MembershipChange::Evicted
+    )
+}
+
+fn stored_member(m: &MemberInfo) -> Bytes {
+    let stored = StoredMember {
+        name: m.name.clone(),
+        role: m.role.into(),
+        mode: m.mode.into(),
+    };
+    Bytes::from(serde_json::to_vec(&stored).expect("a string and two u8 serialize"))
+}
+
+/// Member `client` from its key's value; `None` if unreadable.
+fn member_info(client: u64, value: &[u8]) -> Option<MemberInfo> {
+    let Ok(stored) = serde_json::from_slice::<StoredMember>(value) else {
+        tracing::warn!(client, "unreadable member record ignored");
+        return None;
+    };
+    Some(MemberInfo {
+        client,
+        name: stored.name,
+        role: Role::try_from(stored.role).ok()?,
+        mode: ActivityMode::try_from(stored.mode).ok()?,
+    })
 }
 
 /// A ticker that skips the ticks it missed.
@@ -2303,5 +2843,72 @@ mod tests {
         assert_eq!(last_in_refusal("wrong last sequence: 7"), Some(7));
         assert_eq!(last_in_refusal("wrong last sequence"), None);
         assert_eq!(last_in_refusal("timed out"), None);
+    }
+
+    /// The next membership change a cluster node hands its core (anything
+    /// else it hands over is skipped).
+    fn next_member_change(
+        rt: &tokio::runtime::Runtime,
+        done: &mut mpsc::UnboundedReceiver<StorageDone>,
+    ) -> (MemberInfo, MembershipChange) {
+        loop {
+            match rt.block_on(async { tokio::time::timeout(LIMIT, done.recv()).await }) {
+                Ok(Some(StorageDone::MemberChanged {
+                    group,
+                    member,
+                    change,
+                })) => {
+                    assert_eq!(group, "g");
+                    return (member, change);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the storage thread stopped"),
+                Err(_) => panic!("no membership change within {LIMIT:?}"),
+            }
+        }
+    }
+
+    /// Issue 17: a node starting finds the members of the nodes alive,
+    /// and drops those of a node that vanished without a word (no leave,
+    /// no goodbye), as disconnected, once the node's lease runs out.
+    #[test]
+    fn members_of_a_node_that_vanished_leave_with_its_lease() {
+        let server = Server::start();
+        let cfg = NatsConfig::new(vec![server.url.clone()]).lock_lease(Duration::from_secs(1));
+        let mut a = JetStreamStorage::connect(&cfg).expect("connect");
+        create_g(&mut a);
+        let member = MemberInfo {
+            client: a.first_client_id(),
+            name: "m".into(),
+            role: Role::Principal,
+            mode: ActivityMode::Passive,
+        };
+        {
+            // Node a as its storage thread would run it, without the thread.
+            let JetStreamStorage { rt, inner } = &mut a;
+            rt.block_on(inner.put_alive()).expect("alive");
+            rt.block_on(inner.share_member("g", &member, MembershipChange::Joined));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (_ops, ops_rx) = mpsc::channel(16);
+        let (done_tx, mut done) = mpsc::unbounded_channel();
+        let settings = ClusterSettings::new(&cfg, &CoreConfig::default());
+        rt.block_on(spawn(cfg, settings, ops_rx, done_tx, 16))
+            .expect("the node starts");
+        assert_eq!(
+            next_member_change(&rt, &mut done),
+            (member.clone(), MembershipChange::Joined),
+            "found at start"
+        );
+        // Node a vanishes: nothing renews its lease.
+        drop(a);
+        assert_eq!(
+            next_member_change(&rt, &mut done),
+            (member, MembershipChange::Disconnected),
+            "gone with its node's lease"
+        );
     }
 }

@@ -33,6 +33,8 @@ mod test_nats;
 
 use bytes::Bytes;
 
+use crate::frame::{MemberInfo, MembershipChange};
+
 pub(crate) use jetstream::spawn as spawn_jetstream;
 pub use jetstream::{DEFAULT_LOCK_LEASE, JetStreamStorage, NatsAuth, NatsConfig};
 pub use memory::MemoryStorage;
@@ -257,6 +259,19 @@ pub enum StorageOp {
         /// Wait while another node's client holds it.
         wait: bool,
     },
+    /// Tell the other relay nodes that `member`, connected to this one,
+    /// joined `group`, changed role or mode there, or left it (`change`).
+    /// Used only with
+    /// [`CoreConfig::shared_membership`](crate::core::CoreConfig::shared_membership);
+    /// a store of one node has nobody to tell.
+    Member {
+        /// Group name.
+        group: String,
+        /// The member as it is now (as it was, for a leave).
+        member: MemberInfo,
+        /// What happened.
+        change: MembershipChange,
+    },
     /// Write a lock's holder through to the store.
     Lock {
         /// Group name.
@@ -369,6 +384,28 @@ pub enum StorageDone {
         /// Group name.
         group: String,
     },
+    /// A member of a group, connected to another relay node, joined it,
+    /// changed role or mode there, or left it (cluster engines only). A
+    /// member whose node died or shut down leaves as
+    /// [`MembershipChange::Disconnected`]. The members of a group already
+    /// there when the core learns of the group come as joins.
+    MemberChanged {
+        /// Group name.
+        group: String,
+        /// The member (its client id is unique across nodes).
+        member: MemberInfo,
+        /// What happened.
+        change: MembershipChange,
+    },
+    /// A known group's default priority was changed through another
+    /// relay node (cluster engines only): the core applies it as a
+    /// `SetPriority` would, without writing it back.
+    PriorityChanged {
+        /// Group name.
+        group: String,
+        /// The new default priority.
+        priority: u8,
+    },
 }
 
 /// Runs `ops` in order against `storage`, committing each run of
@@ -475,6 +512,7 @@ pub fn execute(storage: &mut dyn Storage, ops: Vec<StorageOp>) -> Vec<StorageDon
                 group,
                 lock,
             }),
+            StorageOp::Member { .. } => {}
             StorageOp::Append { .. } => unreachable!("appends are batched above"),
         }
     }
