@@ -1683,15 +1683,20 @@ impl Inner {
                     Err(e) if e.kind() == DirectGetErrorKind::NotFound => {
                         // The stream's leader (whose info `stream` holds)
                         // has updates from `next` on, but the replica that
-                        // answered has not: it is behind.
+                        // answered has not: it is behind. Past the budget,
+                        // the short page stands (the core then resyncs the
+                        // member from the checkpoint).
                         let state = &stream.cached_info().state;
-                        if state.messages > 0 && state.last_sequence >= next {
-                            retry
+                        let behind = state.messages > 0 && state.last_sequence >= next;
+                        if behind
+                            && retry
                                 .wait(engine(
                                     &format!("reading the log of {group:?}"),
                                     format!("a replica behind has no update {next} yet"),
                                 ))
-                                .await?;
+                                .await
+                                .is_ok()
+                        {
                             continue 'read;
                         }
                         break 'read;
