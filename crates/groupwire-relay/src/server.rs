@@ -24,11 +24,6 @@
 //! - **Per-connection send windows**: the core hands a client no more than
 //!   its window of unconsumed bytes (see `docs/relay-protocol.md`), so each
 //!   client's bandwidth is also spent in priority order.
-//! - **Output**: the frames of a turn gather per connection and go out in
-//!   one `writev` per connection once the core task has caught up with its
-//!   input; plain TCP sockets are written by the core task itself, and only
-//!   what a socket cannot take at once waits in the connection's writer
-//!   task (see `server/output.rs`).
 //! - **Storage**: blocking calls run on one dedicated thread; consecutive
 //!   appends commit together. The core never waits for storage except for
 //!   backpressure when [`ServerConfig::storage_queue`] ops are pending.
@@ -64,10 +59,8 @@ use crate::tls::ServerTls;
 mod conn;
 mod demo;
 mod input;
-mod output;
 
 use self::input::{Input, InputRings, InputTx, Ready};
-use self::output::{DirectSocket, FLUSH_FRAMES, SharedWrite, Writer};
 
 /// Where the relay keeps its state.
 #[derive(Clone, Debug)]
@@ -103,9 +96,8 @@ pub struct ServerConfig {
     pub storage: StorageConfig,
     /// Protocol core and scheduler knobs.
     pub core: CoreConfig,
-    /// Frames taken from the scheduler per turn of the core task before it
-    /// looks at input again (default 64). They are written once it has
-    /// caught up (see `server/output.rs`).
+    /// Frames written per turn of the core task before it looks at input
+    /// again (default 64).
     pub fanout_budget: usize,
     /// Most storage operations in one group commit (default 1024).
     pub storage_batch: usize,
@@ -347,8 +339,6 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         input_pause_bytes: cfg.input_pause_bytes,
         paused: BTreeSet::new(),
         gate,
-        dirty: Vec::new(),
-        gathered: 0,
     };
     let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
     tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, tls = cfg.tls.is_some(), "relay listening");
@@ -460,13 +450,7 @@ impl ConnShared {
 /// Connection lifecycle and writer feedback (unbounded; bounded in
 /// practice by connections and the core's writer cap).
 enum Event {
-    /// A connection's writer task, reader state and (plain TCP) socket.
-    Connected(
-        ConnId,
-        mpsc::UnboundedSender<Outgoing>,
-        Arc<ConnShared>,
-        Option<DirectSocket>,
-    ),
+    Connected(ConnId, mpsc::UnboundedSender<Outgoing>, Arc<ConnShared>),
     Written(ConnId, usize),
     Disconnected(ConnId),
 }
@@ -485,6 +469,12 @@ enum StorageLink {
     Inline(Box<dyn Storage>),
 }
 
+/// The core task's end of a connection.
+struct Writer {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    shared: Arc<ConnShared>,
+}
+
 struct Driver {
     core: RelayCore,
     clock: Clock,
@@ -498,11 +488,6 @@ struct Driver {
     /// Connections whose reader is paused (backpressure).
     paused: BTreeSet<ConnId>,
     gate: Arc<Gate>,
-    /// Connections with frames gathered since the last flush (see
-    /// [`output`]); may name one twice, or one gone.
-    dirty: Vec<ConnId>,
-    /// Frames gathered since the last flush of every connection.
-    gathered: usize,
 }
 
 impl Driver {
@@ -557,20 +542,22 @@ impl Driver {
                     break;
                 };
                 budget -= 1;
-                self.hand_out(t);
+                if let Some(w) = self.writers.get(&t.conn) {
+                    let _ = w.tx.send(Outgoing {
+                        frame: t.frame,
+                        close: t.close_after,
+                    });
+                }
+                if t.close_after {
+                    self.writers.remove(&t.conn);
+                }
             }
             self.resume_readers();
             // Sending a state-transfer page asks for the next one.
             let Some(loaded) = self.flush_storage().await else {
                 return;
             };
-            let mut more = budget == 0 || loaded || !self.rings.is_empty();
-            // Write once caught up (or when much is gathered): see
-            // `output`. What the socket took leaves room at the writer
-            // for frames the scheduler held back: look again at once.
-            if (!more || self.gathered >= FLUSH_FRAMES) && self.flush_all() {
-                more = true;
-            }
+            let more = budget == 0 || loaded || !self.rings.is_empty();
             let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));
             tokio::select! {
                 biased;
@@ -593,7 +580,6 @@ impl Driver {
                 break;
             }
         }
-        let _ = self.flush_all();
         for a in acceptors {
             a.abort();
         }
@@ -605,56 +591,11 @@ impl Driver {
             },
         );
         for (_, w) in std::mem::take(&mut self.writers) {
-            w.close_with(shutting.clone());
+            let _ = w.tx.send(Outgoing {
+                frame: shutting.clone(),
+                close: true,
+            });
         }
-    }
-
-    /// A frame from the core: gathered for its connection, or (a fatal
-    /// error) handed to its writer task behind what is gathered.
-    fn hand_out(&mut self, t: crate::sched::Transmit) {
-        if t.close_after {
-            if let Some(w) = self.writers.remove(&t.conn) {
-                let n = w.close_with(t.frame);
-                self.core.handle_written(t.conn, n);
-            }
-            return;
-        }
-        let Some(w) = self.writers.get_mut(&t.conn) else {
-            return;
-        };
-        if w.push(t.frame) {
-            self.dirty.push(t.conn);
-        }
-        self.gathered += 1;
-        if w.pending_bytes() >= WRITE_BATCH {
-            let _ = self.flush(t.conn);
-        }
-    }
-
-    /// Writes what is gathered for `conn`; `true` if the socket took
-    /// some of it at once.
-    fn flush(&mut self, conn: ConnId) -> bool {
-        let Some(w) = self.writers.get_mut(&conn) else {
-            return false;
-        };
-        let n = w.flush();
-        if n > 0 {
-            self.core.handle_written(conn, n);
-        }
-        n > 0
-    }
-
-    /// Writes what is gathered for every connection; `true` if a socket
-    /// took some of it at once.
-    fn flush_all(&mut self) -> bool {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        let mut any = false;
-        for conn in dirty.drain(..) {
-            any |= self.flush(conn);
-        }
-        self.dirty = dirty;
-        self.gathered = 0;
-        any
     }
 
     /// A connection has input waiting: into the ring of its lane.
@@ -747,16 +688,11 @@ impl Driver {
     fn on_event(&mut self, ev: Event) {
         let now = self.clock.now();
         match ev {
-            Event::Connected(conn, tx, shared, direct) => {
-                self.writers.insert(conn, Writer::new(tx, shared, direct));
+            Event::Connected(conn, tx, shared) => {
+                self.writers.insert(conn, Writer { tx, shared });
                 self.core.handle_connect(now, conn);
             }
-            Event::Written(conn, n) => {
-                if let Some(w) = self.writers.get_mut(&conn) {
-                    w.task_wrote(n);
-                }
-                self.core.handle_written(conn, n);
-            }
+            Event::Written(conn, n) => self.core.handle_written(conn, n),
             Event::Disconnected(conn) => {
                 if let Some(w) = self.writers.remove(&conn) {
                     // What it sent and the core has not taken goes with it
@@ -850,9 +786,7 @@ async fn accept_loop(
                 None => match transport {
                     Transport::Tcp => {
                         let (rd, wr) = stream.into_split();
-                        let wr = Arc::new(wr);
-                        let sides = (rd, SharedWrite(wr.clone()), raise);
-                        serve_tcp(conn, sides, Some(wr), inputs, events, ticket).await;
+                        serve_tcp(conn, (rd, wr, raise), inputs, events, ticket).await;
                     }
                     Transport::WebSocket => serve_ws(conn, stream, inputs, events, ticket).await,
                 },
@@ -862,7 +796,7 @@ async fn accept_loop(
                     Ok(stream) => match transport {
                         Transport::Tcp => {
                             let (rd, wr) = tokio::io::split(stream);
-                            serve_tcp(conn, (rd, wr, None), None, inputs, events, ticket).await;
+                            serve_tcp(conn, (rd, wr, None), inputs, events, ticket).await;
                         }
                         Transport::WebSocket => {
                             serve_ws(conn, stream, inputs, events, ticket).await;
@@ -959,12 +893,10 @@ const UNCREDITED_SEND_BUFFER: usize = 16 << 10;
 
 /// Serves one TCP connection, plain or inside TLS: its read half, write
 /// half, and the send buffer to raise the socket's to at the first
-/// `Credit` (if any); for plain TCP, the socket the core task writes to
-/// directly (see [`output`]).
+/// `Credit` (if any).
 async fn serve_tcp<R, W>(
     conn: ConnId,
     (mut rd, mut wr, mut raise): (R, W, Option<usize>),
-    direct: Option<DirectSocket>,
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     ticket: Ticket,
@@ -975,12 +907,7 @@ async fn serve_tcp<R, W>(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
-        .send(Event::Connected(
-            conn,
-            out_tx,
-            inputs.shared.clone(),
-            direct,
-        ))
+        .send(Event::Connected(conn, out_tx, inputs.shared.clone()))
         .is_err()
     {
         return;
@@ -1143,7 +1070,7 @@ async fn serve_ws<S>(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
-        .send(Event::Connected(conn, out_tx, inputs.shared.clone(), None))
+        .send(Event::Connected(conn, out_tx, inputs.shared.clone()))
         .is_err()
     {
         return;
