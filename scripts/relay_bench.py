@@ -40,8 +40,9 @@ def dur(s):
 
 
 def start_relay(extra):
+    # Every bench client comes from 127.0.0.1: no per-address limit.
     args = ["taskset", "-c", "0", GW, "relay", "serve", "--memory", "--listen", "127.0.0.1:0",
-            "--ready-json"] + extra
+            "--max-conns-per-ip", "0", "--ready-json"] + extra
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = p.stdout.readline()
     try:
@@ -84,7 +85,7 @@ def bench(tmp, name, relay_extra, args, target="relay"):
     if target == "nats":
         cmd += ["--target", "nats"]
     shown_relay = "nats-server -a 127.0.0.1" if target == "nats" else \
-        " ".join(["groupwire relay serve --memory"] + relay_extra)
+        " ".join(["groupwire relay serve --memory --max-conns-per-ip 0"] + relay_extra)
     COMMANDS.append(f"taskset -c 0 {shown_relay} & taskset -c 1 groupwire relay bench "
                     + " ".join(args) + (" --target nats" if target == "nats" else "") + " --relay-pid PID")
     try:
@@ -98,7 +99,20 @@ def bench(tmp, name, relay_extra, args, target="relay"):
     return json.load(open(js)), rows
 
 
-CHAT_ROW = 2
+# The fan-out loads. Broadcast at 50 and 100 msg/s leaves both servers
+# below one core, so deliveries per CPU-second compare their costs; at 500
+# and 1000 both use all of theirs, and per CPU-second is just what gets
+# through. The chat goal is judged on CHAT's row.
+CHAT = "chat 1000 x 10, 5 msg/s per group"
+FAN = [(f"broadcast 1 x 1000, {r} msg/s", ["--groups", "1", "--members", "1000", "--rate", str(r)])
+       for r in (50, 100, 500, 1000)] + \
+      [(CHAT, ["--groups", "1000", "--members", "10", "--rate", "5"]),
+       ("chat 1000 x 10, 20 msg/s per group", ["--groups", "1000", "--members", "10", "--rate", "20"])]
+CHAT_ROW = [label for label, _ in FAN].index(CHAT)
+# Goals of issue 17: deliveries per server CPU-second against nats-server
+# on the same load, and the chat-like p99.
+PER_CPU_GOAL = 2.0
+CHAT_P99_GOAL_MS = 2.0
 
 
 def median_run(runs):
@@ -158,10 +172,7 @@ def main():
         res[("slow", mode)] = bench(tmp, f"slow-{mode}", extra,
                                     ["slow-member", "--members", "1000", "--duration", dur("10s"),
                                      "--warmup", "3s"])
-    fan = [("broadcast 1 x 1000, 500 msg/s", ["--groups", "1", "--members", "1000", "--rate", "500"]),
-           ("broadcast 1 x 1000, 1000 msg/s", ["--groups", "1", "--members", "1000", "--rate", "1000"]),
-           ("chat 1000 x 10, 5 msg/s per group", ["--groups", "1000", "--members", "10", "--rate", "5"]),
-           ("chat 1000 x 10, 20 msg/s per group", ["--groups", "1000", "--members", "10", "--rate", "20"])]
+    fan = FAN
     for i, (label, args) in enumerate(fan):
         for mode, extra in MODES + [("nats", None)]:
             # The chat goal is judged on a median: repeat that row.
@@ -360,33 +371,44 @@ def write(res, fan, nats_ver, tmp):
           f"divided by its length; *per CPU-s* is deliveries per relay CPU-second. "
           f"nats-server ({nats_ver}) gets the same clients, subjects for groups, driven by "
           f"the same bench over NATS's text protocol (`--target nats`; a minimal PUB/SUB/MSG "
-          f"client in the bench, not the async-nats crate). Goals: 1 million deliveries/s "
-          f"for the broadcast case, p99 under 5 ms for the chat-like case.", "",
-          "| load | server | deliveries/s | p50 ms | p99 ms | p99.9 ms | relay CPU | per CPU-s | bench CPU |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          f"client in the bench, not the async-nats crate). *vs nats* is the row's per CPU-s "
+          f"over nats-server's on the same load. Goals: at least {PER_CPU_GOAL:g}x nats-server's "
+          f"deliveries per server CPU-second, and p99 under {CHAT_P99_GOAL_MS:g} ms for the "
+          f"chat-like case. Where both servers use all of their core (100%), per CPU-s is only "
+          f"what gets through, and the bench's one core reads about 1 million deliveries/s: "
+          f"the rows below one core compare costs.", "",
+          "| load | server | deliveries/s | p50 ms | p99 ms | p99.9 ms | relay CPU | per CPU-s | vs nats | bench CPU |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
+    per_cpu = lambda i, m: res[("fanout", i, m)][0]["phases"][0].get("deliveries_per_relay_cpu_sec")
+    ratios = {}
     for i, (label, _) in enumerate(fan):
         for mode in ("adaptive", "equal", "nats"):
             p = res[("fanout", i, mode)][0]["phases"][0]
             c = cls(p, "all")
             server = {"adaptive": "relay", "equal": "relay --equal-priorities", "nats": "nats-server"}[mode]
             pct = lambda x: f"{x * 100:.0f}%" if x is not None else "-"
-            per = p.get("deliveries_per_relay_cpu_sec")
+            per, base = per_cpu(i, mode), per_cpu(i, "nats")
+            ratio = per / base if per and base else None
+            ratios[(i, mode)] = ratio
+            vs = "" if mode == "nats" else (f"{ratio:.2f}x" if ratio else "-")
             L.append(f"| {label} | {server} | {p['deliveries_per_sec']:.0f} | {ms(c.get('p50_ms'))} "
                      f"| {ms(c.get('p99_ms'))} | {ms(c.get('p999_ms'))} | {pct(p.get('relay_cpu_util'))} "
-                     f"| {per:.0f} | {pct(p.get('bench_cpu_util'))} |" if per else
-                     f"| {label} | {server} | {p['deliveries_per_sec']:.0f} | - | - | - | - | - | - |")
-    best_b = max(res[("fanout", i, m)][0]["phases"][0]["deliveries_per_sec"]
-                 for i in (0, 1) for m in ("adaptive", "equal"))
+                     f"| {per:.0f} | {vs} | {pct(p.get('bench_cpu_util'))} |" if per else
+                     f"| {label} | {server} | {p['deliveries_per_sec']:.0f} | - | - | - | - | - | - | - |")
+    met = [label for i, (label, _) in enumerate(fan) if (ratios[(i, "adaptive")] or 0) >= PER_CPU_GOAL]
+    missed = [f"{label} ({ratios[(i, 'adaptive')]:.2f}x)" if ratios[(i, "adaptive")] else label
+              for i, (label, _) in enumerate(fan) if (ratios[(i, "adaptive")] or 0) < PER_CPU_GOAL]
     chat_p99 = {m: cls(res[("fanout", CHAT_ROW, m)][0]["phases"][0], "all").get("p99_ms") for m in ("adaptive", "equal")}
     chat_all = {m: ", ".join(ms(x) for x in res[("fanout", CHAT_ROW, m)][0].get("all_p99_ms", []))
                 for m in ("adaptive", "equal")}
     L += ["",
-          f"- Broadcast goal (1 000 000 deliveries/s): best relay row {best_b:.0f}/s, "
-          f"{'met' if best_b >= 1e6 else f'missed by {(1 - best_b / 1e6) * 100:.0f}%'}.",
-          f"- Chat-like goal (p99 < 5 ms at 1000 x 10, 5 msg/s per group; the row shown is the median of "
-          f"{REPEATS} runs by p99, whose p99s were adaptive {chat_all['adaptive']} ms and equal {chat_all['equal']} ms): "
+          f"- Per CPU-second goal (at least {PER_CPU_GOAL:g}x nats-server, relay as shipped): "
+          f"met on {', '.join(met) or 'no load'}; missed on {', '.join(missed) or 'no load'}.",
+          f"- Chat-like goal (p99 < {CHAT_P99_GOAL_MS:g} ms at 1000 x 10, 5 msg/s per group; the row "
+          f"shown is the median of {REPEATS} runs by p99, whose p99s were adaptive "
+          f"{chat_all['adaptive']} ms and equal {chat_all['equal']} ms): "
           f"adaptive {ms(chat_p99['adaptive'])} ms, equal {ms(chat_p99['equal'])} ms: "
-          f"{'met' if chat_p99['adaptive'] is not None and chat_p99['adaptive'] < 5 else 'missed'}.", ""]
+          f"{'met' if chat_p99['adaptive'] is not None and chat_p99['adaptive'] < CHAT_P99_GOAL_MS else 'missed'}.", ""]
 
     L += ["## Commands", "", "Each line is one run (the script starts and kills each server; PID is "
           "the server's process id):", "", "```sh"] + COMMANDS + ["```", ""]
