@@ -39,9 +39,9 @@ def dur(s):
     return "2s" if QUICK else s
 
 
-def start_relay(extra):
+def start_relay(extra, cpus="0"):
     # Every bench client comes from 127.0.0.1: no per-address limit.
-    args = ["taskset", "-c", "0", GW, "relay", "serve", "--memory", "--listen", "127.0.0.1:0",
+    args = ["taskset", "-c", cpus, GW, "relay", "serve", "--memory", "--listen", "127.0.0.1:0",
             "--max-conns-per-ip", "0", "--ready-json"] + extra
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = p.stdout.readline()
@@ -73,12 +73,12 @@ def stop(p):
     p.wait()
 
 
-def bench(tmp, name, relay_extra, args, target="relay"):
+def bench(tmp, name, relay_extra, args, target="relay", cpus="0"):
     """Runs one bench against a fresh relay (or nats-server); returns its JSON and series CSV rows."""
     if target == "nats":
         p, addr, _ = start_nats()
     else:
-        p, addr = start_relay(relay_extra)
+        p, addr = start_relay(relay_extra, cpus)
     js, sc = os.path.join(tmp, name + ".json"), os.path.join(tmp, name + ".csv")
     cmd = [GW, "relay", "bench"] + args + ["--relay", addr, "--relay-pid", str(p.pid), "--quiet",
                                             "--json", js, "--series-csv", sc]
@@ -86,7 +86,7 @@ def bench(tmp, name, relay_extra, args, target="relay"):
         cmd += ["--target", "nats"]
     shown_relay = "nats-server -a 127.0.0.1" if target == "nats" else \
         " ".join(["groupwire relay serve --memory --max-conns-per-ip 0"] + relay_extra)
-    COMMANDS.append(f"taskset -c 0 {shown_relay} & taskset -c 1 groupwire relay bench "
+    COMMANDS.append(f"taskset -c {cpus} {shown_relay} & taskset -c 1 groupwire relay bench "
                     + " ".join(args) + (" --target nats" if target == "nats" else "") + " --relay-pid PID")
     try:
         r = subprocess.run(["taskset", "-c", "1"] + cmd, capture_output=True, text=True, timeout=900)
@@ -112,6 +112,11 @@ CHAT_ROW = [label for label, _ in FAN].index(CHAT)
 # Goals of issue 17: deliveries per server CPU-second against nats-server
 # on the same load, and the chat-like p99.
 PER_CPU_GOAL = 2.0
+# The relay with one worker thread, and with two on both cores (the bench
+# still on CPU 1: the relay gets what the bench leaves of it), on these loads.
+THREADS = [("threads1", "relay --threads 1", ["--threads", "1"], "0"),
+           ("threads2", "relay --threads 2, CPUs 0-1", ["--threads", "2"], "0,1")]
+THREAD_LOADS = ["broadcast 1 x 1000, 1000 msg/s", CHAT]
 CHAT_P99_GOAL_MS = 2.0
 
 
@@ -181,6 +186,11 @@ def main():
                 tmp, f"fan{i}-{mode}-{k}", extra or [],
                 ["fanout"] + args + ["--duration", dur("10s"), "--warmup", "3s"],
                 target="nats" if mode == "nats" else "relay") for k in range(runs)])
+        if label in THREAD_LOADS:
+            for mode, _, extra, cpus in THREADS:
+                res[("fanout", i, mode)] = bench(
+                    tmp, f"fan{i}-{mode}", extra,
+                    ["fanout"] + args + ["--duration", dur("10s"), "--warmup", "3s"], cpus=cpus)
     nats_ver = start_nats()
     stop(nats_ver[0])
     write(res, fan, nats_ver[2], tmp)
@@ -372,7 +382,10 @@ def write(res, fan, nats_ver, tmp):
           f"nats-server ({nats_ver}) gets the same clients, subjects for groups, driven by "
           f"the same bench over NATS's text protocol (`--target nats`; a minimal PUB/SUB/MSG "
           f"client in the bench, not the async-nats crate). *vs nats* is the row's per CPU-s "
-          f"over nats-server's on the same load. Goals: at least {PER_CPU_GOAL:g}x nats-server's "
+          f"over nats-server's on the same load. *relay --threads 1* runs the relay's runtime "
+          f"with one worker thread instead of one per CPU (two); *relay --threads 2, CPUs 0-1* "
+          f"lets its two threads use both cores while the bench stays on CPU 1, so the relay "
+          f"gets what the bench leaves (its CPU can pass 100%). Goals: at least {PER_CPU_GOAL:g}x nats-server's "
           f"deliveries per server CPU-second, and p99 under {CHAT_P99_GOAL_MS:g} ms for the "
           f"chat-like case. Where both servers use all of their core (100%), per CPU-s is only "
           f"what gets through, and the bench's one core reads about 1 million deliveries/s: "
@@ -381,11 +394,15 @@ def write(res, fan, nats_ver, tmp):
           "|---|---|---|---|---|---|---|---|---|---|"]
     per_cpu = lambda i, m: res[("fanout", i, m)][0]["phases"][0].get("deliveries_per_relay_cpu_sec")
     ratios = {}
+    names = {"adaptive": "relay", "equal": "relay --equal-priorities", "nats": "nats-server"}
+    names.update({mode: name for mode, name, _, _ in THREADS})
     for i, (label, _) in enumerate(fan):
-        for mode in ("adaptive", "equal", "nats"):
+        for mode in ("adaptive", "equal", "nats") + tuple(m for m, _, _, _ in THREADS):
+            if ("fanout", i, mode) not in res:
+                continue
             p = res[("fanout", i, mode)][0]["phases"][0]
             c = cls(p, "all")
-            server = {"adaptive": "relay", "equal": "relay --equal-priorities", "nats": "nats-server"}[mode]
+            server = names[mode]
             pct = lambda x: f"{x * 100:.0f}%" if x is not None else "-"
             per, base = per_cpu(i, mode), per_cpu(i, "nats")
             ratio = per / base if per and base else None

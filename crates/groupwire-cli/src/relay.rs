@@ -173,6 +173,11 @@ struct ServeArgs {
     /// Frames written per scheduling round before new input is read.
     #[arg(long, default_value_t = 64)]
     fanout_budget: usize,
+    /// Worker threads of the relay's runtime (default: one per CPU). One
+    /// task runs the protocol core; the others read and write connections,
+    /// run TLS and WebSocket, and talk to NATS.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// While overloaded (see --overload-bytes), remove observers from any
     /// group larger than this, lowest priority first; principals stay
     /// (Corona §4.2). 0 never removes anyone.
@@ -405,7 +410,14 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.max_conns_per_ip = a.max_conns_per_ip;
     cfg.input_pause_bytes = a.input_pause_bytes;
     cfg.socket_send_buffer = (a.socket_send_buffer != 0).then_some(a.socket_send_buffer);
-    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = a.threads {
+        rt.worker_threads(usize::from(n));
+    }
+    let rt = rt
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     rt.block_on(async {
         let handle = groupwire_relay::server::start(cfg).await.map_err(|e| {
             // Settings that differ from the other nodes' (issue 17)
