@@ -574,7 +574,13 @@ impl Driver {
                 Some(d) = done.recv() => self.core.handle_storage(self.clock.now(), d),
                 Some(r) = ready.recv() => self.take_ready(r),
                 () = sleep_until(deadline) => self.core.handle_timeout(self.clock.now()),
-                () = std::future::ready(()), if more => {}
+                // More to do: go on, but through the task's coop budget.
+                // An always-ready branch never hands the worker thread
+                // back while work keeps coming, and the tasks queued
+                // behind this one on that worker (readers, writers, and
+                // in tests the clients) starve: a watcher read nothing
+                // for 30 s while a NATS-backed node stayed busy.
+                () = tokio::task::coop::consume_budget(), if more => {}
             }
             if !self.serve_inputs(&mut ready, &mut events) {
                 break;
