@@ -24,6 +24,11 @@
 //! - **Per-connection send windows**: the core hands a client no more than
 //!   its window of unconsumed bytes (see `docs/relay-protocol.md`), so each
 //!   client's bandwidth is also spent in priority order.
+//! - **Output**: the frames of a turn gather per connection and go out in
+//!   one `writev` per connection once the core task has caught up with its
+//!   input; plain TCP sockets are written by the core task itself, and only
+//!   what a socket cannot take at once waits in the connection's writer
+//!   task (see `server/output.rs`).
 //! - **Storage**: blocking calls run on one dedicated thread; consecutive
 //!   appends commit together. The core never waits for storage except for
 //!   backpressure when [`ServerConfig::storage_queue`] ops are pending.
@@ -59,8 +64,10 @@ use crate::tls::ServerTls;
 mod conn;
 mod demo;
 mod input;
+mod output;
 
 use self::input::{Input, InputRings, InputTx, Ready};
+use self::output::{DirectSocket, FLUSH_FRAMES, SharedWrite, Writer};
 
 /// Where the relay keeps its state.
 #[derive(Clone, Debug)]
@@ -339,6 +346,8 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         input_pause_bytes: cfg.input_pause_bytes,
         paused: BTreeSet::new(),
         gate,
+        dirty: Vec::new(),
+        gathered: 0,
     };
     let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
     tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, tls = cfg.tls.is_some(), "relay listening");
@@ -450,7 +459,13 @@ impl ConnShared {
 /// Connection lifecycle and writer feedback (unbounded; bounded in
 /// practice by connections and the core's writer cap).
 enum Event {
-    Connected(ConnId, mpsc::UnboundedSender<Outgoing>, Arc<ConnShared>),
+    /// A connection's writer task, reader state and (plain TCP) socket.
+    Connected(
+        ConnId,
+        mpsc::UnboundedSender<Outgoing>,
+        Arc<ConnShared>,
+        Option<DirectSocket>,
+    ),
     Written(ConnId, usize),
     Disconnected(ConnId),
 }
@@ -469,12 +484,6 @@ enum StorageLink {
     Inline(Box<dyn Storage>),
 }
 
-/// The core task's end of a connection.
-struct Writer {
-    tx: mpsc::UnboundedSender<Outgoing>,
-    shared: Arc<ConnShared>,
-}
-
 struct Driver {
     core: RelayCore,
     clock: Clock,
@@ -488,6 +497,11 @@ struct Driver {
     /// Connections whose reader is paused (backpressure).
     paused: BTreeSet<ConnId>,
     gate: Arc<Gate>,
+    /// Connections with frames gathered since the last flush (see
+    /// [`output`]); may name one twice, or one gone.
+    dirty: Vec<ConnId>,
+    /// Frames gathered since the last flush of every connection.
+    gathered: usize,
 }
 
 impl Driver {
@@ -542,22 +556,20 @@ impl Driver {
                     break;
                 };
                 budget -= 1;
-                if let Some(w) = self.writers.get(&t.conn) {
-                    let _ = w.tx.send(Outgoing {
-                        frame: t.frame,
-                        close: t.close_after,
-                    });
-                }
-                if t.close_after {
-                    self.writers.remove(&t.conn);
-                }
+                self.hand_out(t);
             }
             self.resume_readers();
             // Sending a state-transfer page asks for the next one.
             let Some(loaded) = self.flush_storage().await else {
                 return;
             };
-            let more = budget == 0 || loaded || !self.rings.is_empty();
+            let mut more = budget == 0 || loaded || !self.rings.is_empty();
+            // Write once caught up (or when much is gathered): see
+            // `output`. What the socket took leaves room at the writer
+            // for frames the scheduler held back: look again at once.
+            if (!more || self.gathered >= FLUSH_FRAMES) && self.flush_all() {
+                more = true;
+            }
             let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));
             tokio::select! {
                 biased;
@@ -586,6 +598,7 @@ impl Driver {
                 break;
             }
         }
+        let _ = self.flush_all();
         for a in acceptors {
             a.abort();
         }
@@ -597,11 +610,56 @@ impl Driver {
             },
         );
         for (_, w) in std::mem::take(&mut self.writers) {
-            let _ = w.tx.send(Outgoing {
-                frame: shutting.clone(),
-                close: true,
-            });
+            w.close_with(shutting.clone());
         }
+    }
+
+    /// A frame from the core: gathered for its connection, or (a fatal
+    /// error) handed to its writer task behind what is gathered.
+    fn hand_out(&mut self, t: crate::sched::Transmit) {
+        if t.close_after {
+            if let Some(w) = self.writers.remove(&t.conn) {
+                let n = w.close_with(t.frame);
+                self.core.handle_written(t.conn, n);
+            }
+            return;
+        }
+        let Some(w) = self.writers.get_mut(&t.conn) else {
+            return;
+        };
+        if w.push(t.frame) {
+            self.dirty.push(t.conn);
+        }
+        self.gathered += 1;
+        if w.pending_bytes() >= WRITE_BATCH {
+            let _ = self.flush(t.conn);
+        }
+    }
+
+    /// Writes what is gathered for `conn`; `true` if the socket took
+    /// some of it at once.
+    fn flush(&mut self, conn: ConnId) -> bool {
+        let Some(w) = self.writers.get_mut(&conn) else {
+            return false;
+        };
+        let n = w.flush();
+        if n > 0 {
+            self.core.handle_written(conn, n);
+        }
+        n > 0
+    }
+
+    /// Writes what is gathered for every connection; `true` if a socket
+    /// took some of it at once.
+    fn flush_all(&mut self) -> bool {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        let mut any = false;
+        for conn in dirty.drain(..) {
+            any |= self.flush(conn);
+        }
+        self.dirty = dirty;
+        self.gathered = 0;
+        any
     }
 
     /// A connection has input waiting: into the ring of its lane.
@@ -694,11 +752,16 @@ impl Driver {
     fn on_event(&mut self, ev: Event) {
         let now = self.clock.now();
         match ev {
-            Event::Connected(conn, tx, shared) => {
-                self.writers.insert(conn, Writer { tx, shared });
+            Event::Connected(conn, tx, shared, direct) => {
+                self.writers.insert(conn, Writer::new(tx, shared, direct));
                 self.core.handle_connect(now, conn);
             }
-            Event::Written(conn, n) => self.core.handle_written(conn, n),
+            Event::Written(conn, n) => {
+                if let Some(w) = self.writers.get_mut(&conn) {
+                    w.task_wrote(n);
+                }
+                self.core.handle_written(conn, n);
+            }
             Event::Disconnected(conn) => {
                 if let Some(w) = self.writers.remove(&conn) {
                     // What it sent and the core has not taken goes with it
@@ -792,7 +855,9 @@ async fn accept_loop(
                 None => match transport {
                     Transport::Tcp => {
                         let (rd, wr) = stream.into_split();
-                        serve_tcp(conn, (rd, wr, raise), inputs, events, ticket).await;
+                        let wr = Arc::new(wr);
+                        let sides = (rd, SharedWrite(wr.clone()), raise);
+                        serve_tcp(conn, sides, Some(wr), inputs, events, ticket).await;
                     }
                     Transport::WebSocket => serve_ws(conn, stream, inputs, events, ticket).await,
                 },
@@ -802,7 +867,7 @@ async fn accept_loop(
                     Ok(stream) => match transport {
                         Transport::Tcp => {
                             let (rd, wr) = tokio::io::split(stream);
-                            serve_tcp(conn, (rd, wr, None), inputs, events, ticket).await;
+                            serve_tcp(conn, (rd, wr, None), None, inputs, events, ticket).await;
                         }
                         Transport::WebSocket => {
                             serve_ws(conn, stream, inputs, events, ticket).await;
@@ -899,10 +964,12 @@ const UNCREDITED_SEND_BUFFER: usize = 16 << 10;
 
 /// Serves one TCP connection, plain or inside TLS: its read half, write
 /// half, and the send buffer to raise the socket's to at the first
-/// `Credit` (if any).
+/// `Credit` (if any); for plain TCP, the socket the core task writes to
+/// directly (see [`output`]).
 async fn serve_tcp<R, W>(
     conn: ConnId,
     (mut rd, mut wr, mut raise): (R, W, Option<usize>),
+    direct: Option<DirectSocket>,
     mut inputs: InputTx,
     events: mpsc::UnboundedSender<Event>,
     ticket: Ticket,
@@ -913,7 +980,12 @@ async fn serve_tcp<R, W>(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
-        .send(Event::Connected(conn, out_tx, inputs.shared.clone()))
+        .send(Event::Connected(
+            conn,
+            out_tx,
+            inputs.shared.clone(),
+            direct,
+        ))
         .is_err()
     {
         return;
@@ -1076,7 +1148,7 @@ async fn serve_ws<S>(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
     if events
-        .send(Event::Connected(conn, out_tx, inputs.shared.clone()))
+        .send(Event::Connected(conn, out_tx, inputs.shared.clone(), None))
         .is_err()
     {
         return;

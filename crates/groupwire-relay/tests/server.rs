@@ -111,6 +111,41 @@ async fn tcp_clients_get_total_order_and_a_late_joiner_gets_the_state() {
     .expect("in time");
 }
 
+/// The core task writes a plain TCP socket directly and hands what the
+/// socket does not take to the connection's writer task: frames far larger
+/// than the socket's buffer, sent while the receiver reads nothing (its
+/// event channel full, so its socket fills), arrive whole and in order
+/// once it reads, through the task and back to direct writes.
+#[tokio::test]
+async fn frames_larger_than_the_socket_takes_arrive_whole_and_in_order() {
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(|_| {}).await;
+        let (a, _ea) = client(&r, "a").await;
+        open_group(&a, "g", false).await;
+        let (b, mut eb) = client(&r, "b").await;
+        join(&b, "g", Role::Observer, false).await;
+        let payload = |i: u8| Bytes::from(vec![i; 100_000 + usize::from(i)]);
+        let mut seqs = Vec::new();
+        for i in 0..24u8 {
+            seqs.push(a.send("g", 1, payload(i)).await.expect("sent"));
+        }
+        // One more after them, past whatever the client buffered.
+        seqs.push(a.send("g", 1, payload(200)).await.expect("sent"));
+        let mut got = Vec::new();
+        for _ in 0..seqs.len() {
+            got.push(next_delivery(&mut eb).await);
+        }
+        assert_eq!(got.iter().map(|(s, _)| *s).collect::<Vec<_>>(), seqs);
+        for (i, (_, p)) in got.iter().enumerate() {
+            let tag = if i == 24 { 200 } else { i as u8 };
+            assert!(*p == payload(tag), "delivery {i}: {} bytes", p.len());
+        }
+        r.shutdown().await;
+    })
+    .await
+    .expect("in time");
+}
+
 #[tokio::test]
 async fn a_websocket_client_speaks_the_same_frames() {
     tokio::time::timeout(LIMIT, async {
