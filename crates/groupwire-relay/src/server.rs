@@ -103,8 +103,9 @@ pub struct ServerConfig {
     pub storage: StorageConfig,
     /// Protocol core and scheduler knobs.
     pub core: CoreConfig,
-    /// Frames written per turn of the core task before it looks at input
-    /// again (default 64).
+    /// Frames taken from the scheduler per turn of the core task before it
+    /// looks at input again (default 64). They are written once it has
+    /// caught up (see `server/output.rs`).
     pub fanout_budget: usize,
     /// Most storage operations in one group commit (default 1024).
     pub storage_batch: usize,
