@@ -181,9 +181,14 @@ fn write_direct(sock: &OwnedWriteHalf, frames: &[Bytes]) -> (usize, usize, usize
         for (s, f) in iov.iter_mut().zip(chunk) {
             *s = IoSlice::new(f);
         }
+        // Straight to the socket (`sendmsg`), not through tokio's
+        // `try_write_vectored`: that first reads the socket's readiness in
+        // the runtime's I/O driver, a cold cache line per connection that
+        // cost 6% of the relay's CPU at 1 x 1000 broadcast (perf). Nothing
+        // here waits on readiness: the writer task does, through tokio.
         // WouldBlock: the task waits for room. Any other error: the task
         // meets it too and ends the connection.
-        let Ok(n) = sock.try_write_vectored(&iov[..chunk.len()]) else {
+        let Ok(n) = socket2::SockRef::from(sock.as_ref()).send_vectored(&iov[..chunk.len()]) else {
             break;
         };
         written += n;
