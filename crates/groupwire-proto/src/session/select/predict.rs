@@ -326,7 +326,7 @@ fn secs(s: f64) -> Duration {
     }
 }
 
-/// [`predict`](super::predict) with the host's own [`Provision`].
+/// [`predict`](super::predict()) with the host's own [`Provision`].
 pub fn predict_with(
     m: &Mechanism,
     prov: &Provision,
