@@ -13,10 +13,12 @@ use groupwire_relay::{ClientEvent, ClientOptions, RelayClient, RelayHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 mod common;
-use common::{LIMIT, client, hello, join, open_group, relay};
+use common::{LIMIT, client, hello, in_time, join, open_group, relay};
 
 /// Reads frames until the relay closes (or `LIMIT`); returns them.
 async fn frames_until_close(s: &mut TcpStream) -> Vec<Frame> {
@@ -40,6 +42,17 @@ fn last_error(frames: &[Frame]) -> Option<ErrorCode> {
     })
 }
 
+/// Reads `ws` until the relay closes it; the close frame it sent, if any.
+async fn close_frame(ws: &mut WebSocketStream<MaybeTlsStream<TcpStream>>) -> Option<CloseFrame> {
+    let mut close = None;
+    while let Some(Ok(m)) = ws.next().await {
+        if let Message::Close(c) = m {
+            close = c;
+        }
+    }
+    close
+}
+
 /// Polls the relay's counters until `f` holds (the test's timeout bounds it).
 async fn wait_for(r: &RelayHandle, f: impl Fn(&groupwire_relay::RelayStats) -> bool) {
     loop {
@@ -53,7 +66,7 @@ async fn wait_for(r: &RelayHandle, f: impl Fn(&groupwire_relay::RelayStats) -> b
 
 #[tokio::test]
 async fn a_client_flooding_pings_without_reading_is_paused_and_members_still_get_theirs() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let cap = 1 << 20;
         let r = relay(|c| {
             c.core.sched.max_client_queue_bytes = cap;
@@ -112,38 +125,27 @@ async fn a_client_flooding_pings_without_reading_is_paused_and_members_still_get
         flood.abort();
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_connection_without_hello_gets_timeout_and_is_closed() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.handshake_timeout = Duration::from_millis(200)).await;
         let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
         let frames = frames_until_close(&mut s).await;
         assert_eq!(last_error(&frames), Some(ErrorCode::TIMEOUT), "{frames:?}");
         // A half-open WebSocket upgrade is closed too.
-        let mut w = TcpStream::connect(r.ws_addr().expect("ws"))
-            .await
-            .expect("connect");
-        w.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            .await
-            .expect("write");
-        let mut buf = Vec::new();
-        let _ = tokio::time::timeout(LIMIT, w.read_to_end(&mut buf))
-            .await
-            .expect("closed in time");
+        http(&r, b"GET / HTTP/1.1\r\nHost: x\r\n").await;
         assert_eq!(r.stats().await.handshake_timeouts, 2);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn an_idle_connection_is_closed_and_pings_keep_one_open() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.idle_timeout = Some(Duration::from_secs(2))).await;
         // Silent after Hello: closed with TIMEOUT.
         let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
@@ -175,13 +177,12 @@ async fn an_idle_connection_is_closed_and_pings_keep_one_open() {
         assert_eq!(r.stats().await.idle_timeouts, 1);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn connections_per_address_are_capped() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.max_conns_per_ip = 2).await;
         let (a, _ea) = client(&r, "a").await;
         let (b, _eb) = client(&r, "b").await;
@@ -209,13 +210,12 @@ async fn connections_per_address_are_capped() {
         }
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_websocket_text_message_gets_protocol_violation_and_a_close_code() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let url = format!("ws://{}/", r.ws_addr().expect("ws"));
         let (mut ws, _) = tokio_tungstenite::connect_async(url)
@@ -251,13 +251,12 @@ async fn a_websocket_text_message_gets_protocol_violation_and_a_close_code() {
         );
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn websocket_closes_say_why() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.core.max_frame = 4096).await;
         let url = format!("ws://{}/", r.ws_addr().expect("ws"));
         let (mut ws, _) = tokio_tungstenite::connect_async(&url)
@@ -265,12 +264,7 @@ async fn websocket_closes_say_why() {
             .expect("ws connect");
         ws.send(Message::Binary(hello("big"))).await.expect("send");
         let _ = ws.send(Message::Binary(Bytes::from(vec![0u8; 8192]))).await;
-        let mut close = None;
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Close(c) = m {
-                close = c;
-            }
-        }
+        let close = close_frame(&mut ws).await;
         let close = close.expect("a close frame");
         assert_eq!(close.code, CloseCode::Size);
         assert!(
@@ -285,16 +279,10 @@ async fn websocket_closes_say_why() {
         ws.send(Message::Binary(hello("b"))).await.expect("send");
         let _ = ws.next().await; // Welcome
         r.shutdown().await;
-        let mut close = None;
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Close(c) = m {
-                close = c;
-            }
-        }
+        let close = close_frame(&mut ws).await;
         assert_eq!(close.expect("a close frame").code, CloseCode::Away);
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 /// Writes all of `bytes` (however long the relay takes to drain them),
@@ -318,7 +306,7 @@ async fn write_all_then_read(s: &mut TcpStream, bytes: &[u8]) -> Vec<Frame> {
 
 #[tokio::test]
 async fn an_oversized_frame_with_a_body_behind_it_still_gets_its_error_before_the_close() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.core.max_frame = 64 << 10).await;
         for _ in 0..5 {
             let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
@@ -339,8 +327,7 @@ async fn an_oversized_frame_with_a_body_behind_it_still_gets_its_error_before_th
         assert_eq!(r.stats().await.oversized_frames, 5);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 /// An error the core sends (here for a frame of an unknown version)
@@ -361,7 +348,7 @@ async fn an_error_from_the_core_reaches_a_client_that_keeps_writing() {
         PANICS.with(|p| p.set(p.get() + 1));
         previous(info);
     }));
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         for _ in 0..3 {
             let mut s = TcpStream::connect(r.local_addr()).await.expect("connect");
@@ -385,13 +372,12 @@ async fn an_error_from_the_core_reaches_a_client_that_keeps_writing() {
             "a relay task panicked"
         );
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_plain_http_get_on_the_websocket_port_gets_an_http_error() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.demo_page = false).await;
         let mut s = TcpStream::connect(r.ws_addr().expect("ws"))
             .await
@@ -412,31 +398,30 @@ async fn a_plain_http_get_on_the_websocket_port_gets_an_http_error() {
         assert!(text.contains("Upgrade: websocket\r\n"), "{text}");
         assert!(text.contains("WebSocket"), "a short body: {text}");
         // Not a GET at all.
-        let mut s = TcpStream::connect(r.ws_addr().expect("ws"))
-            .await
-            .expect("connect");
-        s.write_all(b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 0\r\n\r\n")
-            .await
-            .expect("write");
-        let mut buf = Vec::new();
-        let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut buf))
-            .await
-            .expect("in time");
+        let buf = http(
+            &r,
+            b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await;
         assert!(
             buf.starts_with(b"HTTP/1.1 405 "),
             "{}",
             String::from_utf8_lossy(&buf)
         );
         // Real WebSocket clients still get in.
-        let url = format!("ws://{}/any/path", r.ws_addr().expect("ws"));
-        let (c, _e) = RelayClient::connect_url(&url, ClientOptions::new("w"))
-            .await
-            .expect("ws client");
-        c.ping().await.expect("ping");
+        ws_client_gets_in(&r, "/any/path").await;
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
+}
+
+/// Connects a WebSocket client to `path` on the WebSocket port and pings.
+async fn ws_client_gets_in(r: &RelayHandle, path: &str) {
+    let url = format!("ws://{}{path}", r.ws_addr().expect("ws"));
+    let (c, _e) = RelayClient::connect_url(&url, ClientOptions::new("w"))
+        .await
+        .expect("ws client");
+    c.ping().await.expect("ping");
 }
 
 /// Sends `request` to the WebSocket port and reads the answer to the end
@@ -455,7 +440,7 @@ async fn http(r: &RelayHandle, request: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_websocket_port_serves_the_demo_page_and_nothing_else() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let page = http(&r, b"GET /?board=x HTTP/1.1\r\nHost: relay\r\n\r\n").await;
         let text = String::from_utf8_lossy(&page);
@@ -499,13 +484,8 @@ async fn the_websocket_port_serves_the_demo_page_and_nothing_else() {
             1
         );
         // And WebSocket clients still get in, on / too.
-        let url = format!("ws://{}/", r.ws_addr().expect("ws"));
-        let (c, _e) = RelayClient::connect_url(&url, ClientOptions::new("w"))
-            .await
-            .expect("ws client");
-        c.ping().await.expect("ping");
+        ws_client_gets_in(&r, "/").await;
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }

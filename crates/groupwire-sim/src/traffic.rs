@@ -33,6 +33,28 @@ pub struct Message {
     pub size: u32,
 }
 
+/// `n` messages of `size` bytes, `gap` seconds apart from time zero: a
+/// constant-rate schedule known up front.
+pub(crate) fn evenly_spaced(n: u64, gap: f64, size: u32) -> Vec<Message> {
+    (0..n)
+        .map(|i| Message {
+            at: Instant::ZERO + Duration::from_secs_f64(i as f64 * gap),
+            size,
+        })
+        .collect()
+}
+
+/// The number a numbered payload carries (its first 8 bytes, big-endian,
+/// as the scenarios' senders write the message's index), if it has one
+/// and it is below `n`.
+pub(crate) fn payload_index(payload: &[u8], n: u64) -> Option<u64> {
+    payload
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .filter(|&i| i < n)
+}
+
 /// Produces application messages in time order.
 pub trait Source: Debug {
     /// The next message, or `None` when the source is done.

@@ -925,6 +925,27 @@ impl AfecEndpoint {
         }
     }
 
+    /// Admits a data packet of `len` bytes from sender `from` at `src`:
+    /// false (counted as over the limit) for a new sender past
+    /// `max_remote_senders`; else counts the packet, arms the adaptive
+    /// check, and creates the sender's state if needed with `src` noted.
+    fn admit(&mut self, now: Instant, from: u32, src: SocketAddr, len: usize) -> bool {
+        if !self.remotes.contains_key(&from) && self.remotes.len() >= self.cfg.max_remote_senders {
+            self.stats.over_limit += 1;
+            return false;
+        }
+        self.stats.data_packets_received += 1;
+        if self.next_check.is_none() && self.cfg.mode == Mode::Adaptive {
+            self.next_check = Some(now + self.cfg.check_interval);
+        }
+        let cfg = &self.cfg;
+        self.remotes
+            .entry(from)
+            .or_insert_with(|| PeerRx::new(cfg.packet_window))
+            .note_address(src, len);
+        true
+    }
+
     fn handle_data(&mut self, now: Instant, src: SocketAddr, data: &[u8]) {
         let Ok(p) = DataPacket::new_checked(data) else {
             self.stats.malformed += 1;
@@ -950,20 +971,11 @@ impl AfecEndpoint {
         let sent_at = widen(now, p.timestamp());
         let flush =
             header::Packet::new_unchecked(data).flags() & crate::wire::afec::FLAG_FLUSH != 0;
-        if !self.remotes.contains_key(&from) && self.remotes.len() >= self.cfg.max_remote_senders {
-            self.stats.over_limit += 1;
+        if !self.admit(now, from, src, data.len()) {
             return;
         }
-        self.stats.data_packets_received += 1;
-        if self.next_check.is_none() && self.cfg.mode == Mode::Adaptive {
-            self.next_check = Some(now + self.cfg.check_interval);
-        }
         let cfg = &self.cfg;
-        let r = self
-            .remotes
-            .entry(from)
-            .or_insert_with(|| PeerRx::new(cfg.packet_window));
-        r.note_address(src, data.len());
+        let r = self.remotes.get_mut(&from).expect("admitted");
         let _ = r.packets.observe(p.seq());
         r.packets_seen += 1;
         let queued = r.delay_above_floor(now, sent_at);
@@ -991,20 +1003,8 @@ impl AfecEndpoint {
                     self.stats.expired += 1;
                 }
                 Observed::Fresh { lost, late } => {
-                    self.stats.lost += lost;
-                    if late {
-                        self.stats.lost = self.stats.lost.saturating_sub(1);
-                    }
-                    st.since_change = st.since_change.saturating_add(1);
-                    if let Some(c) = st.controlled.as_mut() {
-                        *c = c.saturating_add(1);
-                    }
                     let recovered = flush || i != 0;
-                    if recovered {
-                        self.stats.delivered_recovered += 1;
-                    } else {
-                        self.stats.delivered_new += 1;
-                    }
+                    count_fresh(&mut self.stats, st, lost, late, recovered);
                     let first_sent =
                         sent_at.saturating_sub(Duration::from_millis(u64::from(age_ms)));
                     self.events.push_back(AfecEvent::Delivered(Delivery {
@@ -1065,21 +1065,12 @@ impl AfecEndpoint {
             return;
         };
         let from = rtp.ssrc;
-        if !self.remotes.contains_key(&from) && self.remotes.len() >= self.cfg.max_remote_senders {
-            self.stats.over_limit += 1;
+        if !self.admit(now, from, src, data.len()) {
             self.red_blocks = blocks;
             return;
         }
-        self.stats.data_packets_received += 1;
-        if self.next_check.is_none() && self.cfg.mode == Mode::Adaptive {
-            self.next_check = Some(now + self.cfg.check_interval);
-        }
         let cfg = &self.cfg;
-        let r = self
-            .remotes
-            .entry(from)
-            .or_insert_with(|| PeerRx::new(cfg.packet_window));
-        r.note_address(src, data.len());
+        let r = self.remotes.get_mut(&from).expect("admitted");
         let stream = r.red.get_or_insert_with(RedStream::default);
         // Which message each block is (afec::red): the primary first, then
         // the redundant blocks newest first, each an anchor for older ones.
@@ -1129,20 +1120,8 @@ impl AfecEndpoint {
             match st.window.observe(x as u32) {
                 Observed::Duplicate | Observed::TooOld => self.stats.duplicates += 1,
                 Observed::Fresh { lost, late } => {
-                    self.stats.lost += lost;
-                    if late {
-                        self.stats.lost = self.stats.lost.saturating_sub(1);
-                    }
-                    st.since_change = st.since_change.saturating_add(1);
-                    if let Some(c) = st.controlled.as_mut() {
-                        *c = c.saturating_add(1);
-                    }
                     let recovered = i != usize::MAX;
-                    if recovered {
-                        self.stats.delivered_recovered += 1;
-                    } else {
-                        self.stats.delivered_new += 1;
-                    }
+                    count_fresh(&mut self.stats, st, lost, late, recovered);
                     let sampled = rtp_instant(
                         now,
                         rtp.timestamp.wrapping_sub(u32::from(offset)),
@@ -1494,6 +1473,26 @@ fn rtp_instant(now: Instant, ts: u32, rate: u32) -> Instant {
         ))
     } else {
         now
+    }
+}
+
+/// Counts a message new to its type's window `st`: the `lost` ones it
+/// skipped (one loss fewer if it is itself `late`, counted lost before),
+/// one more since the type's last change, and its delivery as `recovered`
+/// or new.
+fn count_fresh(stats: &mut AfecStats, st: &mut TypeRx, lost: u64, late: bool, recovered: bool) {
+    stats.lost += lost;
+    if late {
+        stats.lost = stats.lost.saturating_sub(1);
+    }
+    st.since_change = st.since_change.saturating_add(1);
+    if let Some(c) = st.controlled.as_mut() {
+        *c = c.saturating_add(1);
+    }
+    if recovered {
+        stats.delivered_recovered += 1;
+    } else {
+        stats.delivered_new += 1;
     }
 }
 

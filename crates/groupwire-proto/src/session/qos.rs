@@ -169,18 +169,35 @@ impl std::error::Error for QosError {}
 const AWARENESS_LIFETIME: Duration = crate::afec::DEFAULT_LIFETIME;
 
 impl Qos {
+    /// A preset's base: no lifetime, delay bound, rate or code point
+    /// override, which the application sets itself.
+    const fn preset(
+        reliability: Reliability,
+        preserve_order: bool,
+        profile: CapacityProfile,
+    ) -> Self {
+        Self {
+            reliability,
+            preserve_order,
+            lifetime: None,
+            max_delay: None,
+            rate: None,
+            profile,
+            dscp_override: None,
+        }
+    }
+
     /// Awareness data (telepointers, view extents): loss tolerated inside
     /// a band (by default 1 to 2% MER), latency first, no order, a 400 ms
     /// lifetime. Dyck & Gutwin's traffic; EF.
     pub const fn awareness() -> Self {
         Self {
-            reliability: Reliability::MerBand { lo: 0.01, hi: 0.02 },
-            preserve_order: false,
             lifetime: Some(AWARENESS_LIFETIME),
-            max_delay: None,
-            rate: None,
-            profile: CapacityProfile::Interactive,
-            dscp_override: None,
+            ..Self::preset(
+                Reliability::MerBand { lo: 0.01, hi: 0.02 },
+                false,
+                CapacityProfile::Interactive,
+            )
         }
     }
 
@@ -188,56 +205,24 @@ impl Qos {
     /// effort until [`max_loss`](Self::max_loss) says otherwise, no order,
     /// EF.
     pub const fn low_latency() -> Self {
-        Self {
-            reliability: Reliability::BestEffort,
-            preserve_order: false,
-            lifetime: None,
-            max_delay: None,
-            rate: None,
-            profile: CapacityProfile::Interactive,
-            dscp_override: None,
-        }
+        Self::preset(Reliability::BestEffort, false, CapacityProfile::Interactive)
     }
 
     /// Media at a steady rate: best effort until told a residual loss and
     /// a delay budget, AF41.
     pub const fn stream() -> Self {
-        Self {
-            reliability: Reliability::BestEffort,
-            preserve_order: false,
-            lifetime: None,
-            max_delay: None,
-            rate: None,
-            profile: CapacityProfile::Streaming,
-            dscp_override: None,
-        }
+        Self::preset(Reliability::BestEffort, false, CapacityProfile::Streaming)
     }
 
     /// Every message, in order (TAPS's reliable stream). DF.
     pub const fn reliable_ordered() -> Self {
-        Self {
-            reliability: Reliability::Full,
-            preserve_order: true,
-            lifetime: None,
-            max_delay: None,
-            rate: None,
-            profile: CapacityProfile::Default,
-            dscp_override: None,
-        }
+        Self::preset(Reliability::Full, true, CapacityProfile::Default)
     }
 
     /// Large objects, every byte, as fast as the path allows; order within
     /// an object is the mechanism's business. AF11.
     pub const fn bulk() -> Self {
-        Self {
-            reliability: Reliability::Full,
-            preserve_order: false,
-            lifetime: None,
-            max_delay: None,
-            rate: None,
-            profile: CapacityProfile::CapacitySeeking,
-            dscp_override: None,
-        }
+        Self::preset(Reliability::Full, false, CapacityProfile::CapacitySeeking)
     }
 
     /// Hold the message error rate in `[lo, hi]`.

@@ -122,12 +122,7 @@ impl RelayCore {
 
     pub(super) fn on_delete(&mut self, now: Instant, conn: ConnId, req: u32, group: &str) {
         if !self.groups.contains_key(group) {
-            return self.error(
-                conn,
-                req,
-                ErrorCode::NO_SUCH_GROUP,
-                &format!("no group {group:?}"),
-            );
+            return self.no_such_group(conn, req, group);
         }
         if !self.authorize(conn, req, group, Role::Principal, || {
             "token does not allow deleting this group".into()
@@ -178,12 +173,7 @@ impl RelayCore {
         resume_after: Option<u64>,
     ) {
         if !self.groups.contains_key(group) {
-            return self.error(
-                conn,
-                req,
-                ErrorCode::NO_SUCH_GROUP,
-                &format!("no group {group:?}"),
-            );
+            return self.no_such_group(conn, req, group);
         }
         if !self.authorize(conn, req, group, role, || {
             format!("token does not allow {} in {group:?}", role.as_str())
@@ -405,12 +395,7 @@ impl RelayCore {
             return;
         }
         if !self.apply_group_priority(group, priority) {
-            return self.error(
-                conn,
-                req,
-                ErrorCode::NO_SUCH_GROUP,
-                &format!("no group {group:?}"),
-            );
+            return self.no_such_group(conn, req, group);
         }
         self.storage_ops.push_back(StorageOp::SetPriority {
             group: group.into(),

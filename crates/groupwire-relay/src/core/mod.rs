@@ -819,6 +819,16 @@ impl RelayCore {
         );
     }
 
+    /// The error reply to a request naming `group`, which does not exist.
+    fn no_such_group(&mut self, conn: ConnId, req: u32, group: &str) {
+        self.error(
+            conn,
+            req,
+            ErrorCode::NO_SUCH_GROUP,
+            &format!("no group {group:?}"),
+        );
+    }
+
     fn violation(&mut self, conn: ConnId, req: u32, message: &str) {
         self.stats.protocol_violations += 1;
         self.fail(conn, req, ErrorCode::PROTOCOL_VIOLATION, message);

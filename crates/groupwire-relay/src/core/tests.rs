@@ -41,6 +41,14 @@ impl Harness {
         Self::new(CoreConfig::default())
     }
 
+    /// A harness whose scheduler is configured as `sched`.
+    fn with_sched(sched: SchedulerConfig) -> Self {
+        Self::new(CoreConfig {
+            sched,
+            ..CoreConfig::default()
+        })
+    }
+
     /// Connects, says Hello without a token and takes the `Welcome`.
     fn client(&mut self, name: &str) -> ConnId {
         let c = self.client_with_token(name, "");
@@ -150,18 +158,28 @@ impl Harness {
     }
 
     fn join(&mut self, conn: ConnId, group: &str, role: Role) -> Vec<Frame> {
-        self.req(
-            conn,
-            10,
-            Frame::Join {
-                group: group.into(),
-                role,
-                mode: ActivityMode::Active,
-                watch_membership: true,
-                resume_after: None,
-            },
-        );
+        self.req(conn, 10, join_frame(group, role, true));
         self.frames(conn)
+    }
+
+    /// Client `a`, principal of a new group `g` (empty state).
+    fn principal_of_g(&mut self) -> ConnId {
+        let a = self.client("a");
+        self.create(a, "g", b"");
+        self.join(a, "g", Role::Principal);
+        a
+    }
+
+    /// Client `a`, principal of a new group `g` (state `state`), and
+    /// client `slow`, an observer of it that reads nothing.
+    fn slow_reader_of_g(&mut self, state: &[u8]) -> (ConnId, ConnId) {
+        let a = self.client("a");
+        let slow = self.client("slow");
+        self.create(a, "g", state);
+        self.join(a, "g", Role::Principal);
+        self.join(slow, "g", Role::Observer);
+        self.stalled.insert(slow);
+        (a, slow)
     }
 
     /// `n` updates of `size` zero bytes from `conn` to `group`, running
@@ -182,6 +200,34 @@ impl Harness {
         }
     }
 
+    /// Sends a checkpoint of `group` at `seq` holding `state`, as request
+    /// `req` of `conn`, and runs everything.
+    fn checkpoint(&mut self, conn: ConnId, req: u32, group: &str, seq: u64, state: &'static [u8]) {
+        self.req(
+            conn,
+            req,
+            Frame::Checkpoint {
+                group: group.into(),
+                seq,
+                state: Bytes::from_static(state),
+            },
+        );
+    }
+
+    /// Client `a` creates `doc` (state `v0`), joins it as principal and
+    /// sends `n` updates, the `i`th (from 1) holding `payload(i)`; runs
+    /// everything.
+    fn doc_of_a(&mut self, n: usize, payload: impl Fn(usize) -> String) -> ConnId {
+        let a = self.client("a");
+        self.create(a, "doc", b"v0");
+        self.join(a, "doc", Role::Principal);
+        for i in 1..=n {
+            self.send(a, "doc", &payload(i));
+        }
+        self.pump();
+        a
+    }
+
     fn send(&mut self, conn: ConnId, group: &str, payload: &str) {
         self.input(
             conn,
@@ -193,6 +239,18 @@ impl Harness {
                 payload: Bytes::copy_from_slice(payload.as_bytes()),
             },
         );
+    }
+}
+
+/// A `Join` of `group` in `role`, active, not resuming, watching
+/// membership if `watch`.
+fn join_frame(group: &str, role: Role, watch: bool) -> Frame {
+    Frame::Join {
+        group: group.into(),
+        role,
+        mode: ActivityMode::Active,
+        watch_membership: watch,
+        resume_after: None,
     }
 }
 
@@ -254,22 +312,8 @@ fn welcome_then_total_order_with_sequence_numbers_to_the_sender() {
 #[test]
 fn joiner_gets_checkpoint_and_log_with_no_gap_or_duplicate() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "doc", b"v0");
-    h.join(a, "doc", Role::Principal);
-    for i in 1..=4 {
-        h.send(a, "doc", &format!("u{i}"));
-    }
-    h.pump();
-    h.req(
-        a,
-        30,
-        Frame::Checkpoint {
-            group: "doc".into(),
-            seq: 3,
-            state: Bytes::from_static(b"v3"),
-        },
-    );
+    let a = h.doc_of_a(4, |i| format!("u{i}"));
+    h.checkpoint(a, 30, "doc", 3, b"v3");
     // Updates 5 and 6 are sequenced but not yet durable when b joins, and
     // 7 arrives right after: the boundary must still be exact. The
     // transfer reads the log up to 4 (the last durable), 5 to 7 reach b
@@ -287,17 +331,7 @@ fn joiner_gets_checkpoint_and_log_with_no_gap_or_duplicate() {
             name: "b".into(),
         },
     );
-    h.input(
-        b,
-        2,
-        Frame::Join {
-            group: "doc".into(),
-            role: Role::Observer,
-            mode: ActivityMode::Active,
-            watch_membership: false,
-            resume_after: None,
-        },
-    );
+    h.input(b, 2, join_frame("doc", Role::Observer, false));
     h.send(a, "doc", "u7");
     h.pump();
     let fb = h.frames(b);
@@ -355,15 +389,7 @@ fn roles_are_enforced() {
     h.send(o, "g", "nope");
     h.pump();
     assert_eq!(error_code(&h.frames(o)), Some(ErrorCode::FORBIDDEN));
-    h.req(
-        o,
-        4,
-        Frame::Checkpoint {
-            group: "g".into(),
-            seq: 0,
-            state: Bytes::new(),
-        },
-    );
+    h.checkpoint(o, 4, "g", 0, b"");
     assert_eq!(error_code(&h.frames(o)), Some(ErrorCode::FORBIDDEN));
     h.send(p, "g", "yes");
     h.pump();
@@ -439,9 +465,7 @@ fn a_disconnect_is_announced_with_the_members_name() {
 #[test]
 fn the_member_who_deletes_a_group_gets_group_deleted_before_its_ok() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     h.frames(a);
     h.req(a, 2, Frame::DeleteGroup { group: "g".into() });
     assert_eq!(
@@ -560,9 +584,7 @@ fn locks_wait_try_release_and_crash_release() {
 #[test]
 fn checkpoints_are_bounded_by_the_committed_head() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     h.send(a, "g", "1");
     h.pump();
     let ck = |seq| Frame::Checkpoint {
@@ -598,17 +620,7 @@ fn delete_notifies_members_and_forgets_the_group() {
         h.frames(b)
             .contains(&Frame::GroupDeleted { group: "g".into() })
     );
-    h.req(
-        b,
-        3,
-        Frame::Join {
-            group: "g".into(),
-            role: Role::Observer,
-            mode: ActivityMode::Active,
-            watch_membership: false,
-            resume_after: None,
-        },
-    );
+    h.req(b, 3, join_frame("g", Role::Observer, false));
     assert_eq!(error_code(&h.frames(b)), Some(ErrorCode::NO_SUCH_GROUP));
     assert!(h.store.load_groups().expect("groups").is_empty());
 }
@@ -791,9 +803,7 @@ fn tokens_limit_groups_roles_and_priority() {
 #[test]
 fn passive_members_and_burst_groups_get_lower_priority() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     let prio = |h: &Harness| h.core.queue_depths()[0].priority;
     let active = prio(&h);
     h.req(
@@ -836,34 +846,18 @@ fn passive_members_and_burst_groups_get_lower_priority() {
 
 #[test]
 fn a_client_that_never_reads_is_resynchronized_then_catches_up() {
-    let mut h = Harness::new(CoreConfig {
-        sched: SchedulerConfig {
-            slow_policy: crate::sched::SlowConsumerPolicy::Resync,
-            slow_agings: 1,
-            ..SchedulerConfig::default()
-        },
-        ..CoreConfig::default()
+    let mut h = Harness::with_sched(SchedulerConfig {
+        slow_policy: crate::sched::SlowConsumerPolicy::Resync,
+        slow_agings: 1,
+        ..SchedulerConfig::default()
     });
-    let a = h.client("a");
-    let slow = h.client("slow");
-    h.create(a, "g", b"s0");
-    h.join(a, "g", Role::Principal);
-    h.join(slow, "g", Role::Observer);
-    h.stalled.insert(slow);
+    let (a, slow) = h.slow_reader_of_g(b"s0");
     for i in 0..200 {
         h.send(a, "g", &format!("{i:0>2000}"));
     }
     h.pump();
     h.take(slow);
-    h.req(
-        a,
-        7,
-        Frame::Checkpoint {
-            group: "g".into(),
-            seq: 200,
-            state: Bytes::from_static(b"s200"),
-        },
-    );
+    h.checkpoint(a, 7, "g", 200, b"s200");
     h.advance(Duration::from_secs(3));
     assert_eq!(h.core.stats().sched.agings, 1);
     assert_eq!(h.core.stats().sched.slow_resyncs, 1);
@@ -895,20 +889,12 @@ fn a_client_that_never_reads_is_resynchronized_then_catches_up() {
 
 #[test]
 fn memory_stays_bounded_when_a_client_never_reads() {
-    let mut h = Harness::new(CoreConfig {
-        sched: SchedulerConfig {
-            slow_policy: crate::sched::SlowConsumerPolicy::Disconnect,
-            max_client_queue_bytes: 1 << 20,
-            ..SchedulerConfig::default()
-        },
-        ..CoreConfig::default()
+    let mut h = Harness::with_sched(SchedulerConfig {
+        slow_policy: crate::sched::SlowConsumerPolicy::Disconnect,
+        max_client_queue_bytes: 1 << 20,
+        ..SchedulerConfig::default()
     });
-    let a = h.client("a");
-    let slow = h.client("slow");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
-    h.join(slow, "g", Role::Observer);
-    h.stalled.insert(slow);
+    let (a, slow) = h.slow_reader_of_g(b"");
     h.flood(a, "g", 100, 50_000);
     let s = h.core.stats();
     assert_eq!(s.sched.slow_disconnects, 1);
@@ -928,16 +914,11 @@ fn a_publisher_that_never_reads_its_own_group_is_not_dropped() {
     // firehose: its own copies overflow the cap while its acknowledgements
     // are queued. The overflow must be handled by the policy (a spill);
     // the acknowledgement after it must not count against the same cap.
-    let mut h = Harness::new(CoreConfig {
-        sched: SchedulerConfig {
-            max_client_queue_bytes: 1 << 20,
-            ..SchedulerConfig::default()
-        },
-        ..CoreConfig::default()
+    let mut h = Harness::with_sched(SchedulerConfig {
+        max_client_queue_bytes: 1 << 20,
+        ..SchedulerConfig::default()
     });
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     h.stalled.insert(a);
     h.flood(a, "g", 100, 50_000);
     let s = h.core.stats();
@@ -959,9 +940,7 @@ fn a_member_past_the_cap_spills_to_the_log_and_misses_nothing() {
         },
         ..CoreConfig::default()
     });
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     let slow = join_stalled_to(&mut h, "slow", "g");
     let mut max_queued = 0;
     for i in 1..=200 {
@@ -998,13 +977,7 @@ fn paged_log(page: usize, n: usize, size: usize) -> (Harness, ConnId) {
         transfer_page_bytes: page,
         ..CoreConfig::default()
     });
-    let a = h.client("a");
-    h.create(a, "doc", b"v0");
-    h.join(a, "doc", Role::Principal);
-    for i in 1..=n {
-        h.send(a, "doc", &format!("{i:0>size$}"));
-    }
-    h.pump();
+    let a = h.doc_of_a(n, |i| format!("{i:0>size$}"));
     h.take(a);
     (h, a)
 }
@@ -1029,17 +1002,7 @@ fn join_stalled_to(h: &mut Harness, name: &str, group: &str) -> ConnId {
         },
     );
     h.stalled.insert(b);
-    h.input(
-        b,
-        2,
-        Frame::Join {
-            group: group.into(),
-            role: Role::Observer,
-            mode: ActivityMode::Active,
-            watch_membership: false,
-            resume_after: None,
-        },
-    );
+    h.input(b, 2, join_frame(group, Role::Observer, false));
     h.pump();
     b
 }
@@ -1092,15 +1055,7 @@ fn a_checkpoint_between_pages_restarts_the_transfer_from_it() {
     let b = join_stalled(&mut h, "b");
     // The joiner has the first page; a compacting checkpoint at 40 removes
     // entries its next pages need.
-    h.req(
-        a,
-        9,
-        Frame::Checkpoint {
-            group: "doc".into(),
-            seq: 40,
-            state: Bytes::from_static(b"v40"),
-        },
-    );
+    h.checkpoint(a, 9, "doc", 40, b"v40");
     let fs = catch_up(&mut h, b);
     let resync = fs
         .iter()
@@ -1248,9 +1203,7 @@ impl Harness {
 #[test]
 fn another_nodes_priority_change_applies_without_a_write() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     let queue = |h: &Harness| h.core.queue_depths()[0].priority;
     let before = queue(&h);
     h.core.handle_storage(
@@ -1313,9 +1266,7 @@ fn pairs(list: &[(u64, &str)]) -> Vec<(u64, String)> {
 #[test]
 fn other_nodes_updates_and_a_renumbered_append_keep_one_order() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "g", b"");
-    h.join(a, "g", Role::Principal);
+    let a = h.principal_of_g();
     h.frames(a);
     // Another node appended #1.
     h.store.append(&[remote(1, "r1")]).expect("append");
@@ -1428,13 +1379,7 @@ fn joined(frames: &[Frame]) -> (u64, u64, Bytes) {
 #[test]
 fn a_resumed_join_gets_the_log_after_its_sequence_and_no_state() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "doc", b"v0");
-    h.join(a, "doc", Role::Principal);
-    for i in 1..=6 {
-        h.send(a, "doc", &format!("u{i}"));
-    }
-    h.pump();
+    let a = h.doc_of_a(6, |i| format!("u{i}"));
     let b = h.client("b");
     let fb = resume(&mut h, b, "doc", 4);
     assert_eq!(joined(&fb), (4, 6, Bytes::new()), "from the resume point");
@@ -1456,22 +1401,8 @@ fn a_resumed_join_gets_the_log_after_its_sequence_and_no_state() {
 #[test]
 fn a_resume_from_a_compacted_log_is_a_plain_state_transfer() {
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "doc", b"v0");
-    h.join(a, "doc", Role::Principal);
-    for i in 1..=5 {
-        h.send(a, "doc", &format!("u{i}"));
-    }
-    h.pump();
-    h.req(
-        a,
-        30,
-        Frame::Checkpoint {
-            group: "doc".into(),
-            seq: 4,
-            state: Bytes::from_static(b"v4"),
-        },
-    );
+    let a = h.doc_of_a(5, |i| format!("u{i}"));
+    h.checkpoint(a, 30, "doc", 4, b"v4");
     let b = h.client("b");
     let fb = resume(&mut h, b, "doc", 2);
     assert_eq!(joined(&fb), (4, 5, Bytes::from_static(b"v4")));
@@ -1487,13 +1418,7 @@ fn a_resume_the_log_lost_meanwhile_starts_over_from_the_checkpoint() {
     // The core believes the log still has update 3 (another node's
     // compaction has not reached it): the first page says otherwise.
     let mut h = Harness::default();
-    let a = h.client("a");
-    h.create(a, "doc", b"v0");
-    h.join(a, "doc", Role::Principal);
-    for i in 1..=5 {
-        h.send(a, "doc", &format!("u{i}"));
-    }
-    h.pump();
+    h.doc_of_a(5, |i| format!("u{i}"));
     h.store
         .put_checkpoint("doc", 4, b"v4", true)
         .expect("compact behind the core's back");
@@ -1547,17 +1472,7 @@ fn members_of_other_nodes_are_listed_announced_and_ours_shared() {
     });
     let a = h.client("a");
     h.create(a, "g", b"");
-    h.input(
-        a,
-        10,
-        Frame::Join {
-            group: "g".into(),
-            role: Role::Principal,
-            mode: ActivityMode::Active,
-            watch_membership: true,
-            resume_after: None,
-        },
-    );
+    h.input(a, 10, join_frame("g", Role::Principal, true));
     let ca = a.client_id();
     assert_eq!(
         h.shared_members(),
@@ -1677,17 +1592,7 @@ fn a_single_node_shares_no_membership() {
     let mut h = Harness::default();
     let a = h.client("a");
     h.create(a, "g", b"");
-    h.input(
-        a,
-        10,
-        Frame::Join {
-            group: "g".into(),
-            role: Role::Principal,
-            mode: ActivityMode::Active,
-            watch_membership: true,
-            resume_after: None,
-        },
-    );
+    h.input(a, 10, join_frame("g", Role::Principal, true));
     h.input(a, 11, Frame::Leave { group: "g".into() });
     assert_eq!(h.shared_members(), []);
 }

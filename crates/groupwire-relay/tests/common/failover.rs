@@ -153,6 +153,26 @@ impl Watched {
     }
 }
 
+impl Watched {
+    /// Waits for the last update acknowledged in `sent` (sorted), then
+    /// checks that every one arrived once and in order from #1, with no
+    /// resync (nothing was compacted). `who` names the watcher in a failure.
+    pub(crate) async fn got_every_ack_without_resync(
+        &mut self,
+        events: &mut mpsc::Receiver<ClientEvent>,
+        sent: &Sent,
+        who: usize,
+    ) {
+        let last = sent.acked.last().expect("acked").0;
+        self.until(events, |w| w.last() >= last).await;
+        assert_exactly_once_in_order(self, sent, 1);
+        assert!(
+            self.resyncs.is_empty(),
+            "watcher {who}: no compaction, no resync"
+        );
+    }
+}
+
 /// Every update of `watched` follows the one before it (`first` first):
 /// no gap, no duplicate; every acknowledged update is among them with
 /// its payload; each interrupted send is there at most once.

@@ -16,6 +16,11 @@ use tokio::sync::mpsc;
 /// where an idle one does; nothing asserts how fast the machine is.
 pub(crate) const LIMIT: Duration = Duration::from_secs(30);
 
+/// Runs a test's body, bounded by [`LIMIT`].
+pub(crate) async fn in_time<T>(body: impl Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, body).await.expect("in time")
+}
+
 /// A relay on free loopback ports (TCP and WebSocket), configured by `f`.
 pub(crate) async fn relay(f: impl FnOnce(&mut ServerConfig)) -> RelayHandle {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().expect("addr"));

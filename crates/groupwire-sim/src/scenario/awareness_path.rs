@@ -18,7 +18,7 @@ use groupwire_proto::{Bitrate, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, Progress, Report, ScenarioError, Table, report, serde_duration};
 use crate::core::{NodeId, Simulator};
 use crate::metrics::{LatencySummary, TimeSeries};
 use crate::rng;
@@ -143,11 +143,7 @@ impl AwarenessPath {
         Ok(())
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let msgs = self.messages(seed)?;
         let end = Instant::ZERO + self.duration;
         // Messages still in flight at the end are given time to arrive.
@@ -260,12 +256,6 @@ impl AwarenessPath {
             series: vec![rename(tcp_series, "tcp"), rename(udp_series, "udp")],
             ..Default::default()
         }];
-        Ok(Report {
-            scenario: "awareness-path".into(),
-            seed,
-            summary,
-            tables,
-            plots,
-        })
+        Ok(report("awareness-path", seed, summary, tables, plots))
     }
 }

@@ -29,7 +29,7 @@ use groupwire_proto::{Bitrate, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, PlotStyle, Progress, Report, ScenarioError, Table, report, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
 use crate::metrics::{LatencyStats, TimeSeries};
@@ -220,11 +220,7 @@ impl Dyck {
         (self.rates.len() * self.losses.len() * self.protocols.len()) as u64 * u64::from(self.seeds)
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut rows = Vec::new();
         let mut cells: BTreeMap<(usize, usize, usize), Cell> = BTreeMap::new();
         let mut done = 0u64;
@@ -332,13 +328,7 @@ impl Dyck {
             rows,
         }];
         let plots = self.plots(&cells, seed)?;
-        Ok(Report {
-            scenario: "dyck".into(),
-            seed,
-            summary,
-            tables,
-            plots,
-        })
+        Ok(report("dyck", seed, summary, tables, plots))
     }
 
     /// The band widened by a point each side (issue 3's [4%, 7%] around

@@ -39,7 +39,7 @@ use groupwire_proto::{Bitrate, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Report, ScenarioError, Table, serde_duration};
+use super::{Progress, Report, ScenarioError, Table, serde_duration};
 use crate::metrics::LatencyStats;
 use crate::rng;
 
@@ -537,11 +537,7 @@ impl FecCodes {
         score.out
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut rows = Vec::new();
         // outcomes[channel][code]
         let mut outcomes = Vec::new();

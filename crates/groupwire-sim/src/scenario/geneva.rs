@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::tcp_dumbbell::{QueueSpec, ShortFlowSpec, bell_counters};
-use super::{Plot, PlotStyle, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, PlotStyle, Progress, Report, ScenarioError, Table, serde_duration};
 use crate::blockfec::{BlockSink, BlockSource, stream_sender_config};
 use crate::core::{NodeId, Simulator};
 use crate::metrics::TimeSeries;
@@ -269,11 +269,7 @@ impl Geneva {
         Ok(())
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut results: BTreeMap<(u32, usize, u32), RunResult> = BTreeMap::new();
         let mut done = 0u64;
         for &n_tcp in &self.tcp_flows {

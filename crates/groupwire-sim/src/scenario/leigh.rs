@@ -53,14 +53,15 @@ use serde_json::json;
 use super::leigh_fig3::LeighDiffServ;
 use super::leigh_fig4::Fig4;
 use super::{
-    Plot, PlotStyle, Report, ScenarioError, Table, latency_cells, require_parts, serde_duration,
+    Plot, PlotStyle, Progress, Report, ScenarioError, Table, latency_cells, report, require_parts,
+    serde_duration,
 };
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
 use crate::metrics::{LatencyStats, TimeSeries};
 use crate::rng;
 use crate::topology::{Dumbbell, DumbbellConfig};
-use crate::traffic::{Message, UdpSender, UdpSink};
+use crate::traffic::{Message, UdpSender, UdpSink, evenly_spaced, payload_index};
 
 /// Parameters of the `leigh` scenario: Figure 5's path, its congestion and
 /// the XOR layouts run over it.
@@ -281,12 +282,7 @@ impl Leigh {
         let pps = self.media_pps(layout.as_ref());
         let n = (pps * self.duration.as_secs_f64()) as u64;
         let gap = 1.0 / pps;
-        let msgs: Vec<Message> = (0..n)
-            .map(|i| Message {
-                at: Instant::ZERO + Duration::from_secs_f64(i as f64 * gap),
-                size: self.size,
-            })
-            .collect();
+        let msgs = evenly_spaced(n, gap, self.size);
         // Cross traffic: Poisson, from its own stream of the seed.
         let cross = Bitrate::bps(
             self.background.as_bps()
@@ -390,13 +386,7 @@ impl Leigh {
                 let mut seen = vec![false; n as usize];
                 let (mut unique, mut rows, mut cols) = (0u64, 0, 0);
                 for (at, ev) in &rx.events {
-                    let Some(i) = ev
-                        .payload
-                        .get(..8)
-                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                        .map(u64::from_be_bytes)
-                        .filter(|&i| i < n)
-                    else {
+                    let Some(i) = payload_index(&ev.payload, n) else {
                         continue;
                     };
                     let i = i as usize;
@@ -441,11 +431,7 @@ impl Leigh {
         })
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let layouts = self.parsed_layouts()?;
         let mut rows = Vec::new();
         let mut summary = serde_json::Map::new();
@@ -518,9 +504,9 @@ impl Leigh {
         let mut tables = Vec::new();
         let mut plots = Vec::new();
         if self.runs("fig5") {
-            tables.push(Table {
-                file: "schemes".into(),
-                columns: [
+            tables.push(Table::new(
+                "schemes",
+                &[
                     "condition",
                     "scheme",
                     "link_loss",
@@ -534,11 +520,9 @@ impl Leigh {
                     "added_max_ms",
                     "one_way_p50_ms",
                     "one_way_p99_ms",
-                ]
-                .map(String::from)
-                .to_vec(),
+                ],
                 rows,
-            });
+            ));
             plots.extend([
                 Plot {
                     file: "fig5".into(),
@@ -587,13 +571,7 @@ impl Leigh {
             summary.extend(fig3.summary);
         }
         summary.insert("events".into(), json!(events));
-        Ok(Report {
-            scenario: "leigh".into(),
-            seed,
-            summary,
-            tables,
-            plots,
-        })
+        Ok(report("leigh", seed, summary, tables, plots))
     }
 }
 

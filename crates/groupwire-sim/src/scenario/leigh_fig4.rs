@@ -43,7 +43,7 @@ use crate::metrics::{LatencyStats, TimeSeries};
 use crate::tcp::TcpConfig;
 use crate::tcpnode::{TcpApp, TcpHost, TcpSinkHost};
 use crate::topology::{Dumbbell, DumbbellConfig};
-use crate::traffic::{Message, UdpSender, UdpSink};
+use crate::traffic::{Message, UdpSender, UdpSink, evenly_spaced, payload_index};
 
 /// The path and the stream of Figure 4.
 pub(super) struct Fig4 {
@@ -208,12 +208,7 @@ impl Fig4 {
     ) -> Result<(Vec<Duration>, u64), ScenarioError> {
         let n = self.packets as usize;
         let gap = f64::from(size) * 8.0 / self.rate.as_bps().max(1) as f64;
-        let made: Vec<Message> = (0..n)
-            .map(|i| Message {
-                at: Instant::ZERO + Duration::from_secs_f64(i as f64 * gap),
-                size,
-            })
-            .collect();
+        let made = evenly_spaced(n as u64, gap, size);
         let mut sim = Simulator::new(seed);
         let a = sim.next_node_id();
         let b = NodeId(a.0 + 1);
@@ -297,12 +292,7 @@ impl Fig4 {
                 rx.events
                     .iter()
                     .filter_map(|(at, ev)| {
-                        let i = ev
-                            .payload
-                            .get(..8)
-                            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                            .map(u64::from_be_bytes)
-                            .filter(|&i| i < n as u64)? as usize;
+                        let i = payload_index(&ev.payload, n as u64)? as usize;
                         (!std::mem::replace(&mut seen[i], true))
                             .then(|| at.saturating_duration_since(made[i].at))
                     })

@@ -11,7 +11,7 @@ use groupwire_proto::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Plot, Report, ScenarioError, Table};
+use super::{Plot, Progress, Report, ScenarioError, Table, report};
 use crate::metrics::TimeSeries;
 use crate::rng;
 
@@ -93,11 +93,7 @@ impl LinkModels {
         self.packets * self.models.len() as u64
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let len = self.packet_size as usize;
         let mut rows = Vec::new();
         let mut plots = Vec::new();
@@ -180,12 +176,6 @@ impl LinkModels {
             .to_vec(),
             rows,
         }];
-        Ok(Report {
-            scenario: "link-models".into(),
-            seed,
-            summary,
-            tables,
-            plots,
-        })
+        Ok(report("link-models", seed, summary, tables, plots))
     }
 }

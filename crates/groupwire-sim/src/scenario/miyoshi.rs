@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use groupwire_metrics::TimeSeries;
 
-use super::{Plot, Report, ScenarioError, Table, invalid, require, serde_duration};
+use super::{Plot, Progress, Report, ScenarioError, Table, invalid, require, serde_duration};
 use crate::miyoshi::frames::{self, FrameRow};
 use crate::miyoshi::wireless::{Scheme, SchemeFec, WirelessPath, WirelessResult};
 use crate::rng;
@@ -364,11 +364,7 @@ impl Miyoshi {
         ]
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut report = Report::new("miyoshi", seed);
         let mut done = 0u64;
         let mut tick = |n: u64| {

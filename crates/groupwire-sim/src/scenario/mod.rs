@@ -234,6 +234,28 @@ pub(crate) fn latency_cells(
         .collect()
 }
 
+/// A run's progress callback: it receives the simulated time now and then
+/// (or a count, as [`Scenario::progress_unit`] says).
+pub(crate) type Progress<'a> = &'a mut dyn FnMut(Instant);
+
+/// A scenario's finished [`Report`]: `scenario` run with `seed`, with its
+/// summary, tables and plots.
+pub(crate) fn report(
+    scenario: &str,
+    seed: u64,
+    summary: serde_json::Map<String, serde_json::Value>,
+    tables: Vec<Table>,
+    plots: Vec<Plot>,
+) -> Report {
+    Report {
+        scenario: scenario.into(),
+        seed,
+        summary,
+        tables,
+        plots,
+    }
+}
+
 /// The check of a `parts` list: at least one part, each one of `known`;
 /// else [`invalid`]`("parts", why)`.
 pub(crate) fn require_parts(

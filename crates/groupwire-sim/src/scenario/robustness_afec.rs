@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::dyck::{Dyck, Protocol, RunResult, pct};
-use super::{Report, ScenarioError, Table, serde_duration};
+use super::{Progress, Report, ScenarioError, Table, serde_duration};
 use crate::metrics::LatencyStats;
 use crate::traffic::{Message, TelepointerParams};
 
@@ -249,11 +249,7 @@ impl RobustnessAfec {
         }
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let pairs: Vec<(usize, usize)> = (0..self.rates.len())
             .flat_map(|ri| (0..self.channels.len()).map(move |ci| (ri, ci)))
             .collect();

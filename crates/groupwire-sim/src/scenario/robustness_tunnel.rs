@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::tunnel::{Run, TunnelScenario, TunnelSetting};
-use super::{Report, ScenarioError, Table, serde_duration};
+use super::{Progress, Report, ScenarioError, Table, serde_duration};
 
 /// Parameters of `robustness-tunnel`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,11 +211,7 @@ impl RobustnessTunnel {
         (0..u64::from(self.seeds)).map(|i| seed + i).collect()
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let seeds = self.seeds(seed);
         let mut done = 0u64;
         let mut tick = |n: u64| {

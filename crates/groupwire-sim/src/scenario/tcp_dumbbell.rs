@@ -15,7 +15,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, Progress, Report, ScenarioError, Table, report, serde_duration};
 use crate::core::{NodeId, Simulator};
 use crate::metrics::{TimeSeries, jain_fairness};
 use crate::rng;
@@ -368,11 +368,7 @@ impl TcpDumbbell {
         self.duration * self.seeds
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         if self.seeds <= 1 {
             return self.run_one(seed, progress);
         }
@@ -385,11 +381,7 @@ impl TcpDumbbell {
         Ok(merge_seeds(reports))
     }
 
-    fn run_one(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    fn run_one(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut sim = Simulator::new(seed);
         let tcp = self.tcp_config();
         let end = Instant::ZERO + self.duration;
@@ -741,13 +733,7 @@ impl TcpDumbbell {
                 },
             );
         }
-        Ok(Report {
-            scenario: "tcp-dumbbell".into(),
-            seed,
-            summary,
-            tables,
-            plots,
-        })
+        Ok(report("tcp-dumbbell", seed, summary, tables, plots))
     }
 }
 

@@ -85,7 +85,7 @@ use groupwire_proto::{Bitrate, Instant, Machine, StreamMachine, Transmit};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Plot, Report, ScenarioError, Table, serde_duration};
+use super::{Plot, Progress, Report, ScenarioError, Table, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::metrics::{LatencyStats, TimeSeries};
 use crate::rng;
@@ -484,11 +484,7 @@ impl TeleImmersion {
         }
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut plans: Vec<(String, Plan, bool)> = vec![
             ("model".into(), Plan::Policy(Policy::Model), false),
             ("heuristic".into(), Plan::Policy(Policy::Heuristic), false),

@@ -30,12 +30,12 @@ use groupwire_proto::{Bitrate, Instant, Probability};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Plot, Report, ScenarioError, Table, latency_cells, serde_duration};
+use super::{Plot, Progress, Report, ScenarioError, Table, latency_cells, report, serde_duration};
 use crate::core::{NodeId, Simulator, addr_of};
 use crate::machine_node::MachineNode;
 use crate::metrics::{LatencyStats, TimeSeries};
 use crate::topology::PointToPoint;
-use crate::traffic::Message;
+use crate::traffic::{evenly_spaced, payload_index};
 
 /// One tunnel setting: what `groupwire tunnel`'s FEC flags set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -367,16 +367,11 @@ impl TunnelScenario {
         &self,
         seed: u64,
         s: &TunnelSetting,
-        progress: &mut dyn FnMut(Instant),
+        progress: Progress<'_>,
     ) -> Result<Run, ScenarioError> {
         let n = self.datagrams();
         let gap = 1.0 / self.datagrams_per_sec;
-        let msgs: Vec<Message> = (0..n)
-            .map(|i| Message {
-                at: Instant::ZERO + Duration::from_secs_f64(i as f64 * gap),
-                size: self.size,
-            })
-            .collect();
+        let msgs = evenly_spaced(n, gap, self.size);
         let mut sim = Simulator::new(seed);
         let a = sim.next_node_id();
         let b = NodeId(a.0 + 1);
@@ -447,12 +442,7 @@ impl TunnelScenario {
         let mut latencies_us = Vec::new();
         let mut meter = ChannelMeter::new(s.name.clone(), LatencyKind::OneWay, Instant::ZERO);
         for (at, TunnelDelivery { payload, recovered }) in &rx_node.events {
-            let Some(i) = payload
-                .get(..8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_be_bytes)
-                .filter(|&i| i < n)
-            else {
+            let Some(i) = payload_index(payload, n) else {
                 continue;
             };
             if std::mem::replace(&mut seen[i as usize], true) {
@@ -506,11 +496,7 @@ impl TunnelScenario {
         })
     }
 
-    pub(super) fn run(
-        &self,
-        seed: u64,
-        progress: &mut dyn FnMut(Instant),
-    ) -> Result<Report, ScenarioError> {
+    pub(super) fn run(&self, seed: u64, progress: Progress<'_>) -> Result<Report, ScenarioError> {
         let mut rows = Vec::new();
         let mut series = Vec::new();
         let mut events = 0;
@@ -559,9 +545,9 @@ impl TunnelScenario {
         summary.insert("datagrams".into(), json!(self.datagrams()));
         summary.insert("events".into(), json!(events));
         let tables = vec![
-            Table {
-                file: "settings".into(),
-                columns: [
+            Table::new(
+                "settings",
+                &[
                     "setting",
                     "fec",
                     "k",
@@ -577,18 +563,16 @@ impl TunnelScenario {
                     "added_p99_ms",
                     "one_way_p50_ms",
                     "one_way_p99_ms",
-                ]
-                .map(String::from)
-                .to_vec(),
+                ],
                 rows,
-            },
-            Table {
-                // The channel measures every transport reports (Leigh et al.
-                // §4; docs/metrics.md), from the receiving application: one-way
-                // latency, both jitters, and the burstiness of the sources'
-                // loss on the link with its fitted Gilbert chain.
-                file: "channel".into(),
-                columns: [
+            ),
+            // The channel measures every transport reports (Leigh et al.
+            // §4; docs/metrics.md), from the receiving application: one-way
+            // latency, both jitters, and the burstiness of the sources'
+            // loss on the link with its fitted Gilbert chain.
+            Table::new(
+                "channel",
+                &[
                     "setting",
                     "link_bitrate",
                     "one_way_p50_ms",
@@ -601,11 +585,9 @@ impl TunnelScenario {
                     "gilbert_p",
                     "gilbert_r",
                     "rebuilt",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: channel_rows,
-            },
+                ],
+                channel_rows,
+            ),
         ];
         let plots = vec![Plot {
             file: "fwnd".into(),
@@ -615,13 +597,7 @@ impl TunnelScenario {
             series,
             ..Default::default()
         }];
-        Ok(Report {
-            scenario: "tunnel".into(),
-            seed,
-            summary,
-            tables,
-            plots,
-        })
+        Ok(report("tunnel", seed, summary, tables, plots))
     }
 }
 

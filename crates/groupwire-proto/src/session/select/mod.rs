@@ -69,7 +69,7 @@ mod tests;
 use std::time::Duration;
 
 pub use controller::{AdaptiveController, ControllerConfig, Measured, Switch};
-pub use predict::RTO_MIN;
+pub use predict::{RTO_MIN, predict_with};
 
 use crate::Instant;
 use crate::session::{CapacityProfile, Mechanism, PathEstimate, Qos, Reliability};
@@ -258,18 +258,7 @@ impl Default for Provision {
 /// `path`, with the default [`Provision`]. Deterministic, `O(1)` to
 /// `O(log n)` except Block (the target controller's chooser).
 pub fn predict(m: &Mechanism, qos: &Qos, path: &PathEstimate, traffic: &Traffic) -> Prediction {
-    predict::predict_in(m, &Provision::DEFAULT, qos, path, traffic)
-}
-
-/// [`predict`] with the host's own [`Provision`].
-pub fn predict_with(
-    m: &Mechanism,
-    prov: &Provision,
-    qos: &Qos,
-    path: &PathEstimate,
-    traffic: &Traffic,
-) -> Prediction {
-    predict::predict_in(m, prov, qos, path, traffic)
+    predict_with(m, &Provision::DEFAULT, qos, path, traffic)
 }
 
 /// Whether `m`, predicted `p`, meets `qos` (see the module docs, "Meets").

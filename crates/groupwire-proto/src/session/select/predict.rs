@@ -326,8 +326,8 @@ fn secs(s: f64) -> Duration {
     }
 }
 
-/// The prediction for `m`; see [`super::predict`].
-pub(super) fn predict_in(
+/// [`predict`](super::predict()) with the host's own [`Provision`].
+pub fn predict_with(
     m: &Mechanism,
     prov: &Provision,
     qos: &Qos,

@@ -44,6 +44,20 @@ fn events(c: &mut ClientCore) -> Vec<CoreEvent> {
     std::iter::from_fn(|| c.poll_event()).collect()
 }
 
+/// A core with a 1 s keepalive, past its handshake (the welcome handed
+/// over as a frame), events and transmits drained.
+fn keepalive_1s() -> ClientCore {
+    let o = ClientOptions {
+        keepalive: Duration::from_secs(1),
+        ..opts()
+    };
+    let mut c = ClientCore::new(Instant::ZERO, &o);
+    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
+    events(&mut c);
+    transmits(&mut c);
+    c
+}
+
 /// A core past its handshake, transmits drained.
 fn connected(window: u32) -> ClientCore {
     let mut c = ClientCore::new(Instant::ZERO, &opts());
@@ -317,14 +331,7 @@ fn a_request_over_the_relays_cap_is_refused_here() {
 
 #[test]
 fn pings_after_each_quiet_keepalive_period() {
-    let o = ClientOptions {
-        keepalive: Duration::from_secs(1),
-        ..opts()
-    };
-    let mut c = ClientCore::new(Instant::ZERO, &o);
-    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
-    events(&mut c);
-    transmits(&mut c);
+    let mut c = keepalive_1s();
     let t = c.poll_timeout().expect("armed");
     assert_eq!(t, Instant::from_millis(1000));
     c.handle_timeout(Instant::from_millis(999));
@@ -644,14 +651,7 @@ fn a_left_group_is_not_rejoined() {
 
 #[test]
 fn a_silent_relay_is_given_up_after_two_keepalive_periods() {
-    let o = ClientOptions {
-        keepalive: Duration::from_secs(1),
-        ..opts()
-    };
-    let mut c = ClientCore::new(Instant::ZERO, &o);
-    c.handle_frame(Instant::ZERO, welcome(1 << 20, 1 << 20));
-    events(&mut c);
-    transmits(&mut c);
+    let mut c = keepalive_1s();
     c.handle_timeout(Instant::from_millis(1000));
     assert!(matches!(&transmits(&mut c)[..], [Frame::Ping { .. }]));
     // The Pong of the first ping comes: heard at 1.5 s.
