@@ -726,6 +726,12 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_updates_survive_kill_9_of_the_nats_node_leading_the_group() {
+    // The relays' warnings (NATS reconnects, lost follows, refused
+    // publishes) in the output of a failed run.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_test_writer()
+        .try_init();
     let mut nats = NatsCluster::start(3);
     // A bound on the whole, for the waits that have none of their own
     // (requests to a relay): a hang fails, with the cluster's logs kept.

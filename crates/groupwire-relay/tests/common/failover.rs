@@ -51,6 +51,9 @@ pub(crate) async fn send_numbered(
     }
 }
 
+/// How long a send of [`keep_sending`] waits before it says so.
+const SLOW_SEND: Duration = Duration::from_secs(5);
+
 /// Sends `{tag}{i}` to `group`, one after another, until `stop` says so.
 pub(crate) fn keep_sending(
     c: &RelayClient,
@@ -66,7 +69,21 @@ pub(crate) fn keep_sending(
                 break;
             }
             let payload = Bytes::from(format!("{tag}{i}"));
-            match c.send(group, 1, payload.clone()).await {
+            let send = c.send(group, 1, payload.clone());
+            tokio::pin!(send);
+            // A send left unanswered is said while it waits: when a
+            // watcher then hears nothing, the output tells a stalled
+            // group from a stalled delivery.
+            let answer = loop {
+                tokio::select! {
+                    r = &mut send => break r,
+                    () = tokio::time::sleep(SLOW_SEND) => eprintln!(
+                        "sender {tag}: {tag}{i} unanswered for {SLOW_SEND:?} (last acknowledged: {:?})",
+                        sent.acked.last().map(|(seq, _)| seq)
+                    ),
+                }
+            };
+            match answer {
                 Ok(seq) => sent.acked.push((seq, payload)),
                 Err(ClientError::Interrupted) => sent.interrupted.push(payload),
                 Err(e) => panic!(
