@@ -727,9 +727,14 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_updates_survive_kill_9_of_the_nats_node_leading_the_group() {
     // The relays' warnings (NATS reconnects, lost follows, refused
-    // publishes) in the output of a failed run.
+    // publishes) and the storage's retries and re-follows in the output of
+    // a failed run: a run that stalled after the kill showed two nodes
+    // losing their first follow of `g` and both senders' appends going
+    // unanswered well past the new stream leader.
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "warn,groupwire_relay::storage=debug",
+        ))
         .with_test_writer()
         .try_init();
     let mut nats = NatsCluster::start(3);
