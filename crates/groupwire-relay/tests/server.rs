@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 mod common;
-use common::{LIMIT, client, hello, join, open_group, relay};
+use common::{client, hello, in_time, join, open_group, relay};
 
 async fn next_delivery(ev: &mut mpsc::Receiver<ClientEvent>) -> (u64, Bytes) {
     loop {
@@ -32,7 +32,7 @@ async fn next_delivery(ev: &mut mpsc::Receiver<ClientEvent>) -> (u64, Bytes) {
 
 #[tokio::test]
 async fn tcp_clients_get_total_order_and_a_late_joiner_gets_the_state() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (a, mut ea) = client(&r, "a").await;
         let (b, mut eb) = client(&r, "b").await;
@@ -107,8 +107,7 @@ async fn tcp_clients_get_total_order_and_a_late_joiner_gets_the_state() {
         assert!(s.deliveries >= 240, "{s:?}");
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 /// The core task writes a plain TCP socket directly and hands what the
@@ -118,7 +117,7 @@ async fn tcp_clients_get_total_order_and_a_late_joiner_gets_the_state() {
 /// once it reads, through the task and back to direct writes.
 #[tokio::test]
 async fn frames_larger_than_the_socket_takes_arrive_whole_and_in_order() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (a, _ea) = client(&r, "a").await;
         open_group(&a, "g", false).await;
@@ -142,13 +141,12 @@ async fn frames_larger_than_the_socket_takes_arrive_whole_and_in_order() {
         }
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_websocket_client_speaks_the_same_frames() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (a, _ea) = client(&r, "a").await;
         a.create_group("chat", "chat", 6, Bytes::new()).await.expect("create");
@@ -186,13 +184,12 @@ async fn a_websocket_client_speaks_the_same_frames() {
         assert_eq!(code, Some(ErrorCode::PROTOCOL_VIOLATION));
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn tokens_are_checked_on_the_wire() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let secret = b"test-secret".to_vec();
         let s2 = secret.clone();
         let r = relay(move |c| {
@@ -227,13 +224,12 @@ async fn tokens_are_checked_on_the_wire() {
         assert_eq!(r.stats().await.auth_failures, 1);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_lock_held_by_a_client_that_disconnects_goes_to_the_next_waiter() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (a, _ea) = client(&r, "a").await;
         let (b, mut eb) = client(&r, "b").await;
@@ -272,8 +268,7 @@ async fn a_lock_held_by_a_client_that_disconnects_goes_to_the_next_waiter() {
         assert_eq!(err.code(), Some(ErrorCode::NOT_HOLDER));
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 /// Reads frames from a raw socket until it closes; returns the error codes.
@@ -297,7 +292,7 @@ async fn error_codes_until_close(s: &mut TcpStream) -> Vec<ErrorCode> {
 
 #[tokio::test]
 async fn hostile_input_gets_an_error_and_a_close_never_a_crash() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| c.core.max_frame = 64 << 10).await;
         let hello = hello("evil");
         let cases: Vec<(Vec<u8>, ErrorCode)> = vec![
@@ -352,13 +347,12 @@ async fn hostile_input_gets_an_error_and_a_close_never_a_crash() {
         );
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_client_that_never_reads_is_disconnected_and_memory_stays_bounded() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|c| {
             c.core.sched = SchedulerConfig {
                 slow_policy: SlowConsumerPolicy::Disconnect,
@@ -400,6 +394,5 @@ async fn a_client_that_never_reads_is_disconnected_and_memory_stays_bounded() {
         let _ = drain.await;
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 
 /// Generous: a loaded 2-core machine is slow at handshakes, never stuck.
 mod common;
-use common::LIMIT;
+use common::in_time;
 
 /// A CA and a server certificate it signed (for `localhost`, 127.0.0.1
 /// and ::1 unless other names are given), all PEM.
@@ -130,7 +130,7 @@ async fn round_trip(url_a: &str, url_b: &str, opts: &ClientOptions) {
 
 #[tokio::test]
 async fn tcp_inside_tls_and_wss_carry_the_protocol() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let pki = Pki::new("groupwire test CA");
         let r = tls_relay(&pki).await;
         let opts = ClientOptions::new("m").token(&token()).tls(pki.client());
@@ -150,13 +150,12 @@ async fn tcp_inside_tls_and_wss_carry_the_protocol() {
         assert_eq!(r.stats().await.auth_failures, 0);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_client_that_trusts_another_ca_fails_with_a_clear_error() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let pki = Pki::new("groupwire test CA");
         let other = Pki::new("someone else's CA");
         let r = tls_relay(&pki).await;
@@ -201,13 +200,12 @@ async fn a_client_that_trusts_another_ca_fails_with_a_clear_error() {
         );
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_tls_relay_has_no_plaintext_listener() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let pki = Pki::new("groupwire test CA");
         let r = tls_relay(&pki).await;
         // A plaintext client's Hello is not a TLS ClientHello: the relay
@@ -229,13 +227,12 @@ async fn a_tls_relay_has_no_plaintext_listener() {
         assert_eq!(stats.auth_failures, 0, "no token was read in clear");
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_client_sends_no_token_in_clear_unless_allowed() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         // A bare listener records every byte a client sends it.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -256,8 +253,7 @@ async fn a_client_sends_no_token_in_clear_unless_allowed() {
         let got = server.await.expect("server task");
         assert!(got.is_empty(), "the client sent {} bytes", got.len());
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[test]

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 mod common;
-use common::{LIMIT, join, open_group};
+use common::{in_time, join, open_group};
 
 async fn relay(f: impl FnOnce(&mut ServerConfig)) -> RelayHandle {
     common::relay(|cfg| {
@@ -63,7 +63,7 @@ async fn send_many(c: &RelayClient, group: &str, prefix: &str, n: usize) -> Vec<
 
 #[tokio::test]
 async fn tcp_and_websocket_clients_share_one_total_order() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (t, mut et) = tcp_client(&r, "tcp").await;
         let (w, mut ew) = ws_client(&r, "ws").await;
@@ -110,13 +110,12 @@ async fn tcp_and_websocket_clients_share_one_total_order() {
         assert_eq!(r.stats().await.updates, 100);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn locks_pass_between_tcp_and_websocket_clients() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (t, _et) = tcp_client(&r, "tcp").await;
         let (w, _ew) = ws_client(&r, "ws").await;
@@ -139,13 +138,12 @@ async fn locks_pass_between_tcp_and_websocket_clients() {
         assert!(w.try_lock("g", "pen").await.expect("try"));
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_websocket_client_that_disconnects_is_a_leave() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let (t, mut et) = tcp_client(&r, "tcp").await;
         open_group(&t, "g", true).await;
@@ -195,13 +193,12 @@ async fn a_websocket_client_that_disconnects_is_a_leave() {
         assert_eq!(j.members.len(), 2);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn connect_url_picks_the_transport_by_scheme() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let r = relay(|_| {}).await;
         let tcp = r.local_addr().to_string();
         for addr in [tcp.clone(), format!("tcp://{tcp}"), ws_url(&r)] {
@@ -216,13 +213,12 @@ async fn connect_url_picks_the_transport_by_scheme() {
         assert!(matches!(err, ClientError::InvalidAddress { .. }), "{err}");
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn bad_urls_and_failed_handshakes_are_clear_errors() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let secret = b"test-secret".to_vec();
         let r = relay(|c| {
             c.core.auth_keys =
@@ -271,13 +267,12 @@ async fn bad_urls_and_failed_handshakes_are_clear_errors() {
         assert_eq!(err.code(), Some(ErrorCode::UNAUTHORIZED), "{err}");
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 #[tokio::test]
 async fn oversized_requests_fail_locally_and_maximal_ones_reach_websocket_clients() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         const CAP: usize = 64 << 10;
         let r = relay(|c| c.core.max_frame = CAP).await;
         let (t, mut et) = tcp_client(&r, "tcp").await;
@@ -322,8 +317,7 @@ async fn oversized_requests_fail_locally_and_maximal_ones_reach_websocket_client
         assert_eq!(r.stats().await.oversized_frames, 0);
         r.shutdown().await;
     })
-    .await
-    .expect("in time");
+    .await;
 }
 
 /// A one-connection WebSocket "relay" that answers `Hello` with a
@@ -356,7 +350,7 @@ async fn broken_relay(bad: Message) -> String {
 
 #[tokio::test]
 async fn a_relay_that_breaks_websocket_framing_ends_the_connection_with_an_error() {
-    tokio::time::timeout(LIMIT, async {
+    in_time(async {
         let ping = frame::encode(0, &Frame::Pong { nonce: 1 });
         let cases = [
             (
@@ -393,6 +387,5 @@ async fn a_relay_that_breaks_websocket_framing_ends_the_connection_with_an_error
             assert_eq!(c.ping().await, Err(ClientError::Closed));
         }
     })
-    .await
-    .expect("in time");
+    .await;
 }

@@ -144,9 +144,7 @@ impl Watched {
     pub(crate) fn last(&self) -> u64 {
         self.updates.last().map_or(0, |u| u.seq)
     }
-}
 
-impl Watched {
     /// After the watcher's node went away: waits for its reconnect and 20
     /// more updates, stops `sender` through `stop`, waits for the last
     /// update it had acknowledged, and checks that every one arrived
@@ -168,9 +166,7 @@ impl Watched {
         assert_exactly_once_in_order(self, &sent, 1);
         sent
     }
-}
 
-impl Watched {
     /// Waits for the last update acknowledged in `sent` (sorted), then
     /// checks that every one arrived once and in order from #1, with no
     /// resync (nothing was compacted). `who` names the watcher in a failure.
