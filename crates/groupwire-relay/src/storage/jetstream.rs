@@ -100,8 +100,8 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::DirectGetErrorKind;
 use async_nats::jetstream::{self, kv, stream};
 use bytes::Bytes;
-use futures_util::StreamExt;
 use futures_util::stream::{AbortHandle, BoxStream, SelectAll};
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::settings::{self, ClusterSettings};
@@ -292,6 +292,9 @@ pub(crate) async fn spawn(
             });
             match started {
                 Ok((mut s, started)) => {
+                    // Every log line of this thread (the NATS client's too)
+                    // names the node, for a cluster's logs read together.
+                    let _node = tracing::info_span!("nats", node = s.node()).entered();
                     if ready_tx.send(Ok(started)).is_ok() {
                         s.run(ops, done, batch);
                         s.rt.block_on(s.inner.leave_cluster());
@@ -545,6 +548,15 @@ struct Inner {
     refollow_delay: Duration,
     /// Follows that ended or failed since the start (logged).
     follows_lost: u64,
+    /// One item each time the NATS client connected again after losing
+    /// its connection: see [`Inner::reconnected`].
+    reconnects: mpsc::UnboundedReceiver<()>,
+    /// The watches of the group records, the locks and the members are
+    /// to be made again (after a reconnect), on the next `refollow_at`.
+    rewatch: bool,
+    /// The last revision each watch delivered (group records, locks,
+    /// members): a watch made again resumes after it.
+    watched: [u64; 3],
     /// Changes of the group records (cluster mode).
     watch: Option<kv::Watch>,
     /// The KV revision and the priority of each known group's record as
@@ -612,31 +624,42 @@ const H_SENT_AT: &str = "Gw-Sent-At";
 /// a stream leader being elected): a three-node cluster elects a new
 /// leader within a few seconds.
 const APPEND_RETRY_FOR: Duration = Duration::from_secs(20);
+/// How long an append waits for JetStream's acknowledgement before it
+/// publishes again (under the same message id, so at most one is stored).
+/// An acknowledgement on a live stream takes milliseconds; one from a
+/// stream leader that died never comes, and the JetStream context's own
+/// 5 s would keep this node's storage (its lease renewals too) waiting.
+const APPEND_ACK_WAIT: Duration = Duration::from_secs(2);
+/// How long an append that found no responders waits to learn whether
+/// the group's stream is gone or only without a leader for the moment.
+const STREAM_CHECK_WAIT: Duration = Duration::from_secs(2);
 
 /// Waits between retries of a failing NATS request (an append, a read of
 /// the log or the state for a transfer), 50 ms doubling up to 1 s, until
-/// [`APPEND_RETRY_FOR`] is spent.
+/// [`APPEND_RETRY_FOR`] has passed since the first try: the time the
+/// requests took counts too (a request to a stream without a leader waits
+/// out its whole timeout).
 struct Retry {
     delay: Duration,
-    spent: Duration,
+    /// Fires [`APPEND_RETRY_FOR`] after the first try.
+    deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl Retry {
     fn new() -> Self {
         Self {
             delay: Duration::from_millis(50),
-            spent: Duration::ZERO,
+            deadline: Box::pin(tokio::time::sleep(APPEND_RETRY_FOR)),
         }
     }
 
     /// Sleeps before the next try, or gives up with `e`.
     async fn wait(&mut self, e: StorageError) -> Result<(), StorageError> {
-        if self.spent >= APPEND_RETRY_FOR {
+        if self.deadline.is_elapsed() {
             return Err(e);
         }
         tracing::debug!(error = %e, "NATS failed a request, retrying");
         tokio::time::sleep(self.delay).await;
-        self.spent += self.delay;
         self.delay = (self.delay * 2).min(Duration::from_secs(1));
         Ok(())
     }
@@ -698,9 +721,24 @@ impl Inner {
         if cfg.servers.is_empty() {
             return Err(StorageError::Engine("no NATS server given".into()));
         }
+        // A connection lost and made again: every follow and watch is
+        // made anew by this node (see `Inner::reconnected`).
+        let (reconnect_tx, reconnects) = mpsc::unbounded_channel();
+        let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut opts = async_nats::ConnectOptions::new()
             .name("groupwire-relay")
-            .connection_timeout(cfg.connect_timeout);
+            .connection_timeout(cfg.connect_timeout)
+            .event_callback(move |event| {
+                use std::sync::atomic::Ordering;
+                match event {
+                    async_nats::Event::Disconnected => lost.store(true, Ordering::Relaxed),
+                    async_nats::Event::Connected if lost.swap(false, Ordering::Relaxed) => {
+                        let _ = reconnect_tx.send(());
+                    }
+                    _ => {}
+                }
+                std::future::ready(())
+            });
         opts = match &cfg.auth {
             NatsAuth::None => opts,
             NatsAuth::CredsFile(path) => opts
@@ -821,6 +859,9 @@ impl Inner {
             refollow_at: None,
             refollow_delay: REFOLLOW_FIRST,
             follows_lost: 0,
+            reconnects,
+            rewatch: false,
+            watched: [0; 3],
             watch: None,
             records: BTreeMap::new(),
             members,
@@ -969,12 +1010,62 @@ impl Inner {
         }
     }
 
-    /// Follows every lost group again after its head. A group whose log
-    /// is gone (deleted) is dropped from `lost`; while NATS refuses, the
-    /// wait doubles up to [`REFOLLOW_MAX`].
+    /// The NATS client connected again after losing its connection (its
+    /// server died, or the network between them failed). The client makes
+    /// its consumers again by itself, but while that fails (a stream with
+    /// no leader for the seconds after a NATS node died) it says nothing
+    /// and waits up to 10 s between tries: a node that only follows a
+    /// group heard nothing of it for over 30 s in the NATS failover test.
+    /// So this node makes every follow again itself, from its head, and
+    /// the watches with them, on its own schedule ([`REFOLLOW_FIRST`],
+    /// doubling up to [`REFOLLOW_MAX`] while NATS refuses).
+    fn reconnected(&mut self) {
+        let groups: Vec<String> = self.heads.keys().cloned().collect();
+        for group in &groups {
+            self.stop_follow(group);
+        }
+        tracing::warn!(
+            groups = groups.len(),
+            "connected to NATS again: following every group again from its head"
+        );
+        self.follows_lost += groups.len() as u64;
+        self.lost.extend(groups);
+        self.rewatch = true;
+        self.refollow_delay = REFOLLOW_FIRST;
+        self.refollow_at = Some(Box::pin(tokio::time::sleep(REFOLLOW_FIRST)));
+    }
+
+    /// Makes the watches again after a reconnect, each resuming after the
+    /// last revision it delivered (see [`Inner::reconnected`]).
+    async fn watch_again(&mut self) -> Result<(), StorageError> {
+        if self.watch.is_some() {
+            self.watch = Some(watch_after(&self.groups, self.watched[0]).await?);
+        }
+        if self.lock_watch.is_some() {
+            self.lock_watch = Some(watch_after(&self.locks, self.watched[1]).await?);
+        }
+        if self.member_watch.is_some() {
+            self.member_watch = Some(watch_after(&self.members, self.watched[2]).await?);
+        }
+        Ok(())
+    }
+
+    /// Follows every lost group again after its head, and makes the
+    /// watches again if a reconnect asked for it. A group whose log is
+    /// gone (deleted) is dropped from `lost`; while NATS refuses, the wait
+    /// doubles up to [`REFOLLOW_MAX`]. The first refusal ends the round:
+    /// the other groups would most likely wait out the same timeout each,
+    /// and this thread serves nothing else meanwhile.
     async fn refollow(&mut self) {
         self.refollow_at = None;
-        for group in std::mem::take(&mut self.lost) {
+        if self.rewatch {
+            match self.watch_again().await {
+                Ok(()) => self.rewatch = false,
+                Err(e) => tracing::warn!(error = %e, "watching the buckets again failed, retrying"),
+            }
+        }
+        let mut lost = std::mem::take(&mut self.lost).into_iter();
+        for group in lost.by_ref() {
             let Some(&head) = self.heads.get(&group) else {
                 continue; // deleted meanwhile
             };
@@ -988,10 +1079,12 @@ impl Inner {
                 Err(e) => {
                     tracing::warn!(group, error = %e, "following a group again failed, retrying");
                     self.lost.insert(group);
+                    break;
                 }
             }
         }
-        if self.lost.is_empty() {
+        self.lost.extend(lost);
+        if self.lost.is_empty() && !self.rewatch {
             self.refollow_delay = REFOLLOW_FIRST;
         } else {
             self.refollow_delay = (self.refollow_delay * 2).min(REFOLLOW_MAX);
@@ -1007,9 +1100,10 @@ impl Inner {
             Follow(Followed),
             Record(Result<kv::Entry, String>),
             Member(Result<kv::Entry, String>),
-            Lock,
+            Lock(Option<u64>),
             Renew,
             Refollow,
+            Reconnected,
         }
         let woke = {
             let watch = async {
@@ -1047,13 +1141,14 @@ impl Inner {
                 // reconnect must not strand a waiter. A ticker, not a
                 // sleep made here: under load this runs more often than
                 // once a period, and a fresh sleep would never fire.
-                _ = self.take_retry.tick(), if waiting => Woke::Lock,
+                _ = self.take_retry.tick(), if waiting => Woke::Lock(None),
                 op = ops.recv() => Woke::Op(op),
                 Some(f) = self.follows.next() => Woke::Follow(f),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
-                Some(_) = lock_watch => Woke::Lock,
+                Some(e) = lock_watch => Woke::Lock(e.ok().map(|e| e.revision)),
                 Some(e) = member_watch => Woke::Member(e.map_err(|e| e.to_string())),
                 () = refollow => Woke::Refollow,
+                Some(()) = self.reconnects.recv() => Woke::Reconnected,
             }
         };
         match woke {
@@ -1072,24 +1167,27 @@ impl Inner {
                     FollowEvent::Ended => self.lose(&f.group, "the stream ended"),
                 }
             }
-            Woke::Record(Ok(entry)) => self.record_changed(entry).await,
+            Woke::Record(Ok(entry)) => {
+                self.watched[0] = self.watched[0].max(entry.revision);
+                self.record_changed(entry).await;
+            }
             Woke::Record(Err(e)) => {
                 tracing::warn!(error = %e, "watching the group records failed");
             }
-            Woke::Member(Ok(entry)) => self.member_changed(entry).await,
+            Woke::Member(Ok(entry)) => {
+                self.watched[2] = self.watched[2].max(entry.revision);
+                self.member_changed(entry).await;
+            }
             Woke::Member(Err(e)) => {
                 tracing::warn!(error = %e, "watching the members failed");
             }
-            Woke::Lock => self.retry_takes().await,
-            Woke::Renew => {
-                if self.member_watch.is_some()
-                    && let Err(e) = self.put_alive().await
-                {
-                    tracing::warn!(error = %e, "renewing this node's membership lease failed");
-                }
-                self.renew_leases().await;
+            Woke::Lock(revision) => {
+                self.watched[1] = self.watched[1].max(revision.unwrap_or(0));
+                self.retry_takes().await;
             }
+            Woke::Renew => self.renew_all().await,
             Woke::Refollow => self.refollow().await,
+            Woke::Reconnected => self.reconnected(),
         }
         Next::Followed
     }
@@ -1450,9 +1548,19 @@ impl Inner {
             .js
             .send_publish(subject(&u.group), publish)
             .await
-            .map_err(refused)?
-            .await
             .map_err(refused)?;
+        // With an id a lost acknowledgement costs only a publish again
+        // (see `APPEND_ACK_WAIT`); without one the context's wait applies.
+        let ack = match id {
+            Some(_) => tokio::time::timeout(APPEND_ACK_WAIT, ack)
+                .await
+                .map_err(|_| Refused {
+                    kind: PublishErrorKind::TimedOut,
+                    last: None,
+                })?,
+            None => ack.await,
+        }
+        .map_err(refused)?;
         Ok(ack.sequence)
     }
 
@@ -1488,6 +1596,20 @@ impl Inner {
             .last_sequence)
     }
 
+    /// [`Retry::wait`], then this node's lease renewals if they fell due
+    /// meanwhile: an append retried through a NATS failover keeps this
+    /// thread for seconds, and a lapsed lease would drop this node's
+    /// members on the other nodes and free the locks its clients hold.
+    async fn pause(&mut self, retry: &mut Retry, e: StorageError) -> Result<(), StorageError> {
+        retry.wait(e).await?;
+        if (self.member_watch.is_some() || !self.held.is_empty())
+            && self.renew.tick().now_or_never().is_some()
+        {
+            self.renew_all().await;
+        }
+        Ok(())
+    }
+
     /// Cluster mode: appends `u` after the last update handed to the core;
     /// after a lost race, right after the stream's last sequence that the
     /// refusal names, then reads (into `out`) the updates it lost to, so
@@ -1500,7 +1622,7 @@ impl Inner {
     async fn append_live(&mut self, u: &Update) -> Result<Update, StorageError> {
         self.appends += 1;
         let id = format!("gw-{}-{}", self.node, self.appends);
-        let mut retry = Retry::new();
+        let retry = &mut Retry::new();
         // The stream's last sequence as a lost race reported it: the next
         // try appends right after it, and reads the updates between the
         // head and it once its own is in. Reading them first took longer
@@ -1517,7 +1639,7 @@ impl Inner {
                     Ok(()) => continue,
                     Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
                     Err(e) => {
-                        retry.wait(e).await?;
+                        self.pause(retry, e).await?;
                         continue;
                     }
                 }
@@ -1527,7 +1649,7 @@ impl Inner {
                 Ok(seq) if seq == after + 1 => {
                     // Stored: if reading what came before it fails, the
                     // follow hands the core the rest, this one included.
-                    self.catch_up_to(&u.group, head, after, &mut retry).await?;
+                    self.catch_up_to(&u.group, head, after, retry).await?;
                     self.heads.insert(u.group.clone(), seq);
                     return Ok(Update { seq, ..u.clone() });
                 }
@@ -1547,7 +1669,7 @@ impl Inner {
                 }) => {
                     last = None;
                     if let Err(e) = self.catch_up(&u.group, head).await {
-                        retry.wait(e).await?;
+                        self.pause(retry, e).await?;
                     }
                 }
                 // No responders: the stream is gone, or has no leader for
@@ -1555,16 +1677,15 @@ impl Inner {
                 Err(Refused {
                     kind: PublishErrorKind::StreamNotFound,
                     ..
-                }) => match self.stream(&u.group).await {
-                    Err(e @ StorageError::NoSuchGroup(_)) => return Err(e),
-                    Err(e) => retry.wait(e).await?,
-                    Ok(_) => {
-                        retry
-                            .wait(publish_error(u, PublishErrorKind::StreamNotFound))
+                }) => match tokio::time::timeout(STREAM_CHECK_WAIT, self.stream(&u.group)).await {
+                    Ok(Err(e @ StorageError::NoSuchGroup(_))) => return Err(e),
+                    Ok(Err(e)) => self.pause(retry, e).await?,
+                    Ok(Ok(_)) | Err(_) => {
+                        self.pause(retry, publish_error(u, PublishErrorKind::StreamNotFound))
                             .await?;
                     }
                 },
-                Err(r) => retry.wait(publish_error(u, r.kind)).await?,
+                Err(r) => self.pause(retry, publish_error(u, r.kind)).await?,
             }
         }
         Err(StorageError::Engine(format!(
@@ -1601,7 +1722,7 @@ impl Inner {
             let stream = match self.stream(group).await {
                 Ok(s) => s,
                 Err(e) => {
-                    retry.wait(e).await?;
+                    self.pause(retry, e).await?;
                     continue;
                 }
             };
@@ -1620,12 +1741,11 @@ impl Inner {
                     // Compacted past `last` meanwhile.
                     Ok(_) => return Ok(()),
                     Err(e) => {
-                        retry
-                            .wait(engine(
-                                &format!("reading the log of {group:?} up to {last}"),
-                                e,
-                            ))
-                            .await?;
+                        self.pause(
+                            retry,
+                            engine(&format!("reading the log of {group:?} up to {last}"), e),
+                        )
+                        .await?;
                         break;
                     }
                 }
@@ -1866,6 +1986,17 @@ impl Inner {
             Err(PublishErrorKind::WrongLastSequence) => Ok(None),
             Err(k) => Err(format!("{k:?}")),
         }
+    }
+
+    /// Renews this node's liveness key (cluster mode) and its clients'
+    /// locks, every third of a lease.
+    async fn renew_all(&mut self) {
+        if self.member_watch.is_some()
+            && let Err(e) = self.put_alive().await
+        {
+            tracing::warn!(error = %e, "renewing this node's membership lease failed");
+        }
+        self.renew_leases().await;
     }
 
     /// Renews the lease of every lock this node holds for its clients. A
@@ -2268,6 +2399,18 @@ fn member_info(client: u64, value: &[u8]) -> Option<MemberInfo> {
 }
 
 /// A ticker that skips the ticks it missed.
+/// A watch of `store` made again: from the revision after `last`, the
+/// last one the old watch delivered, or (none delivered) from every key's
+/// latest value, which the handlers take as they would a change.
+async fn watch_after(store: &kv::Store, last: u64) -> Result<kv::Watch, StorageError> {
+    let watch = if last == 0 {
+        store.watch_with_history(">").await
+    } else {
+        store.watch_all_from_revision(last + 1).await
+    };
+    watch.map_err(|e| engine("watching a bucket again", e))
+}
+
 fn ticker(period: Duration) -> tokio::time::Interval {
     let mut i = tokio::time::interval(period);
     i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
