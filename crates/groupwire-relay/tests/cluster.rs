@@ -733,7 +733,7 @@ async fn acknowledged_updates_survive_kill_9_of_the_nats_node_leading_the_group(
     // unanswered well past the new stream leader.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
-            "warn,groupwire_relay::storage=debug",
+            "warn,groupwire_relay::storage=debug,async_nats=info",
         ))
         .with_test_writer()
         .try_init();
@@ -838,9 +838,32 @@ async fn kill_the_nats_node_leading_the_group(nats: &mut NatsCluster) {
     )
     .await;
     eprintln!("step: new leader n{leader} at #{at_kill}, every relay reconnected");
-    // Every watcher goes on receiving updates appended after the kill.
-    for (_, e, seen) in &mut watchers {
-        seen.until(e, |w| w.last() >= at_kill + 30).await;
+    // Every watcher goes on receiving updates appended after the kill:
+    // the one on the node that appends nothing hears of them only through
+    // its follow of the group's stream, which must survive the NATS
+    // client's reconnect. While they are read, the relays' counters every
+    // 10 s (for a stall: which node delivers nothing, whose queue grows).
+    let counters = async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            for (i, n) in nodes.iter().enumerate() {
+                let s = n.stats().await;
+                eprintln!(
+                    "node {i}: {} updates, {} deliveries, {} frames queued",
+                    s.updates, s.deliveries, s.sched.queued_frames
+                );
+            }
+        }
+    };
+    let watched = async {
+        for (i, (_, e, seen)) in watchers.iter_mut().enumerate() {
+            seen.until(e, |w| w.last() >= at_kill + 30).await;
+            eprintln!("step: watcher {i} got 30 updates past the kill");
+        }
+    };
+    tokio::select! {
+        () = watched => {}
+        () = counters => {}
     }
     eprintln!("step: 30 updates past the kill on every watcher");
     stop.send(true).expect("senders run");

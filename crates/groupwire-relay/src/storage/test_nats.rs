@@ -70,6 +70,9 @@ fn run(bin: &str, port: u16, dir: &std::path::Path) -> Child {
     let child = Command::new(bin)
         .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
         .arg(dir)
+        // Its log beside its store, kept after a failed test (see `Drop`).
+        .arg("-l")
+        .arg(dir.join("nats.log"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -95,9 +98,18 @@ fn listening(mut child: Child, port: u16, what: &str) -> Child {
 }
 
 impl Drop for NatsServer {
+    /// Kills it. After a failed test its log (`nats.log`) and store stay
+    /// for a look: their directory is printed.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+            eprintln!(
+                "nats-server log and store kept in {}",
+                self.dir.path().display()
+            );
+        }
     }
 }
 
