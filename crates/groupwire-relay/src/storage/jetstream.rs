@@ -2109,6 +2109,8 @@ impl Inner {
                 }
             };
             let last = entry.delta == 0;
+            // A watch made again after a reconnect resumes after it.
+            self.watched[2] = self.watched[2].max(entry.revision);
             if entry.operation == kv::Operation::Put {
                 match MemberKey::parse(&entry.key) {
                     Some(MemberKey::Alive(node)) => {
