@@ -726,11 +726,12 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_updates_survive_kill_9_of_the_nats_node_leading_the_group() {
-    // The relays' warnings (NATS reconnects, lost follows, refused
-    // publishes) and the storage's retries and re-follows in the output of
-    // a failed run: a run that stalled after the kill showed two nodes
-    // losing their first follow of `g` and both senders' appends going
-    // unanswered well past the new stream leader.
+    // The relays' warnings (lost follows, refused publishes), the
+    // storage's retries and re-follows, and the NATS clients' disconnects
+    // and reconnects, each line with its relay node's number, in the
+    // output of a failed run. That is how a stall after the kill was
+    // found: the node that appends nothing heard nothing more of `g`, its
+    // client having reconnected and its follow never made again.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
             "warn,groupwire_relay::storage=debug,async_nats=info",
