@@ -279,22 +279,23 @@ pub(crate) async fn spawn(
     std::thread::Builder::new()
         .name("relay-nats".into())
         .spawn(move || {
-            let started = JetStreamStorage::connect_node(&cfg, &settings).and_then(|mut s| {
-                let groups = s.rt.block_on(s.inner.start_following())?;
-                let first_client_id = s.first_client_id();
-                Ok((
-                    s,
-                    Started {
+            let mut s = match JetStreamStorage::connect_node(&cfg, &settings) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            // Every log line of this thread (the NATS client's and the
+            // liveness renewals' too) names the node, for a cluster's logs
+            // read together.
+            let _node = tracing::info_span!("nats", node = s.node()).entered();
+            match s.rt.block_on(s.inner.start_following()) {
+                Ok(groups) => {
+                    let started = Started {
                         groups,
-                        first_client_id,
-                    },
-                ))
-            });
-            match started {
-                Ok((mut s, started)) => {
-                    // Every log line of this thread (the NATS client's too)
-                    // names the node, for a cluster's logs read together.
-                    let _node = tracing::info_span!("nats", node = s.node()).entered();
+                        first_client_id: s.first_client_id(),
+                    };
                     if ready_tx.send(Ok(started)).is_ok() {
                         s.run(ops, done, batch);
                         s.rt.block_on(s.inner.leave_cluster());
@@ -570,6 +571,10 @@ struct Inner {
     member_watch: Option<kv::Watch>,
     /// The nodes whose liveness key has a value.
     alive: BTreeSet<u64>,
+    /// The task that renews this node's liveness key (cluster mode): on
+    /// its own, so that no operation that keeps the storage thread (an
+    /// append or a re-follow through a NATS failover) lets it lapse.
+    renew_alive: Option<tokio::task::AbortHandle>,
     /// Members connected to other nodes, by group and client id (at most
     /// [`MAX_REMOTE_MEMBERS`] in all).
     remote_members: BTreeMap<String, BTreeMap<u64, RemoteMember>>,
@@ -867,6 +872,7 @@ impl Inner {
             members,
             member_watch: None,
             alive: BTreeSet::new(),
+            renew_alive: None,
             remote_members: BTreeMap::new(),
             mine: BTreeMap::new(),
             members_dropped: 0,
@@ -1119,7 +1125,6 @@ impl Inner {
                     None => std::future::pending().await,
                 }
             };
-            let alive = self.member_watch.is_some();
             let member_watch = async {
                 match self.member_watch.as_mut() {
                     Some(w) => w.next().await,
@@ -1136,7 +1141,7 @@ impl Inner {
                 biased;
                 // Leases first: a stream of operations must not starve
                 // them (a lease that lapses loses its lock).
-                _ = self.renew.tick(), if alive || !self.held.is_empty() => Woke::Renew,
+                _ = self.renew.tick(), if !self.held.is_empty() => Woke::Renew,
                 // Also try again now and then: a watch event lost in a
                 // reconnect must not strand a waiter. A ticker, not a
                 // sleep made here: under load this runs more often than
@@ -1185,7 +1190,7 @@ impl Inner {
                 self.watched[1] = self.watched[1].max(revision.unwrap_or(0));
                 self.retry_takes().await;
             }
-            Woke::Renew => self.renew_all().await,
+            Woke::Renew => self.renew_leases().await,
             Woke::Refollow => self.refollow().await,
             Woke::Reconnected => self.reconnected(),
         }
@@ -1596,16 +1601,14 @@ impl Inner {
             .last_sequence)
     }
 
-    /// [`Retry::wait`], then this node's lease renewals if they fell due
-    /// meanwhile: an append retried through a NATS failover keeps this
-    /// thread for seconds, and a lapsed lease would drop this node's
-    /// members on the other nodes and free the locks its clients hold.
+    /// [`Retry::wait`], then the renewals of the locks' leases if they
+    /// fell due meanwhile: an append retried through a NATS failover keeps
+    /// this thread for seconds, and a lapsed lease would free a lock this
+    /// node's client holds.
     async fn pause(&mut self, retry: &mut Retry, e: StorageError) -> Result<(), StorageError> {
         retry.wait(e).await?;
-        if (self.member_watch.is_some() || !self.held.is_empty())
-            && self.renew.tick().now_or_never().is_some()
-        {
-            self.renew_all().await;
+        if !self.held.is_empty() && self.renew.tick().now_or_never().is_some() {
+            self.renew_leases().await;
         }
         Ok(())
     }
@@ -1988,17 +1991,6 @@ impl Inner {
         }
     }
 
-    /// Renews this node's liveness key (cluster mode) and its clients'
-    /// locks, every third of a lease.
-    async fn renew_all(&mut self) {
-        if self.member_watch.is_some()
-            && let Err(e) = self.put_alive().await
-        {
-            tracing::warn!(error = %e, "renewing this node's membership lease failed");
-        }
-        self.renew_leases().await;
-    }
-
     /// Renews the lease of every lock this node holds for its clients. A
     /// lock whose value changed meanwhile (this node stalled past its
     /// lease and another took it) is dropped from the renewals, with a
@@ -2142,6 +2134,19 @@ impl Inner {
             }
         }
         self.member_watch = Some(watch);
+        // Renewed every third of a lease from now on (just written).
+        let (js, node, lease) = (self.js.clone(), self.node, self.lease);
+        let renew = tokio::spawn(async move {
+            let mut every = ticker(lease / 3);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                if let Err(e) = put_alive(&js, node, lease).await {
+                    tracing::warn!(error = %e, "renewing this node's membership lease failed");
+                }
+            }
+        });
+        self.renew_alive = Some(renew.abort_handle());
         Ok(())
     }
 
@@ -2319,11 +2324,7 @@ impl Inner {
 
     /// Writes this node's liveness key with a TTL of one lease.
     async fn put_alive(&self) -> Result<(), String> {
-        let publish = PublishMessage::build()
-            .payload(Bytes::new())
-            .ttl(self.lease);
-        self.publish_member(&MemberKey::alive(self.node), publish)
-            .await
+        put_alive(&self.js, self.node, self.lease).await
     }
 
     /// Deletes member key `key` with a marker saying `change` that
@@ -2343,18 +2344,15 @@ impl Inner {
     }
 
     async fn publish_member(&self, key: &str, publish: PublishMessage) -> Result<(), String> {
-        self.js
-            .send_publish(format!("$KV.{MEMBERS}.{key}"), publish)
-            .await
-            .map_err(|e| e.to_string())?
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        publish_member(&self.js, key, publish).await
     }
 
     /// The node stops: its liveness key goes, so the other nodes drop its
     /// members at once rather than a lease later.
     async fn leave_cluster(&self) {
+        if let Some(renew) = &self.renew_alive {
+            renew.abort();
+        }
         let mut headers = HeaderMap::new();
         headers.insert("KV-Operation", "DEL");
         let publish = PublishMessage::build()
@@ -2368,6 +2366,27 @@ impl Inner {
             tracing::debug!(error = %e, "removing this node's liveness key failed");
         }
     }
+}
+
+/// Writes node `node`'s liveness key in [`MEMBERS`], with a TTL of
+/// `lease`.
+async fn put_alive(js: &jetstream::Context, node: u64, lease: Duration) -> Result<(), String> {
+    let publish = PublishMessage::build().payload(Bytes::new()).ttl(lease);
+    publish_member(js, &MemberKey::alive(node), publish).await
+}
+
+/// Publishes `publish` to key `key` of [`MEMBERS`] and waits for the ack.
+async fn publish_member(
+    js: &jetstream::Context,
+    key: &str,
+    publish: PublishMessage,
+) -> Result<(), String> {
+    js.send_publish(format!("$KV.{MEMBERS}.{key}"), publish)
+        .await
+        .map_err(|e| e.to_string())?
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn is_leave(change: MembershipChange) -> bool {
