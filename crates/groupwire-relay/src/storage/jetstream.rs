@@ -703,6 +703,8 @@ const TAKE_RETRY: Duration = Duration::from_secs(1);
 /// (a renewal may fail twice, e.g. during a NATS leader election, before
 /// the lock is lost).
 pub const DEFAULT_LOCK_LEASE: Duration = Duration::from_secs(10);
+/// How soon a failed renewal of a node's liveness key is tried again.
+const ALIVE_RETRY: Duration = Duration::from_millis(500);
 /// Tries to take a node number at start, 200 ms apart (10 s).
 const START_TRIES: u32 = 50;
 /// Looks for a new group's stream, 10 ms apart (5 s).
@@ -2141,8 +2143,18 @@ impl Inner {
             every.tick().await;
             loop {
                 every.tick().await;
-                if let Err(e) = put_alive(&js, node, lease).await {
-                    tracing::warn!(error = %e, "renewing this node's membership lease failed");
+                // A failed renewal (the bucket's stream without a leader
+                // for the moment) is tried again soon, not a third of a
+                // lease later: an election takes about half a lease.
+                let mut failed = 0u32;
+                while let Err(e) = put_alive(&js, node, lease).await {
+                    failed += 1;
+                    if failed == 1 {
+                        tracing::warn!(error = %e, "renewing this node's membership lease failed, retrying");
+                    } else {
+                        tracing::debug!(error = %e, failed, "renewing this node's membership lease failed again");
+                    }
+                    tokio::time::sleep(ALIVE_RETRY).await;
                 }
             }
         });
