@@ -633,7 +633,7 @@ const APPEND_RETRY_FOR: Duration = Duration::from_secs(20);
 /// publishes again (under the same message id, so at most one is stored).
 /// An acknowledgement on a live stream takes milliseconds; one from a
 /// stream leader that died never comes, and the JetStream context's own
-/// 5 s would keep this node's storage (its lease renewals too) waiting.
+/// 5 s would keep this node's storage (its lock renewals too) waiting.
 const APPEND_ACK_WAIT: Duration = Duration::from_secs(2);
 /// How long an append that found no responders waits to learn whether
 /// the group's stream is gone or only without a leader for the moment.
