@@ -286,9 +286,9 @@ pub(crate) async fn spawn(
                     return;
                 }
             };
-            // Every log line of this thread (the NATS client's and the
-            // liveness renewals' too) names the node, for a cluster's logs
-            // read together.
+            // Every later log line of this thread (the NATS client's and
+            // the liveness renewals' too) names the node, for a cluster's
+            // logs read together.
             let _node = tracing::info_span!("nats", node = s.node()).entered();
             match s.rt.block_on(s.inner.start_following()) {
                 Ok(groups) => {
@@ -547,6 +547,9 @@ struct Inner {
     /// The wait before the next try: [`REFOLLOW_FIRST`] doubling up to
     /// [`REFOLLOW_MAX`] while NATS refuses.
     refollow_delay: Duration,
+    /// The group whose re-follow failed last: the next round starts after
+    /// it.
+    refollow_failed: Option<String>,
     /// Follows that ended or failed since the start (logged).
     follows_lost: u64,
     /// One item each time the NATS client connected again after losing
@@ -555,9 +558,22 @@ struct Inner {
     /// The watches of the group records, the locks and the members are
     /// to be made again (after a reconnect), on the next `refollow_at`.
     rewatch: bool,
-    /// The last revision each watch delivered (group records, locks,
-    /// members): a watch made again resumes after it.
-    watched: [u64; 3],
+    /// The last revision the watches of the group records and of the
+    /// locks delivered (at first, their buckets' last when they were
+    /// made): a watch made again resumes after it.
+    watched: [u64; 2],
+    /// While the members' watch made again after a reconnect replays the
+    /// bucket: the nodes alive and the members of other nodes it has
+    /// listed so far. Once it is through (see [`Inner::member_changed`]),
+    /// whatever this node lists that the bucket no longer holds (a key
+    /// that expired or was removed while this node was away) is dropped.
+    member_snapshot: Option<MemberSnapshot>,
+    /// One item each time the liveness task wrote this node's key after
+    /// it had run out: its members are written again (see
+    /// [`Inner::share_mine_again`]).
+    lapses: mpsc::UnboundedReceiver<()>,
+    /// The liveness task's end of `lapses`.
+    lapsed: mpsc::UnboundedSender<()>,
     /// Changes of the group records (cluster mode).
     watch: Option<kv::Watch>,
     /// The KV revision and the priority of each known group's record as
@@ -660,7 +676,9 @@ impl Retry {
 
     /// Sleeps before the next try, or gives up with `e`.
     async fn wait(&mut self, e: StorageError) -> Result<(), StorageError> {
-        if self.deadline.is_elapsed() {
+        // Polled, not `is_elapsed`: a `Sleep` never polled has no timer
+        // and never reads as elapsed.
+        if self.deadline.as_mut().now_or_never().is_some() {
             return Err(e);
         }
         tracing::debug!(error = %e, "NATS failed a request, retrying");
@@ -731,6 +749,7 @@ impl Inner {
         // A connection lost and made again: every follow and watch is
         // made anew by this node (see `Inner::reconnected`).
         let (reconnect_tx, reconnects) = mpsc::unbounded_channel();
+        let (lapsed, lapses) = mpsc::unbounded_channel();
         let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut opts = async_nats::ConnectOptions::new()
             .name("groupwire-relay")
@@ -865,10 +884,14 @@ impl Inner {
             lost: BTreeSet::new(),
             refollow_at: None,
             refollow_delay: REFOLLOW_FIRST,
+            refollow_failed: None,
             follows_lost: 0,
             reconnects,
             rewatch: false,
-            watched: [0; 3],
+            watched: [0; 2],
+            member_snapshot: None,
+            lapses,
+            lapsed,
             watch: None,
             records: BTreeMap::new(),
             members,
@@ -892,6 +915,13 @@ impl Inner {
     /// Cluster mode: watches the group records (first, so no group created
     /// meanwhile is missed), loads the groups and follows each from its head.
     async fn start_following(&mut self) -> Result<Vec<GroupRecord>, StorageError> {
+        // Where a watch made again after a reconnect resumes if this one
+        // delivers nothing before (not from the start: that would hand the
+        // core every group again).
+        self.watched = [
+            bucket_last(&self.js, GROUPS).await?,
+            bucket_last(&self.js, LOCKS).await?,
+        ];
         self.watch = Some(
             self.groups
                 .watch_all()
@@ -1053,7 +1083,13 @@ impl Inner {
             self.lock_watch = Some(watch_after(&self.locks, self.watched[1]).await?);
         }
         if self.member_watch.is_some() {
-            self.member_watch = Some(watch_after(&self.members, self.watched[2]).await?);
+            self.member_watch = Some(
+                self.members
+                    .watch_with_history(">")
+                    .await
+                    .map_err(|e| engine("watching the members again", e))?,
+            );
+            self.member_snapshot = Some(Default::default());
         }
         Ok(())
     }
@@ -1072,11 +1108,23 @@ impl Inner {
                 Err(e) => tracing::warn!(error = %e, "watching the buckets again failed, retrying"),
             }
         }
-        let mut lost = std::mem::take(&mut self.lost).into_iter();
+        // After the group that failed last round, so that one group that
+        // keeps failing (its stream on a dead NATS node) holds up no other.
+        let mut order: Vec<String> = std::mem::take(&mut self.lost).into_iter().collect();
+        if let Some(failed) = self.refollow_failed.take() {
+            let after = order.partition_point(|g| *g <= failed);
+            order.rotate_left(after);
+        }
+        let mut lost = order.into_iter();
         for group in lost.by_ref() {
             let Some(&head) = self.heads.get(&group) else {
                 continue; // deleted meanwhile
             };
+            // A round may take a while (each request up to the client's
+            // 10 s while a stream has no leader): locks' leases first.
+            if !self.held.is_empty() && self.renew.tick().now_or_never().is_some() {
+                self.renew_leases().await;
+            }
             match self.subscribe(&group, head).await {
                 Ok(()) => tracing::info!(group, head, "following a group's stream again"),
                 Err(e @ StorageError::NoSuchGroup(_)) => {
@@ -1086,7 +1134,8 @@ impl Inner {
                 }
                 Err(e) => {
                     tracing::warn!(group, error = %e, "following a group again failed, retrying");
-                    self.lost.insert(group);
+                    self.lost.insert(group.clone());
+                    self.refollow_failed = Some(group);
                     break;
                 }
             }
@@ -1112,6 +1161,7 @@ impl Inner {
             Renew,
             Refollow,
             Reconnected,
+            Lapsed,
         }
         let woke = {
             let watch = async {
@@ -1149,13 +1199,16 @@ impl Inner {
                 // sleep made here: under load this runs more often than
                 // once a period, and a fresh sleep would never fire.
                 _ = self.take_retry.tick(), if waiting => Woke::Lock(None),
+                // Rare and cheap, and a stream of operations must not
+                // keep a lost follow from being made again.
+                Some(()) = self.reconnects.recv() => Woke::Reconnected,
+                Some(()) = self.lapses.recv() => Woke::Lapsed,
+                () = refollow => Woke::Refollow,
                 op = ops.recv() => Woke::Op(op),
                 Some(f) = self.follows.next() => Woke::Follow(f),
                 Some(e) = watch => Woke::Record(e.map_err(|e| e.to_string())),
                 Some(e) = lock_watch => Woke::Lock(e.ok().map(|e| e.revision)),
                 Some(e) = member_watch => Woke::Member(e.map_err(|e| e.to_string())),
-                () = refollow => Woke::Refollow,
-                Some(()) = self.reconnects.recv() => Woke::Reconnected,
             }
         };
         match woke {
@@ -1181,10 +1234,7 @@ impl Inner {
             Woke::Record(Err(e)) => {
                 tracing::warn!(error = %e, "watching the group records failed");
             }
-            Woke::Member(Ok(entry)) => {
-                self.watched[2] = self.watched[2].max(entry.revision);
-                self.member_changed(entry).await;
-            }
+            Woke::Member(Ok(entry)) => self.member_changed(entry).await,
             Woke::Member(Err(e)) => {
                 tracing::warn!(error = %e, "watching the members failed");
             }
@@ -1195,6 +1245,12 @@ impl Inner {
             Woke::Renew => self.renew_leases().await,
             Woke::Refollow => self.refollow().await,
             Woke::Reconnected => self.reconnected(),
+            Woke::Lapsed => {
+                tracing::warn!(
+                    "this node's membership lease ran out while NATS was away; writing its members again"
+                );
+                self.share_mine_again().await;
+            }
         }
         Next::Followed
     }
@@ -2015,6 +2071,14 @@ impl Inner {
     }
 }
 
+/// What a replay of [`MEMBERS`] listed so far: the nodes alive and the
+/// members (group, client id).
+#[derive(Default)]
+struct MemberSnapshot {
+    nodes: BTreeSet<u64>,
+    members: BTreeSet<(String, u64)>,
+}
+
 /// What a member key of [`MEMBERS`] holds: the member as listed in
 /// `Joined` (its client id is in the key).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -2103,8 +2167,6 @@ impl Inner {
                 }
             };
             let last = entry.delta == 0;
-            // A watch made again after a reconnect resumes after it.
-            self.watched[2] = self.watched[2].max(entry.revision);
             if entry.operation == kv::Operation::Put {
                 match MemberKey::parse(&entry.key) {
                     Some(MemberKey::Alive(node)) => {
@@ -2138,16 +2200,23 @@ impl Inner {
         self.member_watch = Some(watch);
         // Renewed every third of a lease from now on (just written).
         let (js, node, lease) = (self.js.clone(), self.node, self.lease);
+        let lapsed = self.lapsed.clone();
         let renew = tokio::spawn(async move {
             let mut every = ticker(lease / 3);
             every.tick().await;
+            // A lease after the last write: the key has run out by then.
+            let mut runs_out = Box::pin(tokio::time::sleep(lease));
             loop {
                 every.tick().await;
                 // A failed renewal (the bucket's stream without a leader
                 // for the moment) is tried again soon, not a third of a
                 // lease later: an election takes about half a lease.
                 let mut failed = 0u32;
-                while let Err(e) = put_alive(&js, node, lease).await {
+                while let Err(e) =
+                    tokio::time::timeout(ALIVE_RETRY * 2, put_alive(&js, node, lease))
+                        .await
+                        .unwrap_or_else(|_| Err("no acknowledgement within 1 s".into()))
+                {
                     failed += 1;
                     if failed == 1 {
                         tracing::warn!(error = %e, "renewing this node's membership lease failed, retrying");
@@ -2156,6 +2225,14 @@ impl Inner {
                     }
                     tokio::time::sleep(ALIVE_RETRY).await;
                 }
+                // Written after it had run out (NATS away for a lease):
+                // the other nodes dropped this node's members meanwhile,
+                // and the expiry the members' watch would have told of may
+                // be overwritten already. The thread writes them again.
+                if runs_out.as_mut().now_or_never().is_some() {
+                    let _ = lapsed.send(());
+                }
+                runs_out = Box::pin(tokio::time::sleep(lease));
             }
         });
         self.renew_alive = Some(renew.abort_handle());
@@ -2202,6 +2279,54 @@ impl Inner {
     /// An entry of the members' watch.
     async fn member_changed(&mut self, entry: kv::Entry) {
         let put = entry.operation == kv::Operation::Put;
+        let through = entry.delta == 0;
+        if let Some(seen) = self.member_snapshot.as_mut()
+            && put
+        {
+            match MemberKey::parse(&entry.key) {
+                Some(MemberKey::Alive(node)) => {
+                    seen.nodes.insert(node);
+                }
+                Some(MemberKey::Member { group, client, .. }) => {
+                    seen.members.insert((group, client));
+                }
+                None => {}
+            }
+        }
+        self.member_entry(entry, put).await;
+        if through && let Some(seen) = self.member_snapshot.take() {
+            self.end_member_snapshot(&seen).await;
+        }
+    }
+
+    /// The members' watch made again has replayed the bucket (`seen`):
+    /// the nodes and the other nodes' members this node lists that the
+    /// bucket no longer holds (their keys expired, or were removed and
+    /// their markers expired, while this node was away from NATS) are
+    /// gone.
+    async fn end_member_snapshot(&mut self, seen: &MemberSnapshot) {
+        let dead: Vec<u64> = self
+            .alive
+            .iter()
+            .copied()
+            .filter(|n| *n != self.node && !seen.nodes.contains(n))
+            .collect();
+        for node in dead {
+            self.node_gone(node).await;
+        }
+        let left: Vec<(String, u64)> = self
+            .remote_members
+            .iter()
+            .flat_map(|(g, m)| m.keys().map(move |&c| (g.clone(), c)))
+            .filter(|k| !seen.members.contains(k))
+            .collect();
+        for (group, client) in left {
+            self.remote_member_gone(&group, client, MembershipChange::Left);
+        }
+    }
+
+    /// One entry of the members' watch, `put` or a delete.
+    async fn member_entry(&mut self, entry: kv::Entry, put: bool) {
         match MemberKey::parse(&entry.key) {
             Some(MemberKey::Alive(node)) if put => {
                 self.alive.insert(node);
@@ -2303,11 +2428,7 @@ impl Inner {
             if let Err(e) = self.put_alive().await {
                 tracing::warn!(error = %e, "marking this node alive failed");
             }
-            for (key, value) in self.mine.clone() {
-                if let Err(e) = self.members.put(key.as_str(), value).await {
-                    tracing::warn!(key, error = %e, "sharing a member again failed");
-                }
-            }
+            self.share_mine_again().await;
             return;
         }
         self.alive.remove(&node);
@@ -2323,6 +2444,16 @@ impl Inner {
             self.remote_member_gone(&group, client, MembershipChange::Disconnected);
             self.forget_member_key(&MemberKey::member(&group, node, client))
                 .await;
+        }
+    }
+
+    /// Writes this node's member keys again: the other nodes dropped its
+    /// members when its liveness key ran out, and removed their keys.
+    async fn share_mine_again(&mut self) {
+        for (key, value) in self.mine.clone() {
+            if let Err(e) = self.members.put(key.as_str(), value).await {
+                tracing::warn!(key, error = %e, "sharing a member again failed");
+            }
         }
     }
 
@@ -2431,10 +2562,10 @@ fn member_info(client: u64, value: &[u8]) -> Option<MemberInfo> {
     })
 }
 
-/// A ticker that skips the ticks it missed.
 /// A watch of `store` made again: from the revision after `last`, the
-/// last one the old watch delivered, or (none delivered) from every key's
-/// latest value, which the handlers take as they would a change.
+/// last one the old watch delivered (or the bucket's last when it was
+/// made), or from every key's latest value if the bucket was empty then
+/// (the handlers take a value they know as they would a change).
 async fn watch_after(store: &kv::Store, last: u64) -> Result<kv::Watch, StorageError> {
     let watch = if last == 0 {
         store.watch_with_history(">").await
@@ -2444,6 +2575,21 @@ async fn watch_after(store: &kv::Store, last: u64) -> Result<kv::Watch, StorageE
     watch.map_err(|e| engine("watching a bucket again", e))
 }
 
+/// The last revision of KV bucket `bucket` (its stream's last sequence).
+async fn bucket_last(js: &jetstream::Context, bucket: &str) -> Result<u64, StorageError> {
+    let mut stream = js
+        .get_stream(format!("KV_{bucket}"))
+        .await
+        .map_err(|e| engine(&format!("reading bucket {bucket}"), e))?;
+    Ok(stream
+        .info()
+        .await
+        .map_err(|e| engine(&format!("reading bucket {bucket}"), e))?
+        .state
+        .last_sequence)
+}
+
+/// A ticker that skips the ticks it missed.
 fn ticker(period: Duration) -> tokio::time::Interval {
     let mut i = tokio::time::interval(period);
     i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
