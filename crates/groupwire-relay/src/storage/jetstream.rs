@@ -2748,6 +2748,36 @@ mod tests {
             .expect("connects to nats-server")
     }
 
+    /// A failing request is retried for [`APPEND_RETRY_FOR`] by the clock,
+    /// the time the requests took included, then given up: the deadline
+    /// once read as never elapsed (a `Sleep` not polled), and an append
+    /// would have gone on for 1000 tries.
+    #[tokio::test(start_paused = true)]
+    async fn retries_stop_after_their_time_however_long_each_try_took() {
+        let mut retry = Retry::new();
+        let mut tries = 0;
+        let gave_up = loop {
+            // Each try waits out a request's timeout, as one to a stream
+            // without a leader does.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            tries += 1;
+            if retry
+                .wait(StorageError::Engine("timed out".into()))
+                .await
+                .is_err()
+            {
+                break true;
+            }
+            if tries == 100 {
+                break false;
+            }
+        };
+        // 5 s a try plus the waits between (50, 100, 200 ms): the fourth
+        // try ends past 20 s, and the wait after it gives up.
+        assert!(gave_up, "still retrying after {tries} tries");
+        assert_eq!(tries, 4, "gave up after {tries} tries of 5 s");
+    }
+
     #[test]
     fn jetstream_engine_conforms() {
         let server = Server::start();
