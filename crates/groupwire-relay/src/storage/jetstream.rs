@@ -1122,9 +1122,7 @@ impl Inner {
             };
             // A round may take a while (each request up to the client's
             // 10 s while a stream has no leader): locks' leases first.
-            if !self.held.is_empty() && self.renew.tick().now_or_never().is_some() {
-                self.renew_leases().await;
-            }
+            self.renew_leases_if_due().await;
             match self.subscribe(&group, head).await {
                 Ok(()) => tracing::info!(group, head, "following a group's stream again"),
                 Err(e @ StorageError::NoSuchGroup(_)) => {
@@ -1660,15 +1658,21 @@ impl Inner {
     }
 
     /// [`Retry::wait`], then the renewals of the locks' leases if they
-    /// fell due meanwhile: an append retried through a NATS failover keeps
-    /// this thread for seconds, and a lapsed lease would free a lock this
-    /// node's client holds.
+    /// fell due meanwhile (see [`Inner::renew_leases_if_due`]).
     async fn pause(&mut self, retry: &mut Retry, e: StorageError) -> Result<(), StorageError> {
         retry.wait(e).await?;
+        self.renew_leases_if_due().await;
+        Ok(())
+    }
+
+    /// Renews the locks' leases if a renewal fell due, from within work
+    /// that keeps this thread for seconds (an append retried, a re-follow
+    /// round through a NATS failover): a lapsed lease would free a lock
+    /// this node's client holds.
+    async fn renew_leases_if_due(&mut self) {
         if !self.held.is_empty() && self.renew.tick().now_or_never().is_some() {
             self.renew_leases().await;
         }
-        Ok(())
     }
 
     /// Cluster mode: appends `u` after the last update handed to the core;
