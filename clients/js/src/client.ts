@@ -811,16 +811,7 @@ export class Client {
     this.live = false;
     this.welcomed = false;
     this.stopKeepalive();
-    const ws = this.ws;
-    this.ws = null;
-    if (ws !== null) {
-      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
-      try {
-        ws.close(1000);
-      } catch {
-        // Already closing.
-      }
-    }
+    this.detachSocket();
     const lost = new ConnectionError(`connection lost before the reply: ${error.message}`, { cause: error });
     const joinsInFlight = new Set<string>();
     for (const [, p] of this.pending) {
@@ -864,6 +855,19 @@ export class Client {
     }, delay);
   }
 
+  /** Closes the current socket, if any, after silencing its handlers (nothing it still says is read). */
+  private detachSocket(): void {
+    const ws = this.ws;
+    this.ws = null;
+    if (ws === null) return;
+    ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+    try {
+      ws.close(1000);
+    } catch {
+      // Already closing.
+    }
+  }
+
   private shutdown(error: Error | undefined): void {
     if (this.closed) return;
     this.closed = true;
@@ -871,16 +875,7 @@ export class Client {
     this.session++;
     this.stopKeepalive();
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
-    const ws = this.ws;
-    this.ws = null;
-    if (ws !== null) {
-      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
-      try {
-        ws.close(1000);
-      } catch {
-        // Already closing.
-      }
-    }
+    this.detachSocket();
     const gone = new ConnectionError(error ? `client closed: ${error.message}` : 'client closed', { cause: error });
     if (!this.up) this.settleOpened.reject(gone);
     for (const [, p] of this.pending) p.reject(gone);

@@ -3,8 +3,8 @@
 //! browser client it imports (`assets/groupwire.js`).
 //!
 //! `groupwire.js` is the TypeScript client of `clients/js` built and
-//! bundled into one ES module (`npm run build` writes
-//! `clients/js/dist/groupwire.js`), committed here so building the relay
+//! bundled into one minified ES module (`npm run build` writes
+//! `clients/js/dist/groupwire.js` with esbuild), committed here so building the relay
 //! needs no Node.js. A test (`crates/groupwire-cli/tests/browser.rs`)
 //! fails when the committed copy differs from a fresh build.
 
