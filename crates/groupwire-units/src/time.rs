@@ -8,6 +8,8 @@ use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Nanoseconds since an epoch chosen by the driver.
 ///
 /// Only compare instants from one driver. Nanoseconds (not microseconds)
@@ -15,17 +17,7 @@ use std::time::Duration;
 /// serialization times to microseconds would bias a simulated queue.
 /// `u64` nanoseconds cover 584 years.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub struct Instant(u64);
 

@@ -10,6 +10,8 @@ use core::fmt;
 use core::str::FromStr;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Header bytes a UDP datagram costs on an IPv4 link beyond its payload:
 /// the IPv4 header without options (20, RFC 791) and the UDP header (8,
 /// RFC 768). Everything in groupwire that counts wire bytes (rate caps,
@@ -49,9 +51,7 @@ pub enum UnitError {
 
 /// A bit rate in bits per second. Zero is not a valid link rate; use
 /// `Option<Bitrate>` for "unlimited".
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "NumberOrText", into = "String")]
 pub struct Bitrate(u64);
 
@@ -166,17 +166,7 @@ impl From<Bitrate> for String {
 
 /// An amount of data in bytes.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 #[serde(try_from = "NumberOrText", into = "String")]
 pub struct DataSize(u64);
@@ -260,7 +250,7 @@ impl TryFrom<NumberOrText> for DataSize {
 }
 
 /// A unit as it appears in a config file: a bare number or text with a unit.
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
 #[serde(untagged)]
 #[doc(hidden)]
 pub enum NumberOrText {
@@ -289,9 +279,7 @@ impl From<DataSize> for String {
 }
 
 /// A probability in `[0, 1]`.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
 pub struct Probability(f64);
 

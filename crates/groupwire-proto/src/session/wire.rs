@@ -296,6 +296,10 @@ fn be16(b: &[u8], at: usize) -> Result<u16, ParseError> {
         .ok_or(ParseError::Truncated)
 }
 
+fn byte(b: &[u8], at: usize) -> Result<u8, ParseError> {
+    b.get(at).copied().ok_or(ParseError::Truncated)
+}
+
 fn be32(b: &[u8], at: usize) -> Result<u32, ParseError> {
     b.get(at..at + 4)
         .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
@@ -329,18 +333,18 @@ pub fn parse(data: &[u8]) -> Result<(Header, Body<'_>), ParseError> {
             }
             Body::Hello {
                 scid: be32(b, 0)?,
-                min_version: *b.get(4).ok_or(ParseError::Truncated)?,
-                max_version: *b.get(5).ok_or(ParseError::Truncated)?,
+                min_version: byte(b, 4)?,
+                max_version: byte(b, 5)?,
             }
         }
         Kind::HelloAck => Body::HelloAck {
             scid: be32(b, 0)?,
             echo: be32(b, 4)?,
-            version: *b.get(8).ok_or(ParseError::Truncated)?,
+            version: byte(b, 8)?,
         },
         Kind::Data => Body::Data {
             channel: be16(b, 0)?,
-            mechanism: *b.get(2).ok_or(ParseError::Truncated)?,
+            mechanism: byte(b, 2)?,
             payload: &b[3.min(b.len())..],
         },
         Kind::Open => {
@@ -348,7 +352,7 @@ pub fn parse(data: &[u8]) -> Result<(Header, Body<'_>), ParseError> {
             if channel > MAX_CHANNEL {
                 return Err(ParseError::BadChannel);
             }
-            let len = usize::from(*b.get(2).ok_or(ParseError::Truncated)?);
+            let len = usize::from(byte(b, 2)?);
             if len > MAX_NAME {
                 return Err(ParseError::BadName);
             }

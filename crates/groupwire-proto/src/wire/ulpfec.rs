@@ -170,15 +170,16 @@ impl<'a> UlpfecPacket<'a> {
         buf[4..8].copy_from_slice(&h.ts_recovery.to_be_bytes());
         buf[8..10].copy_from_slice(&h.length_recovery.to_be_bytes());
         let plen = u16::try_from(self.payload.len()).expect("protection length fits 16 bits");
-        buf[10..12].copy_from_slice(&plen.to_be_bytes());
+        // The level-0 header (RFC 5109 §7.4): protection length, then the
+        // mask, 2 or 6 bytes.
+        let level0 = FEC_HEADER_LEN;
+        buf[level0..level0 + 2].copy_from_slice(&plen.to_be_bytes());
         let mask = h.mask.to_be_bytes();
-        let start = if long {
-            buf[12..18].copy_from_slice(&mask[2..8]);
-            18
-        } else {
-            buf[12..14].copy_from_slice(&mask[2..4]);
-            14
-        };
+        // The 48-bit mask's first 16 bits, or all 48.
+        let mask = &mask[2..if long { 8 } else { 4 }];
+        let at = level0 + 2;
+        buf[at..at + mask.len()].copy_from_slice(mask);
+        let start = at + mask.len();
         buf[start..start + self.payload.len()].copy_from_slice(self.payload);
     }
 }
