@@ -161,6 +161,12 @@ struct ServeArgs {
     #[arg(long, default_value = "demote",
           value_parser = one_of(SlowConsumerPolicy::ALL, SlowConsumerPolicy::as_str))]
     slow_consumer: SlowConsumerPolicy,
+    /// With demote: a client that does not read and has this many bytes
+    /// queued for one group is served from the log from then on, so a
+    /// lagging member's memory stops growing with how long it lags
+    /// (0: only at the per-client cap).
+    #[arg(long, value_name = "BYTES", default_value_t = 512 << 10)]
+    spill_queue_bytes: usize,
     /// A queue not served for this long is aged (raised above all others).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
     aging_timeout: Duration,
@@ -400,6 +406,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         aging_timeout: a.aging_timeout,
         burst_high_bytes_per_sec: a.burst_high,
         burst_low_bytes_per_sec: a.burst_low,
+        spill_queue_bytes: a.spill_queue_bytes,
         ..SchedulerConfig::default()
     };
     cfg.fanout_budget = a.fanout_budget;

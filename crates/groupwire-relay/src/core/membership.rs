@@ -221,6 +221,7 @@ impl RelayCore {
                     transfer_sent: 0,
                     resync_dropped: None,
                     resume: after,
+                    following: false,
                 },
             );
         self.roles_epoch += 1;

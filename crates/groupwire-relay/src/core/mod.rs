@@ -86,7 +86,11 @@ pub struct CoreConfig {
     /// Log bytes per page of a state transfer (default 256 KiB). A joiner
     /// or a resynchronized member gets the checkpoint and the log after it
     /// one page at a time, the next page loaded once the last is sent, so
-    /// a long log never sits in the relay's memory whole.
+    /// a long log never sits in the relay's memory whole. A client with a
+    /// small send window gets pages of four windows (at least 16 KiB): it
+    /// reads no faster, and a hundred such clients joining at once cost a
+    /// hundred small reads of the log, not a hundred large ones (with the
+    /// memory store, in the core task's own turn).
     pub transfer_page_bytes: usize,
     /// Litiu & Prakash §4.2: a group with more members than this may lose
     /// observers while the relay is overloaded (0, the default: never).
@@ -212,6 +216,14 @@ struct Member {
     /// come: its `Joined` names this sequence as the checkpoint and
     /// carries no state.
     resume: Option<u64>,
+    /// Spilled ([`SchedulerConfig::spill_queue_bytes`]): the member is
+    /// served from the log until it reaches the head, and the fan-out
+    /// queues nothing for it meanwhile; each page's request moves
+    /// `live_from` up to what is committed by then, and the page that
+    /// reaches the head while nothing newer is committed ends it (no gap:
+    /// the core is one task, so nothing commits between that check and
+    /// the next live push).
+    following: bool,
 }
 
 #[derive(Debug)]
@@ -874,6 +886,11 @@ impl RelayCore {
                 SlowAction::Resync { conn, group } => {
                     if let Some(name) = self.names.get(&group).cloned() {
                         self.start_resync(now, conn, &name, true);
+                    }
+                }
+                SlowAction::Follow { conn, group } => {
+                    if let Some(name) = self.names.get(&group).cloned() {
+                        self.follow_log(conn, &name);
                     }
                 }
                 SlowAction::Spill {

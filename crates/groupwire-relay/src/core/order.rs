@@ -153,7 +153,9 @@ impl RelayCore {
         let recipients: Vec<ConnId> = g
             .members
             .iter()
-            .filter(|(_, m)| m.role != Role::MembershipObserver && entry.seq >= m.live_from)
+            .filter(|(_, m)| {
+                m.role != Role::MembershipObserver && entry.seq >= m.live_from && !m.following
+            })
             .map(|(&c, _)| c)
             .collect();
         for c in recipients {

@@ -94,18 +94,30 @@ impl Harness {
     }
 
     fn pump(&mut self) {
-        loop {
-            let mut progress = false;
-            let mut ops = Vec::new();
-            while let Some(op) = self.core.poll_storage() {
-                ops.push(op);
-            }
-            if !ops.is_empty() {
-                progress = true;
-                for done in execute(&mut self.store, ops) {
-                    self.core.handle_storage(self.now, done);
-                }
-            }
+        while self.run_storage(|_| false) | self.run_transmits() {}
+    }
+
+    /// Runs the storage operations queued, those for which `later` holds
+    /// after the others (a store that answers some reads late); `true`
+    /// if there were any.
+    fn run_storage(&mut self, later: impl Fn(&StorageOp) -> bool) -> bool {
+        let (late, mut ops): (Vec<StorageOp>, Vec<StorageOp>) =
+            std::iter::from_fn(|| self.core.poll_storage()).partition(|op| later(op));
+        if ops.is_empty() && late.is_empty() {
+            return false;
+        }
+        ops.extend(late);
+        for done in execute(&mut self.store, ops) {
+            self.core.handle_storage(self.now, done);
+        }
+        true
+    }
+
+    /// Takes every frame the core hands out (crediting them unless
+    /// stalled); `true` if there were any.
+    fn run_transmits(&mut self) -> bool {
+        let mut progress = false;
+        {
             let mut credits = Vec::new();
             while let Some(t) = self.core.poll_transmit(self.now) {
                 progress = true;
@@ -123,10 +135,8 @@ impl Harness {
             for (conn, consumed) in credits {
                 self.input(conn, 0, Frame::Credit { consumed });
             }
-            if !progress {
-                break;
-            }
         }
+        progress
     }
 
     fn advance(&mut self, d: Duration) {
@@ -968,6 +978,203 @@ fn a_member_past_the_cap_spills_to_the_log_and_misses_nothing() {
     h.send(a, "g", "live");
     h.pump();
     assert_eq!(delivered(&h.frames(slow)), vec![(201, "live".into())]);
+}
+
+/// A harness whose lagging queues spill early (`spill` bytes), with
+/// state-transfer pages of `page` bytes, and a principal `a` in `g`.
+fn early_spill(spill: usize, page: usize) -> (Harness, ConnId) {
+    let mut h = Harness::new(CoreConfig {
+        transfer_page_bytes: page,
+        sched: SchedulerConfig {
+            spill_queue_bytes: spill,
+            ..SchedulerConfig::default()
+        },
+        ..CoreConfig::default()
+    });
+    let a = h.principal_of_g();
+    (h, a)
+}
+
+/// Bytes queued for `conn`, all groups.
+fn queued_for(h: &Harness, conn: ConnId) -> usize {
+    h.core
+        .queue_depths()
+        .iter()
+        .filter(|d| d.conn == conn)
+        .map(|d| d.bytes)
+        .sum()
+}
+
+#[test]
+fn a_lagging_member_follows_the_log_and_costs_one_page_however_long_it_lags() {
+    // Far below the 32 MiB cap: past `spill_queue_bytes` the lagging
+    // member is served from the log, and nothing more is queued for it
+    // while it lags, however many updates go by.
+    let (mut h, a) = early_spill(64 << 10, 16 << 10);
+    let slow = join_stalled_to(&mut h, "slow", "g");
+    let mut max_queued = 0;
+    for i in 1..=1000 {
+        h.send(a, "g", &format!("{i:0>1000}"));
+        h.pump();
+        max_queued = max_queued.max(queued_for(&h, slow));
+    }
+    let s = h.core.stats();
+    assert!(s.sched.slow_spills > 0, "{s:?}");
+    assert_eq!(s.sched.slow_resyncs, 0, "{s:?}");
+    // 1 MB went by; the member held at most the threshold and a page.
+    assert!(max_queued < (64 + 16 + 2) << 10, "{max_queued}");
+    // Once it spilled, the queue holds one page, not the updates since.
+    assert!(queued_for(&h, slow) <= (16 + 2) << 10);
+    let fs = catch_up(&mut h, slow);
+    assert!(!fs.iter().any(|f| matches!(f, Frame::Resync { .. })));
+    let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=1000).collect::<Vec<_>>(), "no gap, no duplicate");
+    // Caught up: live again.
+    h.send(a, "g", "live");
+    h.pump();
+    assert_eq!(delivered(&h.frames(slow)), vec![(1001, "live".into())]);
+}
+
+#[test]
+fn updates_committed_while_a_page_is_read_reach_a_following_member_once() {
+    // Each page is answered after an update committed meanwhile (a store
+    // that answers reads late): the member, queued nothing live, must get
+    // that update from a later page, then go live, with no gap or
+    // duplicate.
+    let (mut h, a) = early_spill(16 << 10, 4 << 10);
+    let slow = join_stalled_to(&mut h, "slow", "g");
+    for i in 1..=200 {
+        h.send(a, "g", &format!("{i:0>500}"));
+        h.pump();
+    }
+    assert!(h.core.stats().sched.slow_spills > 0);
+    h.stalled.remove(&slow);
+    let mut fs = Vec::new();
+    let mut n = 200;
+    for _ in 0..500 {
+        // An update commits before the page asked for last is read ...
+        n += 1;
+        h.send(a, "g", &format!("{n:0>500}"));
+        h.run_storage(|op| matches!(op, StorageOp::Load { .. }));
+        // ... and the member's credit lets that page out, which asks for
+        // the next.
+        let consumed = h.consumed[&slow];
+        h.input(slow, 0, Frame::Credit { consumed });
+        h.run_transmits();
+        fs.extend(h.frames(slow));
+    }
+    fs.extend(catch_up(&mut h, slow));
+    assert!(!fs.iter().any(|f| matches!(f, Frame::Resync { .. })));
+    let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=n).collect::<Vec<_>>(), "no gap, no duplicate");
+}
+
+#[test]
+fn a_spill_keeps_the_membership_notices_the_log_does_not_hold() {
+    let (mut h, a) = early_spill(16 << 10, 4 << 10);
+    // A watching observer that reads nothing.
+    let w = h.connect();
+    h.input(
+        w,
+        1,
+        Frame::Hello {
+            max_version: 1,
+            window: 4096,
+            token: String::new(),
+            name: "w".into(),
+        },
+    );
+    h.stalled.insert(w);
+    h.input(w, 2, join_frame("g", Role::Observer, true));
+    h.pump();
+    for i in 1..=20 {
+        h.send(a, "g", &format!("{i:0>500}"));
+        h.pump();
+    }
+    // Someone joins while w lags; more updates then spill w's queue.
+    let x = h.client("x");
+    h.req(x, 3, join_frame("g", Role::Observer, false));
+    for i in 21..=200 {
+        h.send(a, "g", &format!("{i:0>500}"));
+        h.pump();
+    }
+    assert!(h.core.stats().sched.slow_spills > 0);
+    let fs = catch_up(&mut h, w);
+    let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert!(
+        fs.iter().any(|f| matches!(
+            f,
+            Frame::Membership(MembershipNotice { change: MembershipChange::Joined, client, .. })
+                if *client == x.client_id()
+        )),
+        "the join notice survives the spill: {fs:?}"
+    );
+}
+
+/// Lagging queues spill at 64 KiB, pages are 16 KiB, and `doc` has a
+/// principal `a` and 300 updates of 1000 bytes in its log.
+fn long_doc_with_early_spill() -> (Harness, ConnId) {
+    let mut h = Harness::new(CoreConfig {
+        transfer_page_bytes: 16 << 10,
+        sched: SchedulerConfig {
+            spill_queue_bytes: 64 << 10,
+            ..SchedulerConfig::default()
+        },
+        ..CoreConfig::default()
+    });
+    let a = h.doc_of_a(300, |i| format!("{i:0>1000}"));
+    h.take(a);
+    (h, a)
+}
+
+#[test]
+fn a_joiner_that_does_not_read_holds_a_page_not_the_updates_behind_its_transfer() {
+    // A long log (300 updates) and a joiner that reads nothing: its
+    // transfer stalls on the first page while updates keep coming. Past
+    // `spill_queue_bytes` those leave memory and the transfer goes on
+    // through them from the log.
+    let (mut h, a) = long_doc_with_early_spill();
+    let b = join_stalled(&mut h, "b");
+    let mut max_queued = 0;
+    for i in 301..=1300 {
+        h.send(a, "doc", &format!("{i:0>1000}"));
+        h.pump();
+        max_queued = max_queued.max(queued_for(&h, b));
+    }
+    assert!(h.core.stats().sched.slow_spills > 0);
+    assert!(max_queued < (64 + 16 + 2) << 10, "{max_queued}");
+    let fs = catch_up(&mut h, b);
+    assert!(!fs.iter().any(|f| matches!(f, Frame::Resync { .. })));
+    assert!(matches!(
+        fs.iter().find(|f| matches!(f, Frame::Joined(_))),
+        Some(Frame::Joined(JoinInfo { head_seq: 300, .. }))
+    ));
+    let seqs: Vec<u64> = delivered(&fs).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=1300).collect::<Vec<_>>(), "no gap, no duplicate");
+    h.send(a, "doc", "live");
+    h.pump();
+    assert_eq!(delivered(&h.frames(b)), vec![(1301, "live".into())]);
+}
+
+#[test]
+fn a_joiner_that_reads_keeps_the_updates_behind_its_transfer_queued() {
+    // The same busy group, but the joiner reads: it is never made to
+    // follow the log (which would hold it to the speed of storage reads).
+    let (mut h, a) = long_doc_with_early_spill();
+    let b = h.client("b");
+    // Updates arrive in bursts while the transfer is paged: each page is
+    // answered only after them.
+    h.input(b, 2, join_frame("doc", Role::Observer, false));
+    for i in 301..=1300 {
+        h.send(a, "doc", &format!("{i:0>1000}"));
+        h.run_storage(|op| matches!(op, StorageOp::Load { .. }));
+        h.run_transmits();
+    }
+    h.pump();
+    assert_eq!(h.core.stats().sched.slow_spills, 0);
+    let seqs: Vec<u64> = delivered(&h.frames(b)).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, (1..=1300).collect::<Vec<_>>(), "no gap, no duplicate");
 }
 
 /// A harness with small state-transfer pages, a principal `a` in `doc`

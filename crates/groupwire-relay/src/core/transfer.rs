@@ -52,7 +52,10 @@ impl RelayCore {
         }
         let last_seq = page.entries.last().map_or(base, |e| e.seq);
         // Membership observers get no updates: one page is the whole state.
-        let last = last_seq >= upto || m.role == Role::MembershipObserver;
+        // A spilled member following the log goes on while updates it was
+        // not queued were committed during the read.
+        let last = (last_seq >= upto && !(m.following && g.committed > upto))
+            || m.role == Role::MembershipObserver;
         let mut frames = Vec::with_capacity(page.entries.len() + 2);
         // A resumed join's first page: a `Joined` from the resume point,
         // without state.
@@ -107,6 +110,7 @@ impl RelayCore {
         if last {
             m.loading = None;
             m.resync_dropped = None;
+            m.following = false;
         }
         if let Some(id) = self.group_id(group) {
             self.sched.transfer(now, conn, id, frames, last);
@@ -140,10 +144,19 @@ impl RelayCore {
         }
         // What is durable (see `on_join`).
         let head = g.committed;
-        let dropped = self.sched.reset_queue(conn, g.id) as u64;
+        // A spill reads the updates back from the log; what the log does
+        // not hold (membership notices to a watcher) stays queued.
+        let dropped = if after.is_some() {
+            self.sched.reset_queue_keeping(conn, g.id, is_notice)
+        } else {
+            self.sched.reset_queue(conn, g.id)
+        } as u64;
         let m = self.member_mut(conn, group).expect("checked above");
         m.live_from = head + 1;
         m.resync_dropped = announce.then_some(dropped);
+        // A spill follows the log to the head; a resync blocks live
+        // updates behind its transfer, as a join does.
+        m.following = after.is_some();
         self.start_transfer(conn, group, 0, after, head);
     }
 
@@ -186,7 +199,7 @@ impl RelayCore {
             transfer,
             after,
             upto,
-            max_bytes: self.cfg.transfer_page_bytes,
+            max_bytes: self.page_bytes(conn),
         });
     }
 
@@ -218,7 +231,45 @@ impl RelayCore {
         else {
             return self.start_resync(now, conn, group, true);
         };
+        tracing::debug!(
+            conn = conn.0,
+            group,
+            first,
+            "a lagging member is served from the log"
+        );
         self.restart_transfer(conn, group, Some(first - 1), false);
+    }
+
+    /// A member that does not read, behind a state transfer, has a
+    /// spill's worth of live updates queued: they leave memory and the
+    /// transfer goes on through them to the head (the member follows the
+    /// log, as after a spill). Its next page asks for them; a page in
+    /// flight asked for less and, ending short of what is committed, is
+    /// not the last.
+    pub(super) fn follow_log(&mut self, conn: ConnId, group: &str) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        let id = g.id;
+        let Some(m) = g.members.get(&conn) else {
+            return;
+        };
+        if m.loading.is_none() || m.following {
+            return; // the transfer ended since; the queue is live again
+        }
+        self.sched.drop_live(conn, id, is_notice);
+        if let Some(m) = self.member_mut(conn, group) {
+            m.following = true;
+        }
+    }
+
+    /// The page size of `conn`'s transfers: [`CoreConfig::transfer_page_bytes`],
+    /// or four of its send windows if that is less (at least
+    /// [`MIN_PAGE_BYTES`]).
+    fn page_bytes(&self, conn: ConnId) -> usize {
+        let window = self.sched.window(conn).unwrap_or(u64::MAX);
+        let fits = usize::try_from(window.saturating_mul(4)).unwrap_or(usize::MAX);
+        self.cfg.transfer_page_bytes.min(fits.max(MIN_PAGE_BYTES))
     }
 
     /// Loads the next page of every transfer whose last page went out.
@@ -227,14 +278,32 @@ impl RelayCore {
             let Some(group) = self.names.get(&id).cloned() else {
                 continue;
             };
-            let Some(m) = self.groups.get(&group).and_then(|g| g.members.get(&conn)) else {
+            let Some(g) = self.groups.get_mut(&group) else {
+                continue;
+            };
+            let committed = g.committed;
+            let Some(m) = g.members.get_mut(&conn) else {
                 continue;
             };
             let Some(request) = m.loading else {
                 continue;
             };
+            if m.following {
+                // Nothing was queued for it since: read up to the head.
+                m.live_from = m.live_from.max(committed + 1);
+            }
             let (transfer, after, upto) = (m.transfer, m.transfer_sent, m.live_from - 1);
             self.load_page(conn, &group, request, transfer, Some(after), upto);
         }
     }
+}
+
+/// The smallest page [`RelayCore::page_bytes`] chooses.
+const MIN_PAGE_BYTES: usize = 16 << 10;
+
+/// A frame the log does not hold (anything but a `Deliver`: membership
+/// notices to a watcher), kept queued when the updates around it are
+/// dropped to be read back from the log.
+fn is_notice(f: &Bytes) -> bool {
+    frame::FrameView::new_checked(f).is_ok_and(|v| v.kind() != Ok(frame::Kind::Deliver))
 }
