@@ -5,6 +5,12 @@
 //! resident memory (VmHWM, VmRSS from /proc/PID/status) and the member's
 //! p50/p99 both ways, as a Markdown section for docs/results/reliability.md.
 //!
+//! The member is well-behaved: one round trip every millisecond by default
+//! (`--interval-us`), as an interactive client sends (a telepointer sends
+//! at tens of hertz). Back to back (`--interval-us 0`) it is a load of its
+//! own: it keeps the relay about three quarters busy alone, and whatever
+//! the hostile clients add then queues behind it.
+//!
 //! ```text
 //! scripts/relay_hostile.sh            # builds, runs with 100 per kind
 //! cargo run -p groupwire-cli --profile test --example relay_hostile -- --per-kind 100
@@ -17,7 +23,23 @@
 //! over TCP, a partial HTTP upgrade over WebSocket). Bounded: every task
 //! stops when the run ends (about 20 s at the defaults).
 //!
-//! Linux only (it reads /proc).
+//! Isolation (`--isolate`, what `scripts/relay_hostile.sh` passes): on a
+//! machine this small the hostile clients would otherwise take the
+//! member's CPU and the ratio would measure the load generator, not the
+//! relay. So the relay runs on CPU 0 (`taskset`), the member on CPU 1,
+//! and the hostile clients in a child process on CPU 1 under
+//! `SCHED_IDLE` (`chrt --idle`): they use every cycle the member leaves,
+//! and the member's wakeups preempt them at once, as if they were on
+//! other hosts. Every hostile byte still reaches the relay, which shares
+//! nothing with the member but its own work. And both CPUs are kept out
+//! of their idle states for the whole run by a `SCHED_IDLE` spinner each
+//! (which yields to any other task at once): otherwise the measurement
+//! alone, on idle CPUs, pays the wakeup of a sleeping CPU (in a VM, a
+//! halted vCPU) on every round trip, the loaded one does not, and the
+//! ratio reads below 1 for kinds that cost the relay nothing.
+//!
+//! Linux only (it reads /proc; `--isolate` needs util-linux's `taskset`
+//! and `chrt`).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -44,15 +66,31 @@ struct Args {
     ramp: Duration,
     /// The member's group priority (0..=7; 4 is the default lane).
     priority: u8,
+    /// One round trip every this long (`--interval-us`; 0: back to
+    /// back, as fast as the relay answers).
+    every: Duration,
+    /// Alone-then-loaded cycles (`--cycles`): the hostile load starts and
+    /// stops this many times, so the two measurements of each pair are
+    /// seconds apart and a change in what else the host runs moves both.
+    cycles: usize,
     /// Passed to the relay's `--socket-send-buffer` if given (0: the
     /// kernel's autotuning).
     send_buffer: Option<usize>,
+    /// Relay on CPU 0, member on CPU 1, hostile clients on CPU 1 under
+    /// `SCHED_IDLE` (module docs).
+    isolate: bool,
+    /// Internal: run only the hostile clients against `TCP,WS` until
+    /// standard input closes (the child process of `--isolate`).
+    hostile_child: Option<(String, String)>,
+    /// Internal: spin until standard input closes (`--isolate`'s
+    /// `SCHED_IDLE` spinners).
+    spin_child: bool,
 }
 
 fn args() -> Args {
     let mut a = Args {
         per_kind: 100,
-        round_trips: 2000,
+        round_trips: 5000,
         relay: std::env::current_exe()
             .ok()
             .and_then(|p| Some(p.parent()?.parent()?.join("groupwire")))
@@ -60,10 +98,23 @@ fn args() -> Args {
         kinds: KINDS.iter().map(|k| (*k).to_owned()).collect(),
         ramp: Duration::from_secs(3),
         priority: 4,
+        every: Duration::from_millis(1),
+        cycles: 3,
         send_buffer: None,
+        isolate: false,
+        hostile_child: None,
+        spin_child: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
+        if k == "--isolate" {
+            a.isolate = true;
+            continue;
+        }
+        if k == "--spin-child" {
+            a.spin_child = true;
+            continue;
+        }
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value"));
         match k.as_str() {
             "--per-kind" => a.per_kind = v.parse().expect("--per-kind N"),
@@ -74,10 +125,19 @@ fn args() -> Args {
                 a.send_buffer = Some(v.parse().expect("--socket-send-buffer BYTES"))
             }
             "--priority" => a.priority = v.parse().expect("--priority 0..=7"),
-            "--kinds" => a.kinds = v.split(',').map(str::to_owned).collect(),
-            other => {
-                panic!("unknown argument {other} (--per-kind, --round-trips, --kinds, --relay)")
+            "--cycles" => a.cycles = v.parse::<usize>().expect("--cycles N").max(1),
+            "--interval-us" => {
+                a.every = Duration::from_micros(v.parse().expect("--interval-us MICROSECONDS"))
             }
+            "--kinds" => a.kinds = v.split(',').map(str::to_owned).collect(),
+            "--hostile-child" => {
+                let (tcp, ws) = v.split_once(',').expect("--hostile-child TCP,WS");
+                a.hostile_child = Some((tcp.to_owned(), ws.to_owned()));
+            }
+            other => panic!(
+                "unknown argument {other} (--per-kind, --round-trips, --kinds, --ramp-secs, \
+                 --priority, --interval-us, --cycles, --socket-send-buffer, --relay, --isolate)"
+            ),
         }
     }
     a
@@ -97,11 +157,28 @@ impl Drop for Relay {
     }
 }
 
-fn start_relay(bin: &std::path::Path, send_buffer: Option<usize>) -> Relay {
+/// The CPU the relay runs on with `--isolate`; the member and the hostile
+/// clients take [`BENCH_CPU`].
+const RELAY_CPU: &str = "0";
+const BENCH_CPU: &str = "1";
+
+/// `program` as a command, on `cpu` (through `taskset`) if given.
+fn on_cpu(cpu: Option<&str>, program: &std::path::Path) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+fn start_relay(bin: &std::path::Path, send_buffer: Option<usize>, isolate: bool) -> Relay {
     let send_buffer: Vec<String> = send_buffer
         .map(|n| vec!["--socket-send-buffer".into(), n.to_string()])
         .unwrap_or_default();
-    let mut child = Command::new(bin)
+    let mut child = on_cpu(isolate.then_some(RELAY_CPU), bin)
         .args([
             "relay",
             "serve",
@@ -126,6 +203,7 @@ fn start_relay(bin: &std::path::Path, send_buffer: Option<usize>) -> Relay {
         });
     let mut out = BufReader::new(child.stdout.take().expect("piped"));
     let mut line = String::new();
+    // `taskset` execs the relay: the child's pid is the relay's.
     out.read_line(&mut line).expect("address line");
     let tcp = line
         .trim()
@@ -170,9 +248,23 @@ fn hello(name: &str, window: u32) -> Bytes {
 
 /// Round trips of the member: send, wait for its own Deliver. Returns
 /// the latencies in microseconds, sorted.
-async fn round_trips(c: &RelayClient, ev: &mut mpsc::Receiver<ClientEvent>, n: usize) -> Vec<u64> {
+/// One every `every` (back to back if zero).
+async fn round_trips(
+    c: &RelayClient,
+    ev: &mut mpsc::Receiver<ClientEvent>,
+    n: usize,
+    every: Duration,
+) -> Vec<u64> {
     let mut lat = Vec::with_capacity(n);
+    let mut tick = (!every.is_zero()).then(|| {
+        let mut t = tokio::time::interval(every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
     for i in 0..n {
+        if let Some(t) = &mut tick {
+            t.tick().await;
+        }
         let t = now();
         c.send("bench", 1, Bytes::from(vec![(i % 251) as u8; 100]))
             .await
@@ -209,7 +301,7 @@ const RECONNECT: Duration = Duration::from_secs(1);
 
 /// Starts every hostile task; they run until `stop` is closed.
 fn hostile(
-    relay: &Relay,
+    (tcp, ws): (&str, &str),
     per_kind: usize,
     kinds: &[String],
     stop: &tokio::sync::watch::Receiver<bool>,
@@ -220,8 +312,8 @@ fn hostile(
         let _ = stop.changed().await;
     };
     for i in 0..per_kind {
-        let tcp = relay.tcp.clone();
-        let ws = relay.ws.clone();
+        let tcp = tcp.to_owned();
+        let ws = ws.to_owned();
         // Ping flooder: never reads.
         if on("flood") {
             tasks.push(tokio::spawn({
@@ -372,17 +464,151 @@ fn hostile(
     tasks
 }
 
-fn main() {
-    let a = args();
-    let relay = start_relay(&a.relay, a.send_buffer);
-    let pid = relay.child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// Runs the hostile tasks on `rt` until `stop` is dropped or sent.
+fn run_hostile(
+    rt: &tokio::runtime::Runtime,
+    addrs: (&str, &str),
+    per_kind: usize,
+    kinds: &[String],
+) -> impl FnOnce() + use<> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let tasks = rt.block_on(async { hostile(addrs, per_kind, kinds, &stop_rx) });
+    let handle = rt.handle().clone();
+    move || {
+        let _ = stop_tx.send(true);
+        handle.block_on(async {
+            for t in tasks {
+                let _ = t.await;
+            }
+        });
+    }
+}
+
+fn hostile_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("runtime");
+        .expect("runtime")
+}
+
+/// `--hostile-child TCP,WS`: the hostile clients alone, until standard
+/// input closes.
+fn hostile_child(a: &Args, (tcp, ws): (&str, &str)) {
+    let rt = hostile_runtime();
+    let stop = run_hostile(&rt, (tcp, ws), a.per_kind, &a.kinds);
+    let mut sink = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    stop();
+}
+
+/// The hostile load of the run: in this process, or with `--isolate` in
+/// a child process under `SCHED_IDLE` on [`BENCH_CPU`]. Stopped by the
+/// returned closure.
+fn start_hostile(a: &Args, relay: &Relay) -> Box<dyn FnOnce()> {
+    if !a.isolate {
+        let rt = hostile_runtime();
+        let stop = run_hostile(&rt, (&relay.tcp, &relay.ws), a.per_kind, &a.kinds);
+        return Box::new(move || {
+            stop();
+            drop(rt);
+        });
+    }
+    let child = idle_child(
+        BENCH_CPU,
+        &[
+            "--hostile-child",
+            &format!("{},{}", relay.tcp, relay.ws),
+            "--per-kind",
+            &a.per_kind.to_string(),
+            "--kinds",
+            &a.kinds.join(","),
+        ],
+    );
+    Box::new(child)
+}
+
+/// This program again with `args`, on `cpu` under `SCHED_IDLE`, until
+/// the returned closure closes its standard input and waits for it.
+fn idle_child(cpu: &str, args: &[&str]) -> impl FnOnce() + use<> {
+    let me = std::env::current_exe().expect("own path");
+    let mut child = Command::new("chrt")
+        .args(["--idle", "0", "taskset", "-c", cpu])
+        .arg(me)
+        .args(args)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("chrt and taskset (util-linux) start the child");
+    move || {
+        drop(child.stdin.take());
+        let _ = child.wait();
+    }
+}
+
+/// `--spin-child`: keeps its CPU busy until standard input closes.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a thread that only waits for standard input to close"
+)]
+fn spin_child() {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        })
+    };
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        std::hint::spin_loop();
+    }
+    let _ = watcher.join();
+}
+
+/// CPU time the process has used (user + system), from /proc/PID/stat.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 here.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    // USER_HZ is 100 on every Linux this runs on.
+    Duration::from_millis(ticks * 10)
+}
+
+fn main() {
+    let a = args();
+    if let Some((tcp, ws)) = &a.hostile_child {
+        return hostile_child(&a, (tcp, ws));
+    }
+    if a.spin_child {
+        return spin_child();
+    }
+    if a.isolate {
+        // This process (the member) on the bench CPU; the relay gets its own.
+        let ok = Command::new("taskset")
+            .args(["-a", "-p", "-c", BENCH_CPU, &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "--isolate needs taskset (util-linux) and two CPUs");
+    }
+    let spinners: Vec<_> = if a.isolate {
+        [RELAY_CPU, BENCH_CPU]
+            .map(|cpu| idle_child(cpu, &["--spin-child"]))
+            .into()
+    } else {
+        Vec::new()
+    };
+    let relay = start_relay(&a.relay, a.send_buffer, a.isolate);
+    let pid = relay.child.id();
     // The member runs on a runtime of its own, so its round trips do not
-    // queue behind the hostile tasks in this process.
+    // queue behind the hostile tasks.
     let member_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -399,37 +625,66 @@ fn main() {
             .expect("join");
         (c, ev)
     });
-    // Warm up, then measure alone.
-    let _ = member_rt.block_on(round_trips(&c, &mut ev, 200));
-    let alone = member_rt.block_on(round_trips(&c, &mut ev, a.round_trips));
-    let (hwm_alone, _) = memory(pid);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let tasks = rt.block_on(async { hostile(&relay, a.per_kind, &a.kinds, &stop_rx) });
-    // Let every hostile connection get going (flooders fill their buffers
-    // and are paused) before measuring again; the hostile tasks run on
-    // `rt`'s worker threads meanwhile.
-    std::thread::sleep(a.ramp);
-    let loaded = member_rt.block_on(round_trips(&c, &mut ev, a.round_trips));
-    let (hwm, rss) = memory(pid);
-    let _ = stop_tx.send(true);
-    rt.block_on(async {
-        for t in tasks {
-            let _ = t.await;
+    // Warm up, then measure alone and loaded, cycle after cycle.
+    let _ = member_rt.block_on(round_trips(&c, &mut ev, 2000, Duration::ZERO));
+    let (mut alone, mut loaded, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+    let mut hwm_alone = 0;
+    for cycle in 0..a.cycles {
+        let quiet = member_rt.block_on(round_trips(&c, &mut ev, a.round_trips, a.every));
+        if cycle == 0 {
+            hwm_alone = memory(pid).0;
         }
-    });
+        let stop = start_hostile(&a, &relay);
+        // Let every hostile connection get going (flooders fill their
+        // buffers and are paused) before measuring again.
+        std::thread::sleep(a.ramp);
+        let cpu0 = cpu_time(pid);
+        let t0 = now();
+        let busy_rt = member_rt.block_on(round_trips(&c, &mut ev, a.round_trips, a.every));
+        let busy = (cpu_time(pid) - cpu0).as_secs_f64() / t0.elapsed().as_secs_f64();
+        stop();
+        rows.push([
+            pct(&quiet, 0.5),
+            pct(&quiet, 0.99),
+            pct(&busy_rt, 0.5),
+            pct(&busy_rt, 0.99),
+            (busy * 100.0).round() as u64,
+        ]);
+        alone.extend(quiet);
+        loaded.extend(busy_rt);
+        // The hostile connections' lingering closes end before the next
+        // measurement alone.
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    alone.sort_unstable();
+    loaded.sort_unstable();
+    let (hwm, rss) = memory(pid);
+    let busy = rows.iter().map(|r| r[4]).sum::<u64>() / rows.len() as u64;
+    for s in spinners {
+        s();
+    }
     {
         let (p50a, p99a) = (pct(&alone, 0.5), pct(&alone, 0.99));
         let (p50l, p99l) = (pct(&loaded, 0.5), pct(&loaded, 0.99));
         println!("## Relay under hostile clients\n");
+        let args: Vec<String> = std::env::args().skip(1).collect();
         println!(
-            "Command: `scripts/relay_hostile.sh` (runs `cargo run -p groupwire-cli --profile test --example relay_hostile -- --per-kind {} --round-trips {}`).\n",
-            a.per_kind, a.round_trips
+            "Command: `target/debug/examples/relay_hostile {}` (built by `scripts/relay_hostile.sh`).\n",
+            args.join(" ")
         );
+        let pace = if a.every.is_zero() {
+            "back to back".to_owned()
+        } else {
+            format!("one every {} µs", a.every.as_micros())
+        };
         println!(
-            "One `groupwire relay serve --memory` process; {} connections of each hostile kind at once ({} in all): ping flooders that never read, silent connections, slow readers (4 KiB window, 1 KiB read per 50 ms), oversized frames (2 MiB prefix and body, reconnecting), seeded garbage (reconnecting), half-open handshakes (half a Hello over TCP, half an HTTP upgrade over WebSocket). One well-behaved member measures {} round trips (its `Send` of 100 bytes to its own `Deliver`) alone, then under that load. Memory from /proc/PID/status of the relay.\n",
+            "One `groupwire relay serve --memory` process; {} connections of each hostile kind at once ({}; {} in all; the kinds: ping flooders that never read, silent connections, slow readers that observe the member's group (4 KiB window, 1 KiB read per 50 ms), oversized frames (2 MiB prefix and body, reconnecting), seeded garbage (reconnecting), half-open handshakes (half a Hello over TCP, half an HTTP upgrade over WebSocket)). One well-behaved member measures {} round trips ({pace}; its `Send` of 100 bytes to its own `Deliver`) alone, then {} s into that load, {} times over (the load stopped in between); the table pools the cycles. Memory from /proc/PID/status of the relay.\n",
             a.per_kind,
-            a.per_kind * 6,
-            a.round_trips
+            a.kinds.join(", "),
+            a.per_kind * a.kinds.len(),
+            a.round_trips,
+            a.ramp.as_secs(),
+            a.cycles
         );
         println!("| | alone | under hostile load | ratio | goal |");
         println!("|---|---|---|---|---|");
@@ -450,5 +705,34 @@ fn main() {
             "| relay RSS at the end (VmRSS) | | {:.1} MiB | | |",
             rss as f64 / 1024.0
         );
+        println!("| relay CPU while the member measured under load | | {busy}% of a core | | |");
+        let mut ratios: Vec<f64> = rows
+            .iter()
+            .map(|r| r[3] as f64 / r[1].max(1) as f64)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "| member round trip p99, median of the cycles' ratios | | | {:.2}x | ≤ 1.2x |",
+            ratios[ratios.len() / 2]
+        );
+        println!("\n| cycle | p50 alone → loaded | p99 alone → loaded | relay CPU loaded |");
+        println!("|---|---|---|---|");
+        for (i, r) in rows.iter().enumerate() {
+            println!(
+                "| {} | {} → {} µs | {} → {} µs ({:.2}x) | {}% |",
+                i + 1,
+                r[0],
+                r[2],
+                r[1],
+                r[3],
+                r[3] as f64 / r[1].max(1) as f64,
+                r[4]
+            );
+        }
+        if a.isolate {
+            println!(
+                "\nIsolated: relay on CPU {RELAY_CPU}, member on CPU {BENCH_CPU}, hostile clients on CPU {BENCH_CPU} under SCHED_IDLE; a SCHED_IDLE spinner on each CPU for the whole run."
+            );
+        }
     }
 }
