@@ -497,9 +497,13 @@ fn hostile_runtime() -> tokio::runtime::Runtime {
 fn hostile_child(a: &Args, (tcp, ws): (&str, &str)) {
     let rt = hostile_runtime();
     let stop = run_hostile(&rt, (tcp, ws), a.per_kind, &a.kinds);
-    let mut sink = Vec::new();
-    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    until_stdin_closes();
     stop();
+}
+
+/// Returns when the parent closes this child's standard input.
+fn until_stdin_closes() {
+    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
 }
 
 /// The hostile load of the run: in this process, or with `--isolate` in
@@ -555,8 +559,7 @@ fn spin_child() {
     let watcher = {
         let done = done.clone();
         std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            until_stdin_closes();
             done.store(true, std::sync::atomic::Ordering::Relaxed);
         })
     };

@@ -604,16 +604,11 @@ impl Scheduler {
         self.refresh(conn);
     }
 
-    /// Drops the backlog of `group` for `conn` and blocks the queue until
-    /// the last page of a [`transfer`](Self::transfer). Returns the frames dropped.
-    pub(crate) fn reset_queue(&mut self, conn: ConnId, id: GroupId) -> usize {
-        self.reset_queue_keeping(conn, id, |_| false)
-    }
-
-    /// [`reset_queue`](Self::reset_queue), but the live frames for which
-    /// `keep` holds stay queued, in order, behind the transfer. Returns
-    /// the frames dropped.
-    pub(crate) fn reset_queue_keeping(
+    /// Drops the backlog of `group` for `conn`, but the live frames for
+    /// which `keep` holds (they stay queued, in order, behind the
+    /// transfer), and blocks the queue until the last page of a
+    /// [`transfer`](Self::transfer). Returns the frames dropped.
+    pub(crate) fn reset_queue(
         &mut self,
         conn: ConnId,
         id: GroupId,
@@ -1717,7 +1712,7 @@ mod tests {
                 oldest: Some(f(1, 100)),
             })
         );
-        assert_eq!(s.reset_queue(ConnId(1), id("g")), 20);
+        assert_eq!(s.reset_queue(ConnId(1), id("g"), |_| false), 20);
         assert_eq!(s.stats().queued_bytes, 0);
     }
 

@@ -145,18 +145,18 @@ impl RelayCore {
         // What is durable (see `on_join`).
         let head = g.committed;
         // A spill reads the updates back from the log; what the log does
-        // not hold (membership notices to a watcher) stays queued.
-        let dropped = if after.is_some() {
-            self.sched.reset_queue_keeping(conn, g.id, is_notice)
-        } else {
-            self.sched.reset_queue(conn, g.id)
-        } as u64;
+        // not hold (membership notices to a watcher) stays queued. A
+        // resync's `Joined` lists the members afresh.
+        let spill = after.is_some();
+        let dropped = self
+            .sched
+            .reset_queue(conn, g.id, |f| spill && is_notice(f)) as u64;
         let m = self.member_mut(conn, group).expect("checked above");
         m.live_from = head + 1;
         m.resync_dropped = announce.then_some(dropped);
         // A spill follows the log to the head; a resync blocks live
         // updates behind its transfer, as a join does.
-        m.following = after.is_some();
+        m.following = spill;
         self.start_transfer(conn, group, 0, after, head);
     }
 

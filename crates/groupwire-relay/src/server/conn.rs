@@ -199,9 +199,10 @@ const LINGER_SLICE: usize = 64 << 10;
 /// reading a slice per turn, and the core task and every well-behaved
 /// client's reader and writer would wait behind all of them (a member's
 /// round trip p99 went from 0.2 to 1.3 ms beside 100 clients
-/// reconnecting each second with a 2 MiB frame:
-/// `examples/relay_hostile.rs --kinds big`). Through the gate they wait
-/// behind one slice at most; the clients wait on TCP's flow control.
+/// reconnecting each second with a 2 MiB frame, and is about 0.8 ms with
+/// the gate: `examples/relay_hostile.rs --isolate --kinds big`). Through
+/// the gate they wait behind one slice at most; the clients wait on
+/// TCP's flow control.
 static LINGERING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// A read through [`LINGERING`] that waits this long lets the gate go:
