@@ -20,7 +20,10 @@
 //! readers (observers of the member's group that read 1 KiB per 50 ms),
 //! clients sending oversized frames (a 2 MiB prefix and its body), clients
 //! sending seeded garbage, and half-open handshakes (a partial `Hello`
-//! over TCP, a partial HTTP upgrade over WebSocket). Bounded: every task
+//! over TCP, a partial HTTP upgrade over WebSocket). `--kinds readers`
+//! adds a control that is not hostile: observers of the member's group
+//! that read everything at once, for what the group's size alone costs
+//! the member. Bounded: every task
 //! stops when the run ends (about 20 s at the defaults).
 //!
 //! Isolation (`--isolate`, what `scripts/relay_hostile.sh` passes): on a
@@ -60,7 +63,7 @@ struct Args {
     round_trips: usize,
     relay: std::path::PathBuf,
     /// Which hostile kinds run (all by default): flood, silent, slow, big,
-    /// garbage, half.
+    /// garbage, half; and the control `readers` when named.
     kinds: Vec<String>,
     /// How long the hostile load runs before the member measures again.
     ramp: Duration,
@@ -73,9 +76,9 @@ struct Args {
     /// stops this many times, so the two measurements of each pair are
     /// seconds apart and a change in what else the host runs moves both.
     cycles: usize,
-    /// Passed to the relay's `--socket-send-buffer` if given (0: the
-    /// kernel's autotuning).
-    send_buffer: Option<usize>,
+    /// Extra options for `groupwire relay serve` (`--relay-arg`, once per
+    /// word; `--socket-send-buffer BYTES` is one of them).
+    relay_args: Vec<String>,
     /// Relay on CPU 0, member on CPU 1, hostile clients on CPU 1 under
     /// `SCHED_IDLE` (module docs).
     isolate: bool,
@@ -100,7 +103,7 @@ fn args() -> Args {
         priority: 4,
         every: Duration::from_millis(1),
         cycles: 3,
-        send_buffer: None,
+        relay_args: Vec::new(),
         isolate: false,
         hostile_child: None,
         spin_child: false,
@@ -122,8 +125,11 @@ fn args() -> Args {
             "--relay" => a.relay = v.into(),
             "--ramp-secs" => a.ramp = Duration::from_secs(v.parse().expect("--ramp-secs N")),
             "--socket-send-buffer" => {
-                a.send_buffer = Some(v.parse().expect("--socket-send-buffer BYTES"))
+                let n: usize = v.parse().expect("--socket-send-buffer BYTES");
+                a.relay_args
+                    .extend(["--socket-send-buffer".to_owned(), n.to_string()]);
             }
+            "--relay-arg" => a.relay_args.push(v),
             "--priority" => a.priority = v.parse().expect("--priority 0..=7"),
             "--cycles" => a.cycles = v.parse::<usize>().expect("--cycles N").max(1),
             "--interval-us" => {
@@ -136,7 +142,8 @@ fn args() -> Args {
             }
             other => panic!(
                 "unknown argument {other} (--per-kind, --round-trips, --kinds, --ramp-secs, \
-                 --priority, --interval-us, --cycles, --socket-send-buffer, --relay, --isolate)"
+                 --priority, --interval-us, --cycles, --socket-send-buffer, --relay-arg, --relay, \
+                 --isolate)"
             ),
         }
     }
@@ -174,10 +181,7 @@ fn on_cpu(cpu: Option<&str>, program: &std::path::Path) -> Command {
     }
 }
 
-fn start_relay(bin: &std::path::Path, send_buffer: Option<usize>, isolate: bool) -> Relay {
-    let send_buffer: Vec<String> = send_buffer
-        .map(|n| vec!["--socket-send-buffer".into(), n.to_string()])
-        .unwrap_or_default();
+fn start_relay(bin: &std::path::Path, relay_args: &[String], isolate: bool) -> Relay {
     let mut child = on_cpu(isolate.then_some(RELAY_CPU), bin)
         .args([
             "relay",
@@ -191,7 +195,7 @@ fn start_relay(bin: &std::path::Path, send_buffer: Option<usize>, isolate: bool)
             "--max-conns-per-ip",
             "0",
         ])
-        .args(&send_buffer)
+        .args(relay_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -299,6 +303,61 @@ fn now() -> std::time::Instant {
 /// relay closed it.
 const RECONNECT: Duration = Duration::from_secs(1);
 
+/// An observer of the member's group with `window` (0: the relay's
+/// default) that reads up to `read` bytes at a time, credits what it read
+/// and then waits `pause`, until `stop`.
+async fn observer(
+    tcp: String,
+    stop: tokio::sync::watch::Receiver<bool>,
+    window: u32,
+    read: usize,
+    pause: Option<Duration>,
+) {
+    let Ok(mut s) = TcpStream::connect(&tcp).await else {
+        return;
+    };
+    let join = frame::encode(
+        2,
+        &Frame::Join {
+            group: "bench".into(),
+            role: Role::Observer,
+            mode: ActivityMode::Active,
+            watch_membership: true,
+            resume_after: None,
+        },
+    );
+    let _ = s
+        .write_all(&[&hello("observer", window)[..], &join[..]].concat())
+        .await;
+    let mut consumed = 0u64;
+    let mut buf = vec![0u8; read];
+    tokio::select! {
+        () = async {
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => consumed += n as u64,
+                }
+                // Credit what was read (whole frames or not: the relay
+                // only checks it never exceeds what it sent).
+                let c = frame::encode(0, &Frame::Credit { consumed });
+                if s.write_all(&c).await.is_err() {
+                    return;
+                }
+                if let Some(p) = pause {
+                    tokio::time::sleep(p).await;
+                }
+            }
+        } => {}
+        () = until_stopped(stop) => {}
+    }
+}
+
+/// Resolves when `stop` changes or its sender goes.
+async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.changed().await;
+}
+
 /// Starts every hostile task; they run until `stop` is closed.
 fn hostile(
     (tcp, ws): (&str, &str),
@@ -308,9 +367,6 @@ fn hostile(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     let on = |k: &str| kinds.iter().any(|x| x == k);
-    let until_stop = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = stop.changed().await;
-    };
     for i in 0..per_kind {
         let tcp = tcp.to_owned();
         let ws = ws.to_owned();
@@ -332,7 +388,7 @@ fn hostile(
                     let _ = s.write_all(&hello("flooder", 0)).await;
                     tokio::select! {
                         () = async { while s.write_all(&batch).await.is_ok() {} } => {}
-                        () = until_stop(stop) => {}
+                        () = until_stopped(stop) => {}
                     }
                 }
             }));
@@ -343,55 +399,32 @@ fn hostile(
                 let (tcp, stop) = (tcp.clone(), stop.clone());
                 async move {
                     let s = TcpStream::connect(&tcp).await;
-                    until_stop(stop).await;
+                    until_stopped(stop).await;
                     drop(s);
                 }
             }));
         }
         // Slow reader: observer of the member's group, 1 KiB per 50 ms.
         if on("slow") {
-            tasks.push(tokio::spawn({
-                let (tcp, stop) = (tcp.clone(), stop.clone());
-                async move {
-                    let Ok(mut s) = TcpStream::connect(&tcp).await else {
-                        return;
-                    };
-                    let join = frame::encode(
-                        2,
-                        &Frame::Join {
-                            group: "bench".into(),
-                            role: Role::Observer,
-                            mode: ActivityMode::Active,
-                            watch_membership: true,
-                            resume_after: None,
-                        },
-                    );
-                    let _ = s
-                        .write_all(&[&hello("slow", 4096)[..], &join[..]].concat())
-                        .await;
-                    let mut consumed = 0u64;
-                    let mut buf = [0u8; 1024];
-                    tokio::select! {
-                        () = async {
-                            loop {
-                                match s.read(&mut buf).await {
-                                    Ok(0) | Err(_) => return,
-                                    Ok(n) => consumed += n as u64,
-                                }
-                                // Credit what was read (whole frames or not:
-                                // the relay only checks it never exceeds what
-                                // it sent).
-                                let c = frame::encode(0, &Frame::Credit { consumed });
-                                if s.write_all(&c).await.is_err() {
-                                    return;
-                                }
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                            }
-                        } => {}
-                        () = until_stop(stop) => {}
-                    }
-                }
-            }));
+            tasks.push(tokio::spawn(observer(
+                tcp.clone(),
+                stop.clone(),
+                4096,
+                1024,
+                Some(Duration::from_millis(50)),
+            )));
+        }
+        // Not hostile, and only with `--kinds readers`: observers of the
+        // member's group that read all they get at once (the default
+        // window), a control for what the group's size costs the member.
+        if on("readers") {
+            tasks.push(tokio::spawn(observer(
+                tcp.clone(),
+                stop.clone(),
+                0,
+                64 << 10,
+                None,
+            )));
         }
         // Oversized frames: a 2 MiB prefix and its body, again and again.
         if on("big") {
@@ -412,7 +445,7 @@ fn hostile(
                                 tokio::time::sleep(RECONNECT).await;
                             }
                         } => {}
-                        () = until_stop(stop) => {}
+                        () = until_stopped(stop) => {}
                     }
                 }
             }));
@@ -436,7 +469,7 @@ fn hostile(
                                 tokio::time::sleep(RECONNECT).await;
                             }
                         } => {}
-                        () = until_stop(stop) => {}
+                        () = until_stopped(stop) => {}
                     }
                 }
             }));
@@ -455,7 +488,7 @@ fn hostile(
                         let _ = w
                             .write_all(b"GET / HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\n")
                             .await;
-                        until_stop(stop).await;
+                        until_stopped(stop).await;
                     }
                 }
             }));
@@ -608,7 +641,7 @@ fn main() {
     } else {
         Vec::new()
     };
-    let relay = start_relay(&a.relay, a.send_buffer, a.isolate);
+    let relay = start_relay(&a.relay, &a.relay_args, a.isolate);
     let pid = relay.child.id();
     // The member runs on a runtime of its own, so its round trips do not
     // queue behind the hostile tasks.
@@ -681,7 +714,7 @@ fn main() {
             format!("one every {} µs", a.every.as_micros())
         };
         println!(
-            "One `groupwire relay serve --memory` process; {} connections of each hostile kind at once ({}; {} in all; the kinds: ping flooders that never read, silent connections, slow readers that observe the member's group (4 KiB window, 1 KiB read per 50 ms), oversized frames (2 MiB prefix and body, reconnecting), seeded garbage (reconnecting), half-open handshakes (half a Hello over TCP, half an HTTP upgrade over WebSocket)). One well-behaved member measures {} round trips ({pace}; its `Send` of 100 bytes to its own `Deliver`) alone, then {} s into that load, {} times over (the load stopped in between); the table pools the cycles. Memory from /proc/PID/status of the relay.\n",
+            "One `groupwire relay serve --memory` process; {} connections of each hostile kind at once ({}; {} in all; the kinds: ping flooders that never read, silent connections, slow readers that observe the member's group (4 KiB window, 1 KiB read per 50 ms), oversized frames (2 MiB prefix and body, reconnecting), seeded garbage (reconnecting), half-open handshakes (half a Hello over TCP, half an HTTP upgrade over WebSocket); and, only when asked for, `readers`, observers of the member's group that read everything at once: a control, not hostile). One well-behaved member measures {} round trips ({pace}; its `Send` of 100 bytes to its own `Deliver`) alone, then {} s into that load, {} times over (the load stopped in between); the table pools the cycles. Memory from /proc/PID/status of the relay.\n",
             a.per_kind,
             a.kinds.join(", "),
             a.per_kind * a.kinds.len(),

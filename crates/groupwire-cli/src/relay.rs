@@ -41,7 +41,7 @@ pub(crate) struct RelayArgs {
 #[derive(Debug, Subcommand)]
 enum RelayCommand {
     /// Run the relay (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Mint a signed token for a relay started with --auth-secret-file.
     Token(TokenArgs),
     /// Load a running relay with many clients; measure latency and throughput.
@@ -220,6 +220,28 @@ struct ServeArgs {
     /// (Hello's window) on long links.
     #[arg(long, default_value_t = groupwire_relay::server::DEFAULT_SOCKET_SEND_BUFFER)]
     socket_send_buffer: usize,
+    /// OS priority (nice, -20..19; Linux) of the thread that serves the
+    /// connections that do not keep up: before their Hello, after a fatal
+    /// error, and while their window is full or their replies go unread.
+    /// The clients that read then run first. "off": no such thread.
+    #[arg(long, value_name = "NICE", default_value = "10", value_parser = parse_nice)]
+    background_nice: BackgroundNice,
+}
+
+/// `--background-nice`: a nice value, or `off` (`None`).
+#[derive(Clone, Copy, Debug)]
+struct BackgroundNice(Option<i32>);
+
+fn parse_nice(s: &str) -> Result<BackgroundNice, String> {
+    if s == "off" {
+        return Ok(BackgroundNice(None));
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (-20..=19).contains(&n) => Ok(BackgroundNice(Some(n))),
+        _ => Err(format!(
+            "{s:?} is not a nice value from -20 to 19 (or \"off\")"
+        )),
+    }
 }
 
 /// `--idle-timeout`: a duration, or `off` (`None`).
@@ -272,7 +294,7 @@ struct TokenArgs {
 pub(crate) fn run_relay(args: RelayArgs) -> Result<()> {
     match args.command {
         None => serve(args.serve),
-        Some(RelayCommand::Serve(s)) => serve(s),
+        Some(RelayCommand::Serve(s)) => serve(*s),
         Some(RelayCommand::Token(t)) => token(t),
         Some(RelayCommand::Bench(b)) => crate::relay_bench::run_bench(*b),
         Some(RelayCommand::Plot(p)) => crate::plot::run_plot(p),
@@ -417,6 +439,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     cfg.max_conns_per_ip = a.max_conns_per_ip;
     cfg.input_pause_bytes = a.input_pause_bytes;
     cfg.socket_send_buffer = (a.socket_send_buffer != 0).then_some(a.socket_send_buffer);
+    cfg.background_nice = a.background_nice.0;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = a.threads {
         rt.worker_threads(usize::from(n));

@@ -806,6 +806,18 @@ impl Scheduler {
             .is_some_and(|c| c.control_bytes > 0 && Self::backed_up(&self.cfg, Self::at_writer(c)))
     }
 
+    /// Whether `conn` keeps up: its send window has room, its writer is
+    /// not backed up and no fatal error is queued for it. One that does not
+    /// could take no more now anyway, so the driver serves it at a lower
+    /// OS priority (`server/place.rs`).
+    pub(crate) fn keeps_up(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| {
+            !c.closing
+                && c.sent - c.consumed < c.window
+                && !Self::backed_up(&self.cfg, Self::at_writer(c))
+        })
+    }
+
     /// `conn`'s send window, if it is known.
     pub(crate) fn window(&self, conn: ConnId) -> Option<u64> {
         self.conns.get(&conn).map(|c| c.window)

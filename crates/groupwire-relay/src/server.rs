@@ -65,9 +65,11 @@ mod conn;
 mod demo;
 mod input;
 mod output;
+mod place;
 
 use self::input::{Input, InputRings, InputTx, Ready};
 use self::output::{DirectSocket, FLUSH_FRAMES, SharedWrite, Writer};
+use self::place::{BACKGROUND, Background, Class, Placement};
 
 /// Where the relay keeps its state.
 #[derive(Clone, Debug)]
@@ -151,7 +153,22 @@ pub struct ServerConfig {
     /// path that is not a WebSocket upgrade gets `404`. Off, every such
     /// request gets `426 Upgrade Required`.
     pub demo_page: bool,
+    /// The OS priority (nice value, -20..=19; Linux) of the thread that
+    /// serves the connections that do not keep up: before their `Hello`,
+    /// after a fatal error, and while their window is full or their
+    /// writer backed up (default 10; `None`: no such thread, every
+    /// connection on the runtime the relay was started on). The kernel
+    /// then runs the clients that read ahead of whatever the others cost
+    /// (`docs/results/reliability.md`, fourth round). At nice 10 that
+    /// thread still gets about a tenth of a busy core, so handshakes go
+    /// on under load.
+    pub background_nice: Option<i32>,
 }
+
+/// [`ServerConfig::background_nice`]'s default: the background thread
+/// gets about 110/1134 of a core both want (the kernel's weights for nice
+/// 10 and 0).
+pub const DEFAULT_BACKGROUND_NICE: i32 = 10;
 
 /// [`ServerConfig::socket_send_buffer`]'s default: the default send window
 /// ([`CoreConfig::default_window`]).
@@ -175,6 +192,7 @@ impl ServerConfig {
             max_conns_per_ip: 256,
             socket_send_buffer: Some(DEFAULT_SOCKET_SEND_BUFFER),
             demo_page: true,
+            background_nice: Some(DEFAULT_BACKGROUND_NICE),
         }
     }
 }
@@ -307,15 +325,19 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let (events_tx, events_rx) = mpsc::unbounded_channel::<Event>();
     let (commands, commands_rx) = mpsc::unbounded_channel();
     let next_id = Arc::new(AtomicU64::new(first_client_id));
-    let gate = Gate::new(Limits {
-        handshake_timeout: cfg.handshake_timeout,
-        idle_timeout: cfg.idle_timeout,
-        max_conns_per_ip: cfg.max_conns_per_ip,
-        max_frame,
-        socket_send_buffer: cfg.socket_send_buffer,
-        demo_page: cfg.demo_page,
-        clock,
-    });
+    let (placement, background) = Placement::start(cfg.background_nice)?;
+    let gate = Gate::new(
+        Limits {
+            handshake_timeout: cfg.handshake_timeout,
+            idle_timeout: cfg.idle_timeout,
+            max_conns_per_ip: cfg.max_conns_per_ip,
+            max_frame,
+            socket_send_buffer: cfg.socket_send_buffer,
+            demo_page: cfg.demo_page,
+            clock,
+        },
+        placement,
+    );
 
     let mut acceptors = vec![tokio::spawn(accept_loop(
         tcp,
@@ -350,6 +372,9 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
         gate,
         dirty: Vec::new(),
         gathered: 0,
+        background,
+        loads_left: LOADS_PER_TURN,
+        yield_at: Instant::ZERO,
     };
     let task = tokio::spawn(driver.run(inputs_rx, events_rx, done_rx, commands_rx, acceptors));
     tracing::info!(tcp = %tcp_addr, ws = ?ws_addr, tls = cfg.tls.is_some(), "relay listening");
@@ -406,6 +431,18 @@ fn spawn_storage_thread(
 
 /// Input lanes: one per receive priority (group priorities 0..=7).
 const LANES: usize = MAX_GROUP_PRIORITY as usize + 1;
+/// State-transfer pages (joiners, members that lag and follow the log)
+/// an inline store loads per turn of the core task. Each page becomes
+/// frames (a 16 KiB page of 100-byte updates: tens of microseconds), and
+/// a hundred slow readers ask for theirs together: loaded in one turn,
+/// they held a member's frame for milliseconds (`relay_hostile --kinds
+/// slow`, `docs/results/reliability.md`).
+/// The rest wait for the next turn, after the runtime has polled the
+/// sockets.
+const LOADS_PER_TURN: usize = 1;
+/// Longest the core task works through turns without yielding to the
+/// runtime (so that it reads the sockets): see `run`.
+const YIELD_EVERY: Duration = Duration::from_micros(100);
 /// Inputs the core task takes per turn before it fans out again.
 const INPUTS_PER_TURN: usize = 65;
 
@@ -429,6 +466,9 @@ struct ConnShared {
     paused: AtomicBool,
     /// Notified when `paused` is cleared.
     resume: Notify,
+    /// Where the connection's tasks run (see `place`): set by the core
+    /// task from the connection's standing.
+    class: Arc<Class>,
 }
 
 /// What a frame costs in a connection's in-flight budget beyond its bytes
@@ -454,6 +494,7 @@ impl ConnShared {
             inflight_budget: budget,
             paused: AtomicBool::new(false),
             resume: Notify::new(),
+            class: Class::new(),
         }
     }
 }
@@ -507,6 +548,15 @@ struct Driver {
     dirty: Vec<ConnId>,
     /// Frames gathered since the last flush of every connection.
     gathered: usize,
+    /// The thread of the connections that do not keep up (see `place`),
+    /// stopped a moment after the core task (so the connections it
+    /// serves can say `SHUTTING_DOWN`).
+    background: Option<Background>,
+    /// Pages the inline store may still load this turn (of
+    /// [`LOADS_PER_TURN`]); at 0, more may wait in the core.
+    loads_left: usize,
+    /// When the core task, busy since, yields to the runtime next.
+    yield_at: Instant,
 }
 
 impl Driver {
@@ -524,18 +574,32 @@ impl Driver {
                     }
                 }
             }
-            StorageLink::Inline(storage) => loop {
-                // Results may ask for more (a state transfer's next page).
-                let ops: Vec<StorageOp> = std::iter::from_fn(|| self.core.poll_storage()).collect();
-                if ops.is_empty() {
-                    break;
+            StorageLink::Inline(storage) => {
+                loop {
+                    // Results may ask for more (a state transfer's next
+                    // page). Pages stop once the turn has loaded
+                    // `LOADS_PER_TURN`: the ops behind stay queued in the
+                    // core, in order.
+                    let mut ops = Vec::new();
+                    while self.loads_left > 0 {
+                        let Some(op) = self.core.poll_storage() else {
+                            break;
+                        };
+                        if matches!(op, StorageOp::Load { .. }) {
+                            self.loads_left -= 1;
+                        }
+                        ops.push(op);
+                    }
+                    if ops.is_empty() {
+                        break;
+                    }
+                    let now = self.clock.now();
+                    for d in execute(storage.as_mut(), ops) {
+                        self.core.handle_storage(now, d);
+                    }
+                    ran = true;
                 }
-                let now = self.clock.now();
-                for d in execute(storage.as_mut(), ops) {
-                    self.core.handle_storage(now, d);
-                }
-                ran = true;
-            },
+            }
         }
         Some(ran)
     }
@@ -568,12 +632,28 @@ impl Driver {
             let Some(loaded) = self.flush_storage().await else {
                 return;
             };
-            let mut more = budget == 0 || loaded || !self.rings.is_empty();
+            let busy = budget == 0 || !self.rings.is_empty();
+            let loads_waiting = self.loads_left == 0;
+            self.loads_left = LOADS_PER_TURN;
+            let mut more = busy || loaded || loads_waiting;
             // Write once caught up (or when much is gathered): see
-            // `output`. What the socket took leaves room at the writer
-            // for frames the scheduler held back: look again at once.
-            if (!more || self.gathered >= FLUSH_FRAMES) && self.flush_all() {
+            // `output`. Pages still to load do not hold the writes back:
+            // they are for members that lag or join, while the frames
+            // gathered may be a member's reply. What the socket took
+            // leaves room at the writer for frames the scheduler held
+            // back: look again at once.
+            if (!busy || self.gathered >= FLUSH_FRAMES) && self.flush_all() {
                 more = true;
+            }
+            // Busy for long, or pages wait: yield to the runtime, which
+            // polls the sockets before this task runs again, so a
+            // member's frame that came meanwhile is read and taken next
+            // turn. `consume_budget` alone yields once per 128 turns: a
+            // hundred slow readers' credits and pages made chains of
+            // turns that held a member's frame for a millisecond.
+            if more && (loads_waiting || self.clock.now() >= self.yield_at) {
+                tokio::task::yield_now().await;
+                self.yield_at = self.clock.now() + YIELD_EVERY;
             }
             let deadline = self.core.poll_timeout().map(|t| self.clock.to_tokio(t));
             tokio::select! {
@@ -599,6 +679,10 @@ impl Driver {
                 // for 30 s while a NATS-backed node stayed busy.
                 () = tokio::task::coop::consume_budget(), if more => {}
             }
+            if !more {
+                // It waited: busy from now on.
+                self.yield_at = self.clock.now() + YIELD_EVERY;
+            }
             if !self.serve_inputs(&mut ready, &mut events) {
                 break;
             }
@@ -617,6 +701,12 @@ impl Driver {
         for (_, w) in std::mem::take(&mut self.writers) {
             w.close_with(shutting.clone());
         }
+        if let Some(bg) = self.background.take() {
+            tokio::spawn(async move {
+                tokio::time::sleep(conn::LINGER).await;
+                drop(bg);
+            });
+        }
     }
 
     /// A frame from the core: gathered for its connection, or (a fatal
@@ -624,6 +714,8 @@ impl Driver {
     fn hand_out(&mut self, t: crate::sched::Transmit) {
         if t.close_after {
             if let Some(w) = self.writers.remove(&t.conn) {
+                // The error and the lingering close behind it: background.
+                w.shared.class.set(BACKGROUND);
                 let n = w.close_with(t.frame);
                 self.core.handle_written(t.conn, n);
             }
@@ -647,9 +739,11 @@ impl Driver {
     /// Writes what is gathered for `conn`; `true` if the socket took
     /// some of it at once.
     fn flush(&mut self, conn: ConnId) -> bool {
+        let keeps_up = self.core.keeps_up(conn);
         let Some(w) = self.writers.get_mut(&conn) else {
             return false;
         };
+        w.place(keeps_up);
         let n = w.flush();
         if n > 0 {
             self.core.handle_written(conn, n);
@@ -718,10 +812,12 @@ impl Driver {
             Input::Timeout(conn, message) => self.core.handle_conn_timeout(now, conn, &message),
         }
         if let Some(w) = self.writers.get(&conn) {
+            w.place(self.core.keeps_up(conn));
             // Backpressure: replies drain only as fast as the client reads.
             if self.core.reply_backlog(conn) > self.input_pause_bytes
                 && !w.shared.paused.swap(true, Ordering::AcqRel)
             {
+                w.place(false);
                 self.paused.insert(conn);
                 self.gate
                     .counters
@@ -755,6 +851,7 @@ impl Driver {
             }
             self.paused.remove(&conn);
             w.shared.paused.store(false, Ordering::Release);
+            w.place(self.core.keeps_up(conn));
             w.shared.resume.notify_one();
         }
     }
@@ -767,10 +864,12 @@ impl Driver {
                 self.core.handle_connect(now, conn);
             }
             Event::Written(conn, n) => {
+                self.core.handle_written(conn, n);
+                let keeps_up = self.core.keeps_up(conn);
                 if let Some(w) = self.writers.get_mut(&conn) {
                     w.task_wrote(n);
+                    w.place(keeps_up);
                 }
-                self.core.handle_written(conn, n);
             }
             Event::Disconnected(conn) => {
                 if let Some(w) = self.writers.remove(&conn) {
@@ -860,7 +959,9 @@ async fn accept_loop(
         );
         let events = events.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
+        let class = inputs.shared.class.clone();
+        // Placed, not spawned: it starts in the background (see `place`).
+        gate.placement.spawn(&class, async move {
             match tls {
                 None => match transport {
                     Transport::Tcp => {
@@ -1001,7 +1102,8 @@ async fn serve_tcp<R, W>(
         return;
     }
     let wevents = events.clone();
-    let mut writer = tokio::spawn(async move {
+    let placement = &ticket.gate().placement;
+    let mut writer = placement.spawn(&inputs.shared.class, async move {
         // Everything already queued goes out in one write (and one
         // `Written` event): a syscall per frame capped fan-out far below
         // what the core can schedule.
@@ -1108,7 +1210,7 @@ async fn serve_tcp<R, W>(
     }
     let _ = events.send(Event::Disconnected(conn));
     if !matches!(end, End::Shed) {
-        let _ = tokio::time::timeout(conn::LINGER, &mut writer).await;
+        let _ = tokio::time::timeout(conn::LINGER, writer.finished()).await;
     }
     writer.abort();
 }
@@ -1164,7 +1266,8 @@ async fn serve_ws<S>(
         return;
     }
     let wevents = events.clone();
-    let mut writer = tokio::spawn(async move {
+    let placement = &ticket.gate().placement;
+    let mut writer = placement.spawn(&inputs.shared.class, async move {
         while let Some(o) = out_rx.recv().await {
             let len = o.frame.len();
             let close = o.close.then(|| conn::close_frame(&o.frame));
@@ -1254,7 +1357,7 @@ async fn serve_ws<S>(
     }
     let _ = events.send(Event::Disconnected(conn));
     if !matches!(end, End::Shed) {
-        let _ = tokio::time::timeout(conn::LINGER, &mut writer).await;
+        let _ = tokio::time::timeout(conn::LINGER, writer.finished()).await;
     }
     writer.abort();
 }

@@ -364,6 +364,15 @@ impl RelayCore {
         self.sched.reply_backlog(conn)
     }
 
+    /// Whether `conn` keeps up: its `Hello` was accepted, no fatal error
+    /// is queued for it, its send window has room and its writer is not
+    /// backed up. The driver serves the connections that do not (not yet,
+    /// or no longer) at a lower OS priority than those that do, so what
+    /// they cost waits behind the clients that read (`server/place.rs`).
+    pub fn keeps_up(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.claims.is_some()) && self.sched.keeps_up(conn)
+    }
+
     /// Names of the groups that exist, sorted.
     pub fn group_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.groups.keys().cloned().collect();

@@ -807,9 +807,17 @@ pub fn encode(request: u32, frame: &Frame) -> Bytes {
 /// cloning the update into a frame first).
 pub fn encode_update(request: u32, u: &Update) -> Bytes {
     let mut w = start(request, Kind::Deliver);
+    // Sized once: state-transfer pages encode an update per entry, and
+    // growing the buffer field by field (two reallocations for a 100-byte
+    // payload) was half of what a page cost the core.
+    w.reserve(UPDATE_FIXED_LEN + u.group.len() + u.payload.len());
     put_update(&mut w, u);
     finish(w)
 }
+
+/// An encoded update's bytes beyond its group name and payload: their two
+/// length prefixes, seq, sender, msg_type and sent_at ([`put_update`]).
+const UPDATE_FIXED_LEN: usize = 2 + 8 + 8 + 2 + 8 + 4;
 
 /// Where the header's flags sit (the rest of the header: [`view`]).
 const FLAGS: std::ops::Range<usize> = 6..8;

@@ -20,6 +20,7 @@
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -28,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
+use super::place::{BACKGROUND, INTERACTIVE};
 use super::{ConnShared, Outgoing};
 
 /// Frames gathered across connections before the core task writes them
@@ -128,6 +130,18 @@ impl Writer {
         self.pending_bytes
     }
 
+    /// Sets where the connection's tasks run from its standing: the
+    /// interactive class if it keeps up and is read, else the background
+    /// (see `place`).
+    pub(super) fn place(&self, keeps_up: bool) {
+        let reading = !self.shared.paused.load(Ordering::Relaxed);
+        self.shared.class.set(if keeps_up && reading {
+            INTERACTIVE
+        } else {
+            BACKGROUND
+        });
+    }
+
     /// The writer task reports `n` bytes written.
     pub(super) fn task_wrote(&mut self, n: usize) {
         self.at_task = self.at_task.saturating_sub(n as u64);
@@ -142,7 +156,12 @@ impl Writer {
         }
         self.pending_bytes = 0;
         let (done, partial, written) = match &self.direct {
-            Some(sock) if self.at_task == 0 => write_direct(sock, &self.pending),
+            // A connection in the background is written by its task, at
+            // that thread's priority: a slow reader's writes (and the
+            // wake-ups of its process) no longer take the core's time.
+            Some(sock) if self.at_task == 0 && self.shared.class.get() == INTERACTIVE => {
+                write_direct(sock, &self.pending)
+            }
             _ => (0, 0, 0),
         };
         for (i, f) in self.pending.drain(..).enumerate().skip(done) {
