@@ -812,12 +812,10 @@ impl Driver {
             Input::Timeout(conn, message) => self.core.handle_conn_timeout(now, conn, &message),
         }
         if let Some(w) = self.writers.get(&conn) {
-            w.place(self.core.keeps_up(conn));
             // Backpressure: replies drain only as fast as the client reads.
             if self.core.reply_backlog(conn) > self.input_pause_bytes
                 && !w.shared.paused.swap(true, Ordering::AcqRel)
             {
-                w.place(false);
                 self.paused.insert(conn);
                 self.gate
                     .counters
@@ -828,6 +826,8 @@ impl Driver {
                     "relay stops reading a client until it reads its replies"
                 );
             }
+            // After the pause, which `place` reads.
+            w.place(self.core.keeps_up(conn));
         }
     }
 
@@ -1250,10 +1250,11 @@ async fn serve_ws<S>(
                 return;
             }
         },
-        () = sleep_until(timers.deadline) => {
-            let _ = timers.expired(&ticket);
-            return;
-        }
+        // Counted inside the branch's future: select! drops the upgrade,
+        // and with it the socket, before a handler runs, and the client
+        // could read the relay's stats before the count (the connection
+        // runs on the background thread).
+        _ = async { sleep_until(timers.deadline).await; timers.expired(&ticket) } => return,
         () = ticket.shed.notified() => return,
     };
     let (mut sink, mut source) = ws.split();

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
 
+use futures_util::FutureExt;
 use futures_util::future::{AbortHandle, Abortable};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::oneshot;
@@ -131,9 +132,7 @@ impl Placement {
             reg,
         );
         let moving = Moving {
-            fut: Box::pin(async move {
-                let _ = fut.await;
-            }),
+            fut: Box::pin(fut.map(drop)),
             class: class.clone(),
             placement: self.clone(),
         };
