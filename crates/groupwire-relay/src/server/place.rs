@@ -248,8 +248,17 @@ mod tests {
 
     type Seen = tokio::sync::mpsc::UnboundedReceiver<(i32, String)>;
 
-    /// Wakes the task once; what it counted and where it ran.
-    async fn step(tx: &tokio::sync::mpsc::UnboundedSender<()>, seen: &mut Seen) -> (i32, String) {
+    /// Wakes the task once it waits (`parked`), so that this is a new
+    /// wake-up and not a message it finds on its way back to waiting;
+    /// what it counted and where it ran.
+    async fn step(
+        tx: &tokio::sync::mpsc::UnboundedSender<()>,
+        parked: &tokio::sync::Notify,
+        seen: &mut Seen,
+    ) -> (i32, String) {
+        tokio::time::timeout(Duration::from_secs(10), parked.notified())
+            .await
+            .expect("the task waits");
         tx.send(()).expect("the task runs");
         tokio::time::timeout(Duration::from_secs(10), seen.recv())
             .await
@@ -263,24 +272,33 @@ mod tests {
         let class = Class::new();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let parked = Arc::new(tokio::sync::Notify::new());
+        let waits = parked.clone();
         let mut task = placement.spawn(&class, async move {
             let mut n = 0;
-            while rx.recv().await.is_some() {
+            let mut next = |cx: &mut Context<'_>| {
+                let r = rx.poll_recv(cx);
+                if r.is_pending() {
+                    waits.notify_one();
+                }
+                r
+            };
+            while std::future::poll_fn(&mut next).await.is_some() {
                 n += 1;
                 let _ = seen_tx.send((n, thread_name()));
             }
         });
         assert_eq!(
-            step(&tx, &mut seen).await,
+            step(&tx, &parked, &mut seen).await,
             (1, "relay-background".to_owned())
         );
         class.set(INTERACTIVE);
-        let (n, name) = step(&tx, &mut seen).await;
+        let (n, name) = step(&tx, &parked, &mut seen).await;
         assert_eq!(n, 2, "the same future, its count kept");
         assert_ne!(name, "relay-background");
         class.set(BACKGROUND);
         assert_eq!(
-            step(&tx, &mut seen).await,
+            step(&tx, &parked, &mut seen).await,
             (3, "relay-background".to_owned())
         );
         drop(tx);
