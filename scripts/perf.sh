@@ -286,6 +286,7 @@ session_section() {
     --json "$tmp/session.json"
   cargo bench -q -p groupwire-proto --bench select -- --noplot >/dev/null
   cargo bench -q -p groupwire-proto --bench session -- --noplot >/dev/null
+  cargo bench -q -p groupwire-proto --bench target -- --noplot >/dev/null
   section_py "$tmp/session.json" <<'PY'
 import glob, json, os, sys
 from perf_sections import generated_line, write_section
@@ -346,7 +347,20 @@ for m in ("afec", "block"):
 L.append("")
 L.append("What 8 channels add in the machine is each channel's own timed work (AFEC's periodic checks and Block's "
          "target controller run per channel and per unit of time, not per message), and for Block blocks that fill "
-         "at an eighth of the rate.\n")
+         "at an eighth of the rate. On sockets, channels sent to in turn also fill their blocks together: a session "
+         "staggers its Block channels' first blocks (`SenderConfig::first_block_share`) and their controllers' "
+         "choices (`TargetConfig::phase`), so their repairs are not all encoded, nor their codes all chosen, in one "
+         "turn of the driver.\n")
+L.append("One choice of the block target controller (criterion benchmark `crates/groupwire-proto/benches/target.rs`, "
+         "`cargo bench -p groupwire-proto --bench target`: `choose_code` under a slow and a fast fit, median, one "
+         "core). Every Block channel and `groupwire tunnel --fec target` make one every fifth report, 20 a second:\n")
+L.append("| fit and budget's block | µs per choice | share of a core at 20 choices a second |")
+L.append("|---|---|---|")
+for est in sorted(glob.glob("target/criterion/target_choice/*/new/estimates.json")):
+    name = os.path.basename(os.path.dirname(os.path.dirname(est)))
+    ns = json.load(open(est))["median"]["point_estimate"]
+    L.append(f"| {name} | {ns/1e3:.0f} | {ns*20/1e9*100:.2f}% |")
+L.append("")
 L.append("Criterion benchmark `crates/groupwire-proto/benches/select.rs` (`cargo bench -p groupwire-proto --bench "
          "select`): one 100 ms control interval of 100 channels' adaptive controllers (20 peers with issue 16's five "
          "channels each, noisy path estimates), median, one core. Goal (issue 16): under 1% of a core, 1 ms per "

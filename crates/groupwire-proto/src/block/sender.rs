@@ -63,6 +63,16 @@ pub struct SenderConfig {
     /// replacing another toward the same receiver starts
     /// ([`BlockSender::successor_numbers`]).
     pub first: SenderNumbers,
+    /// The first block closes at this share of its `k` (default 1: at
+    /// `k`), with the repairs its length needs
+    /// ([`FecController::short_block_repairs`]). Senders that start
+    /// together at one rate (a session's channels, sent to in turn) would
+    /// otherwise close every block at the same moment and encode all
+    /// their repairs in one turn: eight channels' blocks of 192 took
+    /// 1.4 ms, which stalled all of them (the session's loopback
+    /// benchmark). Staggered first blocks keep later blocks apart as long
+    /// as the rates stay alike.
+    pub first_block_share: f64,
 }
 
 /// The numbers a [`BlockSender`]'s packets carry: packet sequence, block
@@ -96,6 +106,7 @@ impl SenderConfig {
             wire_size: None,
             checksums: true,
             first: SenderNumbers::default(),
+            first_block_share: 1.0,
         }
     }
 
@@ -464,7 +475,13 @@ impl BlockSender {
         buf[DATA_HEADER_LEN..].copy_from_slice(&payload);
         self.queue.push_back(Queued { buf, repair: false });
         self.block.push(payload);
-        if self.block.len() >= self.block_k {
+        let first = self.stats.blocks == 0 && self.cfg.first_block_share < 1.0;
+        let end = if first {
+            ((self.block_k as f64 * self.cfg.first_block_share).ceil() as usize).max(1)
+        } else {
+            self.block_k
+        };
+        if self.block.len() >= end {
             self.close_block();
         }
         Ok(data_seq)

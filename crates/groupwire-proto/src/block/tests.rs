@@ -280,6 +280,33 @@ fn low_rate_stream_is_flushed_after_the_block_wait() {
     assert_eq!(r.rx.stats().recovered, 1);
 }
 
+/// A staggered first block closes at its share of `k`, with the repairs
+/// of a short block; every block after it is whole (a session staggers its
+/// channels' first blocks so their repairs are not all encoded at once).
+#[test]
+fn a_staggered_first_block_closes_early_and_the_rest_are_whole() {
+    let mut cfg = geneva(10, ControllerKind::Static(4));
+    cfg.pacing = false;
+    cfg.first_block_share = 0.35;
+    let r = run(
+        cfg,
+        ReceiverConfig {
+            ordered: false,
+            ..ReceiverConfig::default()
+        },
+        34,
+        Duration::from_millis(1),
+        |_| false,
+    );
+    let s = r.tx.stats();
+    // 4 (⌈3.5⌉), then three blocks of 10.
+    assert_eq!((s.source_sent, s.blocks, s.short_blocks), (34, 4, 1));
+    let shapes: Vec<(u8, u8)> = r.shapes.values().copied().collect();
+    // The short block's repairs scale with its length: ⌈4 · 4 / 10⌉ = 2.
+    assert_eq!(shapes, [(4, 2), (10, 4), (10, 4), (10, 4)]);
+    assert_eq!(r.delivered.len(), 34);
+}
+
 /// Regression: a block closed early by the block wait used to get the
 /// whole `Fwnd`, so at 20 datagrams/s with k = 20 and `Fwnd` = 8 every
 /// datagram went out with 8 repairs (800% overhead instead of 40%).

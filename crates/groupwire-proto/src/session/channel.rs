@@ -128,6 +128,31 @@ fn prefixed(msg: u32, payload: &[u8]) -> Bytes {
     b.freeze()
 }
 
+/// The share of its `k` at which the first block of the channel with id
+/// `phase` closes ([`SenderConfig::first_block_share`]): `1 − frac(phase ·
+/// φ⁻¹)`, a Weyl sequence, which spreads however many channels evenly
+/// over the block (0 gives 1: a whole block).
+fn first_block_share(phase: u32) -> f64 {
+    const GOLDEN: f64 = 0.618_033_988_749_894_8;
+    1.0 - (f64::from(phase) * GOLDEN).fract()
+}
+
+/// What a new sending instance starts from.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Start {
+    /// The resource monitor's loss fits of the path, slow then fast: an
+    /// AFEC sender's first code set size, and a Block sender's
+    /// controller's prior ([`TargetConfig::prior`]); `None`: their own.
+    pub fits: Option<[RunCounts; 2]>,
+    /// The most repairs per source a Block sender may spend
+    /// ([`TargetConfig::max_overhead`]); `None`: its controller's bound.
+    pub max_overhead: Option<f64>,
+    /// Where a Block sender's controller makes its choices among its
+    /// reports ([`TargetConfig::phase`]): the channel's id, so a peer's
+    /// channels on Block do not all choose on the same report.
+    pub phase: u32,
+}
+
 impl MechInst {
     /// A fresh instance of `m` toward `peer`; `room` is the bytes a
     /// mechanism packet may take (the datagram less the session header and
@@ -135,20 +160,21 @@ impl MechInst {
     /// itself. An XOR sender closes a partial group once nothing was sent
     /// for [`xor_close_wait`]`(qos)` (half the delay budget; 1 s without
     /// one), so its groups fill at the channel's message rate. XOR and
-    /// Block senders start their numbers at `from`. A Block sender's
-    /// controller starts from `fits` (the resource monitor's loss fits of
-    /// the path, slow then fast; see [`TargetConfig::prior`]) when given,
-    /// and spends at most `max_overhead` repairs per source when given
-    /// ([`TargetConfig::max_overhead`]).
+    /// Block senders start their numbers at `from`; AFEC and Block start
+    /// from what `start` says of the path.
     pub(super) fn new(
         m: &Mechanism,
         qos: &Qos,
         peer: SocketAddr,
         room: usize,
         from: &Numbering,
-        fits: Option<[RunCounts; 2]>,
-        max_overhead: Option<f64>,
+        start: Start,
     ) -> Option<Self> {
+        let Start {
+            fits,
+            max_overhead,
+            phase,
+        } = start;
         Some(match *m {
             Mechanism::Plain => Self::Plain {
                 out: VecDeque::new(),
@@ -203,6 +229,7 @@ impl MechInst {
                 let base = block_controller(target, max_delay);
                 let ctl = TargetConfig {
                     prior: fits,
+                    phase,
                     max_overhead: max_overhead.map_or(base.max_overhead, |b| {
                         b.clamp(f64::MIN_POSITIVE, base.max_overhead)
                     }),
@@ -214,6 +241,7 @@ impl MechInst {
                 s.max_block_wait = Some(ctl.block_budget());
                 s.max_datagram = room;
                 s.first = from.block;
+                s.first_block_share = first_block_share(phase);
                 let r = ReceiverConfig {
                     ordered: false,
                     max_wait: max_delay.max(Duration::from_millis(50)) * 4,

@@ -61,7 +61,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::channel::{MechInst, MechRefused, Numbering, Reorder, Seen, SeenWindow, split_msg};
+use super::channel::{
+    MechInst, MechRefused, Numbering, Reorder, Seen, SeenWindow, Start, split_msg,
+};
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
 use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic, is_bulk};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
@@ -859,8 +861,19 @@ impl Session {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
             _ => Some(
-                MechInst::new(&m, &c.qos, addr, room, &c.numbering, fits, budget)
-                    .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
+                MechInst::new(
+                    &m,
+                    &c.qos,
+                    addr,
+                    room,
+                    &c.numbering,
+                    Start {
+                        fits,
+                        max_overhead: budget,
+                        phase: u32::from(ch.id),
+                    },
+                )
+                .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
             ),
         };
         if let Some(old) = c.inst.take() {
@@ -1252,8 +1265,7 @@ impl Session {
                                 p.addr,
                                 0,
                                 &Numbering::default(),
-                                None,
-                                None,
+                                Start::default(),
                             )?),
                             None,
                             now,
@@ -1481,8 +1493,7 @@ impl Session {
                                     addr,
                                     room,
                                     &Numbering::default(),
-                                    None,
-                                    None,
+                                    Start::default(),
                                 )
                             }) else {
                                 self.stats.unknown_mechanism += 1;
