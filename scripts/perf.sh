@@ -348,9 +348,8 @@ L.append("")
 L.append("What 8 channels add in the machine is each channel's own timed work (AFEC's periodic checks and Block's "
          "target controller run per channel and per unit of time, not per message), and for Block blocks that fill "
          "at an eighth of the rate. On sockets, channels sent to in turn also fill their blocks together: a session "
-         "staggers its Block channels' first blocks (`SenderConfig::first_block_share`) and their controllers' "
-         "choices (`TargetConfig::phase`), so their repairs are not all encoded, nor their codes all chosen, in one "
-         "turn of the driver.\n")
+         "staggers its Block channels' first blocks (`SenderConfig::first_block_share`), so their repairs are not "
+         "all encoded in one turn of the driver.\n")
 L.append("One choice of the block target controller (criterion benchmark `crates/groupwire-proto/benches/target.rs`, "
          "`cargo bench -p groupwire-proto --bench target`: `choose_code` under a slow and a fast fit, median, one "
          "core). Every Block channel and `groupwire tunnel --fec target` make one every fifth report, 20 a second:\n")

@@ -92,15 +92,6 @@ pub struct TargetConfig {
     /// Reports between two choices of the code (the choice costs a few
     /// thousand recursion steps per candidate).
     pub recheck: u32,
-    /// Reports already counted toward the first re-choice, modulo
-    /// [`recheck`](Self::recheck) (default 0): controllers started
-    /// together on one path (a session's channels, whose receivers report
-    /// on the same tick) given different phases spread their choices over
-    /// the reports instead of all making them in one turn, where eight
-    /// channels' choices stalled their sender by a millisecond or more
-    /// (the session's loopback benchmark, p99 0.8 ms against 0.25 ms on
-    /// one channel).
-    pub phase: u32,
     /// Counts the fits start from (the slow fit's, then the fast one's):
     /// a fit of the same path made elsewhere, taken as measured. `None`
     /// (the default): a weak pessimistic prior, 15% loss in runs of 4,
@@ -125,7 +116,6 @@ impl Default for TargetConfig {
             fast_half_life: Duration::from_secs(1),
             feedback_half_life: Duration::from_secs(10),
             recheck: 5,
-            phase: 0,
             prior: None,
         }
     }
@@ -458,7 +448,6 @@ impl TargetFec {
             },
         };
         t.choose();
-        t.since_choice = cfg.phase % cfg.recheck.max(1);
         t
     }
 
@@ -1064,32 +1053,6 @@ mod tests {
             codes
         };
         assert_eq!(run(5), run(5));
-    }
-
-    /// Controllers given different phases choose on different reports, and
-    /// every `recheck` reports after that; the phase moves when, not what.
-    #[test]
-    fn a_phase_moves_the_choices_to_other_reports() {
-        let choices = |phase: u32| {
-            let mut c = TargetFec::new(TargetConfig {
-                phase,
-                ..TargetConfig::default()
-            });
-            let mut at = Vec::new();
-            let mut model = c.status().model;
-            for i in 0..12 {
-                feed(&mut c, &TwoState::gilbert(0.027778, 0.25), 1, i);
-                // Each choice records the fit it was made on.
-                if c.status().model != model {
-                    model = c.status().model;
-                    at.push(i + 1);
-                }
-            }
-            at
-        };
-        assert_eq!(choices(0), [5, 10]);
-        assert_eq!(choices(3), [2, 7, 12]);
-        assert_eq!(choices(8), [2, 7, 12], "the phase counts modulo recheck");
     }
 
     #[test]

@@ -129,12 +129,12 @@ fn prefixed(msg: u32, payload: &[u8]) -> Bytes {
 }
 
 /// The share of its `k` at which the first block of the channel with id
-/// `phase` closes ([`SenderConfig::first_block_share`]): `1 − frac(phase ·
+/// `id` closes ([`SenderConfig::first_block_share`]): `1 − frac(id ·
 /// φ⁻¹)`, a Weyl sequence, which spreads however many channels evenly
 /// over the block (0 gives 1: a whole block).
-fn first_block_share(phase: u32) -> f64 {
+fn first_block_share(id: u32) -> f64 {
     const GOLDEN: f64 = 0.618_033_988_749_894_8;
-    1.0 - (f64::from(phase) * GOLDEN).fract()
+    1.0 - (f64::from(id) * GOLDEN).fract()
 }
 
 /// What a new sending instance starts from.
@@ -147,10 +147,11 @@ pub(super) struct Start {
     /// The most repairs per source a Block sender may spend
     /// ([`TargetConfig::max_overhead`]); `None`: its controller's bound.
     pub max_overhead: Option<f64>,
-    /// Where a Block sender's controller makes its choices among its
-    /// reports ([`TargetConfig::phase`]): the channel's id, so a peer's
-    /// channels on Block do not all choose on the same report.
-    pub phase: u32,
+    /// The channel's id: where a Block sender's first block closes
+    /// ([`first_block_share`]), so a peer's channels on Block, sent to in
+    /// turn, do not all close their blocks (and encode their repairs) in
+    /// one turn.
+    pub id: u32,
 }
 
 impl MechInst {
@@ -173,7 +174,7 @@ impl MechInst {
         let Start {
             fits,
             max_overhead,
-            phase,
+            id,
         } = start;
         Some(match *m {
             Mechanism::Plain => Self::Plain {
@@ -229,7 +230,6 @@ impl MechInst {
                 let base = block_controller(target, max_delay);
                 let ctl = TargetConfig {
                     prior: fits,
-                    phase,
                     max_overhead: max_overhead.map_or(base.max_overhead, |b| {
                         b.clamp(f64::MIN_POSITIVE, base.max_overhead)
                     }),
@@ -241,7 +241,7 @@ impl MechInst {
                 s.max_block_wait = Some(ctl.block_budget());
                 s.max_datagram = room;
                 s.first = from.block;
-                s.first_block_share = first_block_share(phase);
+                s.first_block_share = first_block_share(id);
                 let r = ReceiverConfig {
                     ordered: false,
                     max_wait: max_delay.max(Duration::from_millis(50)) * 4,

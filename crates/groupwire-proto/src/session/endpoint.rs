@@ -870,7 +870,7 @@ impl Session {
                     Start {
                         fits,
                         max_overhead: budget,
-                        phase: u32::from(ch.id),
+                        id: u32::from(ch.id),
                     },
                 )
                 .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
