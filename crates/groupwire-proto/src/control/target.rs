@@ -333,10 +333,9 @@ const FIRST_CAP: usize = 16;
 
 /// The smallest `m` in `0..=limit` whose [`block_residual`] for blocks of
 /// `k` under `model` is at most `target`, with that residual, or `None`:
-/// one pass of the
-/// recursion over the block's sources and then its repairs one at a time,
-/// reading the residual of every `m` on the way, rather than a recursion
-/// per `m` tried. Its cost is about one [`block_residual`] at the answer:
+/// one pass of the recursion over the block's sources and then its
+/// repairs one at a time, reading the residual of every `m` on the way,
+/// rather than a recursion per `m` tried. Its cost is about one [`block_residual`] at the answer:
 /// a search that evaluated `m = 1, 2, 4, …` and bisected made a dozen
 /// (at 8 session channels of Block, the choices took 0.3 ms each and
 /// several fell in one turn of the driver). A pass whose cap is reached
