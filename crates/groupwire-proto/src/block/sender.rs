@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use groupwire_codec::ReedSolomon;
 
 use super::{DEFAULT_SYN, pad_symbol, unwrap32};
+use crate::control::gilbert::RunCounts;
 use crate::control::tfrc::{TfrcConfig, TfrcFeedback, TfrcSender};
 use crate::control::{FecConfig, FecController, FecControllerFactory, ReportSample, StreamShape};
 use crate::machine::{Machine, Transmit, Transport};
@@ -421,6 +422,12 @@ impl BlockSender {
     /// The controller, for its state (`Wtot`, ERTT).
     pub fn controller(&self) -> &dyn FecController {
         &*self.controller
+    }
+
+    /// Hands the controller a fit of the path made elsewhere
+    /// ([`FecController::late_prior`]); `true` if it adopted it.
+    pub fn late_prior(&mut self, fits: [RunCounts; 2]) -> bool {
+        self.controller.late_prior(fits)
     }
 
     /// Packets waiting for their paced slot.

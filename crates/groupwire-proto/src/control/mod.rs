@@ -107,6 +107,16 @@ pub trait FecController: fmt::Debug + Send {
     fn target_status(&self) -> Option<target::TargetStatus> {
         None
     }
+    /// A fit of the same path made elsewhere (the slow fit's counts, then
+    /// the fast one's) that was not ready when this controller was built:
+    /// the session's resource monitor, over every channel's packets. A
+    /// controller that fits the loss process and started from its own
+    /// built-in prior starts again from this one, once, and says so
+    /// (`true`); one built with a prior, or already given one, keeps its
+    /// counts. The default: ignored.
+    fn late_prior(&mut self, _fits: [gilbert::RunCounts; 2]) -> bool {
+        false
+    }
 }
 
 /// A fixed number of repair packets per block: the paper's Static-FEC.

@@ -267,6 +267,16 @@ impl MechInst {
         }
     }
 
+    /// Hands a Block sender's controller the monitor's fit of the path
+    /// once it is ready ([`crate::control::FecController::late_prior`]);
+    /// `true` if it adopted it.
+    pub(super) fn late_prior(&mut self, fits: [RunCounts; 2]) -> bool {
+        match self {
+            Self::Block(ep) => ep.sender.late_prior(fits),
+            Self::Plain { .. } | Self::Afec(_) | Self::Xor(_) => false,
+        }
+    }
+
     /// Records in `n` where a successor of this one's kind starts.
     pub(super) fn hand_on(&self, n: &mut Numbering) {
         match self {

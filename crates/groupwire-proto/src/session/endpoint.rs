@@ -562,6 +562,11 @@ struct Peer {
     rx_mon: ReceiveMonitor,
     tx_mon: SendMonitor,
     next_control: Instant,
+    /// A Block sender started before the monitor's fit rested on
+    /// [`MonitorConfig::min_samples`](super::monitor::MonitorConfig::min_samples)
+    /// packets: every Block sender of the peer is offered the fit when it
+    /// does (`MechInst::late_prior`).
+    late_prior: bool,
     /// Data and frames for peer channels whose Open has not come yet
     /// (it was lost, or the stream outran it), bounded by [`EARLY`].
     early: VecDeque<Early>,
@@ -724,6 +729,7 @@ impl Session {
             frame_opener: self.new_opener(),
             rx_mon: ReceiveMonitor::new(self.cfg.monitor),
             tx_mon: SendMonitor::new(self.cfg.monitor),
+            late_prior: false,
             next_control: now,
             out: BTreeMap::new(),
             by_name: BTreeMap::new(),
@@ -851,6 +857,11 @@ impl Session {
             .get(&ch.peer.0)
             .map(|p| p.tx_mon.fits())
             .filter(|[slow, _]| slow.samples() >= min);
+        if fits.is_none() && matches!(m, Mechanism::Block { .. }) {
+            if let Some(p) = self.peers.get_mut(&ch.peer.0) {
+                p.late_prior = true;
+            }
+        }
         let c = self.out_mut(ch)?;
         if let Some(old) = &c.inst {
             old.hand_on(&mut c.numbering);
@@ -1524,7 +1535,18 @@ impl Session {
                 self.pump(now, cid, pump);
             }
             Body::Report(r) => match MonitorReport::decode(r) {
-                Ok(r) => p.tx_mon.on_report(now, &r),
+                Ok(r) => {
+                    p.tx_mon.on_report(now, &r);
+                    let fits = p.tx_mon.fits();
+                    if p.late_prior && fits[0].samples() >= self.cfg.monitor.min_samples {
+                        p.late_prior = false;
+                        for c in p.out.values_mut() {
+                            if let Some(inst) = &mut c.inst {
+                                inst.late_prior(fits);
+                            }
+                        }
+                    }
+                }
                 Err(_) => self.stats.malformed += 1,
             },
             Body::Probe => {}

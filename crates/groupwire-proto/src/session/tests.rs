@@ -414,6 +414,63 @@ fn block_sends_the_overhead_the_predictor_counts() {
     }
 }
 
+/// A Block channel opened before the monitor has measured the path starts
+/// from the controller's pessimistic prior (15% loss in runs of 4); once
+/// the monitor's fit rests on enough packets the controller takes it, so
+/// on a clean path it stops sending repairs within a second or two rather
+/// than outweighing the prior from its own share of the packets.
+#[test]
+fn a_block_channel_opened_before_the_path_was_measured_takes_the_monitors_fit() {
+    use crate::wire::block::DATA_HEADER_LEN;
+    const MSG: usize = 1000;
+    const GAP: Duration = Duration::from_millis(4);
+    const DATA_BODY: usize = 3;
+    let budget = Duration::from_millis(50);
+    let qos = Qos::stream()
+        .rate(crate::Bitrate::mbps(2))
+        .max_residual_loss(0.001)
+        .max_delay(budget);
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("camera", qos);
+    let block = Mechanism::Block {
+        target: 0.001,
+        max_delay: budget,
+    };
+    net.a.set_mechanism(net.now, ca, block).expect("pin");
+    let payload = vec![7u8; MSG];
+    let send_for = |net: &mut Net, n: u32| {
+        for _ in 0..n {
+            net.a.send(net.now, ca, &payload).expect("send");
+            net.run_for(GAP);
+        }
+    };
+    // The first half second: the prior's repairs.
+    send_for(&mut net, 125);
+    let early = net.a.channel_stats(ca).expect("channel");
+    let source = (wire::HEADER_LEN + DATA_BODY + DATA_HEADER_LEN + MSG_PREFIX + MSG) as f64;
+    let headers = source / MSG as f64 - 1.0;
+    let overhead = |wire: u64, sent: u64| wire as f64 / sent as f64 - 1.0;
+    assert!(
+        overhead(early.wire_bytes, early.sent_bytes) > headers + 0.05,
+        "the prior sends repairs: {early:?}"
+    );
+    // Seconds 2 to 4: sources only.
+    send_for(&mut net, 375);
+    let before = net.a.channel_stats(ca).expect("channel");
+    send_for(&mut net, 500);
+    let after = net.a.channel_stats(ca).expect("channel");
+    let late = overhead(
+        after.wire_bytes - before.wire_bytes,
+        after.sent_bytes - before.sent_bytes,
+    );
+    assert!(
+        late < headers + 0.005,
+        "{late:.4} against headers {headers:.4}"
+    );
+    net.run_for(Duration::from_millis(200));
+    assert_eq!(net.got(cb).len(), 1000);
+}
+
 #[test]
 fn switching_mechanisms_mid_stream_loses_and_duplicates_nothing() {
     let ms = [
