@@ -133,8 +133,9 @@ pub struct SendMonitor {
     /// between accepted reports), and `stats.sent_bytes` at the last one.
     sent_rate: Option<(f64, f64, Instant)>,
     sent_at_report: u64,
-    /// Bytes per second the path gave when last seen full, and when.
-    capacity: Option<(f64, Instant)>,
+    /// Bytes per second the path gave when last seen full, when, and the
+    /// minimum round trip then (microseconds).
+    capacity: Option<(f64, Instant, u64)>,
     /// The last report found the path full.
     full: bool,
     jitter: Duration,
@@ -275,10 +276,18 @@ impl SendMonitor {
     /// The capacity estimate after a report (see the module docs,
     /// "Capacity").
     fn update_capacity(&mut self, now: Instant) {
-        if self
-            .capacity
-            .is_some_and(|(_, at)| now.saturating_duration_since(at) > self.cfg.capacity_hold)
-        {
+        let min_rtt = self.min_rtt.as_ref().map(WindowedMin::get);
+        // Forgotten after its hold, and at once on a shorter path: a
+        // minimum round trip under three quarters of the one it was
+        // measured at is no queue's doing (queues only lengthen it) but a
+        // new route or link (a handover), whose capacity the old one says
+        // nothing of. (Kept for its minute, the third minute's 4 Mbit/s
+        // held the tele-immersion camera on plain for 11 s into a fourth
+        // minute of 10 Mbit/s, 0.5% loss and half the delay.)
+        if self.capacity.is_some_and(|(_, at, rtt)| {
+            now.saturating_duration_since(at) > self.cfg.capacity_hold
+                || min_rtt.is_some_and(|m| m.saturating_mul(4) < rtt.saturating_mul(3))
+        }) {
             self.capacity = None;
         }
         let was_full = std::mem::take(&mut self.full);
@@ -288,11 +297,15 @@ impl SendMonitor {
         ) else {
             return;
         };
-        let queued = match (self.srtt, self.min_rtt) {
-            (Some((srtt, _)), Some(m)) => {
+        // A standing queue shows in the latest round trip as in the
+        // smoothed one: after a step down in the path's delay, SRTT takes
+        // a few reports to come down to the new minimum, and read alone
+        // it measured a 10 Mbit/s link as full at the 1 Mbit/s sent.
+        let queued = match (self.srtt, self.latest_rtt, self.min_rtt) {
+            (Some((srtt, _)), Some(latest), Some(m)) => {
                 let min = m.get() as f64;
                 let threshold = (self.cfg.queue_threshold.as_micros() as f64).max(min / 4.0);
-                srtt - min > threshold
+                srtt - min > threshold && latest.as_micros() as f64 - min > threshold
             }
             _ => false,
         };
@@ -311,8 +324,8 @@ impl SendMonitor {
         // is the estimate, and a new episode starts it again. Outside one,
         // a delivered rate above the kept capacity raises it.
         let restart = self.full && (!was_full || self.capacity.is_none());
-        if restart || self.capacity.is_some_and(|(c, _)| got > c) {
-            self.capacity = Some((got, now));
+        if restart || self.capacity.is_some_and(|(c, _, _)| got > c) {
+            self.capacity = Some((got, now, min_rtt.unwrap_or(0)));
         }
     }
 
@@ -441,7 +454,7 @@ impl SendMonitor {
             delivered,
             capacity: self
                 .capacity
-                .map(|(c, _)| Bitrate::bps((c * 8.0).round() as u64)),
+                .map(|(c, _, _)| Bitrate::bps((c * 8.0).round() as u64)),
             jitter: self.jitter,
             jitter_leigh: self.jitter_leigh,
             samples: fit.samples(),

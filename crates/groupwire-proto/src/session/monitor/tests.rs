@@ -839,3 +839,27 @@ fn a_capacity_is_forgotten_after_its_hold_and_raised_by_more_delivered() {
     b.run(at_ms(12_000), 65.0, 1e6, 0.0, 7);
     assert_eq!(b.tx.estimate().capacity, None);
 }
+
+#[test]
+fn a_capacity_is_forgotten_at_once_on_a_shorter_path_and_kept_on_the_same() {
+    let full = || {
+        let mut b = Bottleneck::new(4e6, 100, 40 * MS);
+        b.run(at_ms(0), 5.0, 8e6, 0.0, 8);
+        assert!(b.tx.estimate().capacity.is_some(), "full");
+        b
+    };
+    // The same path, lightly loaded for 3 s: the capacity stays (for its
+    // hold), so a channel moved off the overload does not move back.
+    let mut same = full();
+    same.run(at_ms(6_000), 3.0, 1e6, 0.0, 9);
+    assert!(same.tx.estimate().capacity.is_some());
+    // A handover to a faster link at half the delay: the minimum round
+    // trip falls from 80 to 40 ms, and the old link's capacity goes.
+    let mut moved = full();
+    moved.rate = 10e6 / 8.0;
+    moved.delay = 20 * MS;
+    moved.run(at_ms(6_000), 3.0, 1e6, 0.0, 9);
+    let e = moved.tx.estimate();
+    assert!(e.min_rtt.expect("measured") < 50 * MS, "{e:?}");
+    assert_eq!(e.capacity, None, "{e:?}");
+}
