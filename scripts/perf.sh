@@ -349,7 +349,10 @@ L.append("What 8 channels add in the machine is each channel's own timed work (A
          "target controller run per channel and per unit of time, not per message), and for Block blocks that fill "
          "at an eighth of the rate. On sockets, channels sent to in turn also fill their blocks together: a session "
          "staggers its Block channels' first blocks (`SenderConfig::first_block_share`), so their repairs are not "
-         "all encoded in one turn of the driver.\n")
+         "all encoded in one turn of the driver. And a Block channel opened before the resource monitor has "
+         "measured the path takes the monitor's fit once it has (`FecController::late_prior`): from the target "
+         "controller's own pessimistic prior, each of 8 channels had only an eighth of the packets to outweigh it "
+         "with, and sent long blocks with repairs for the whole run where one channel soon sent none.\n")
 L.append("One choice of the block target controller (criterion benchmark `crates/groupwire-proto/benches/target.rs`, "
          "`cargo bench -p groupwire-proto --bench target`: `choose_code` under a slow and a fast fit, median, one "
          "core). Every Block channel and `groupwire tunnel --fec target` make one every fifth report, 20 a second:\n")
