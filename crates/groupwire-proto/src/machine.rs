@@ -80,4 +80,14 @@ pub trait StreamMachine: Machine {
     /// unexpected frames are counted in the machine's stats and dropped; it
     /// never panics.
     fn handle_frame(&mut self, now: Instant, src: SocketAddr, frame: &[u8]);
+    /// The driver has sent `bytes` of the frames it took for `dst` (length
+    /// prefixes included: the stream's own bytes): they left its queue for
+    /// the network, or were dropped with a connection that failed. A
+    /// machine that bounds what a driver holds unsent (a session's
+    /// [`stream_window`](crate::session::SessionConfig::stream_window))
+    /// hands over more; the default ignores it, and a driver that never
+    /// calls it must leave such bounds off.
+    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, bytes: usize) {
+        let _ = (now, dst, bytes);
+    }
 }

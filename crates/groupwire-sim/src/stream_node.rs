@@ -49,6 +49,9 @@ pub struct StreamMachineNode<M: StreamMachine> {
     outbox: Pipe,
     inbox: Pipe,
     written: u64,
+    /// Stream bytes reported sent to the machine
+    /// ([`StreamMachine::handle_stream_sent`]).
+    reported: u64,
     /// A first wake-up, to send what commands given before the run queued.
     kick: Option<Instant>,
 }
@@ -112,6 +115,7 @@ impl<M: StreamMachine> StreamMachineNode<M> {
             outbox,
             inbox,
             written: 0,
+            reported: 0,
             kick: Some(Instant::ZERO),
         }
     }
@@ -151,6 +155,27 @@ impl<M: StreamMachine> StreamMachineNode<M> {
             self.flush_machine(ctx);
         }
         self.flush_machine(ctx);
+        self.send_segments(ctx);
+        // Bytes TCP has sent once have left its queue: the machine may
+        // hand over more (a session's stream window), which TCP may send
+        // at once.
+        loop {
+            let sent = (self.tx.snd_una() + self.tx.flight_size()).min(self.written);
+            if sent <= self.reported {
+                break;
+            }
+            let bytes = usize::try_from(sent - self.reported).unwrap_or(usize::MAX);
+            self.reported = sent;
+            self.machine
+                .handle_stream_sent(now, addr_of(self.peer), bytes);
+            self.flush_machine(ctx);
+            self.send_segments(ctx);
+        }
+    }
+
+    /// TCP's segments and acknowledgements, onto the network.
+    fn send_segments(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
         while let Some(seg) = self.tx.poll_segment(now) {
             let pkt = Packet::new(
                 self.me,

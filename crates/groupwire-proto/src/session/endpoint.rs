@@ -67,7 +67,7 @@ use super::channel::{
 use super::monitor::{MonitorConfig, MonitorReport, ReceiveMonitor, SendMonitor, wire_ts};
 use super::select::{AdaptiveController, ControllerConfig, Measured, Policy, Traffic, is_bulk};
 use super::wire::{self, Body, ChannelCounts, ChannelReports, Frame, Kind};
-use super::{Dscp, Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
+use super::{CapacityProfile, Dscp, Mechanism, MechanismKind, PathEstimate, Qos, Reliability};
 use crate::control::gilbert::decay_weight;
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
@@ -115,6 +115,16 @@ pub struct SessionConfig {
     /// adaptive controller; the selector runs at most once a second per
     /// channel within it, see [`ControllerConfig::reselect`]).
     pub control_interval: Duration,
+    /// Most bytes of stream frames (length prefixes included) a peer's
+    /// stream may hold unsent in the driver, for a driver that says what
+    /// it has sent ([`StreamMachine::handle_stream_sent`]); the rest wait
+    /// in the session, per channel, and leave in the order of their
+    /// channels' capacity profiles (interactive first, scavenger last;
+    /// channels of one profile in turn). So a reliable channel's edit
+    /// waits behind at most this much of a bulk transfer, not behind all
+    /// of it. `None` (the default, for a driver that does not report):
+    /// every frame goes to the driver at once, in the order sent.
+    pub stream_window: Option<usize>,
 }
 
 impl SessionConfig {
@@ -140,6 +150,7 @@ impl SessionConfig {
             policy: Some(Policy::Model),
             controller: ControllerConfig::default(),
             control_interval: Duration::from_millis(100),
+            stream_window: None,
         }
     }
 
@@ -567,9 +578,46 @@ struct Peer {
     /// packets: every Block sender of the peer is offered the fit when it
     /// does (`MechInst::late_prior`).
     late_prior: bool,
+    /// Reliable channels' frames waiting for room on the stream
+    /// ([`SessionConfig::stream_window`]).
+    stream: StreamQueue,
     /// Data and frames for peer channels whose Open has not come yet
     /// (it was lost, or the stream outran it), bounded by [`EARLY`].
     early: VecDeque<Early>,
+}
+
+/// The [`SessionConfig::stream_window`] our drivers (the simulator's and
+/// `groupwire-tokio`'s) set: 16 KiB, the unsent bytes at which HTTP/2
+/// deployments set Linux's `TCP_NOTSENT_LOWAT` so that a priority stream
+/// waits behind little of a bulk one. One bulk frame of 16 KiB still
+/// leaves alone; what waits behind it is at most one frame.
+pub const DEFAULT_STREAM_WINDOW: usize = 16 * 1024;
+
+/// A peer's stream frames not yet handed to the driver, and the bytes the
+/// driver holds unsent ([`SessionConfig::stream_window`]).
+#[derive(Debug, Default)]
+struct StreamQueue {
+    /// Per channel, in the order sent: message number and payload (sealed
+    /// only when it leaves, so sealed frames keep the stream's order).
+    waiting: BTreeMap<u16, VecDeque<(u32, Bytes)>>,
+    /// Their payload bytes.
+    waiting_bytes: usize,
+    /// Bytes handed to the driver and not yet reported sent.
+    unsent: usize,
+    /// The channel that sent last, for turns within a profile.
+    last: Option<u16>,
+}
+
+/// The order in which channels' frames take the stream: lower first.
+fn stream_rank(profile: CapacityProfile) -> u8 {
+    match profile {
+        CapacityProfile::Interactive => 0,
+        CapacityProfile::NonInteractive => 1,
+        CapacityProfile::Streaming => 2,
+        CapacityProfile::Default => 3,
+        CapacityProfile::CapacitySeeking => 4,
+        CapacityProfile::Scavenger => 5,
+    }
 }
 
 /// What arrived before its channel's Open.
@@ -730,6 +778,7 @@ impl Session {
             rx_mon: ReceiveMonitor::new(self.cfg.monitor),
             tx_mon: SendMonitor::new(self.cfg.monitor),
             late_prior: false,
+            stream: StreamQueue::default(),
             next_control: now,
             out: BTreeMap::new(),
             by_name: BTreeMap::new(),
@@ -945,16 +994,100 @@ impl Session {
         c.stats.sent += 1;
         c.stats.sent_bytes += payload.len() as u64;
         if c.inst.is_none() {
-            self.send_frame(ch, msg, payload);
+            self.queue_frame(ch, msg, payload);
         }
         self.pump(now, ch.peer.0, Pump::Out(ch.id));
         Ok(())
     }
 
-    fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) {
-        let Some((dst, bytes)) = self.seal_frame(ch.peer, ch.id, msg, payload) else {
+    /// A reliable channel's message onto the stream: at once without a
+    /// [`SessionConfig::stream_window`], else behind the channel's earlier
+    /// frames, when the window has room and its turn comes.
+    fn queue_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) {
+        if self.cfg.stream_window.is_none() {
+            self.send_frame(ch, msg, payload);
+            return;
+        }
+        let Some(p) = self.peers.get_mut(&ch.peer.0) else {
             return;
         };
+        p.stream
+            .waiting
+            .entry(ch.id)
+            .or_default()
+            .push_back((msg, Bytes::copy_from_slice(payload)));
+        p.stream.waiting_bytes += payload.len();
+        self.release_frames(ch.peer.0);
+    }
+
+    /// Hands the driver `cid`'s waiting frames while the window has room
+    /// (a frame larger than the window goes alone), the best-ranked
+    /// channel first, channels of one rank in turn.
+    fn release_frames(&mut self, cid: u32) {
+        let Some(window) = self.cfg.stream_window else {
+            return;
+        };
+        loop {
+            let Some(p) = self.peers.get_mut(&cid) else {
+                return;
+            };
+            let q = &mut p.stream;
+            if q.unsent > 0 && q.unsent >= window {
+                return;
+            }
+            let rank = |id: &u16| {
+                p.out
+                    .get(id)
+                    .map_or(u8::MAX, |c| stream_rank(c.qos.profile))
+            };
+            let Some(best) = q.waiting.keys().map(rank).min() else {
+                return;
+            };
+            // The next channel of that rank after the last one served,
+            // else the first.
+            let of_rank = || q.waiting.keys().copied().filter(|id| rank(id) == best);
+            let next = q.last.and_then(|l| of_rank().find(|&id| id > l));
+            let Some(id) = next.or_else(|| of_rank().next()) else {
+                return;
+            };
+            let Some(fifo) = q.waiting.get_mut(&id) else {
+                return;
+            };
+            let Some((msg, payload)) = fifo.pop_front() else {
+                return;
+            };
+            if fifo.is_empty() {
+                q.waiting.remove(&id);
+            }
+            q.waiting_bytes -= payload.len();
+            q.last = Some(id);
+            let ch = ChannelId {
+                peer: PeerId(cid),
+                id,
+            };
+            if let Some(len) = self.send_frame(ch, msg, &payload) {
+                if let Some(p) = self.peers.get_mut(&cid) {
+                    p.stream.unsent += len;
+                }
+            }
+        }
+    }
+
+    /// Payload bytes of reliable messages waiting in the session for room
+    /// on `peer`'s stream ([`SessionConfig::stream_window`]): a driver
+    /// that bounds what it queues counts these too.
+    pub fn stream_waiting(&self, peer: PeerId) -> usize {
+        self.peers
+            .get(&peer.0)
+            .map_or(0, |p| p.stream.waiting_bytes)
+    }
+
+    /// Seals one frame for the driver; the bytes it takes on the stream,
+    /// length prefix included (`None`: the peer is not established, and
+    /// the frame is dropped).
+    fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) -> Option<usize> {
+        let (dst, bytes) = self.seal_frame(ch.peer, ch.id, msg, payload)?;
+        let len = bytes.len() + FRAME_PREFIX;
         if let Ok(c) = self.out_mut(ch) {
             c.stats.wire_bytes += bytes.len() as u64;
         }
@@ -970,6 +1103,7 @@ impl Session {
             },
             None,
         ));
+        Some(len)
     }
 
     /// A stream frame to an established `peer` (sealed under the key),
@@ -1536,6 +1670,7 @@ impl Session {
             }
             Body::Report(r) => match MonitorReport::decode(r) {
                 Ok(r) => {
+                    p.tx_mon.on_stream_backlog(p.stream.waiting_bytes > 0);
                     p.tx_mon.on_report(now, &r);
                     let fits = p.tx_mon.fits();
                     if p.late_prior && fits[0].samples() >= self.cfg.monitor.min_samples {
@@ -2155,6 +2290,17 @@ impl Machine for Session {
 impl StreamMachine for Session {
     fn handle_frame(&mut self, now: Instant, _src: SocketAddr, frame: &[u8]) {
         self.accept_frame(now, frame);
+    }
+
+    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, bytes: usize) {
+        self.now = self.now.max(now);
+        let Some(&cid) = self.by_addr.get(&dst) else {
+            return;
+        };
+        if let Some(p) = self.peers.get_mut(&cid) {
+            p.stream.unsent = p.stream.unsent.saturating_sub(bytes);
+        }
+        self.release_frames(cid);
     }
 }
 

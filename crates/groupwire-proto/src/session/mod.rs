@@ -26,8 +26,8 @@ pub mod wire;
 
 pub use channel::MSG_PREFIX;
 pub use endpoint::{
-    ChannelId, ChannelStats, PeerId, Session, SessionConfig, SessionError, SessionEvent,
-    SessionStats, initial_mechanism,
+    ChannelId, ChannelStats, DEFAULT_STREAM_WINDOW, PeerId, Session, SessionConfig, SessionError,
+    SessionEvent, SessionStats, initial_mechanism,
 };
 pub use mechanism::{Mechanism, MechanismKind};
 pub use monitor::{

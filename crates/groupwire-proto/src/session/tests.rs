@@ -1118,3 +1118,75 @@ fn afec_holds_the_channels_band_on_random_loss() {
         assert!(net.b.channel_stats(cb).expect("channel").recovered > 50);
     }
 }
+
+/// With a stream window, the driver holds at most the window of frames
+/// unsent: an edit sent behind a bulk transfer takes the stream before
+/// the transfer's waiting frames (its profile ranks first), and every
+/// frame still arrives exactly once.
+#[test]
+fn a_stream_window_lets_an_edit_pass_a_bulk_transfer_and_loses_nothing() {
+    const WINDOW: usize = 4096;
+    let mut cfg = SessionConfig::new(1);
+    cfg.stream_window = Some(WINDOW);
+    let mut net = Net::new(cfg, SessionConfig::new(2));
+    let (bulk_a, bulk_b) = net.pair("bulk", Qos::bulk());
+    let ea = net
+        .a
+        .open_channel(net.now, bulk_a.peer, "edits", Qos::reliable_ordered())
+        .expect("open");
+    let eb = net
+        .b
+        .open_channel(net.now, bulk_b.peer, "edits", Qos::reliable_ordered())
+        .expect("open");
+    net.run_for(Duration::from_millis(100));
+    let big = vec![1u8; 2000];
+    for _ in 0..20 {
+        net.a.send(net.now, bulk_a, &big).expect("send");
+    }
+    net.a.send(net.now, ea, b"edit").expect("send");
+    // What the driver takes: (channel, bytes on the stream), and the frames.
+    let mut frames = Vec::new();
+    let mut take = |net: &mut Net| {
+        let mut got = Vec::new();
+        while let Some(t) = net.a.poll_transmit(net.now) {
+            if t.transport == Transport::TcpFrame {
+                let f = wire::Frame::parse(&t.payload).expect("a frame");
+                got.push((f.channel, t.payload.len() + 4));
+                frames.push(t.payload);
+            }
+        }
+        got
+    };
+    let first = take(&mut net);
+    let bytes: usize = first.iter().map(|f| f.1).sum();
+    assert!(first.iter().all(|f| f.0 == bulk_a.id), "{first:?}");
+    assert!(
+        bytes >= WINDOW && bytes - first[first.len() - 1].1 < WINDOW,
+        "{first:?}"
+    );
+    assert_eq!(
+        net.a.stream_waiting(bulk_a.peer),
+        (20 - first.len()) * 2000 + 4
+    );
+    // The driver sends the first frame: the edit goes next.
+    net.a.handle_stream_sent(net.now, B, first[0].1);
+    let second = take(&mut net);
+    assert_eq!(second.first().map(|f| f.0), Some(ea.id), "{second:?}");
+    // Then the rest, as the driver sends.
+    let mut unsent = bytes - first[0].1 + second.iter().map(|f| f.1).sum::<usize>();
+    let mut rounds = 0;
+    while net.a.stream_waiting(bulk_a.peer) > 0 {
+        net.a.handle_stream_sent(net.now, B, unsent);
+        unsent = take(&mut net).iter().map(|f| f.1).sum();
+        assert!(unsent > 0, "the window opened and nothing came");
+        rounds += 1;
+        assert!(rounds < 100, "stalled");
+    }
+    assert_eq!(frames.len(), 21);
+    for f in &frames {
+        net.b.handle_frame(net.now, A, f);
+    }
+    net.drain();
+    assert_eq!(net.got(bulk_b).len(), 20);
+    assert_eq!(net.got(eb).len(), 1);
+}

@@ -138,6 +138,9 @@ pub struct SendMonitor {
     capacity: Option<(f64, Instant, u64)>,
     /// The last report found the path full.
     full: bool,
+    /// Stream frames wait in the sender for room on the stream
+    /// ([`on_stream_backlog`](Self::on_stream_backlog)).
+    stream_backlogged: bool,
     jitter: Duration,
     jitter_leigh: Option<Duration>,
     last_probe: Option<Instant>,
@@ -163,6 +166,7 @@ impl SendMonitor {
             sent_at_report: 0,
             capacity: None,
             full: false,
+            stream_backlogged: false,
             jitter: Duration::ZERO,
             jitter_leigh: None,
             last_probe: None,
@@ -204,6 +208,19 @@ impl SendMonitor {
             .stats
             .sent_bytes
             .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
+    }
+
+    /// Whether stream frames are waiting in the sender for room on the
+    /// stream (a session's
+    /// [`stream_window`](crate::session::SessionConfig::stream_window)):
+    /// the stream is not application-limited. Its sender, TCP, keeps what
+    /// it sends to what the path delivers, so a full path shows no excess
+    /// of sent over delivered; a standing queue while the stream is
+    /// backlogged reads as full (BBR's bottleneck bandwidth is the
+    /// delivered rate when not application-limited, for the same reason).
+    /// Read at each report.
+    pub fn on_stream_backlog(&mut self, backlogged: bool) {
+        self.stream_backlogged = backlogged;
     }
 
     /// One report from the peer, already decoded. Stale, hostile or
@@ -318,7 +335,8 @@ impl SendMonitor {
             .map(|f| f.loss_rate())
             .fold(1.0f64, f64::min)
             .clamp(0.0, 1.0);
-        self.full = queued && got < (1.0 - base - FULL_MARGIN).max(0.0) * sent;
+        let excess = got < (1.0 - base - FULL_MARGIN).max(0.0) * sent;
+        self.full = queued && (excess || self.stream_backlogged);
         // While the path stays full its delivered rate climbs to the
         // capacity (the decayed mean lags a change): the episode's highest
         // is the estimate, and a new episode starts it again. Outside one,

@@ -863,3 +863,21 @@ fn a_capacity_is_forgotten_at_once_on_a_shorter_path_and_kept_on_the_same() {
     assert!(e.min_rtt.expect("measured") < 50 * MS, "{e:?}");
     assert_eq!(e.capacity, None, "{e:?}");
 }
+
+#[test]
+fn a_standing_queue_behind_a_backlogged_stream_reads_as_full() {
+    // 5% over a 4 Mbit/s bottleneck: the queue stands, and the drops are
+    // within the margin, as when TCP fills a path (it sends what the path
+    // delivers).
+    let run = |backlogged: bool| {
+        let mut b = Bottleneck::new(4e6, 100, 20 * MS);
+        b.tx.on_stream_backlog(backlogged);
+        b.run(at_ms(0), 5.0, 4.2e6, 0.0, 10);
+        b.tx.estimate()
+    };
+    let idle = run(false);
+    assert!(idle.srtt.expect("measured") > idle.min_rtt.expect("measured") + 20 * MS);
+    assert_eq!(idle.capacity, None, "{idle:?}");
+    let cap = run(true).capacity.expect("full").as_bps() as f64;
+    assert!((cap - 4e6).abs() < 0.15 * 4e6, "{cap}");
+}
