@@ -118,9 +118,10 @@ pub struct SessionConfig {
     /// Most bytes of stream frames (length prefixes included) a peer's
     /// stream may hold unsent in the driver, for a driver that says what
     /// it has sent ([`StreamMachine::handle_stream_sent`]); the rest wait
-    /// in the session, per channel, and leave in the order of their
-    /// channels' capacity profiles (interactive first, scavenger last;
-    /// channels of one profile in turn). So a reliable channel's edit
+    /// in the session, per channel, and leave by their channels' capacity
+    /// profiles, each profile with twice the share of the stream of the
+    /// one ranked below it (interactive most, scavenger least; channels of
+    /// one profile in turn). So a reliable channel's edit
     /// waits behind at most this much of a bulk transfer, not behind all
     /// of it. `None` (the default, for a driver that does not report):
     /// every frame goes to the driver at once, in the order sent.
@@ -606,10 +607,26 @@ struct StreamQueue {
     unsent: usize,
     /// The channel that sent last, for turns within a profile.
     last: Option<u16>,
+    /// Start-time fair queueing over the ranks ([`stream_rank`]): each
+    /// rank's virtual time (bytes sent over its weight), and the virtual
+    /// time of the last frame sent.
+    vtime: [f64; RANKS],
+    clock: f64,
+}
+
+/// Ranks of [`stream_rank`].
+const RANKS: usize = 6;
+
+/// A rank's share of the stream when every rank has frames waiting:
+/// twice the next rank's, so a profile ranked above another gets most of
+/// the stream and the one below still moves (strict priority let a camera
+/// put on the stream starve every edit behind it).
+fn stream_weight(rank: usize) -> f64 {
+    f64::from(1u32 << (RANKS - 1 - rank.min(RANKS - 1)))
 }
 
 /// The order in which channels' frames take the stream: lower first.
-fn stream_rank(profile: CapacityProfile) -> u8 {
+fn stream_rank(profile: CapacityProfile) -> usize {
     match profile {
         CapacityProfile::Interactive => 0,
         CapacityProfile::NonInteractive => 1,
@@ -1011,18 +1028,35 @@ impl Session {
         let Some(p) = self.peers.get_mut(&ch.peer.0) else {
             return;
         };
-        p.stream
-            .waiting
+        let rank = p
+            .out
+            .get(&ch.id)
+            .map_or(RANKS - 1, |c| stream_rank(c.qos.profile));
+        let q = &mut p.stream;
+        // A rank that had nothing waiting starts at the clock: it saved no
+        // share while idle.
+        let idle = !q.waiting.keys().any(|id| {
+            p.out
+                .get(id)
+                .map_or(RANKS - 1, |c| stream_rank(c.qos.profile))
+                == rank
+        });
+        if idle {
+            q.vtime[rank] = q.vtime[rank].max(q.clock);
+        }
+        q.waiting
             .entry(ch.id)
             .or_default()
             .push_back((msg, Bytes::copy_from_slice(payload)));
-        p.stream.waiting_bytes += payload.len();
+        q.waiting_bytes += payload.len();
         self.release_frames(ch.peer.0);
     }
 
     /// Hands the driver `cid`'s waiting frames while the window has room
-    /// (a frame larger than the window goes alone), the best-ranked
-    /// channel first, channels of one rank in turn.
+    /// (a frame larger than the window goes alone): of the ranks with
+    /// frames waiting, the one least served for its weight (start-time
+    /// fair queueing, [`stream_weight`]; ties: the better rank), and
+    /// within it the channels in turn.
     fn release_frames(&mut self, cid: u32) {
         let Some(window) = self.cfg.stream_window else {
             return;
@@ -1038,9 +1072,16 @@ impl Session {
             let rank = |id: &u16| {
                 p.out
                     .get(id)
-                    .map_or(u8::MAX, |c| stream_rank(c.qos.profile))
+                    .map_or(RANKS - 1, |c| stream_rank(c.qos.profile))
             };
-            let Some(best) = q.waiting.keys().map(rank).min() else {
+            let mut waiting = [false; RANKS];
+            for id in q.waiting.keys() {
+                waiting[rank(id)] = true;
+            }
+            let Some(best) = (0..RANKS)
+                .filter(|&r| waiting[r])
+                .min_by(|&a, &b| q.vtime[a].total_cmp(&q.vtime[b]).then(a.cmp(&b)))
+            else {
                 return;
             };
             // The next channel of that rank after the last one served,
@@ -1061,6 +1102,8 @@ impl Session {
             }
             q.waiting_bytes -= payload.len();
             q.last = Some(id);
+            q.clock = q.vtime[best];
+            q.vtime[best] += payload.len() as f64 / stream_weight(best);
             let ch = ChannelId {
                 peer: PeerId(cid),
                 id,
@@ -1080,6 +1123,16 @@ impl Session {
         self.peers
             .get(&peer.0)
             .map_or(0, |p| p.stream.waiting_bytes)
+    }
+
+    /// Payload bytes of `ch`'s messages waiting in the session for room on
+    /// the stream ([`SessionConfig::stream_window`]): sent by the
+    /// application, not yet on the wire.
+    pub fn channel_waiting(&self, ch: ChannelId) -> usize {
+        self.peers
+            .get(&ch.peer.0)
+            .and_then(|p| p.stream.waiting.get(&ch.id))
+            .map_or(0, |q| q.iter().map(|(_, b)| b.len()).sum())
     }
 
     /// Seals one frame for the driver; the bytes it takes on the stream,

@@ -1190,3 +1190,48 @@ fn a_stream_window_lets_an_edit_pass_a_bulk_transfer_and_loses_nothing() {
     assert_eq!(net.got(bulk_b).len(), 20);
     assert_eq!(net.got(eb).len(), 1);
 }
+
+/// The stream's profiles share it by weight, not strict priority: a
+/// media channel put on the stream and sending without pause leaves a
+/// bulk channel a quarter of its share (weights 8 and 2), never nothing.
+#[test]
+fn a_stream_window_shares_the_stream_by_profile_and_starves_none() {
+    let mut cfg = SessionConfig::new(1);
+    cfg.stream_window = Some(1);
+    let mut net = Net::new(cfg, SessionConfig::new(2));
+    let (bulk, _) = net.pair("bulk", Qos::bulk());
+    let media = net
+        .a
+        .open_channel(net.now, bulk.peer, "media", Qos::stream())
+        .expect("open");
+    net.a
+        .set_mechanism(net.now, media, Mechanism::Reliable)
+        .expect("pin");
+    net.run_for(Duration::from_millis(100));
+    let frame = vec![3u8; 1000];
+    for _ in 0..100 {
+        net.a.send(net.now, media, &frame).expect("send");
+    }
+    for _ in 0..100 {
+        net.a.send(net.now, bulk, &frame).expect("send");
+    }
+    // A window of one byte: one frame at a time, as the driver sends.
+    let mut order = Vec::new();
+    for _ in 0..50 {
+        let mut len = 0;
+        while let Some(t) = net.a.poll_transmit(net.now) {
+            if t.transport == Transport::TcpFrame {
+                order.push(wire::Frame::parse(&t.payload).expect("a frame").channel);
+                len += t.payload.len() + 4;
+            }
+        }
+        net.a.handle_stream_sent(net.now, B, len);
+    }
+    let bulk_frames = order.iter().filter(|&&c| c == bulk.id).count();
+    // Media was sent first; from then on, 4 media frames to each bulk one.
+    assert_eq!(order.len(), 50, "{order:?}");
+    assert!(
+        (9..=12).contains(&bulk_frames),
+        "{bulk_frames} of 50: {order:?}"
+    );
+}

@@ -39,7 +39,8 @@
 //! - The reverse direction (reports, NAKs, TCP acknowledgements) is
 //!   loss-free; it follows the same rate and delay schedules.
 //! - `overhead` is the session's own count ([`ChannelStats::wire_bytes`]
-//!   over [`ChannelStats::sent_bytes`], less one): datagram mechanisms'
+//!   over [`ChannelStats::sent_bytes`] less what still waits for the
+//!   stream at the end, [`Session::channel_waiting`], less one): datagram mechanisms'
 //!   repairs and session headers are in it, but a stream channel's TCP/IP
 //!   headers and retransmissions are not (the session hands frames to the
 //!   driver's TCP and never sees them), so Reliable's overhead is a lower
@@ -469,6 +470,7 @@ impl TeleImmersion {
                     stats: id
                         .and_then(|c| sa.session.channel_stats(c))
                         .unwrap_or_default(),
+                    waiting: id.map_or(0, |c| sa.session.channel_waiting(c)),
                     mechanism: id.and_then(|c| sa.session.mechanism(c)),
                     switches: sa.switches[i].clone(),
                 }
@@ -882,6 +884,9 @@ struct ChannelLog {
     got: Vec<(u32, u64)>,
     /// A's counters for the channel.
     stats: ChannelStats,
+    /// Bytes of its messages still waiting for the stream at the end
+    /// (never on the wire, so not in the overhead's denominator).
+    waiting: usize,
     /// The mechanism at the end.
     mechanism: Option<Mechanism>,
     /// A's mechanism changes: time (ns), from, to.
@@ -1010,10 +1015,9 @@ fn score(qos: &Qos, log: &ChannelLog, start: u64, end: u64) -> ChannelScore {
         sent,
         lost: share(lost, sent),
         late: share(late, sent),
-        overhead: if log.stats.sent_bytes == 0 {
-            0.0
-        } else {
-            log.stats.wire_bytes as f64 / log.stats.sent_bytes as f64 - 1.0
+        overhead: match log.stats.sent_bytes.saturating_sub(log.waiting as u64) {
+            0 => 0.0,
+            on_wire => log.stats.wire_bytes as f64 / on_wire as f64 - 1.0,
         },
         mean_ms: l.mean_ms,
         p99_ms: l.p99_ms,
