@@ -390,8 +390,9 @@ measured the path (every channel of \`fixed:block\`) takes the monitor's
 fit once it has, instead of outweighing the controller's pessimistic
 prior from its own packets. (12) **Stream window.** Reliable frames
 wait in the session until the stream has sent the 16 KiB before them
-(\`SessionConfig::stream_window\`), and leave by capacity profile, so an
-edit passes a bulk transfer's waiting frames: the edits' p99 in the
+(\`SessionConfig::stream_window\`), and share the stream by capacity
+profile (each twice the weight of the one below), so an edit passes a
+bulk transfer's waiting frames: the edits' p99 in the
 channels table below (22 s at 9fd82265, when the session handed TCP every
 frame at once). TCP then sends what the path delivers, so the monitor also
 reads a standing queue while frames wait as a full path.
