@@ -333,14 +333,15 @@ fn xor_rows_send_one_parity_per_row_and_the_predictor_counts_the_same() {
 /// pessimistic prior (15% loss in runs of 4), not from the loss the
 /// monitor had measured and the prediction used: its first seconds sent
 /// up to three repairs per message.
-#[test]
-fn block_sends_the_overhead_the_predictor_counts() {
-    use crate::control::target::TwoState;
-    use crate::wire::block::{DATA_HEADER_LEN, SYMBOL_PREFIX};
-    const MSG: usize = 1000;
-    const GAP: Duration = Duration::from_millis(4);
-    // A data datagram's body: channel (2) and mechanism (1).
-    const DATA_BODY: usize = 3;
+/// The tele-immersion camera's messages: 1000 bytes every 4 ms.
+const CAMERA_MSG: usize = 1000;
+const CAMERA_GAP: Duration = Duration::from_millis(4);
+/// A data datagram's body: channel (2) and mechanism (1).
+const DATA_BODY: usize = 3;
+
+/// The tele-immersion camera's QoS (2 Mbit/s, 0.1% within 50 ms) and the
+/// Block mechanism for it.
+fn camera() -> (Qos, Mechanism) {
     let budget = Duration::from_millis(50);
     let qos = Qos::stream()
         .rate(crate::Bitrate::mbps(2))
@@ -350,6 +351,16 @@ fn block_sends_the_overhead_the_predictor_counts() {
         target: 0.001,
         max_delay: budget,
     };
+    (qos, block)
+}
+
+#[test]
+fn block_sends_the_overhead_the_predictor_counts() {
+    use crate::control::target::TwoState;
+    use crate::wire::block::{DATA_HEADER_LEN, SYMBOL_PREFIX};
+    const MSG: usize = CAMERA_MSG;
+    const GAP: Duration = CAMERA_GAP;
+    let (qos, block) = camera();
     let source = (wire::HEADER_LEN + DATA_BODY + DATA_HEADER_LEN + MSG_PREFIX + MSG) as f64;
     let repair = source + SYMBOL_PREFIX as f64;
     // (what, chain): independent 2% and 0.5% loss, the scenario's second
@@ -422,20 +433,11 @@ fn block_sends_the_overhead_the_predictor_counts() {
 #[test]
 fn a_block_channel_opened_before_the_path_was_measured_takes_the_monitors_fit() {
     use crate::wire::block::DATA_HEADER_LEN;
-    const MSG: usize = 1000;
-    const GAP: Duration = Duration::from_millis(4);
-    const DATA_BODY: usize = 3;
-    let budget = Duration::from_millis(50);
-    let qos = Qos::stream()
-        .rate(crate::Bitrate::mbps(2))
-        .max_residual_loss(0.001)
-        .max_delay(budget);
+    const MSG: usize = CAMERA_MSG;
+    const GAP: Duration = CAMERA_GAP;
+    let (qos, block) = camera();
     let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
     let (ca, cb) = net.pair("camera", qos);
-    let block = Mechanism::Block {
-        target: 0.001,
-        max_delay: budget,
-    };
     net.a.set_mechanism(net.now, ca, block).expect("pin");
     let payload = vec![7u8; MSG];
     let send_for = |net: &mut Net, n: u32| {
