@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_proto::units::MAX_UDP_PAYLOAD;
-use groupwire_proto::{Instant, Machine as _, Transmit, Transport};
+use groupwire_proto::{Instant, Machine as _, StreamMachine as _, Transmit, Transport};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -20,6 +20,9 @@ use super::{ConnectError, Event, Inner, SessionOptions, Shared, StreamCounters};
 use crate::driver::{Counters, GRO_BUFFER};
 use crate::send::{send_transmits_marked, sleep_until};
 use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
+
+/// Bytes of the length prefix in front of every frame.
+const FRAME_PREFIX: usize = 4;
 
 /// How long a dialing side waits before opening a broken connection again.
 const REDIAL: Duration = Duration::from_secs(1);
@@ -39,6 +42,10 @@ struct Streams {
     unbound: VecDeque<(ConnId, tokio::time::Instant)>,
     /// Frames for peers whose connection has not bound yet.
     pending: BTreeMap<SocketAddr, Vec<Bytes>>,
+    /// Stream bytes gone for a peer outside a live connection's count (its
+    /// frames dropped, or its connection closed: everything it held), to
+    /// tell the machine ([`Streams::report_sent`]).
+    gone: BTreeMap<SocketAddr, usize>,
     /// Peers (by datagram address) to dial again, and when.
     redial: BTreeMap<SocketAddr, tokio::time::Instant>,
     /// Connected peers' addresses (an event names the peer only).
@@ -126,7 +133,11 @@ impl Streams {
                 .fetch_sub(f.len(), Ordering::Relaxed);
             match c {
                 Some(c) => c.send(&self.shared.streams, f),
-                None => Counters::add(&self.shared.streams.frames_dropped, 1),
+                None => {
+                    Counters::add(&self.shared.streams.frames_dropped, 1);
+                    let gone = self.gone.entry(addr).or_default();
+                    *gone = gone.saturating_add(f.len() + FRAME_PREFIX);
+                }
             }
         }
     }
@@ -180,7 +191,15 @@ impl Streams {
                 // The newest binding wins: a peer that dials again does so
                 // because its last connection broke, even if its close has
                 // not reached us yet.
-                self.by_addr.insert(addr, conn);
+                if self
+                    .by_addr
+                    .insert(addr, conn)
+                    .is_some_and(|old| old != conn)
+                {
+                    // The old connection's count is no longer read: start
+                    // the machine's window afresh on this one.
+                    self.gone.insert(addr, usize::MAX);
+                }
                 self.flush_pending(addr);
             }
         }
@@ -203,6 +222,9 @@ impl Streams {
             .collect();
         for addr in gone {
             self.by_addr.remove(&addr);
+            // What it held is lost with it (counted dropped): the machine
+            // may hand its stream window to the next connection.
+            self.gone.insert(addr, usize::MAX);
             if self.peers.values().any(|&a| a == addr) {
                 let at = self.now() + REDIAL;
                 self.redial.insert(addr, at);
@@ -243,6 +265,24 @@ impl Streams {
         }
     }
 
+    /// Tells the machine what left each peer's stream since the last call
+    /// (written by a connection, or gone), so it hands over more frames
+    /// ([`SessionConfig::stream_window`](groupwire_proto::session::SessionConfig::stream_window)).
+    fn report_sent(&mut self, g: &mut Inner, now: Instant) {
+        for (&addr, id) in &self.by_addr {
+            if let Some(c) = self.conns.get_mut(id) {
+                let n = c.take_sent();
+                if n > 0 {
+                    let n = usize::try_from(n).unwrap_or(usize::MAX);
+                    g.machine.handle_stream_sent(now, addr, n);
+                }
+            }
+        }
+        for (addr, n) in std::mem::take(&mut self.gone) {
+            g.machine.handle_stream_sent(now, addr, n);
+        }
+    }
+
     /// When [`on_timer`](Self::on_timer) has work.
     fn deadline(&self) -> Option<tokio::time::Instant> {
         let unbound = self.unbound.front().map(|&(_, at)| at + self.bind_timeout);
@@ -277,6 +317,7 @@ pub(super) async fn run(
         by_addr: BTreeMap::new(),
         unbound: VecDeque::new(),
         pending: BTreeMap::new(),
+        gone: BTreeMap::new(),
         redial: BTreeMap::new(),
         peers: BTreeMap::new(),
         next: 0,
@@ -438,6 +479,7 @@ fn drain(
     out: &mut Datagrams,
     evs: &mut Vec<Event>,
 ) {
+    streams.report_sent(g, now);
     loop {
         let mut any = false;
         while let Some((t, dscp)) = g.machine.poll_transmit_marked(now) {

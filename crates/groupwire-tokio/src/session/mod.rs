@@ -88,13 +88,21 @@ use crate::socket::BatchedUdpSocket;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SessionOptions {
-    /// The machine's settings (key, limits, monitor, selector policy).
+    /// The machine's settings (key, limits, monitor, selector policy). Its
+    /// [`stream_window`](SessionConfig::stream_window), when `None`, is
+    /// [`DEFAULT_STREAM_WINDOW`](groupwire_proto::session::DEFAULT_STREAM_WINDOW):
+    /// this driver reports what its connections have sent, so reliable
+    /// frames wait in the session, where an edit can pass a bulk
+    /// transfer, and the connections' sockets hold little unsent
+    /// (`TCP_NOTSENT_LOWAT`, 16 KiB, on Linux).
     pub config: SessionConfig,
     /// Largest reliable message, in bytes (a frame's length prefix is
     /// checked against it before anything is read).
     pub max_frame: usize,
-    /// Most bytes of reliable frames waiting for their connections, all
-    /// peers together.
+    /// Most bytes of reliable frames waiting: for their connections, all
+    /// peers together, plus those in the session for the stream window of
+    /// the peer sent to (a reliable send past it is refused with
+    /// [`SendError::Full`]).
     pub max_queued_stream_bytes: usize,
     /// Most accepted connections not yet bound to a peer.
     pub max_unbound_streams: usize,
@@ -339,7 +347,16 @@ impl Session {
         let local_addr = udp.get_ref().local_addr()?;
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
-                machine: Machine::new(opts.config.clone()),
+                machine: Machine::new(SessionConfig {
+                    // This driver says what its connections have sent, so
+                    // the machine keeps the stream's backlog and orders it
+                    // by channel.
+                    stream_window: opts
+                        .config
+                        .stream_window
+                        .or(Some(groupwire_proto::session::DEFAULT_STREAM_WINDOW)),
+                    ..opts.config.clone()
+                }),
                 waiters: BTreeMap::new(),
                 dial: BTreeMap::new(),
                 closed: false,
@@ -623,7 +640,8 @@ impl Channel {
                         max,
                     });
                 }
-                let queued = self.shared.streams.queued.load(Ordering::Relaxed);
+                let queued = self.shared.streams.queued.load(Ordering::Relaxed)
+                    + g.machine.stream_waiting(self.id.peer);
                 if queued + payload.len() > self.shared.max_queued {
                     return Err(SendError::Full);
                 }

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,6 +30,15 @@ pub(super) enum StreamIn {
     Closed { conn: ConnId },
 }
 
+/// Bytes of the length prefix in front of every frame.
+const FRAME_PREFIX: u64 = 4;
+
+/// Unsent bytes at which the kernel calls a session stream writable
+/// (`TCP_NOTSENT_LOWAT`): what waits there waits in send order, so the
+/// session keeps the rest itself and orders it by channel
+/// ([`SessionConfig::stream_window`](groupwire_proto::session::SessionConfig::stream_window)).
+pub(super) const NOTSENT_LOWAT: u32 = 16 * 1024;
+
 /// The driver's end of one connection.
 #[derive(Debug)]
 pub(super) struct Conn {
@@ -37,6 +46,11 @@ pub(super) struct Conn {
     tx: mpsc::UnboundedSender<Bytes>,
     reader: Option<JoinHandle<()>>,
     writer: JoinHandle<()>,
+    /// Stream bytes of the frames it took (length prefixes included) that
+    /// are written to the socket or dropped, counted by its writer.
+    sent: Arc<AtomicU64>,
+    /// How much of `sent` the driver has told the machine.
+    reported: u64,
 }
 
 impl Conn {
@@ -47,7 +61,18 @@ impl Conn {
         if self.tx.send(frame).is_err() {
             counters.queued.fetch_sub(len, Ordering::Relaxed);
             Counters::add(&counters.frames_dropped, 1);
+            self.sent
+                .fetch_add(len as u64 + FRAME_PREFIX, Ordering::Relaxed);
         }
+    }
+
+    /// Stream bytes written or dropped since the last call
+    /// ([`StreamMachine::handle_stream_sent`](groupwire_proto::StreamMachine::handle_stream_sent)).
+    pub(super) fn take_sent(&mut self) -> u64 {
+        let sent = self.sent.load(Ordering::Relaxed);
+        let new = sent.saturating_sub(self.reported);
+        self.reported = sent;
+        new
     }
 
     /// Opens a connection to `addr` and writes `bind` first; frames
@@ -62,12 +87,16 @@ impl Conn {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let sh = Arc::clone(shared);
+        let sent = Arc::new(AtomicU64::new(0));
         let q = Queue {
             rx,
             sh: Arc::clone(shared),
+            sent: Arc::clone(&sent),
         };
         Self {
             tx,
+            sent,
+            reported: 0,
             reader: None,
             writer: tokio::spawn(async move {
                 let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
@@ -82,7 +111,7 @@ impl Conn {
                     }
                 };
                 Counters::add(&sh.streams.opened, 1);
-                let _ = stream.set_nodelay(true);
+                tune(&stream);
                 let (r, w) = stream.into_split();
                 let reader = tokio::spawn(read_loop(r, conn, sh.max_frame, events.clone()));
                 let mut w = BufWriter::new(w);
@@ -104,16 +133,20 @@ impl Conn {
         stream: TcpStream,
         events: mpsc::Sender<StreamIn>,
     ) -> Self {
-        let _ = stream.set_nodelay(true);
+        tune(&stream);
         let (r, w) = stream.into_split();
         let (tx, rx) = mpsc::unbounded_channel();
+        let sent = Arc::new(AtomicU64::new(0));
         let q = Queue {
             rx,
             sh: Arc::clone(shared),
+            sent: Arc::clone(&sent),
         };
         let reader = tokio::spawn(read_loop(r, conn, shared.max_frame, events.clone()));
         Self {
             tx,
+            sent,
+            reported: 0,
             reader: Some(reader),
             writer: tokio::spawn(write_loop(BufWriter::new(w), q, conn, events)),
         }
@@ -121,7 +154,9 @@ impl Conn {
 
     /// Lets the writer finish what is queued, then closes.
     pub(super) async fn finish(self) {
-        let Self { tx, reader, writer } = self;
+        let Self {
+            tx, reader, writer, ..
+        } = self;
         drop(tx);
         let _ = writer.await;
         if let Some(r) = reader {
@@ -144,6 +179,8 @@ impl Conn {
 struct Queue {
     rx: mpsc::UnboundedReceiver<Bytes>,
     sh: Arc<Shared>,
+    /// [`Conn::sent`].
+    sent: Arc<AtomicU64>,
 }
 
 impl Queue {
@@ -153,15 +190,40 @@ impl Queue {
         self.sh.streams.queued.fetch_sub(f.len(), Ordering::Relaxed);
         Some(f)
     }
+
+    /// A frame of `len` bytes left (written, or dropped): the driver tells
+    /// the machine, which may hand over more.
+    fn done(&self, len: usize) {
+        self.sent
+            .fetch_add(len as u64 + FRAME_PREFIX, Ordering::Relaxed);
+        self.sh.wake.notify_one();
+    }
 }
 
 impl Drop for Queue {
     fn drop(&mut self) {
         self.rx.close();
+        let mut any = false;
         while let Ok(f) = self.rx.try_recv() {
             self.sh.streams.queued.fetch_sub(f.len(), Ordering::Relaxed);
             Counters::add(&self.sh.streams.frames_dropped, 1);
+            self.sent
+                .fetch_add(f.len() as u64 + FRAME_PREFIX, Ordering::Relaxed);
+            any = true;
         }
+        if any {
+            self.sh.wake.notify_one();
+        }
+    }
+}
+
+/// Nagle off (frames are latency-bound) and, on Linux, the kernel's
+/// unsent bytes bounded ([`NOTSENT_LOWAT`]).
+fn tune(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let _ = socket2::SockRef::from(stream).set_tcp_notsent_lowat(NOTSENT_LOWAT);
     }
 }
 
@@ -176,9 +238,11 @@ async fn write_loop(
     while let Some(frame) = q.next().await {
         if write_frame(&mut w, &frame).await.is_err() {
             Counters::add(&q.sh.streams.frames_dropped, 1);
+            q.done(frame.len());
             return fail(q, conn, events).await;
         }
         Counters::add(&q.sh.streams.frames_sent, 1);
+        q.done(frame.len());
         // Gather what is queued into one write; flush when caught up.
         if q.rx.is_empty() && w.flush().await.is_err() {
             return fail(q, conn, events).await;

@@ -163,6 +163,47 @@ async fn two_sessions_carry_every_kind_of_channel_over_one_socket() {
     b.close().await.unwrap();
 }
 
+/// A bulk transfer and edits share the peer's stream through the
+/// session's stream window (this driver reports what its connections
+/// send): sent without pause, every message still arrives once, the edits
+/// in order, and nothing is dropped or left waiting.
+#[tokio::test]
+async fn a_bulk_transfer_and_edits_share_the_stream_window_and_all_arrive() {
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let peer = a.connect(b.local_addr()).await.unwrap();
+    let bulk = peer.channel("bulk", Qos::bulk()).unwrap();
+    let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
+    assert_eq!(bulk.report().unwrap().mechanism, Mechanism::Reliable);
+    let (nb, ne) = (256u32, 32u32);
+    for i in 0..nb {
+        bulk.send(msg(i, 16 * 1024)).unwrap();
+        if i % 8 == 7 {
+            edits.send(msg(i / 8, 300)).unwrap();
+        }
+    }
+    let mut got = Got::default();
+    read_until(&b, &mut got, |g| {
+        g.count("bulk") == nb as usize && g.count("edits") == ne as usize
+    })
+    .await;
+    assert!(
+        in_order_once(&got.msgs["edits"], ne),
+        "{:?}",
+        got.msgs.get("edits")
+    );
+    let v = &got.msgs["bulk"];
+    assert!(
+        each_at_most_once(v, nb) && v.len() == nb as usize,
+        "{} of {nb}",
+        v.len()
+    );
+    assert_eq!(a.stream_stats().frames_dropped, 0, "{:?}", a.stream_stats());
+    assert_eq!(a.stream_stats().frames_sent, u64::from(nb + ne));
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn the_accepting_side_sends_reliable_messages_back_on_the_dialers_connection() {
     let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
