@@ -43,6 +43,13 @@ pub struct PathEstimate {
     pub jitter_leigh: Option<Duration>,
     /// Packets the loss figures rest on (after decay).
     pub samples: f64,
+    /// The loss rate of the last second or so (the monitor's fast fit),
+    /// once it rests on
+    /// [`min_samples`](super::monitor::MonitorConfig::min_samples) packets:
+    /// `loss` is the more pessimistic of the two fits and follows a
+    /// falling loss only slowly, this shows a change of path within
+    /// seconds. `None`: not measured.
+    pub recent_loss: Option<f64>,
 }
 
 impl PathEstimate {
@@ -58,6 +65,7 @@ impl PathEstimate {
         jitter: Duration::ZERO,
         jitter_leigh: None,
         samples: 0.0,
+        recent_loss: None,
     };
 
     /// A path with these figures, for tests and the simulator's oracle:
@@ -83,6 +91,7 @@ impl PathEstimate {
             jitter: Duration::ZERO,
             jitter_leigh: None,
             samples: f64::INFINITY,
+            recent_loss: Some(loss),
         }
     }
 

@@ -1507,15 +1507,11 @@ mod tests {
     /// What holds of issue 16's goal today, on the default scenario and
     /// two seeds: the model selector meets the telepointer's and the
     /// camera's QoS at least as often as the best fixed choice for each,
-    /// the camera at no more overhead; no channel flaps on the stationary
-    /// path; and an edit waits behind a bulk transfer's stream window, not
-    /// behind the whole transfer (p99 under 3 s; 22 s when the session
-    /// handed TCP every frame at once). The telepointer's overhead goal
-    /// and the state channel's QoS are what
-    /// `the_model_selector_meets_issue_16s_goal` still misses: the third
-    /// minute's losses leave the telepointer's closed loop a correction
-    /// that keeps it on a tightened Block into the fourth minute on
-    /// seeds 1 to 3.
+    /// at no more overhead; no channel flaps on the stationary path; and
+    /// an edit waits behind a bulk transfer's stream window, not behind
+    /// the whole transfer (p99 under 3 s; 22 s when the session handed TCP
+    /// every frame at once). (The state channel's QoS is what
+    /// `the_model_selector_meets_issue_16s_goal` still misses.)
     #[test]
     fn the_model_selector_meets_the_goal_for_the_telepointer_and_the_camera() {
         for seed in [1, 2] {
@@ -1537,6 +1533,7 @@ mod tests {
             };
             let tp = row("telepointer");
             assert_eq!(tp[q], true, "seed {seed}: {tp:?}");
+            assert_eq!(tp[o], true, "seed {seed}: {tp:?}");
             let c = r.table("channels").expect("the channels table");
             let (run, name, p99) = (
                 c.column("run").unwrap(),

@@ -476,6 +476,9 @@ impl SendMonitor {
             jitter: self.jitter,
             jitter_leigh: self.jitter_leigh,
             samples: fit.samples(),
+            recent_loss: Some(self.fit.fast())
+                .filter(|f| f.samples() >= self.cfg.min_samples)
+                .map(|f| f.loss_rate()),
         }
     }
 

@@ -297,7 +297,17 @@ impl AdaptiveController {
         }
         self.last_select = Some(now);
         let prov = self.cfg.provision;
-        let qos = tightened(&self.qos, self.correction());
+        // The closed loop's evidence is of the path it was gathered on. A
+        // recent loss (the monitor's fast fit) past the change ratio from
+        // the loss at the choice is another path, though the estimate (the
+        // more pessimistic fit) still lags it: the pick is made on the QoS
+        // as stated, and a switch takes the evidence with it. (Three
+        // seconds into the tele-immersion run's fourth minute, the third
+        // minute's correction tightened the telepointer's Block to 0.16%
+        // and it kept that into a path losing 0.5%.)
+        let moved = self.current.is_some() && path.recent_loss.is_some_and(|l| self.changed(l));
+        let correction = if moved { 1.0 } else { self.correction() };
+        let qos = tightened(&self.qos, correction);
         let mut judged = *traffic;
         if self.policy == Policy::Model && !self.cfg.window.is_zero() {
             judged.window = Some(Window {
@@ -383,7 +393,7 @@ impl AdaptiveController {
         }
         // What was measured on another path says nothing of this one; on
         // the same path the closed loop's evidence stands.
-        if rescue && (changed || overload) {
+        if (rescue && (changed || overload)) || moved {
             self.measured_lost = 0.0;
             self.predicted_lost = 0.0;
         }

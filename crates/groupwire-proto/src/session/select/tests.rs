@@ -555,6 +555,35 @@ fn controller_falls_back_when_measured_loss_contradicts_the_prediction() {
     assert!(c.correction() > 1.0);
 }
 
+/// The closed loop's evidence is of the path it was gathered on: the same
+/// contradicting losses as above, but the monitor's recent loss says the
+/// path has moved (a tenth of the loss at the choice) while its estimate
+/// still lags, so no stronger mechanism is taken on that evidence.
+#[test]
+fn a_moved_path_sets_aside_the_closed_loops_correction() {
+    let cfg = ControllerConfig {
+        window: Duration::ZERO,
+        ..ControllerConfig::default()
+    };
+    let mut c = AdaptiveController::new(cfg, Policy::Model, video());
+    let path = PathEstimate::known(ms(100), 0.01, 1.0, Some(Bitrate::mbps(100)));
+    c.on_interval(at(0), &path, &VIDEO, None).expect("first");
+    let moved = PathEstimate {
+        recent_loss: Some(0.001),
+        ..path
+    };
+    for i in 1..1200 {
+        let m = Measured {
+            loss_after_recovery: 0.01,
+            messages: 25,
+        };
+        let s = c.on_interval(at(i), &moved, &VIDEO, Some(m));
+        assert!(s.is_none(), "at {i}: {s:?}");
+    }
+    assert!(c.correction() > 1.0, "the evidence is kept, only set aside");
+    assert!(c.meets());
+}
+
 #[test]
 fn heuristic_controller_follows_the_heuristic_after_hold() {
     let qos = Qos::low_latency().max_loss(0.01);
