@@ -68,6 +68,11 @@ pub trait Machine {
     fn poll_timeout(&self) -> Option<Instant>;
 }
 
+/// Bytes of the length (big endian) in front of every frame a driver
+/// writes on a [`StreamMachine`]'s stream: frames' bytes on the stream, as
+/// [`StreamMachine::handle_stream_sent`] counts them, include it.
+pub const FRAME_PREFIX: usize = 4;
+
 /// A [`Machine`] that also talks to its peer over a reliable, ordered
 /// message stream (one TCP connection, or anything the driver makes as
 /// reliable): it emits those messages as [`Transmit`]s with

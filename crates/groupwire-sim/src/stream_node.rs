@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use groupwire_proto::{Instant, StreamMachine, Transmit, Transport};
+use groupwire_proto::{FRAME_PREFIX, Instant, StreamMachine, Transmit, Transport};
 
 use crate::core::{Ctx, Node, NodeId, Packet, Payload, addr_of, node_of};
 use crate::machine_node::marked;
@@ -28,9 +28,6 @@ use crate::traffic::UDP_IP_HEADER;
 /// Frames written into one direction of the stream: the stream offset of
 /// each frame's end, and its bytes.
 type Pipe = Rc<RefCell<VecDeque<(u64, Bytes)>>>;
-
-/// Bytes of the length prefix each frame is counted with on the stream.
-const FRAME_PREFIX: u64 = 4;
 
 /// A node driving a [`StreamMachine`] with a TCP control stream to one
 /// peer node.
@@ -213,8 +210,8 @@ impl<M: StreamMachine> StreamMachineNode<M> {
         {
             match transport {
                 Transport::TcpFrame if node_of(dst) == Some(self.peer) => {
-                    self.written += payload.len() as u64 + FRAME_PREFIX;
-                    self.tx.write(now, payload.len() as u64 + FRAME_PREFIX);
+                    self.written += (payload.len() + FRAME_PREFIX) as u64;
+                    self.tx.write(now, (payload.len() + FRAME_PREFIX) as u64);
                     self.outbox.borrow_mut().push_back((self.written, payload));
                 }
                 Transport::Udp => {

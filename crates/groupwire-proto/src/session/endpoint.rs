@@ -71,7 +71,7 @@ use super::{CapacityProfile, Dscp, Mechanism, MechanismKind, PathEstimate, Qos, 
 use crate::control::gilbert::decay_weight;
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
-use crate::{Bitrate, Instant, Machine, StreamMachine, Transmit, Transport};
+use crate::{Bitrate, FRAME_PREFIX, Instant, Machine, StreamMachine, Transmit, Transport};
 
 /// How a [`Session`] behaves. [`SessionConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -441,10 +441,6 @@ impl OutChannel {
     }
 }
 
-/// Bytes of a stream frame's length prefix (32 bits, big-endian), which
-/// the driver writes before each frame.
-const FRAME_PREFIX: usize = 4;
-
 /// A channel the application has not sent on for this long keeps its
 /// mechanism: the controller is not run for it.
 const IDLE_CHANNEL: Duration = Duration::from_secs(1);
@@ -598,9 +594,10 @@ pub const DEFAULT_STREAM_WINDOW: usize = 16 * 1024;
 /// driver holds unsent ([`SessionConfig::stream_window`]).
 #[derive(Debug, Default)]
 struct StreamQueue {
-    /// Per channel, in the order sent: message number and payload (sealed
-    /// only when it leaves, so sealed frames keep the stream's order).
-    waiting: BTreeMap<u16, VecDeque<(u32, Bytes)>>,
+    /// Per channel, by its rank ([`stream_rank`]) and id, in the order
+    /// sent: message number and payload (sealed only when it leaves, so
+    /// sealed frames keep the stream's order).
+    waiting: BTreeMap<(usize, u16), VecDeque<(u32, Bytes)>>,
     /// Their payload bytes.
     waiting_bytes: usize,
     /// Bytes handed to the driver and not yet reported sent.
@@ -1035,17 +1032,15 @@ impl Session {
         let q = &mut p.stream;
         // A rank that had nothing waiting starts at the clock: it saved no
         // share while idle.
-        let idle = !q.waiting.keys().any(|id| {
-            p.out
-                .get(id)
-                .map_or(RANKS - 1, |c| stream_rank(c.qos.profile))
-                == rank
-        });
-        if idle {
+        if q.waiting
+            .range((rank, 0)..=(rank, u16::MAX))
+            .next()
+            .is_none()
+        {
             q.vtime[rank] = q.vtime[rank].max(q.clock);
         }
         q.waiting
-            .entry(ch.id)
+            .entry((rank, ch.id))
             .or_default()
             .push_back((msg, Bytes::copy_from_slice(payload)));
         q.waiting_bytes += payload.len();
@@ -1066,40 +1061,35 @@ impl Session {
                 return;
             };
             let q = &mut p.stream;
-            if q.unsent > 0 && q.unsent >= window {
+            if q.unsent >= window.max(1) {
                 return;
             }
-            let rank = |id: &u16| {
-                p.out
-                    .get(id)
-                    .map_or(RANKS - 1, |c| stream_rank(c.qos.profile))
-            };
-            let mut waiting = [false; RANKS];
-            for id in q.waiting.keys() {
-                waiting[rank(id)] = true;
-            }
-            let Some(best) = (0..RANKS)
-                .filter(|&r| waiting[r])
+            let Some(best) = q
+                .waiting
+                .keys()
+                .map(|&(rank, _)| rank)
                 .min_by(|&a, &b| q.vtime[a].total_cmp(&q.vtime[b]).then(a.cmp(&b)))
             else {
                 return;
             };
             // The next channel of that rank after the last one served,
             // else the first.
-            let of_rank = || q.waiting.keys().copied().filter(|id| rank(id) == best);
-            let next = q.last.and_then(|l| of_rank().find(|&id| id > l));
-            let Some(id) = next.or_else(|| of_rank().next()) else {
+            let after = q.last.map_or(0, |l| l.saturating_add(1));
+            let next = q.waiting.range((best, after)..=(best, u16::MAX)).next();
+            let first = || q.waiting.range((best, 0)..=(best, u16::MAX)).next();
+            let Some((&key, _)) = next.or_else(first) else {
                 return;
             };
-            let Some(fifo) = q.waiting.get_mut(&id) else {
+            let Some(fifo) = q.waiting.get_mut(&key) else {
                 return;
             };
             let Some((msg, payload)) = fifo.pop_front() else {
                 return;
             };
             if fifo.is_empty() {
-                q.waiting.remove(&id);
+                q.waiting.remove(&key);
             }
+            let id = key.1;
             q.waiting_bytes -= payload.len();
             q.last = Some(id);
             q.clock = q.vtime[best];
@@ -1129,10 +1119,12 @@ impl Session {
     /// the stream ([`SessionConfig::stream_window`]): sent by the
     /// application, not yet on the wire.
     pub fn channel_waiting(&self, ch: ChannelId) -> usize {
-        self.peers
-            .get(&ch.peer.0)
-            .and_then(|p| p.stream.waiting.get(&ch.id))
-            .map_or(0, |q| q.iter().map(|(_, b)| b.len()).sum())
+        self.peers.get(&ch.peer.0).map_or(0, |p| {
+            let q = p.stream.waiting.iter();
+            q.filter(|((_, id), _)| *id == ch.id)
+                .flat_map(|(_, fifo)| fifo.iter().map(|(_, b)| b.len()))
+                .sum()
+        })
     }
 
     /// Seals one frame for the driver; the bytes it takes on the stream,

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use groupwire_proto::units::MAX_UDP_PAYLOAD;
-use groupwire_proto::{Instant, Machine as _, StreamMachine as _, Transmit, Transport};
+use groupwire_proto::{
+    FRAME_PREFIX, Instant, Machine as _, StreamMachine as _, Transmit, Transport,
+};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -20,9 +22,6 @@ use super::{ConnectError, Event, Inner, SessionOptions, Shared, StreamCounters};
 use crate::driver::{Counters, GRO_BUFFER};
 use crate::send::{send_transmits_marked, sleep_until};
 use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
-
-/// Bytes of the length prefix in front of every frame.
-const FRAME_PREFIX: usize = 4;
 
 /// How long a dialing side waits before opening a broken connection again.
 const REDIAL: Duration = Duration::from_secs(1);

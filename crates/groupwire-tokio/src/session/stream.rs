@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use groupwire_proto::FRAME_PREFIX;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -29,9 +30,6 @@ pub(super) enum StreamIn {
     /// over the limit).
     Closed { conn: ConnId },
 }
-
-/// Bytes of the length prefix in front of every frame.
-const FRAME_PREFIX: u64 = 4;
 
 /// Unsent bytes at which the kernel calls a session stream writable
 /// (`TCP_NOTSENT_LOWAT`): what waits there waits in send order, so the
@@ -62,7 +60,7 @@ impl Conn {
             counters.queued.fetch_sub(len, Ordering::Relaxed);
             Counters::add(&counters.frames_dropped, 1);
             self.sent
-                .fetch_add(len as u64 + FRAME_PREFIX, Ordering::Relaxed);
+                .fetch_add((len + FRAME_PREFIX) as u64, Ordering::Relaxed);
         }
     }
 
@@ -195,7 +193,7 @@ impl Queue {
     /// the machine, which may hand over more.
     fn done(&self, len: usize) {
         self.sent
-            .fetch_add(len as u64 + FRAME_PREFIX, Ordering::Relaxed);
+            .fetch_add((len + FRAME_PREFIX) as u64, Ordering::Relaxed);
         self.sh.wake.notify_one();
     }
 }
@@ -208,7 +206,7 @@ impl Drop for Queue {
             self.sh.streams.queued.fetch_sub(f.len(), Ordering::Relaxed);
             Counters::add(&self.sh.streams.frames_dropped, 1);
             self.sent
-                .fetch_add(f.len() as u64 + FRAME_PREFIX, Ordering::Relaxed);
+                .fetch_add((f.len() + FRAME_PREFIX) as u64, Ordering::Relaxed);
             any = true;
         }
         if any {
