@@ -1717,8 +1717,10 @@ impl Session {
                 Ok(r) => {
                     p.tx_mon.on_stream_backlog(p.stream.waiting_bytes > 0);
                     p.tx_mon.on_report(now, &r);
-                    let fits = p.tx_mon.fits();
-                    if p.late_prior && fits[0].samples() >= self.cfg.monitor.min_samples {
+                    let fits = p.late_prior.then(|| p.tx_mon.fits());
+                    if let Some(fits) =
+                        fits.filter(|[slow, _]| slow.samples() >= self.cfg.monitor.min_samples)
+                    {
                         p.late_prior = false;
                         for c in p.out.values_mut() {
                             if let Some(inst) = &mut c.inst {
