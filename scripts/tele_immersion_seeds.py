@@ -2,7 +2,7 @@
 """Pools `groupwire sim run tele-immersion` runs over several seeds.
 
 Usage: tele_immersion_seeds.py DIR...  (one `--out` directory per seed,
-each named ...-seed-N or holding its seed in summary.json)
+given in seed order from seed 1: the header names them so)
 
 Prints, as markdown:
 
@@ -49,7 +49,6 @@ def main(dirs):
     print()
     print("| channel | model met | model overhead | heuristic met | best fixed (mean) | its met | its overhead | model meets it | model's met per seed |")
     print("|---|---|---|---|---|---|---|---|---|")
-    best_of = {}
     for ch in CHANNELS:
         names = sorted(set().union(*(r[ch].keys() for r in runs)))
 
@@ -58,7 +57,6 @@ def main(dirs):
 
         fixed = [k for k in names if k.startswith("fixed:")]
         best = max(fixed, key=lambda k: (mean(k, 0), -mean(k, 1)))
-        best_of[ch] = best
         ok = mean("model", 0) >= mean(best, 0) - 1e-12 and mean("model", 1) <= mean(best, 1) + 1e-12
         seeds = " ".join(f"{r[ch]['model'][0]:.3f}" for r in runs)
         print(
