@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::blast::BlastEndpoint;
 use super::select::{Provision, afec_size};
 use super::{Mechanism, MechanismKind, Qos};
 use crate::afec::{AfecConfig, AfecEndpoint, AfecEvent, Mode, Step, TypeQos};
@@ -27,7 +28,7 @@ use crate::control::gilbert::RunCounts;
 use crate::control::target::TargetConfig;
 use crate::wire::afec::MsgType;
 use crate::xor::{XorEndpoint, XorEndpointConfig};
-use crate::{Instant, Machine};
+use crate::{Bitrate, Instant, Machine};
 
 /// Bytes of the message number in front of every message.
 pub const MSG_PREFIX: usize = 4;
@@ -118,6 +119,7 @@ pub(super) enum MechInst {
     Afec(Box<AfecEndpoint>),
     Xor(Box<XorEndpoint>),
     Block(Box<BlockEndpoint>),
+    Blast(Box<BlastEndpoint>),
 }
 
 /// Largest message a plain datagram carries: the session leaves `room`.
@@ -152,7 +154,14 @@ pub(super) struct Start {
     /// turn, do not all close their blocks (and encode their repairs) in
     /// one turn.
     pub id: u32,
+    /// A Blast sender's first rate; `None`: [`DEFAULT_BLAST_RATE`].
+    pub rate: Option<Bitrate>,
 }
+
+/// A Blast sender's first rate when neither the QoS nor the monitor gives
+/// one: 10 Mbit/s, and the adaptive rate comes down from there after a
+/// lossy blast ([`crate::rbudp::RateControl::adaptive`]).
+pub const DEFAULT_BLAST_RATE: Bitrate = Bitrate::mbps(10);
 
 impl MechInst {
     /// A fresh instance of `m` toward `peer`; `room` is the bytes a
@@ -175,6 +184,7 @@ impl MechInst {
             fits,
             max_overhead,
             id,
+            rate,
         } = start;
         Some(match *m {
             Mechanism::Plain => Self::Plain {
@@ -254,7 +264,12 @@ impl MechInst {
                     BlockReceiver::new(r),
                 )))
             }
-            Mechanism::Reliable | Mechanism::Striped { .. } | Mechanism::Blast => return None,
+            Mechanism::Blast => Self::Blast(Box::new(BlastEndpoint::new(
+                peer,
+                room,
+                rate.unwrap_or(DEFAULT_BLAST_RATE),
+            )?)),
+            Mechanism::Reliable | Mechanism::Striped { .. } => return None,
         })
     }
 
@@ -264,6 +279,7 @@ impl MechInst {
             Self::Afec(_) => MechanismKind::Afec,
             Self::Xor(_) => MechanismKind::Xor,
             Self::Block(_) => MechanismKind::Block,
+            Self::Blast(_) => MechanismKind::Blast,
         }
     }
 
@@ -273,7 +289,7 @@ impl MechInst {
     pub(super) fn late_prior(&mut self, fits: [RunCounts; 2]) -> bool {
         match self {
             Self::Block(ep) => ep.sender.late_prior(fits),
-            Self::Plain { .. } | Self::Afec(_) | Self::Xor(_) => false,
+            Self::Plain { .. } | Self::Afec(_) | Self::Xor(_) | Self::Blast(_) => false,
         }
     }
 
@@ -282,7 +298,7 @@ impl MechInst {
         match self {
             Self::Xor(ep) => n.xor_seq = ep.next_seq(),
             Self::Block(ep) => n.block = ep.sender.successor_numbers(),
-            Self::Plain { .. } | Self::Afec(_) => {}
+            Self::Plain { .. } | Self::Afec(_) | Self::Blast(_) => {}
         }
     }
 
@@ -319,6 +335,12 @@ impl MechInst {
                 crate::block::SendError::TooLarge { max, .. } => too_large(max),
                 _ => MechRefused::Full,
             }),
+            // One transfer per message, of any size (the receiver refuses
+            // one past its bounds).
+            Self::Blast(ep) => {
+                ep.send(now, msg, payload);
+                Ok(())
+            }
         }
     }
 
@@ -331,6 +353,54 @@ impl MechInst {
             Self::Afec(ep) => ep.handle_datagram(now, peer, pkt),
             Self::Xor(ep) => ep.handle_datagram(now, peer, pkt),
             Self::Block(ep) => ep.handle_datagram(now, peer, pkt),
+            Self::Blast(ep) => ep.handle_datagram(now, pkt),
+        }
+    }
+
+    /// A control frame of this mechanism from the peer (for the sending
+    /// half when `to_sender`); a receiving half takes a new transfer of at
+    /// most `max_size` bytes. Only Blast has any: others count nothing and
+    /// drop it.
+    pub(super) fn handle_frame(
+        &mut self,
+        now: Instant,
+        to_sender: bool,
+        msg: &[u8],
+        max_size: u64,
+    ) {
+        if let Self::Blast(ep) = self {
+            ep.handle_frame(now, to_sender, msg, max_size);
+        }
+    }
+
+    /// The next control frame for the peer, and whether it is the
+    /// receiving half's.
+    pub(super) fn poll_frame(&mut self) -> Option<(bool, Bytes)> {
+        match self {
+            Self::Blast(ep) => ep.poll_frame(),
+            _ => None,
+        }
+    }
+
+    /// Whether a replaced instance still has work that outlasts the drain:
+    /// a Blast transfer queued, sent or received.
+    pub(super) fn busy(&self) -> bool {
+        matches!(self, Self::Blast(ep) if ep.busy())
+    }
+
+    /// Payload bytes a receiving half holds for a transfer under way.
+    pub(super) fn held(&self) -> u64 {
+        match self {
+            Self::Blast(ep) => ep.held(),
+            _ => 0,
+        }
+    }
+
+    /// Messages the sending half gave up on.
+    pub(super) fn failed(&self) -> u64 {
+        match self {
+            Self::Blast(ep) => ep.failed(),
+            _ => 0,
         }
     }
 
@@ -340,6 +410,7 @@ impl MechInst {
             Self::Afec(ep) => ep.handle_timeout(now),
             Self::Xor(ep) => ep.handle_timeout(now),
             Self::Block(ep) => ep.handle_timeout(now),
+            Self::Blast(ep) => ep.handle_timeout(now),
         }
     }
 
@@ -350,6 +421,7 @@ impl MechInst {
             Self::Afec(ep) => ep.poll_transmit(now).map(|t| t.payload),
             Self::Xor(ep) => ep.poll_transmit(now).map(|t| t.payload),
             Self::Block(ep) => ep.poll_transmit(now).map(|t| t.payload),
+            Self::Blast(ep) => ep.poll_transmit(now),
         }
     }
 
@@ -366,6 +438,7 @@ impl MechInst {
             },
             Self::Xor(ep) => ep.poll_event().map(|d| (d.payload, d.recovered.is_some())),
             Self::Block(ep) => ep.poll_event().map(|d| (d.payload, d.recovered)),
+            Self::Blast(ep) => ep.poll_delivery().map(|d| (d, false)),
         }
     }
 
@@ -375,6 +448,7 @@ impl MechInst {
             Self::Afec(ep) => ep.poll_timeout(),
             Self::Xor(ep) => ep.poll_timeout(),
             Self::Block(ep) => ep.poll_timeout(),
+            Self::Blast(ep) => ep.poll_timeout(),
         }
     }
 }
@@ -414,6 +488,12 @@ impl SeenWindow {
         let Some(top) = self.top else {
             self.top = Some(u64::from(msg));
             self.bits.push_front(true);
+            // A channel numbers its messages from 0, so those below the
+            // first one seen may still come (a long Blast transfer
+            // overtaken by a short message on the stream).
+            if u64::from(msg) < SEEN_WINDOW {
+                self.bits.extend(std::iter::repeat_n(false, msg as usize));
+            }
             return Seen::New(u64::from(msg));
         };
         // Extend toward the top (RFC 3550 A.1's idea, for 32 bits).

@@ -27,7 +27,11 @@
 //! have delivered nor duplicates anything; an ordered channel is delivered
 //! in order across it. Reliable channels travel as stream frames
 //! ([`Transport::TcpFrame`]) on the connection the driver keeps to the
-//! peer.
+//! peer. A Blast channel ([`Mechanism::Blast`], Reliable Blast UDP) sends
+//! each message as one transfer: data as datagrams, its control as
+//! [control frames](wire::ControlFrame) on that stream (see
+//! [`super::blast`]); a replaced Blast drains until its transfers are done,
+//! and comes back if the channel returns to Blast before then.
 //!
 //! **Monitor and selector.** Every datagram carries the per-peer packet
 //! number and send time the resource monitor ([`super::monitor`]) reads;
@@ -49,9 +53,11 @@
 //! ([`Session::poll_transmit_marked`]); control datagrams and stream frames
 //! go unmarked.
 //!
-//! **Not yet** (issue 16, later steps): the striped and blast bulk
-//! mechanisms, and a peer that moves to another address (its packets are
-//! dropped as foreign; QUIC would migrate).
+//! **Not yet** (issue 16, later steps): the striped bulk mechanism (the
+//! drivers keep one stream connection per peer, so
+//! [`Session::set_mechanism`] refuses [`Mechanism::Striped`]), and a peer
+//! that moves to another address (its packets are dropped as foreign;
+//! QUIC would migrate).
 
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
@@ -126,6 +132,15 @@ pub struct SessionConfig {
     /// of it. `None` (the default, for a driver that does not report):
     /// every frame goes to the driver at once, in the order sent.
     pub stream_window: Option<usize>,
+    /// Largest message a peer's Blast transfer may bring (default 16 MiB,
+    /// as the tokio driver's largest stream frame): a Start for more is
+    /// refused, and the peer's transfer fails.
+    pub max_blast: u64,
+    /// Most payload bytes a peer's Blast transfers under way may hold here
+    /// at once, over all its channels (default 64 MiB): the receive
+    /// buffers are allocated as a Start says, so this bounds what one peer
+    /// can make this side hold.
+    pub blast_memory: u64,
 }
 
 impl SessionConfig {
@@ -152,6 +167,8 @@ impl SessionConfig {
             controller: ControllerConfig::default(),
             control_interval: Duration::from_millis(100),
             stream_window: None,
+            max_blast: 16 << 20,
+            blast_memory: 64 << 20,
         }
     }
 
@@ -342,6 +359,10 @@ pub struct ChannelStats {
     pub recovered: u64,
     /// Mechanism switches.
     pub switches: u64,
+    /// Messages given up by their mechanism: a Blast transfer the peer
+    /// refused, or one that failed its tries
+    /// ([`blast::ATTEMPTS`](super::blast::ATTEMPTS)).
+    pub failed: u64,
 }
 
 #[derive(Debug)]
@@ -647,6 +668,11 @@ enum Early {
         msg: u32,
         payload: Bytes,
     },
+    Control {
+        channel: u16,
+        mechanism: u8,
+        payload: Bytes,
+    },
 }
 
 /// Most datagrams and frames held per peer for channels not yet opened.
@@ -698,7 +724,13 @@ impl Session {
 
     /// A channel's counters.
     pub fn channel_stats(&self, ch: ChannelId) -> Option<ChannelStats> {
-        self.peers.get(&ch.peer.0)?.out.get(&ch.id).map(|c| c.stats)
+        self.peers.get(&ch.peer.0)?.out.get(&ch.id).map(|c| {
+            let live = c.inst.iter().chain(c.draining.iter().map(|(i, _)| i));
+            ChannelStats {
+                failed: c.stats.failed + live.map(MechInst::failed).sum::<u64>(),
+                ..c.stats
+            }
+        })
     }
 
     /// A channel's mechanism.
@@ -820,7 +852,10 @@ impl Session {
         if name.is_empty() || name.len() > wire::MAX_NAME {
             return Err(SessionError::BadName);
         }
-        let max = self.cfg.max_channels;
+        let max = self
+            .cfg
+            .max_channels
+            .min(usize::from(wire::MAX_CHANNEL) + 1);
         let (policy, ctl) = (self.cfg.policy, self.cfg.controller);
         let p = self.peers.get_mut(&peer.0).ok_or(SessionError::NoPeer)?;
         if let Some(&id) = p.by_name.get(name) {
@@ -925,13 +960,38 @@ impl Session {
                 p.late_prior = true;
             }
         }
+        // A Blast's first rate: the QoS's, else just below what the
+        // monitor measured the path to carry (Leigh et al. §4.2: "just
+        // below the available bandwidth"), else the default.
+        let capacity = self
+            .peers
+            .get(&ch.peer.0)
+            .and_then(|p| p.tx_mon.estimate().capacity);
         let c = self.out_mut(ch)?;
+        let rate = c
+            .qos
+            .rate
+            .or(capacity.map(|b| Bitrate::bps(b.as_bps() / 10 * 9)));
         if let Some(old) = &c.inst {
             old.hand_on(&mut c.numbering);
         }
+        // A channel has one Blast at a time (the peer's receiving half
+        // takes one transfer at a time, and its answers name only the
+        // kind): one still draining its transfers comes back.
+        let revived = matches!(m, Mechanism::Blast)
+            .then(|| {
+                let at = c
+                    .draining
+                    .iter()
+                    .position(|(i, _)| i.kind() == MechanismKind::Blast)?;
+                Some(c.draining.remove(at).0)
+            })
+            .flatten();
         let inst = match m {
+            Mechanism::Blast if revived.is_some() => revived,
             Mechanism::Reliable => None,
-            Mechanism::Striped { .. } | Mechanism::Blast => {
+            // The drivers keep one stream connection per peer.
+            Mechanism::Striped { .. } => {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
             _ => Some(
@@ -945,6 +1005,7 @@ impl Session {
                         fits,
                         max_overhead: budget,
                         id: u32::from(ch.id),
+                        rate,
                     },
                 )
                 .ok_or_else(|| SessionError::Unsupported(m.to_string()))?,
@@ -1151,6 +1212,36 @@ impl Session {
         Some(len)
     }
 
+    /// A mechanism's control frame onto peer `cid`'s stream, at once (it
+    /// is small, and a transfer's progress waits on it), counted against
+    /// the stream window; its `dcid` is the peer's.
+    fn send_control(&mut self, cid: u32, f: wire::ControlFrame<'_>) {
+        let (channel, msg) = f.as_fields();
+        let Some((dst, bytes)) = self.seal_frame(PeerId(cid), channel, msg, f.payload) else {
+            return;
+        };
+        let len = bytes.len() + FRAME_PREFIX;
+        if let Some(p) = self.peers.get_mut(&cid) {
+            p.tx_mon.on_stream_send(self.now, len);
+            if self.cfg.stream_window.is_some() {
+                p.stream.unsent += len;
+            }
+            if !f.peer_owned
+                && let Some(c) = p.out.get_mut(&f.channel)
+            {
+                c.stats.wire_bytes += bytes.len() as u64;
+            }
+        }
+        self.transmits.push_back((
+            Transmit {
+                dst,
+                transport: Transport::TcpFrame,
+                payload: bytes,
+            },
+            None,
+        ));
+    }
+
     /// A stream frame to an established `peer` (sealed under the key),
     /// and the peer's address.
     fn seal_frame(
@@ -1283,6 +1374,9 @@ impl Session {
             return;
         }
         let mut pkts: Vec<(u16, u8, Bytes, Option<Dscp>)> = Vec::new();
+        // Mechanisms' control frames: channel, kind, whether the channel
+        // is the peer's.
+        let mut frames: Vec<(u16, u8, bool, Bytes)> = Vec::new();
         // One channel's send looks at that channel alone, not at all of
         // them: with many channels, walking them all per message was what
         // the session cost over one mechanism (issue 16's loopback
@@ -1298,6 +1392,9 @@ impl Session {
                 while let Some(pkt) = inst.poll_transmit(now) {
                     pkts.push((id, k, pkt, dscp));
                 }
+                while let Some((_, f)) = inst.poll_frame() {
+                    frames.push((id, k, false, f));
+                }
             }
         }
         // Feedback (reports, NAK/INC) of the channels the peer sends on
@@ -1310,7 +1407,22 @@ impl Session {
                 while let Some(pkt) = inst.poll_transmit(now) {
                     pkts.push((id | wire::PEER_OWNED, *k as u8, pkt, dscp));
                 }
+                while let Some((_, f)) = inst.poll_frame() {
+                    frames.push((id, *k as u8, true, f));
+                }
             }
+        }
+        for (channel, mechanism, peer_owned, payload) in frames {
+            self.send_control(
+                cid,
+                wire::ControlFrame {
+                    dcid: 0,
+                    channel,
+                    mechanism,
+                    peer_owned,
+                    payload: &payload,
+                },
+            );
         }
         for (channel, mechanism, payload, dscp) in pkts {
             let n = self.emit_marked(
@@ -1425,7 +1537,10 @@ impl Session {
     /// The local channel that takes peer channel `id` named `name`,
     /// opened here if this side has none by that name.
     fn bind_incoming(&mut self, now: Instant, cid: u32, id: u16, name: &str) -> Option<u16> {
-        let max = self.cfg.max_channels;
+        let max = self
+            .cfg
+            .max_channels
+            .min(usize::from(wire::MAX_CHANNEL) + 1);
         let p = self.peers.get_mut(&cid)?;
         if let Some(c) = p.incoming.get(&id) {
             return Some(c.local);
@@ -1668,32 +1783,12 @@ impl Session {
                         }
                         return;
                     };
-                    let qos = p
-                        .out
-                        .get(&inc.local)
-                        .map(|c| c.qos)
-                        .unwrap_or(Qos::low_latency());
-                    let slot = match inc.insts.entry(kind) {
-                        Entry::Occupied(o) => o.into_mut(),
-                        Entry::Vacant(v) => {
-                            let Some(i) = receive_side(kind, &qos).and_then(|m| {
-                                MechInst::new(
-                                    &m,
-                                    &qos,
-                                    addr,
-                                    room,
-                                    &Numbering::default(),
-                                    Start::default(),
-                                )
-                            }) else {
-                                self.stats.unknown_mechanism += 1;
-                                return;
-                            };
-                            v.insert((i, now))
-                        }
+                    let qos = p.out.get(&inc.local).map(|c| c.qos);
+                    let Some(i) = receiving_inst(inc, kind, qos, addr, room, now, drain) else {
+                        self.stats.unknown_mechanism += 1;
+                        return;
                     };
-                    slot.1 = now.saturating_add(drain);
-                    Some(&mut slot.0)
+                    Some(i)
                 };
                 match inst {
                     Some(i) => i.handle(now, src, payload),
@@ -1915,7 +2010,9 @@ impl Session {
         let (mine, rest): (VecDeque<Early>, VecDeque<Early>) = std::mem::take(&mut p.early)
             .into_iter()
             .partition(|e| match e {
-                Early::Datagram { channel, .. } | Early::Frame { channel, .. } => *channel == id,
+                Early::Datagram { channel, .. }
+                | Early::Frame { channel, .. }
+                | Early::Control { channel, .. } => *channel == id,
             });
         p.early = rest;
         for e in mine {
@@ -1941,6 +2038,21 @@ impl Session {
                 } => {
                     self.deliver(cid, channel, msg, payload, MechanismKind::Reliable, false);
                 }
+                Early::Control {
+                    channel,
+                    mechanism,
+                    payload,
+                } => self.on_control(
+                    now,
+                    cid,
+                    &wire::ControlFrame {
+                        dcid: 0,
+                        channel,
+                        mechanism,
+                        peer_owned: false,
+                        payload: &payload,
+                    },
+                ),
             }
         }
     }
@@ -2098,8 +2210,43 @@ fn receive_side(kind: MechanismKind, qos: &Qos) -> Option<Mechanism> {
             target: 0.001,
             max_delay: qos.max_delay.unwrap_or(Duration::from_millis(100)),
         },
-        MechanismKind::Reliable | MechanismKind::Striped | MechanismKind::Blast => return None,
+        MechanismKind::Blast => Mechanism::Blast,
+        MechanismKind::Reliable | MechanismKind::Striped => return None,
     })
+}
+
+/// The receiving instance of `kind` on the peer's channel `inc` (whose
+/// local channel has QoS `qos`, if opened here), made on its first packet
+/// or control frame; it is kept `drain` past this one. `None`: no such
+/// receiving half.
+fn receiving_inst(
+    inc: &mut InChannel,
+    kind: MechanismKind,
+    qos: Option<Qos>,
+    addr: SocketAddr,
+    room: usize,
+    now: Instant,
+    drain: Duration,
+) -> Option<&mut MechInst> {
+    let qos = qos.unwrap_or(Qos::low_latency());
+    let slot = match inc.insts.entry(kind) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => {
+            let i = receive_side(kind, &qos).and_then(|m| {
+                MechInst::new(
+                    &m,
+                    &qos,
+                    addr,
+                    room,
+                    &Numbering::default(),
+                    Start::default(),
+                )
+            })?;
+            v.insert((i, now))
+        }
+    };
+    slot.1 = now.saturating_add(drain);
+    Some(&mut slot.0)
 }
 
 /// The mechanism a channel starts on: Leigh et al. §5's heuristics read
@@ -2174,6 +2321,7 @@ impl Machine for Session {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
+        let drain = self.cfg.drain;
         let cids: Vec<u32> = self.peers.keys().copied().collect();
         for cid in cids {
             let Some(p) = self.peers.get_mut(&cid) else {
@@ -2237,9 +2385,18 @@ impl Machine for Session {
                     if let Some(i) = c.inst.as_mut() {
                         i.handle_timeout(now);
                     }
+                    let failed = &mut c.stats.failed;
                     c.draining.retain_mut(|(i, until)| {
                         i.handle_timeout(now);
-                        now < *until
+                        // A Blast with a transfer left outlasts the drain.
+                        if now >= *until && i.busy() {
+                            *until = now.saturating_add(drain);
+                        }
+                        let keep = now < *until;
+                        if !keep {
+                            *failed += i.failed();
+                        }
+                        keep
                     });
                     due.push(Pump::Out(id));
                 }
@@ -2252,6 +2409,9 @@ impl Machine for Session {
                 if c.timer.is_some_and(|t| t <= now) {
                     c.insts.retain(|_, (i, until)| {
                         i.handle_timeout(now);
+                        if now >= *until && i.busy() {
+                            *until = now.saturating_add(drain);
+                        }
                         now < *until
                     });
                     due.push(Pump::In(id));
@@ -2334,6 +2494,69 @@ impl Machine for Session {
     }
 }
 
+impl Session {
+    /// A mechanism's control frame from peer `cid`: to the sending half of
+    /// our channel it names (`peer_owned`), or to the receiving half of
+    /// the peer's, made if need be (a frame before the channel's Open waits
+    /// with the early packets). A receiving half may take a transfer of
+    /// up to [`SessionConfig::max_blast`] bytes, less what the peer's
+    /// other transfers hold of [`SessionConfig::blast_memory`].
+    fn on_control(&mut self, now: Instant, cid: u32, f: &wire::ControlFrame<'_>) {
+        let Some(kind) = MechanismKind::from_u8(f.mechanism).filter(|k| *k == MechanismKind::Blast)
+        else {
+            self.stats.unknown_mechanism += 1;
+            return;
+        };
+        let (room, drain) = (self.cfg.room(), self.cfg.drain);
+        let (max_blast, memory) = (self.cfg.max_blast, self.cfg.blast_memory);
+        let Some(p) = self.peers.get_mut(&cid) else {
+            return;
+        };
+        if f.peer_owned {
+            let inst = p.out.get_mut(&f.channel).and_then(|c| {
+                c.inst
+                    .iter_mut()
+                    .chain(c.draining.iter_mut().map(|(i, _)| i))
+                    .find(|i| i.kind() == kind)
+            });
+            let Some(inst) = inst else {
+                self.stats.unknown_channel += 1;
+                return;
+            };
+            inst.handle_frame(now, true, f.payload, 0);
+            self.pump(now, cid, Pump::Out(f.channel));
+            return;
+        }
+        let held: u64 = p
+            .incoming
+            .iter()
+            .filter(|(id, _)| **id != f.channel)
+            .flat_map(|(_, c)| c.insts.values().map(|(i, _)| i.held()))
+            .sum();
+        let max_size = max_blast.min(memory.saturating_sub(held));
+        let addr = p.addr;
+        let Some(inc) = p.incoming.get_mut(&f.channel) else {
+            if p.early.len() >= EARLY {
+                self.stats.unknown_channel += 1;
+            } else {
+                p.early.push_back(Early::Control {
+                    channel: f.channel,
+                    mechanism: f.mechanism,
+                    payload: Bytes::copy_from_slice(f.payload),
+                });
+            }
+            return;
+        };
+        let qos = p.out.get(&inc.local).map(|c| c.qos);
+        let Some(inst) = receiving_inst(inc, kind, qos, addr, room, now, drain) else {
+            self.stats.unknown_mechanism += 1;
+            return;
+        };
+        inst.handle_frame(now, false, f.payload, max_size);
+        self.pump(now, cid, Pump::In(f.channel));
+    }
+}
+
 impl StreamMachine for Session {
     fn handle_frame(&mut self, now: Instant, _src: SocketAddr, frame: &[u8]) {
         self.accept_frame(now, frame);
@@ -2386,7 +2609,21 @@ impl Session {
                 }
             },
         };
-        let Ok(f) = Frame::parse(&plain) else {
+        let control = wire::ControlFrame::is_control(&plain);
+        let f = if control {
+            wire::ControlFrame::parse(&plain).map(|c| {
+                let (channel, msg) = c.as_fields();
+                Frame {
+                    dcid: c.dcid,
+                    channel,
+                    msg,
+                    payload: c.payload,
+                }
+            })
+        } else {
+            Frame::parse(&plain)
+        };
+        let Ok(f) = f else {
             self.stats.bad_frames += 1;
             return None;
         };
@@ -2407,6 +2644,11 @@ impl Session {
         // With its length prefix: what the stream carried.
         p.rx_mon.on_stream_bytes(now, frame.len() + FRAME_PREFIX);
         if f.channel == wire::BIND_CHANNEL {
+            return Some(PeerId(dcid));
+        }
+        if control {
+            let c = wire::ControlFrame::parse(&plain).expect("parsed above");
+            self.on_control(now, dcid, &c);
             return Some(PeerId(dcid));
         }
         if !p.incoming.contains_key(&f.channel) {

@@ -10,9 +10,11 @@
 //! - [`wire`]: the session's datagrams and stream frames.
 //! - [`endpoint`]: the machine ([`Session`]): peers, handshakes, channels,
 //!   mechanism switches.
+//! - [`blast`]: Reliable Blast UDP as a channel's mechanism.
 //! - [`monitor`]: the resource monitor itself ([`ReceiveMonitor`],
 //!   [`MonitorReport`], [`SendMonitor`]).
 
+pub mod blast;
 mod channel;
 pub mod endpoint;
 pub mod mechanism;
@@ -24,7 +26,7 @@ pub mod select;
 mod tests;
 pub mod wire;
 
-pub use channel::MSG_PREFIX;
+pub use channel::{DEFAULT_BLAST_RATE, MSG_PREFIX};
 pub use endpoint::{
     ChannelId, ChannelStats, DEFAULT_STREAM_WINDOW, PeerId, Session, SessionConfig, SessionError,
     SessionEvent, SessionStats, initial_mechanism,

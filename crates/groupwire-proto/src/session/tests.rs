@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use super::*;
 use crate::tunnel::{Cipher, TunnelKey};
 use crate::xor::XorLayout;
-use crate::{Instant, Machine, StreamMachine, Transmit, Transport};
+use crate::{Bitrate, Instant, Machine, StreamMachine, Transmit, Transport};
 
 const A: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7400);
 const B: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7401);
@@ -685,13 +685,224 @@ fn limits_and_bad_commands_are_refused_with_a_reason() {
         Err(SessionError::TooManyChannels)
     );
     assert!(matches!(
-        s.set_mechanism(now, c, Mechanism::Blast),
+        s.set_mechanism(now, c, Mechanism::Striped { streams: 2 }),
         Err(SessionError::Unsupported(_))
     ));
     assert!(matches!(
         s.send(now, c, &vec![0; 2000]),
         Err(SessionError::TooLarge { .. })
     ));
+}
+
+/// `len` bytes that differ with `seed` and with the offset.
+fn bulk_msg(seed: u32, len: usize) -> Vec<u8> {
+    let mut rng = ChaCha8Rng::seed_from_u64(u64::from(seed));
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v[..]);
+    v[..4].copy_from_slice(&seed.to_be_bytes());
+    v
+}
+
+/// B's deliveries on `ch`: payload and mechanism.
+fn deliveries(net: &Net, ch: ChannelId) -> Vec<(Bytes, MechanismKind)> {
+    net.ev_b
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Message {
+                channel,
+                payload,
+                via,
+                ..
+            } if *channel == ch => Some((payload.clone(), *via)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Drops each data datagram A sends with probability `p` (seeded).
+fn random_data_from_a(p: f64, seed: u64) -> DropRule {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    Box::new(move |from, t| {
+        let data = crate::session::wire::parse(&t.payload)
+            .is_ok_and(|(h, _)| h.kind == crate::session::wire::Kind::Data);
+        from == A && data && rng.random_bool(p)
+    })
+}
+
+#[test]
+fn blast_carries_whole_messages_over_a_lossy_path_in_order() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("dataset", Qos::bulk().rate(Bitrate::mbps(20)));
+    net.a.set_mechanism(net.now, ca, Mechanism::Blast).unwrap();
+    net.drop = random_data_from_a(0.1, 7);
+    let sent: Vec<Vec<u8>> = [300_000, 1, 0, 150_001]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| bulk_msg(i as u32, n.max(4)))
+        .collect();
+    for m in &sent {
+        net.a.send(net.now, ca, m).unwrap();
+    }
+    net.run_for(Duration::from_secs(10));
+    let got = deliveries(&net, cb);
+    assert_eq!(got.len(), sent.len(), "every message, once");
+    for ((g, via), m) in got.iter().zip(&sent) {
+        assert_eq!(&g[..], &m[..], "whole and in order");
+        assert_eq!(*via, MechanismKind::Blast);
+    }
+    // Data went as datagrams, control as stream frames, both ways.
+    let frames = |from| {
+        net.log
+            .iter()
+            .filter(|(f, t)| *f == from && t.transport == Transport::TcpFrame)
+            .count()
+    };
+    assert!(frames(A) >= 2 * sent.len() && frames(B) >= 2 * sent.len());
+    let stats = net.a.channel_stats(ca).unwrap();
+    assert_eq!(stats.failed, 0);
+    // The lost tenth was sent again, and little more.
+    let payload: usize = sent.iter().map(Vec::len).sum();
+    let overhead = stats.wire_bytes as f64 / payload as f64 - 1.0;
+    assert!((0.1..0.3).contains(&overhead), "overhead {overhead}");
+}
+
+#[test]
+fn a_switch_onto_blast_and_off_it_loses_duplicates_and_reorders_nothing() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("edits", Qos::reliable_ordered());
+    net.drop = random_data_from_a(0.05, 3);
+    let mut sent = Vec::new();
+    let mut push = |net: &mut Net, i: u32| {
+        let m = bulk_msg(i, 4 + (i as usize * 7919) % 40_000);
+        net.a.send(net.now, ca, &m).unwrap();
+        sent.push(m);
+    };
+    for (round, m) in [
+        Mechanism::Reliable,
+        Mechanism::Blast,
+        Mechanism::Reliable,
+        Mechanism::Blast,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        net.a.set_mechanism(net.now, ca, m).unwrap();
+        for i in 0..20 {
+            push(&mut net, round as u32 * 20 + i);
+            net.run_for(Duration::from_millis(3));
+        }
+    }
+    net.run_for(Duration::from_secs(10));
+    let got: Vec<Bytes> = deliveries(&net, cb).into_iter().map(|(b, _)| b).collect();
+    assert_eq!(got.len(), sent.len());
+    assert!(got.iter().zip(&sent).all(|(g, m)| g[..] == m[..]));
+    assert_eq!(net.b.stats().skipped, 0);
+}
+
+#[test]
+fn a_transfer_past_the_receivers_bounds_is_refused_and_counted() {
+    let mut b = SessionConfig::new(2);
+    b.max_blast = 100_000;
+    b.blast_memory = 150_000;
+    let mut net = Net::new(SessionConfig::new(1), b);
+    let (ca, cb) = net.pair("one", Qos::bulk());
+    let ca2 = net
+        .a
+        .open_channel(net.now, ca.peer, "two", Qos::bulk())
+        .unwrap();
+    net.run_for(Duration::from_millis(100));
+    for c in [ca, ca2] {
+        net.a.set_mechanism(net.now, c, Mechanism::Blast).unwrap();
+    }
+    // Past max_blast: refused at once, never tried again.
+    net.a.send(net.now, ca, &bulk_msg(1, 100_001)).unwrap();
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.a.channel_stats(ca).unwrap().failed, 1);
+    assert!(deliveries(&net, cb).is_empty());
+    // Two at once fit max_blast but not blast_memory together: the
+    // second Start finds the first's 90 kB held.
+    net.a.send(net.now, ca, &bulk_msg(2, 90_000)).unwrap();
+    net.a.send(net.now, ca2, &bulk_msg(3, 90_000)).unwrap();
+    net.run_for(Duration::from_secs(5));
+    let failed = |c| net.a.channel_stats(c).unwrap().failed;
+    assert_eq!(failed(ca) + failed(ca2), 2, "one of the two refused");
+    let got: usize = net
+        .ev_b
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::Message { .. }))
+        .count();
+    assert_eq!(got, 1);
+    // Once that is done, the memory is free again.
+    net.a.send(net.now, ca2, &bulk_msg(4, 90_000)).unwrap();
+    net.run_for(Duration::from_secs(5));
+    let got: usize = net
+        .ev_b
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::Message { .. }))
+        .count();
+    assert_eq!(got, 2);
+}
+
+#[test]
+fn a_blast_transfer_outlasts_the_drain_of_a_switch() {
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, cb) = net.pair("dataset", Qos::bulk().rate(Bitrate::mbps(1)));
+    net.a.set_mechanism(net.now, ca, Mechanism::Blast).unwrap();
+    // 1 MB at 1 Mbit/s: about 8 s, four times the drain.
+    let m = bulk_msg(9, 1_000_000);
+    net.a.send(net.now, ca, &m).unwrap();
+    net.run_for(Duration::from_millis(500));
+    net.a
+        .set_mechanism(net.now, ca, Mechanism::Reliable)
+        .unwrap();
+    net.a.send(net.now, ca, b"after").unwrap();
+    net.run_for(Duration::from_secs(12));
+    let got = deliveries(&net, cb);
+    assert_eq!(got.len(), 2);
+    assert!(
+        got.iter()
+            .any(|(g, via)| g[..] == m[..] && *via == MechanismKind::Blast)
+    );
+}
+
+proptest! {
+    #[test]
+    fn hostile_control_frames_never_panic_and_reach_nothing(
+        frames in proptest::collection::vec(
+            (any::<bool>(), 0u16..4, proptest::collection::vec(any::<u8>(), 0..120)),
+            1..40,
+        ),
+    ) {
+        let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+        let (ca, _) = net.pair("dataset", Qos::bulk());
+        net.a.set_mechanism(net.now, ca, Mechanism::Blast).unwrap();
+        // B's connection id for A, from a datagram A sent it.
+        let dcid = net
+            .log
+            .iter()
+            .find_map(|(from, t)| {
+                let ours = *from == A && t.transport == Transport::Udp;
+                ours.then(|| crate::session::wire::parse(&t.payload).ok().map(|(h, _)| h.dcid))
+                    .flatten()
+            })
+            .expect("A sent B a datagram");
+        for (peer_owned, channel, payload) in &frames {
+            let mut f = Vec::new();
+            crate::session::wire::ControlFrame {
+                dcid,
+                channel: *channel,
+                mechanism: MechanismKind::Blast as u8,
+                peer_owned: *peer_owned,
+                payload,
+            }
+            .write(&mut f);
+            net.b.handle_frame(net.now, A, &f);
+            net.run_for(Duration::from_millis(5));
+        }
+        net.run_for(Duration::from_secs(2));
+        let got = net.ev_b.iter().filter(|e| matches!(e, SessionEvent::Message { .. })).count();
+        prop_assert_eq!(got, 0);
+    }
 }
 
 proptest! {

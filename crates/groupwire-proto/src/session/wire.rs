@@ -54,7 +54,15 @@
 //! like a datagram under a key): destination cid (4), channel (2), message
 //! number (4), the message. A frame whose channel is [`BIND_CHANNEL`]
 //! carries no message: it names the stream's sender (the first frame on a
-//! stream the driver opened).
+//! stream the driver opened). A frame whose channel field has the top bit
+//! [`CONTROL_FRAME`] set (and is not [`BIND_CHANNEL`]) carries a
+//! mechanism's control message instead of an application's, in the same
+//! ten bytes ([`ControlFrame`]): destination cid (4), `CONTROL_FRAME |
+//! channel` (2), mechanism (1), owner (1: 1 when the channel is the
+//! frame's receiver's, as [`PEER_OWNED`] in a datagram), zero (2), the
+//! mechanism's message. Reliable Blast UDP's Start, Accept, missing lists
+//! and Done travel so (Leigh et al. §4.2: its control goes over TCP while
+//! the data goes over UDP).
 
 use std::fmt;
 
@@ -71,8 +79,13 @@ pub const HELLO_LEN: usize = 1200;
 pub const MAX_NAME: usize = 64;
 /// Channel field bit: the channel is the receiver's (it sends on it).
 pub const PEER_OWNED: u16 = 0x8000;
-/// Highest channel number a side may use.
-pub const MAX_CHANNEL: u16 = PEER_OWNED - 1;
+/// Highest channel number a side may use: `0x7FFE`, so that a control
+/// frame's channel field (`CONTROL_FRAME | channel`) is never
+/// [`BIND_CHANNEL`].
+pub const MAX_CHANNEL: u16 = PEER_OWNED - 2;
+/// Channel-field bit of a stream frame that carries a mechanism's control
+/// message ([`ControlFrame`]) rather than an application's.
+pub const CONTROL_FRAME: u16 = 0x8000;
 /// Bytes before a stream frame's message.
 pub const FRAME_HEADER_LEN: usize = 10;
 /// A stream frame's channel field when the frame carries no message but
@@ -272,6 +285,9 @@ pub enum ParseError {
     BadName,
     /// A channel number above [`MAX_CHANNEL`] where only those are allowed.
     BadChannel,
+    /// A control frame whose owner byte is not 0 or 1, or whose reserved
+    /// bytes are not zero.
+    BadControl,
 }
 
 impl fmt::Display for ParseError {
@@ -284,6 +300,7 @@ impl fmt::Display for ParseError {
             Self::ShortHello => "hello not padded",
             Self::BadName => "bad channel name",
             Self::BadChannel => "bad channel number",
+            Self::BadControl => "bad control frame header",
         })
     }
 }
@@ -476,6 +493,74 @@ impl<'a> Frame<'a> {
     }
 }
 
+/// A mechanism's control message on the stream (see the module docs):
+/// Reliable Blast UDP's, whose data goes as [`Kind::Data`] datagrams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControlFrame<'a> {
+    /// The receiver's connection id.
+    pub dcid: u32,
+    /// The channel the message is about (at most [`MAX_CHANNEL`]).
+    pub channel: u16,
+    /// The mechanism's kind (its [`MechanismKind`](super::MechanismKind) number).
+    pub mechanism: u8,
+    /// The channel is the frame receiver's (it sends on it): the message
+    /// is for the sending half of a mechanism, from its receiving half.
+    pub peer_owned: bool,
+    /// The mechanism's message.
+    pub payload: &'a [u8],
+}
+
+impl<'a> ControlFrame<'a> {
+    /// Whether a stream frame's channel field says it is a control frame.
+    pub fn is_control(data: &[u8]) -> bool {
+        be16(data, 4).is_ok_and(|c| c & CONTROL_FRAME != 0 && c != BIND_CHANNEL)
+    }
+
+    /// Parses a control frame. Never panics, never allocates.
+    pub fn parse(data: &'a [u8]) -> Result<Self, ParseError> {
+        let field = be16(data, 4)?;
+        let channel = field & !CONTROL_FRAME;
+        if field & CONTROL_FRAME == 0 || channel > MAX_CHANNEL {
+            return Err(ParseError::BadChannel);
+        }
+        let head = data.get(6..FRAME_HEADER_LEN).ok_or(ParseError::Truncated)?;
+        let peer_owned = match head[1] {
+            0 => false,
+            1 => true,
+            _ => return Err(ParseError::BadControl),
+        };
+        if head[2..] != [0, 0] {
+            return Err(ParseError::BadControl);
+        }
+        Ok(Self {
+            dcid: be32(data, 0)?,
+            channel,
+            mechanism: head[0],
+            peer_owned,
+            payload: &data[FRAME_HEADER_LEN..],
+        })
+    }
+
+    /// The channel and message-number fields of a [`Frame`] with the same
+    /// bytes (how [`Session`](super::Session) seals it).
+    pub fn as_fields(&self) -> (u16, u32) {
+        let msg = u32::from(self.mechanism) << 24 | u32::from(self.peer_owned) << 16;
+        (CONTROL_FRAME | self.channel, msg)
+    }
+
+    /// Appends the frame to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let (channel, msg) = self.as_fields();
+        Frame {
+            dcid: self.dcid,
+            channel,
+            msg,
+            payload: self.payload,
+        }
+        .write(out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,6 +609,30 @@ mod tests {
         }
         .write(&mut f);
         assert_eq!(f, [0, 0, 0, 7, 0, 2, 0, 0, 0, 1, b'm']);
+        let mut c = Vec::new();
+        ControlFrame {
+            dcid: 7,
+            channel: 2,
+            mechanism: 6,
+            peer_owned: true,
+            payload: b"c",
+        }
+        .write(&mut c);
+        assert_eq!(c, [0, 0, 0, 7, 0x80, 2, 6, 1, 0, 0, b'c']);
+        c[8] = 1;
+        assert_eq!(ControlFrame::parse(&c), Err(ParseError::BadControl));
+        c[8] = 0;
+        c[7] = 2;
+        assert_eq!(ControlFrame::parse(&c), Err(ParseError::BadControl));
+        let mut bind = Vec::new();
+        Frame {
+            dcid: 7,
+            channel: BIND_CHANNEL,
+            msg: 0,
+            payload: b"",
+        }
+        .write(&mut bind);
+        assert!(!ControlFrame::is_control(&bind));
     }
 
     #[test]
@@ -600,6 +709,28 @@ mod tests {
         fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..1300)) {
             let _ = parse(&data);
             let _ = Frame::parse(&data);
+            let _ = ControlFrame::parse(&data);
+        }
+
+        #[test]
+        fn control_frames_round_trip_and_are_told_from_messages(
+            dcid: u32,
+            ch in 0..=MAX_CHANNEL,
+            mechanism: u8,
+            peer_owned: bool,
+            payload in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let f = ControlFrame { dcid, channel: ch, mechanism, peer_owned, payload: &payload };
+            let mut out = Vec::new();
+            f.write(&mut out);
+            prop_assert!(ControlFrame::is_control(&out));
+            prop_assert_eq!(ControlFrame::parse(&out), Ok(f));
+            // Never a message frame, never the bind.
+            prop_assert_eq!(Frame::parse(&out), Err(ParseError::BadChannel));
+            prop_assert_ne!(be16(&out, 4).unwrap(), BIND_CHANNEL);
+            let mut msg = Vec::new();
+            Frame { dcid, channel: ch, msg: 0, payload: &payload }.write(&mut msg);
+            prop_assert!(!ControlFrame::is_control(&msg));
         }
 
         #[test]

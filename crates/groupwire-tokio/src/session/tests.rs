@@ -368,6 +368,71 @@ async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
     assert!(stats.forward.lost > 0);
 }
 
+#[tokio::test]
+async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let loss = LossModel::Bernoulli {
+        p: groupwire_proto::Probability::new(0.1).unwrap(),
+    };
+    let emu = Emulator::bind(
+        EmulatorConfig::new(LOOPBACK.parse().unwrap(), b.local_addr())
+            .forward_link(LinkConfig::new().loss(loss).seed(5)),
+    )
+    .await
+    .unwrap();
+    let emu_addr: SocketAddr = emu.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let emu_task = tokio::spawn(emu.run(async {
+        let _ = stop_rx.await;
+    }));
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let peer = a
+        .connect_with_stream(emu_addr, b.local_addr())
+        .await
+        .unwrap();
+    let qos = Qos::bulk().rate(groupwire_proto::Bitrate::mbps(40));
+    let data = peer.channel("dataset", qos).unwrap();
+    data.set_mechanism(Mechanism::Blast).unwrap();
+    let sets: Vec<Vec<u8>> = (0..3u32)
+        .map(|i| {
+            let mut v = vec![0u8; 700_000 + i as usize * 1001];
+            for (j, x) in v.iter_mut().enumerate() {
+                *x = (j as u32)
+                    .wrapping_mul(2_654_435_761)
+                    .wrapping_add(i)
+                    .to_be_bytes()[0];
+            }
+            v
+        })
+        .collect();
+    for d in &sets {
+        data.send(d).unwrap();
+    }
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, async {
+        while got.len() < sets.len() {
+            match b.next_event().await {
+                Some(Event::Message { payload, via, .. }) => got.push((payload, via)),
+                Some(_) => {}
+                None => return,
+            }
+        }
+    })
+    .await;
+    assert_eq!(got.len(), sets.len(), "{:?} / {:?}", a.stats(), b.stats());
+    for ((g, via), d) in got.iter().zip(&sets) {
+        assert_eq!(*via, MechanismKind::Blast);
+        assert!(g[..] == d[..], "a dataset arrived changed or out of order");
+    }
+    assert_eq!(data.report().unwrap().stats.failed, 0);
+    let _ = stop_tx.send(());
+    let stats = emu_task.await.unwrap().unwrap();
+    assert!(
+        stats.forward.lost > 0,
+        "the path lost nothing: nothing resent"
+    );
+}
+
 /// A UDP hop between two sessions that forwards both ways and records the
 /// traffic class (TOS byte) of every datagram from the first sender.
 #[cfg(target_os = "linux")]
