@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use groupwire_proto::session::wire::{self, Frame};
+use groupwire_proto::session::wire::{self, ControlFrame, Frame};
 use groupwire_proto::session::{
-    ChannelId, Mechanism, PeerId, Qos, Session, SessionConfig, SessionEvent,
+    ChannelId, Mechanism, MechanismKind, PeerId, Qos, Session, SessionConfig, SessionEvent,
 };
 use groupwire_proto::tunnel::{Cipher, TunnelKey};
 use groupwire_proto::xor::XorLayout;
@@ -30,11 +30,13 @@ pub const OP_STRANGER: u8 = 1;
 /// Op: a datagram from the peer with a valid header (A's connection id,
 /// kind from the first byte) and the rest as its body (keyless runs).
 pub const OP_HEADED: u8 = 2;
-/// Op: a stream frame to A's connection id with the bytes after it.
+/// Op: a stream frame to A's connection id with the bytes after it
+/// (keyless runs: sometimes a well-formed message frame, or, when the top
+/// bit of the first byte is set, a Blast control frame).
 pub const OP_FRAME: u8 = 3;
 /// Op: A sends the bytes on channel `first byte % 3`.
 pub const OP_SEND: u8 = 4;
-/// Op: A switches channel `b0 % 3` to mechanism `b1 % 5`.
+/// Op: A switches channel `b0 % 3` to mechanism `b1 % 6`.
 pub const OP_SWITCH: u8 = 5;
 /// Op: both sides run for `b0 × 10` ms, exchanging what they send.
 pub const OP_RUN: u8 = 6;
@@ -42,7 +44,7 @@ pub const OP_RUN: u8 = 6;
 /// Config byte bit 0: both sides hold a key.
 pub const CFG_KEYED: u8 = 1;
 
-fn mechanisms() -> [Mechanism; 5] {
+fn mechanisms() -> [Mechanism; 6] {
     [
         Mechanism::Plain,
         Mechanism::Afec { lo: 0.01, hi: 0.02 },
@@ -52,6 +54,7 @@ fn mechanisms() -> [Mechanism; 5] {
             max_delay: Duration::from_millis(30),
         },
         Mechanism::Reliable,
+        Mechanism::Blast,
     ]
 }
 
@@ -186,7 +189,18 @@ pub fn run(data: &[u8]) -> usize {
                 buf.clear();
                 buf.extend_from_slice(&cid.to_be_bytes());
                 buf.extend_from_slice(body);
-                if body.len() >= 6 && !keyed {
+                if body.len() >= 6 && !keyed && body[0] & 0x80 != 0 {
+                    // A control frame about one of A's channels or B's.
+                    let f = ControlFrame {
+                        dcid: cid,
+                        channel: u16::from(body[0] % 4),
+                        mechanism: MechanismKind::Blast as u8,
+                        peer_owned: body[1] & 1 != 0,
+                        payload: &body[2..],
+                    };
+                    buf.clear();
+                    f.write(&mut buf);
+                } else if body.len() >= 6 && !keyed {
                     // Sometimes a well-formed frame.
                     let f = Frame {
                         dcid: cid,
@@ -208,7 +222,7 @@ pub fn run(data: &[u8]) -> usize {
             OP_SWITCH => {
                 let (c, m) = (
                     usize::from(body.first().copied().unwrap_or(0) % 3),
-                    usize::from(body.get(1).copied().unwrap_or(0) % 5),
+                    usize::from(body.get(1).copied().unwrap_or(0) % 6),
                 );
                 if let Some(&ch) = channels.get(c) {
                     let _ = p.a.set_mechanism(p.now, ch, mechanisms()[m]);
@@ -239,5 +253,13 @@ mod tests {
             reached += usize::from(super::run(&data) > 20);
         }
         assert!(reached >= 2, "keyless and keyed seeds deliver messages");
+    }
+
+    #[test]
+    fn the_blast_seed_delivers_its_transfers() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/session_endpoint/seed-blast");
+        let data = std::fs::read(path).expect("seed");
+        assert_eq!(super::run(&data), 2, "both messages, each one transfer");
     }
 }
