@@ -421,9 +421,18 @@ best fixed choice spends and left the state channel where it was; and
 holding bulk frames in the session while the monitor saw a standing
 queue made the state channel worse, since what TCP already has in
 flight stays in the queue (a bound on the bulk data in flight, from the
-peer's channel reports, is the next thing to try). Bulk can only be Reliable (the session does not run
-striped TCP or Reliable Blast UDP yet), so its and edits' comparisons are
-trivial. Packets carry DSCP marks, but the bottleneck is one FIFO. At 30
+peer's channel reports, is the next thing to try). Bulk is Reliable
+under both selectors: the path has no reservation, and Reliable Blast
+UDP is offered only with one (\`Provision::reserved\`, Leigh et al. §5).
+The \`fixed:blast\` run pins bulk to Blast anyway (each 16 KiB chunk one
+transfer, at 90% of the monitor's capacity estimate): its bulk row in
+the channels table shows every chunk delivered, at a longer mean latency
+than the model's Reliable (each chunk waits for its own Start, Accept
+and Done). The other channels of that run sit on their initial
+mechanisms (AFEC, Block), as in \`fixed:block\`, whose rows theirs
+resemble. The session does not run striped TCP
+(one stream connection per peer), and the edits' comparison is trivial.
+Packets carry DSCP marks, but the bottleneck is one FIFO. At 30
 messages a window the telepointer's MER moves in steps of 1/30, so no
 window can sit inside the 5-6% band: \`in_band\` is 0 by arithmetic, and
 \`qos_met\` counts windows at or under 6%. The stream's TCP uses a 40 ms

@@ -29,10 +29,14 @@
 //!
 //! **Deviations, and why.**
 //! - Bulk runs on the session's one reliable stream (TCP), shared with
-//!   edits and with any channel pinned to Reliable: the session cannot yet
-//!   run striped TCP or Reliable Blast UDP (`Session::set_mechanism`
-//!   refuses them), so bulk's only choice is Reliable and its comparison is
-//!   trivial.
+//!   edits and with any channel pinned to Reliable, or, in the
+//!   `fixed:blast` run, on Reliable Blast UDP, each 16 kB chunk one
+//!   transfer at 90% of the monitor's capacity estimate. The path has no
+//!   reservation, so neither selector may pick Blast (the model offers it
+//!   only with [`Provision::reserved`]); the fixed run shows what it would
+//!   do to the other channels on a shared FIFO. The session cannot yet
+//!   run striped TCP (`Session::set_mechanism` refuses it: the drivers
+//!   keep one stream connection per peer).
 //! - The session marks each channel's packets with its DSCP, but the
 //!   bottleneck is one FIFO drop-tail queue, which ignores the marks: bulk
 //!   and everything on the stream compete with the real-time channels.
@@ -159,7 +163,7 @@ pub struct TeleImmersion {
     /// Bulk message (chunk) size, bytes.
     pub bulk_chunk: usize,
     /// The fixed mechanisms, one run each: `plain`, `afec`, `block`,
-    /// `reliable`, or an XOR layout (`xor:3`, `xor:5x5`). `afec` takes the
+    /// `reliable`, `blast` (bulk only), or an XOR layout (`xor:3`, `xor:5x5`). `afec` takes the
     /// channel's band and `block` its loss target and delay budget, as the
     /// model policy builds them.
     pub fixed: Vec<String>,
@@ -204,7 +208,7 @@ impl Default for TeleImmersion {
             bulk_chunk: 16_384,
             fixed: [
                 "plain", "afec", "xor:2", "xor:3", "xor:5", "xor:10", "xor:5x5", "block",
-                "reliable",
+                "reliable", "blast",
             ]
                 .map(String::from)
                 .to_vec(),
@@ -221,6 +225,7 @@ enum Fixed {
     Xor(XorLayout),
     Block,
     Reliable,
+    Blast,
 }
 
 impl Fixed {
@@ -230,6 +235,7 @@ impl Fixed {
             "afec" => Self::Afec,
             "block" => Self::Block,
             "reliable" => Self::Reliable,
+            "blast" => Self::Blast,
             x => Self::Xor(x.parse::<XorLayout>().map_err(|e| e.0)?),
         })
     }
@@ -237,9 +243,16 @@ impl Fixed {
     /// The mechanism for a channel with `qos`, if valid for it: one of the
     /// model policy's candidates of this kind (for `block` and `afec`
     /// built from the QoS as the policy does), or the layout given.
+    /// `blast` is a candidate only where bandwidth is reserved
+    /// ([`Provision::reserved`]); its fixed run asks what it would do
+    /// here, where none is, so it is judged as if there were.
     fn for_qos(self, qos: &Qos, rtt: Duration) -> Option<Mechanism> {
         let path = PathEstimate::known(rtt, 0.0, 1.0, None);
-        let cands = candidates(&Provision::DEFAULT, qos, &path);
+        let prov = Provision {
+            reserved: self == Self::Blast,
+            ..Provision::DEFAULT
+        };
+        let cands = candidates(&prov, qos, &path);
         let kind = match self {
             Self::Plain => MechanismKind::Plain,
             Self::Afec => MechanismKind::Afec,
@@ -252,6 +265,7 @@ impl Fixed {
             }
             Self::Block => MechanismKind::Block,
             Self::Reliable => MechanismKind::Reliable,
+            Self::Blast => MechanismKind::Blast,
         };
         cands.into_iter().find(|m| m.kind() == kind)
     }
