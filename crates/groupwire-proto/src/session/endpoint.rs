@@ -115,7 +115,9 @@ pub struct SessionConfig {
     /// ([`Session::set_mechanism`] pins); `None`: every channel stays on
     /// [`initial_mechanism`] until set.
     pub policy: Option<Policy>,
-    /// The adaptive controller's hysteresis and provisioning.
+    /// The adaptive controller's hysteresis and provisioning (its
+    /// [`Provision::max_streams`](super::Provision::max_streams) is held at
+    /// 1: the drivers keep one stream connection per peer).
     pub controller: ControllerConfig,
     /// How often the controller looks at each channel (Leigh et al.'s
     /// adaptive controller; the selector runs at most once a second per
@@ -698,7 +700,10 @@ pub struct Session {
 
 impl Session {
     /// A session with `cfg`.
-    pub fn new(cfg: SessionConfig) -> Self {
+    pub fn new(mut cfg: SessionConfig) -> Self {
+        // What a driver offers: one stream connection per peer, so no
+        // striped TCP ([`Provision::max_streams`]).
+        cfg.controller.provision.max_streams = cfg.controller.provision.max_streams.min(1);
         let sealer = cfg
             .key
             .as_ref()

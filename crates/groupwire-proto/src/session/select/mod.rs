@@ -233,6 +233,11 @@ pub struct Provision {
     /// would do, so [`Mechanism::Reliable`] is offered only to channels
     /// that need every message.
     pub stream_on_path: bool,
+    /// Most stream connections the driver may open to one peer: striped
+    /// TCP is a candidate over 2 to this many (default 8, Leigh et al.'s
+    /// parallel sockets; below 2, never). A [`Session`](super::Session)
+    /// holds it at 1: its drivers keep one stream connection per peer.
+    pub max_streams: u8,
 }
 
 impl Provision {
@@ -245,6 +250,7 @@ impl Provision {
         afec_max_size: 16.0,
         block_max_overhead: 3.0,
         stream_on_path: true,
+        max_streams: 8,
     };
 }
 
@@ -403,7 +409,7 @@ pub fn select(
 ///   window "matches network capacity": [`Provision::max_window`] at least
 ///   the bandwidth-delay product `delivered × min RTT` (unknown bandwidth:
 ///   assumed to fit); else striped TCP over `⌈BDP / window⌉` connections
-///   (2 to 8).
+///   (2 to [`Provision::max_streams`]; where that is under 2, TCP).
 /// - *Requires low latency*: a delay budget (max delay or lifetime) or an
 ///   interactive, non-interactive or streaming profile; and not
 ///   [`Reliability::Full`] (which is "else TCP").
@@ -422,7 +428,8 @@ pub fn select(
 /// the matrices 4×4, 5×5, 10×10 and columns 10×10; Block with the QoS's
 /// loss target (a band's middle) and budget (30 ms, the tunnel's, without
 /// one); Reliable; for [`Reliability::Full`] only the reliable ones, and
-/// for the bulk profile Striped over 1 to 8 connections and, where
+/// for the bulk profile Striped over 2 to [`Provision::max_streams`]
+/// connections and, where
 /// bandwidth is reserved, Blast. Of those that meet the QoS ([`meets`]),
 /// the least overhead (ties: the lower added delay, then the order above).
 /// For the bulk profile, throughput first: of those within 10% of the
@@ -490,11 +497,18 @@ fn heuristic(prov: &Provision, qos: &Qos, path: &PathEstimate, traffic: &Traffic
                 Mechanism::Reliable,
                 format!("bulk, window {window:.0} B covers BDP {bdp:.0} B"),
             )
-        } else {
-            let n = (bdp / window).ceil().clamp(2.0, 8.0) as u8;
+        } else if prov.max_streams >= 2 {
+            let n = (bdp / window)
+                .ceil()
+                .clamp(2.0, f64::from(prov.max_streams)) as u8;
             (
                 Mechanism::Striped { streams: n },
                 format!("bulk, BDP {bdp:.0} B over window {window:.0} B"),
+            )
+        } else {
+            (
+                Mechanism::Reliable,
+                format!("bulk, BDP {bdp:.0} B over window {window:.0} B, one stream only"),
             )
         }
     } else {
@@ -572,7 +586,7 @@ pub fn candidates(prov: &Provision, qos: &Qos, path: &PathEstimate) -> Vec<Mecha
         out.push(Mechanism::Reliable);
     }
     if is_bulk(qos) {
-        out.extend((1..=8).map(|n| Mechanism::Striped { streams: n }));
+        out.extend((2..=prov.max_streams).map(|n| Mechanism::Striped { streams: n }));
         if prov.reserved {
             out.push(Mechanism::Blast);
         }

@@ -212,6 +212,34 @@ fn model_stripes_bulk_on_a_long_fat_path_and_blasts_where_reserved() {
 }
 
 #[test]
+fn with_one_stream_connection_neither_policy_stripes() {
+    let one = Provision {
+        max_streams: 1,
+        ..Provision::DEFAULT
+    };
+    let path = long_fat();
+    assert!(
+        !candidates(&one, &Qos::bulk(), &path)
+            .iter()
+            .any(|m| m.kind() == MechanismKind::Striped)
+    );
+    for policy in [Policy::Model, Policy::Heuristic] {
+        let s = select_with(policy, &one, &Qos::bulk(), &path, &STATE, None);
+        assert_eq!(s.mechanism, Mechanism::Reliable, "{policy:?}: {s:?}");
+    }
+    // With more, the heuristic stripes the same path.
+    let h = select_with(
+        Policy::Heuristic,
+        &Provision::DEFAULT,
+        &Qos::bulk(),
+        &path,
+        &STATE,
+        None,
+    );
+    assert!(matches!(h.mechanism, Mechanism::Striped { .. }), "{h:?}");
+}
+
+#[test]
 fn xor_rows_and_blocks_predict_what_the_exact_code_computes() {
     let path = lossy();
     let model = path.model();
