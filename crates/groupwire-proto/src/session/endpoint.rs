@@ -606,6 +606,18 @@ struct Peer {
     early: VecDeque<Early>,
 }
 
+impl Peer {
+    /// Holds what came for a peer channel not opened yet, up to [`EARLY`];
+    /// past that it is counted in `stats` and dropped.
+    fn hold_early(&mut self, e: Early, stats: &mut SessionStats) {
+        if self.early.len() >= EARLY {
+            stats.unknown_channel += 1;
+        } else {
+            self.early.push_back(e);
+        }
+    }
+}
+
 /// The [`SessionConfig::stream_window`] our drivers (the simulator's and
 /// `groupwire-tokio`'s) set: 16 KiB, the unsent bytes at which HTTP/2
 /// deployments set Linux's `TCP_NOTSENT_LOWAT` so that a priority stream
@@ -1198,23 +1210,7 @@ impl Session {
     /// the frame is dropped).
     fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) -> Option<usize> {
         let (dst, bytes) = self.seal_frame(ch.peer, ch.id, msg, payload)?;
-        let len = bytes.len() + FRAME_PREFIX;
-        if let Ok(c) = self.out_mut(ch) {
-            c.stats.wire_bytes += bytes.len() as u64;
-        }
-        if let Some(p) = self.peers.get_mut(&ch.peer.0) {
-            p.tx_mon
-                .on_stream_send(self.now, bytes.len() + FRAME_PREFIX);
-        }
-        self.transmits.push_back((
-            Transmit {
-                dst,
-                transport: Transport::TcpFrame,
-                payload: bytes,
-            },
-            None,
-        ));
-        Some(len)
+        Some(self.push_frame(ch.peer.0, dst, bytes, Some(ch.id)))
     }
 
     /// A mechanism's control frame onto peer `cid`'s stream, at once (it
@@ -1225,15 +1221,29 @@ impl Session {
         let Some((dst, bytes)) = self.seal_frame(PeerId(cid), channel, msg, f.payload) else {
             return;
         };
+        let ours = (!f.peer_owned).then_some(f.channel);
+        let len = self.push_frame(cid, dst, bytes, ours);
+        if self.cfg.stream_window.is_some()
+            && let Some(p) = self.peers.get_mut(&cid)
+        {
+            p.stream.unsent += len;
+        }
+    }
+
+    /// Queues a sealed frame to peer `cid` for the driver, counted by the
+    /// monitor and in the wire bytes of our `channel`, if it is one; the
+    /// bytes it takes on the stream, length prefix included.
+    fn push_frame(
+        &mut self,
+        cid: u32,
+        dst: SocketAddr,
+        bytes: Bytes,
+        channel: Option<u16>,
+    ) -> usize {
         let len = bytes.len() + FRAME_PREFIX;
         if let Some(p) = self.peers.get_mut(&cid) {
             p.tx_mon.on_stream_send(self.now, len);
-            if self.cfg.stream_window.is_some() {
-                p.stream.unsent += len;
-            }
-            if !f.peer_owned
-                && let Some(c) = p.out.get_mut(&f.channel)
-            {
+            if let Some(c) = channel.and_then(|id| p.out.get_mut(&id)) {
                 c.stats.wire_bytes += bytes.len() as u64;
             }
         }
@@ -1245,6 +1255,7 @@ impl Session {
             },
             None,
         ));
+        len
     }
 
     /// A stream frame to an established `peer` (sealed under the key),
@@ -1777,15 +1788,14 @@ impl Session {
                 } else {
                     let addr = p.addr;
                     let Some(inc) = p.incoming.get_mut(&channel) else {
-                        if p.early.len() >= EARLY {
-                            self.stats.unknown_channel += 1;
-                        } else {
-                            p.early.push_back(Early::Datagram {
+                        p.hold_early(
+                            Early::Datagram {
                                 channel,
                                 mechanism,
                                 payload: Bytes::copy_from_slice(payload),
-                            });
-                        }
+                            },
+                            &mut self.stats,
+                        );
                         return;
                     };
                     let qos = p.out.get(&inc.local).map(|c| c.qos);
@@ -2541,15 +2551,14 @@ impl Session {
         let max_size = max_blast.min(memory.saturating_sub(held));
         let addr = p.addr;
         let Some(inc) = p.incoming.get_mut(&f.channel) else {
-            if p.early.len() >= EARLY {
-                self.stats.unknown_channel += 1;
-            } else {
-                p.early.push_back(Early::Control {
+            p.hold_early(
+                Early::Control {
                     channel: f.channel,
                     mechanism: f.mechanism,
                     payload: Bytes::copy_from_slice(f.payload),
-                });
-            }
+                },
+                &mut self.stats,
+            );
             return;
         };
         let qos = p.out.get(&inc.local).map(|c| c.qos);
@@ -2657,15 +2666,14 @@ impl Session {
             return Some(PeerId(dcid));
         }
         if !p.incoming.contains_key(&f.channel) {
-            if p.early.len() >= EARLY {
-                self.stats.unknown_channel += 1;
-            } else {
-                p.early.push_back(Early::Frame {
+            p.hold_early(
+                Early::Frame {
                     channel: f.channel,
                     msg: f.msg,
                     payload: Bytes::copy_from_slice(f.payload),
-                });
-            }
+                },
+                &mut self.stats,
+            );
             return Some(PeerId(dcid));
         }
         let payload = Bytes::copy_from_slice(f.payload);

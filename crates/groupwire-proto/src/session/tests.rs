@@ -719,6 +719,14 @@ fn deliveries(net: &Net, ch: ChannelId) -> Vec<(Bytes, MechanismKind)> {
         .collect()
 }
 
+/// Messages B delivered, on any channel.
+fn messages_at_b(net: &Net) -> usize {
+    net.ev_b
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::Message { .. }))
+        .count()
+}
+
 /// Drops each data datagram A sends with probability `p` (seeded).
 fn random_data_from_a(p: f64, seed: u64) -> DropRule {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -826,21 +834,11 @@ fn a_transfer_past_the_receivers_bounds_is_refused_and_counted() {
     net.run_for(Duration::from_secs(5));
     let failed = |c| net.a.channel_stats(c).unwrap().failed;
     assert_eq!(failed(ca) + failed(ca2), 2, "one of the two refused");
-    let got: usize = net
-        .ev_b
-        .iter()
-        .filter(|e| matches!(e, SessionEvent::Message { .. }))
-        .count();
-    assert_eq!(got, 1);
+    assert_eq!(messages_at_b(&net), 1);
     // Once that is done, the memory is free again.
     net.a.send(net.now, ca2, &bulk_msg(4, 90_000)).unwrap();
     net.run_for(Duration::from_secs(5));
-    let got: usize = net
-        .ev_b
-        .iter()
-        .filter(|e| matches!(e, SessionEvent::Message { .. }))
-        .count();
-    assert_eq!(got, 2);
+    assert_eq!(messages_at_b(&net), 2);
 }
 
 #[test]

@@ -315,15 +315,26 @@ async fn strangers_on_the_stream_port_are_closed_and_bounded() {
     assert_eq!(b.stats().bad_frames, 1);
 }
 
-#[tokio::test]
-async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
+/// Sessions A and B, with A's datagrams to B through an emulator that
+/// loses a share `loss` of them (seeded) and its stream straight to B;
+/// the emulator runs until the sender fires, and its task returns its stats.
+async fn through_lossy_emulator(
+    loss: f64,
+    seed: u64,
+) -> (
+    Session,
+    Session,
+    Peer,
+    tokio::sync::oneshot::Sender<()>,
+    JoinHandle<io::Result<crate::emulator::EmulatorStats>>,
+) {
     let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
     let loss = LossModel::Bernoulli {
-        p: groupwire_proto::Probability::new(0.1).unwrap(),
+        p: groupwire_proto::Probability::new(loss).unwrap(),
     };
     let emu = Emulator::bind(
         EmulatorConfig::new(LOOPBACK.parse().unwrap(), b.local_addr())
-            .forward_link(LinkConfig::new().loss(loss).seed(7)),
+            .forward_link(LinkConfig::new().loss(loss).seed(seed)),
     )
     .await
     .unwrap();
@@ -337,6 +348,12 @@ async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
         .connect_with_stream(emu_addr, b.local_addr())
         .await
         .unwrap();
+    (a, b, peer, stop_tx, emu_task)
+}
+
+#[tokio::test]
+async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
+    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 7).await;
     let plain = peer.channel("plain", Qos::low_latency()).unwrap();
     let xor = peer.channel("xor", Qos::low_latency()).unwrap();
     let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
@@ -370,26 +387,7 @@ async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
 
 #[tokio::test]
 async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
-    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
-    let loss = LossModel::Bernoulli {
-        p: groupwire_proto::Probability::new(0.1).unwrap(),
-    };
-    let emu = Emulator::bind(
-        EmulatorConfig::new(LOOPBACK.parse().unwrap(), b.local_addr())
-            .forward_link(LinkConfig::new().loss(loss).seed(5)),
-    )
-    .await
-    .unwrap();
-    let emu_addr: SocketAddr = emu.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let emu_task = tokio::spawn(emu.run(async {
-        let _ = stop_rx.await;
-    }));
-    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
-    let peer = a
-        .connect_with_stream(emu_addr, b.local_addr())
-        .await
-        .unwrap();
+    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 5).await;
     let qos = Qos::bulk().rate(groupwire_proto::Bitrate::mbps(40));
     let data = peer.channel("dataset", qos).unwrap();
     data.set_mechanism(Mechanism::Blast).unwrap();
