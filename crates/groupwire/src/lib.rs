@@ -42,8 +42,9 @@ pub use groupwire_proto::Instant;
 pub use groupwire_proto::xor::XorLayout;
 pub use groupwire_tokio::session::{
     Bitrate, Channel, ChannelId, ChannelReport, ChannelStats, Cipher, ConnectError, Event,
-    Mechanism, MechanismKind, PathEstimate, Peer, PeerId, Qos, Reliability, SendError, Session,
-    SessionConfig, SessionError, SessionOptions, SessionStats, StreamStats,
+    FileError, FileEvent, FileReceiver, FileSent, Mechanism, MechanismKind, PathEstimate, Peer,
+    PeerId, Qos, Reliability, SendError, Session, SessionConfig, SessionError, SessionOptions,
+    SessionStats, StreamStats,
 };
 
 /// `n` milliseconds, for delay budgets.

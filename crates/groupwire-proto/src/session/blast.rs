@@ -169,6 +169,13 @@ impl BlastEndpoint {
             || self.receiving.as_ref().is_some_and(|r| !r.is_over())
     }
 
+    /// Payload bytes of the messages queued or in transfer on the sending
+    /// half (a message counts until its transfer ends).
+    pub(super) fn queued(&self) -> usize {
+        let waiting: usize = self.queue.iter().map(|(_, b)| b.len()).sum();
+        waiting + self.sending.as_ref().map_or(0, |s| s.tx.source().0.len())
+    }
+
     /// Payload bytes the receiving half holds for a transfer under way.
     pub(super) fn held(&self) -> u64 {
         self.receiving

@@ -388,6 +388,16 @@ impl MechInst {
         matches!(self, Self::Blast(ep) if ep.busy())
     }
 
+    /// Payload bytes a sending half holds that are not yet delivered
+    /// (Blast's queued and current transfers; other mechanisms send at
+    /// once, or hold what they may resend, not counted).
+    pub(super) fn queued(&self) -> usize {
+        match self {
+            Self::Blast(ep) => ep.queued(),
+            _ => 0,
+        }
+    }
+
     /// Payload bytes a receiving half holds for a transfer under way.
     pub(super) fn held(&self) -> u64 {
         match self {

@@ -1205,6 +1205,23 @@ impl Session {
         })
     }
 
+    /// Payload bytes of `ch`'s messages the application sent that the
+    /// session still holds: waiting for room on the stream
+    /// ([`channel_waiting`](Self::channel_waiting)), or queued for, or in,
+    /// a Blast transfer. A driver that bounds what an application may
+    /// queue counts these.
+    pub fn queued(&self, ch: ChannelId) -> usize {
+        let blast = self
+            .peers
+            .get(&ch.peer.0)
+            .and_then(|p| p.out.get(&ch.id))
+            .map_or(0, |c| {
+                let insts = c.inst.iter().chain(c.draining.iter().map(|(i, _)| i));
+                insts.map(MechInst::queued).sum()
+            });
+        self.channel_waiting(ch) + blast
+    }
+
     /// Seals one frame for the driver; the bytes it takes on the stream,
     /// length prefix included (`None`: the peer is not established, and
     /// the frame is dropped).
@@ -2005,6 +2022,11 @@ impl Session {
     /// What the resource monitor knows of the path to `peer`.
     pub fn path(&self, peer: PeerId) -> Option<PathEstimate> {
         self.peers.get(&peer.0).map(|p| p.tx_mon.estimate())
+    }
+
+    /// Channel `ch`'s QoS.
+    pub fn qos(&self, ch: ChannelId) -> Option<Qos> {
+        self.peers.get(&ch.peer.0)?.out.get(&ch.id).map(|c| c.qos)
     }
 
     /// Whether the controller predicts channel `ch` meets its QoS on its

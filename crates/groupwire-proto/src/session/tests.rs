@@ -751,7 +751,10 @@ fn blast_carries_whole_messages_over_a_lossy_path_in_order() {
     for m in &sent {
         net.a.send(net.now, ca, m).unwrap();
     }
+    let total: usize = sent.iter().map(Vec::len).sum();
+    assert_eq!(net.a.queued(ca), total, "held until each transfer ends");
     net.run_for(Duration::from_secs(10));
+    assert_eq!(net.a.queued(ca), 0);
     let got = deliveries(&net, cb);
     assert_eq!(got.len(), sent.len(), "every message, once");
     for ((g, via), m) in got.iter().zip(&sent) {

@@ -61,7 +61,12 @@
 //!   lives", as TCP does.
 
 mod driver;
+pub mod files;
 mod stream;
+
+pub use files::{
+    BLAST_CHUNK, FILE_MAGIC, FileError, FileEvent, FileReceiver, FileSent, RELIABLE_CHUNK,
+};
 
 use std::collections::BTreeMap;
 use std::io;
@@ -193,7 +198,8 @@ pub enum SendError {
     /// no such channel).
     #[error(transparent)]
     Session(#[from] SessionError),
-    /// Reliable frames waiting for their connections are at
+    /// Reliable frames waiting for their connections, or a Blast
+    /// channel's messages waiting for their transfers, are at
     /// [`SessionOptions::max_queued_stream_bytes`]: try again later.
     #[error("the reliable stream's queue is full; send again later")]
     Full,
@@ -645,6 +651,11 @@ impl Channel {
                 if queued + payload.len() > self.shared.max_queued {
                     return Err(SendError::Full);
                 }
+            } else if g.machine.mechanism(self.id) == Some(Mechanism::Blast)
+                && g.machine.queued(self.id) + payload.len() > self.shared.max_queued
+            {
+                // Each message waits for the transfers before it.
+                return Err(SendError::Full);
             }
             let now = self.shared.clock.now();
             g.machine.send(now, self.id, payload)?;

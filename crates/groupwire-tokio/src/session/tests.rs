@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use bytes::Bytes;
 use groupwire_link::{LinkConfig, LossModel};
 use tokio::io::AsyncWriteExt;
 
@@ -429,6 +430,175 @@ async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
         stats.forward.lost > 0,
         "the path lost nothing: nothing resent"
     );
+}
+
+/// Writes `len` reproducible bytes to `dir/name`.
+fn some_file(dir: &std::path::Path, name: &str, len: usize) -> std::path::PathBuf {
+    let mut v = vec![0u8; len];
+    blake3::Hasher::new()
+        .update(name.as_bytes())
+        .finalize_xof()
+        .fill(&mut v);
+    let path = dir.join(name);
+    std::fs::write(&path, &v).unwrap();
+    path
+}
+
+/// Reads `s`'s messages into `rx` until a file is done or fails; the
+/// other messages, in order.
+async fn receive_file(s: &Session, rx: &mut FileReceiver) -> (Option<FileEvent>, Vec<Bytes>) {
+    let mut other = Vec::new();
+    let end = tokio::time::timeout(PATIENCE, async {
+        while let Some(e) = s.next_event().await {
+            if let Event::Message {
+                channel, payload, ..
+            } = e
+            {
+                match rx.take(channel, &payload) {
+                    None => other.push(payload),
+                    Some(ev @ (FileEvent::Done { .. } | FileEvent::Failed { .. })) => {
+                        return Some(ev);
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        None
+    })
+    .await;
+    (end.ok().flatten(), other)
+}
+
+#[tokio::test]
+async fn a_file_on_a_bulk_channel_arrives_whole_beside_the_channels_own_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, inbox) = (dir.path().join("out"), dir.path().join("in"));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&inbox).unwrap();
+    let path = some_file(&out, "model.bin", 3 * RELIABLE_CHUNK + 12_345);
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let peer = a.connect(b.local_addr()).await.unwrap();
+    let bulk = peer.channel("dataset", Qos::bulk()).unwrap();
+    bulk.send(b"before").unwrap();
+    let sent = bulk.send_file(&path).await.unwrap();
+    let mut rx = FileReceiver::new(&inbox);
+    let (end, other) = receive_file(&b, &mut rx).await;
+    let Some(FileEvent::Done {
+        path: got, size, ..
+    }) = end
+    else {
+        panic!("{end:?}");
+    };
+    assert_eq!(size, sent.size);
+    assert_eq!(got, inbox.join("model.bin"));
+    assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&path).unwrap());
+    assert_eq!(other, vec![Bytes::from_static(b"before")]);
+    // Nothing else left in the directory.
+    assert_eq!(std::fs::read_dir(&inbox).unwrap().count(), 1);
+    // A datagram channel cannot carry one.
+    let lossy = peer.channel("pointer", Qos::awareness()).unwrap();
+    assert!(matches!(
+        lossy.send_file(&path).await,
+        Err(FileError::Unreliable)
+    ));
+}
+
+#[tokio::test]
+async fn through_a_lossy_emulated_path_a_file_on_blast_arrives_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = some_file(dir.path(), "scan.raw", 2 * BLAST_CHUNK + 777);
+    let inbox = dir.path().join("in");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 9).await;
+    let data = peer
+        .channel(
+            "dataset",
+            Qos::bulk().rate(groupwire_proto::Bitrate::mbps(40)),
+        )
+        .unwrap();
+    data.set_mechanism(Mechanism::Blast).unwrap();
+    let send = data.send_file(&path);
+    let mut rx = FileReceiver::new(&inbox);
+    let (sent, (end, _)) = tokio::join!(send, receive_file(&b, &mut rx));
+    sent.unwrap();
+    let Some(FileEvent::Done { path: got, .. }) = end else {
+        panic!("{end:?} / {:?}", a.stats());
+    };
+    assert_eq!(std::fs::read(got).unwrap(), std::fs::read(&path).unwrap());
+    let _ = stop_tx.send(());
+    assert!(emu_task.await.unwrap().unwrap().forward.lost > 0);
+}
+
+#[test]
+fn a_hostile_senders_files_stay_inside_the_directory_and_the_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = dir.path().join("in");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let mut rx = FileReceiver::new(&inbox);
+    rx.max_size = 1000;
+    rx.max_files = 1;
+    let ch = ChannelId {
+        peer: PeerId(1),
+        id: 0,
+    };
+    let msg = |kind: u8, id: u32, body: &[u8]| {
+        [&FILE_MAGIC[..], &[kind], &id.to_be_bytes(), body].concat()
+    };
+    let offer = |id: u32, size: u64, name: &str| {
+        let body = [
+            &size.to_be_bytes()[..],
+            &[name.len() as u8],
+            name.as_bytes(),
+        ]
+        .concat();
+        msg(b'O', id, &body)
+    };
+    let failed = |e: Option<FileEvent>| matches!(e, Some(FileEvent::Failed { .. }));
+    assert!(failed(rx.take(ch, &offer(1, 10, "../escape"))));
+    assert!(failed(rx.take(ch, &offer(2, 10, "a/b"))));
+    assert!(failed(rx.take(ch, &offer(3, 1001, "big"))));
+    assert!(matches!(
+        rx.take(ch, &offer(4, 10, "ok")),
+        Some(FileEvent::Offered { .. })
+    ));
+    assert!(
+        failed(rx.take(ch, &offer(5, 10, "second"))),
+        "one at a time"
+    );
+    // A chunk past the offered size fails the file, and its part goes.
+    let chunk = [&5u64.to_be_bytes()[..], &[0u8; 6]].concat();
+    assert!(failed(rx.take(ch, &msg(b'C', 4, &chunk))));
+    assert!(
+        rx.take(ch, &msg(b'E', 4, &[0; 32])).is_none(),
+        "over: ignored"
+    );
+    // A wrong hash fails it too.
+    assert!(matches!(
+        rx.take(ch, &offer(6, 3, "h")),
+        Some(FileEvent::Offered { .. })
+    ));
+    let chunk = [&0u64.to_be_bytes()[..], b"abc"].concat();
+    assert!(matches!(
+        rx.take(ch, &msg(b'C', 6, &chunk)),
+        Some(FileEvent::Progress { .. })
+    ));
+    assert!(matches!(
+        rx.take(ch, &msg(b'E', 6, &[0; 32])),
+        Some(FileEvent::Failed {
+            error: FileError::HashMismatch,
+            ..
+        })
+    ));
+    // Garbage and the application's own messages are not file messages.
+    assert!(rx.take(ch, b"gwF").is_none());
+    assert!(rx.take(ch, b"hello, world").is_none());
+    assert_eq!(
+        std::fs::read_dir(&inbox).unwrap().count(),
+        0,
+        "nothing left"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
 /// A UDP hop between two sessions that forwards both ways and records the
