@@ -496,6 +496,93 @@ fn add_range(have: &mut BTreeMap<u64, u64>, start: u64, end: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    const CH: ChannelId = ChannelId {
+        peer: groupwire_proto::session::PeerId(1),
+        id: 3,
+    };
+
+    /// The messages `send_file` would send for `data` named `name`, with
+    /// chunks of `chunk` bytes.
+    fn messages(id: u32, name: &str, data: &[u8], chunk: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut offer = head(OFFER, id);
+        offer.extend_from_slice(&(data.len() as u64).to_be_bytes());
+        offer.push(name.len() as u8);
+        offer.extend_from_slice(name.as_bytes());
+        out.push(offer);
+        for (i, c) in data.chunks(chunk.max(1)).enumerate() {
+            let mut m = head(CHUNK, id);
+            m.extend_from_slice(&((i * chunk.max(1)) as u64).to_be_bytes());
+            m.extend_from_slice(c);
+            out.push(m);
+        }
+        let mut end = head(END, id);
+        end.extend_from_slice(blake3::hash(data).as_bytes());
+        out.push(end);
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn a_file_arrives_whole_whatever_order_its_chunks_and_end_take(
+            data in proptest::collection::vec(any::<u8>(), 0..5000),
+            chunk in 1usize..700,
+            seed: u64,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut msgs = messages(7, "f.bin", &data, chunk);
+            // The offer first (a file's chunks are ignored before it);
+            // the rest in any order.
+            let mut rest = msgs.split_off(1);
+            let mut rng = seed;
+            for i in (1..rest.len()).rev() {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                rest.swap(i, (rng >> 33) as usize % (i + 1));
+            }
+            msgs.extend(rest);
+            let mut rx = FileReceiver::new(dir.path());
+            let mut done = None;
+            for m in &msgs {
+                match rx.take(CH, m) {
+                    Some(FileEvent::Done { path, .. }) => done = Some(path),
+                    Some(FileEvent::Failed { error, .. }) => prop_assert!(false, "{error}"),
+                    _ => {}
+                }
+            }
+            let path = done.expect("done");
+            prop_assert_eq!(std::fs::read(path).unwrap(), data);
+            prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        }
+
+        #[test]
+        fn hostile_messages_never_panic_and_never_leave_the_directory(
+            msgs in proptest::collection::vec(
+                (0u8..4, 0u32..3, proptest::collection::vec(any::<u8>(), 0..64)),
+                1..60,
+            ),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let inbox = dir.path().join("in");
+            std::fs::create_dir_all(&inbox).unwrap();
+            let mut rx = FileReceiver::new(&inbox);
+            rx.max_size = 4096;
+            for (kind, id, body) in msgs {
+                let kind = [OFFER, CHUNK, END, b'X'][usize::from(kind)];
+                let mut m = head(kind, id);
+                m.extend_from_slice(&body);
+                let _ = rx.take(CH, &m);
+            }
+            drop(rx);
+            // Only the inbox, and in it only finished files' plain names.
+            prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+            for e in std::fs::read_dir(&inbox).unwrap() {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                prop_assert!(!name.ends_with(".part"), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn ranges_merge_and_overlaps_are_refused() {
