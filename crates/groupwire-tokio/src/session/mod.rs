@@ -24,7 +24,7 @@
 //! The sans-IO machine [`groupwire_proto::session::Session`] does all the
 //! protocol work: the handshake (address validation, a pre-shared key if
 //! one is set), channels, the mechanisms (plain, AFEC, XOR, block FEC,
-//! reliable), the resource monitor, the strategy selector and the adaptive
+//! Reliable Blast UDP, reliable), the resource monitor, the strategy selector and the adaptive
 //! controller. This module is its driver, in quinn's shape: the machine sits
 //! behind a mutex that the application's handles lock for a command
 //! (`send`, `channel`, ...), and one task owns the sockets, locks it to feed
@@ -56,6 +56,11 @@
 //!   call ([`SessionOptions::mark_dscp`] turns it off). Control datagrams
 //!   and the TCP stream go unmarked. No reservation protocol (RSVP) is
 //!   reachable here, so none is called.
+//! - **Files**: [`Channel::send_file`] sends one on any channel that
+//!   delivers every message, and a [`FileReceiver`] fed with the
+//!   channel's messages stores it, checked against its BLAKE3 hash
+//!   ([`files`]). A Blast channel's messages waiting for their transfers
+//!   count toward [`SessionOptions::max_queued_stream_bytes`] too.
 //! - A reliable connection that breaks loses the frames in flight (the
 //!   next frame opens a new one): reliable means "while the connection
 //!   lives", as TCP does.
