@@ -30,10 +30,15 @@
 //!   again from the start, up to [`ATTEMPTS`] times in all, then given up
 //!   and counted ([`ChannelStats::failed`](super::ChannelStats::failed)); a refused one is given up at
 //!   once. Beyond the paper, which leaves failure to the user.
-//! - **The rate**: the paper's "just below the available bandwidth", with
-//!   the adaptive rule of [`RateControl::adaptive`]; the session sets the
-//!   first rate (the QoS's rate, else the monitor's capacity estimate) and
-//!   each transfer starts at the rate the last one ended on.
+//! - **The rate**: the paper's "just below the available bandwidth": the
+//!   QoS's rate (a reservation's), else 90% of the monitor's capacity
+//!   estimate when the channel was put on Blast. Within a transfer the
+//!   adaptive rule of [`RateControl::adaptive`] slows later rounds to what
+//!   a lossy blast arrived at; every transfer starts at the channel's rate
+//!   again. Carried over, the rule ratchets down on a path that loses at
+//!   random: there a blast arrives at `1 − p` of its rate, loss or no
+//!   overrun, so each transfer would start at `0.95 (1 − p)` of the one
+//!   before, a fifth of the rate after ten at 10% loss.
 
 use std::collections::VecDeque;
 use std::io;
@@ -215,8 +220,8 @@ impl BlastEndpoint {
                     }
                 }
                 let s = self.sending.take().expect("matched above");
-                // The next transfer starts where this one's rate came to.
-                self.rate = s.tx.rate();
+                // The next transfer starts at the channel's rate again,
+                // not where this one's came down to (see the module docs).
                 if retry {
                     let payload = s.tx.source().0.clone();
                     self.start(now, s.msg, payload, s.tries + 1);
