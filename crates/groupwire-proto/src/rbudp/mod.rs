@@ -165,6 +165,15 @@ pub enum Partial {
     Held(Vec<u64>),
 }
 
+impl BlastSource for bytes::Bytes {
+    fn len(&self) -> u64 {
+        self.as_ref().len() as u64
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        copy_out(self, offset, buf)
+    }
+}
+
 impl BlastSource for Vec<u8> {
     fn len(&self) -> u64 {
         self.as_slice().len() as u64
@@ -193,7 +202,8 @@ impl BlastSink for Vec<u8> {
     }
 }
 
-fn copy_out(from: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
+/// Fills `buf` from `from` at `offset`, or says the range is outside it.
+pub(crate) fn copy_out(from: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
     let at = usize::try_from(offset).map_err(|_| io::Error::other("offset past memory"))?;
     buf.copy_from_slice(
         from.get(at..at + buf.len())

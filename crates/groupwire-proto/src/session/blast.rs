@@ -47,8 +47,8 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 
 use crate::rbudp::{
-    BlastError, BlastSink, BlastSource, RateControl, RbudpReceiver, RbudpSender, ReceiverConfig,
-    ReceiverEvent, SenderConfig, SenderEvent,
+    BlastError, BlastSink, RateControl, RbudpReceiver, RbudpSender, ReceiverConfig, ReceiverEvent,
+    SenderConfig, SenderEvent, copy_out,
 };
 use crate::wire::rbudp::{Control, ControlRepr, DATA_HEADER_LEN};
 use crate::{Bitrate, Instant, Machine, StreamMachine, Transport};
@@ -58,25 +58,6 @@ use super::channel::MSG_PREFIX;
 /// Tries of one message's transfer, the first included, before it is given
 /// up (a refused transfer is not tried again).
 pub const ATTEMPTS: u32 = 3;
-
-/// A message being sent: the application's bytes.
-#[derive(Debug)]
-struct Payload(Bytes);
-
-impl BlastSource for Payload {
-    fn len(&self) -> u64 {
-        self.0.len() as u64
-    }
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let at = usize::try_from(offset).map_err(|_| io::Error::other("offset past memory"))?;
-        buf.copy_from_slice(
-            self.0
-                .get(at..at + buf.len())
-                .ok_or_else(|| io::Error::other("read past the end"))?,
-        );
-        Ok(())
-    }
-}
 
 /// A message being received, stored behind room for its number in front
 /// (the session's delivery format, [`MSG_PREFIX`]), so delivering it copies
@@ -100,13 +81,7 @@ impl BlastSink for Prefixed {
         Ok(())
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let at = usize::try_from(offset).map_err(|_| io::Error::other("offset past memory"))?;
-        buf.copy_from_slice(
-            self.0
-                .get(MSG_PREFIX + at..MSG_PREFIX + at + buf.len())
-                .ok_or_else(|| io::Error::other("read past the end"))?,
-        );
-        Ok(())
+        copy_out(self.0.get(MSG_PREFIX..).unwrap_or_default(), offset, buf)
     }
 }
 
@@ -115,7 +90,7 @@ impl BlastSink for Prefixed {
 struct Sending {
     msg: u32,
     tries: u32,
-    tx: RbudpSender<Payload>,
+    tx: RbudpSender<Bytes>,
 }
 
 /// One channel's Reliable Blast UDP, both halves: the sending half on the
@@ -128,9 +103,9 @@ pub(super) struct BlastEndpoint {
     rate: Bitrate,
     queue: VecDeque<(u32, Bytes)>,
     sending: Option<Sending>,
-    /// Control messages for the peer, and whether each comes from the
-    /// receiving half (its frame then names the peer's channel).
-    frames: VecDeque<(bool, Bytes)>,
+    /// Control messages for the peer (an instance is one half or the
+    /// other: the session knows which, by the channel it sits on).
+    frames: VecDeque<Bytes>,
     receiving: Option<RbudpReceiver<Prefixed>>,
     /// The message number (transfer session) the receiving half takes.
     receiving_msg: Option<u32>,
@@ -178,7 +153,7 @@ impl BlastEndpoint {
     /// half (a message counts until its transfer ends).
     pub(super) fn queued(&self) -> usize {
         let waiting: usize = self.queue.iter().map(|(_, b)| b.len()).sum();
-        waiting + self.sending.as_ref().map_or(0, |s| s.tx.source().0.len())
+        waiting + self.sending.as_ref().map_or(0, |s| s.tx.source().len())
     }
 
     /// Payload bytes the receiving half holds for a transfer under way.
@@ -204,8 +179,11 @@ impl BlastEndpoint {
                 let mut retry = false;
                 while let Some(ev) = s.tx.poll_event() {
                     match ev {
-                        SenderEvent::Failed(BlastError::Refused(_)) => self.failed += 1,
-                        SenderEvent::Failed(_) if s.tries < ATTEMPTS => retry = true,
+                        SenderEvent::Failed(e)
+                            if s.tries < ATTEMPTS && !matches!(e, BlastError::Refused(_)) =>
+                        {
+                            retry = true;
+                        }
                         SenderEvent::Failed(_) => self.failed += 1,
                         _ => {}
                     }
@@ -216,14 +194,14 @@ impl BlastEndpoint {
                 // Its last words (an Abort) still go.
                 while let Some(t) = s.tx.poll_transmit(now) {
                     if t.transport == Transport::TcpFrame {
-                        self.frames.push_back((false, t.payload));
+                        self.frames.push_back(t.payload);
                     }
                 }
                 let s = self.sending.take().expect("matched above");
                 // The next transfer starts at the channel's rate again,
                 // not where this one's came down to (see the module docs).
                 if retry {
-                    let payload = s.tx.source().0.clone();
+                    let payload = s.tx.source().clone();
                     self.start(now, s.msg, payload, s.tries + 1);
                     continue;
                 }
@@ -240,7 +218,7 @@ impl BlastEndpoint {
         cfg.session = msg;
         cfg.packet_size = self.packet_size;
         cfg.rate_control = RateControl::adaptive();
-        let mut tx = RbudpSender::new(cfg, Payload(payload));
+        let mut tx = RbudpSender::new(cfg, payload);
         tx.start(now);
         self.sending = Some(Sending { msg, tries, tx });
     }
@@ -301,7 +279,7 @@ impl BlastEndpoint {
         };
         while let Some(t) = r.poll_transmit(Instant::ZERO) {
             if t.transport == Transport::TcpFrame {
-                self.frames.push_back((true, t.payload));
+                self.frames.push_back(t.payload);
             }
         }
         let mut complete = false;
@@ -332,15 +310,14 @@ impl BlastEndpoint {
         loop {
             let t = self.sending.as_mut()?.tx.poll_transmit(now)?;
             match t.transport {
-                Transport::TcpFrame => self.frames.push_back((false, t.payload)),
+                Transport::TcpFrame => self.frames.push_back(t.payload),
                 _ => return Some(t.payload),
             }
         }
     }
 
-    /// The next control message for the peer, and whether it is the
-    /// receiving half's (about the peer's channel).
-    pub(super) fn poll_frame(&mut self) -> Option<(bool, Bytes)> {
+    /// The next control message for the peer.
+    pub(super) fn poll_frame(&mut self) -> Option<Bytes> {
         self.frames.pop_front()
     }
 

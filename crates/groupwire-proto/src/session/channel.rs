@@ -373,9 +373,8 @@ impl MechInst {
         }
     }
 
-    /// The next control frame for the peer, and whether it is the
-    /// receiving half's.
-    pub(super) fn poll_frame(&mut self) -> Option<(bool, Bytes)> {
+    /// The next control frame for the peer.
+    pub(super) fn poll_frame(&mut self) -> Option<Bytes> {
         match self {
             Self::Blast(ep) => ep.poll_frame(),
             _ => None,

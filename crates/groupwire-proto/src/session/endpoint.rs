@@ -174,6 +174,11 @@ impl SessionConfig {
         }
     }
 
+    /// [`max_channels`](Self::max_channels), within what the wire numbers.
+    fn channel_limit(&self) -> usize {
+        self.max_channels.min(usize::from(wire::MAX_CHANNEL) + 1)
+    }
+
     /// Bytes a mechanism's packet may take.
     fn room(&self) -> usize {
         let seal = if self.key.is_some() {
@@ -869,10 +874,7 @@ impl Session {
         if name.is_empty() || name.len() > wire::MAX_NAME {
             return Err(SessionError::BadName);
         }
-        let max = self
-            .cfg
-            .max_channels
-            .min(usize::from(wire::MAX_CHANNEL) + 1);
+        let max = self.cfg.channel_limit();
         let (policy, ctl) = (self.cfg.policy, self.cfg.controller);
         let p = self.peers.get_mut(&peer.0).ok_or(SessionError::NoPeer)?;
         if let Some(&id) = p.by_name.get(name) {
@@ -980,9 +982,11 @@ impl Session {
         // A Blast's first rate: the QoS's, else just below what the
         // monitor measured the path to carry (Leigh et al. §4.2: "just
         // below the available bandwidth"), else the default.
+        let blast = matches!(m, Mechanism::Blast);
         let capacity = self
             .peers
             .get(&ch.peer.0)
+            .filter(|_| blast)
             .and_then(|p| p.tx_mon.estimate().capacity);
         let c = self.out_mut(ch)?;
         let rate = c
@@ -995,15 +999,11 @@ impl Session {
         // A channel has one Blast at a time (the peer's receiving half
         // takes one transfer at a time, and its answers name only the
         // kind): one still draining its transfers comes back.
-        let revived = matches!(m, Mechanism::Blast)
-            .then(|| {
-                let at = c
-                    .draining
-                    .iter()
-                    .position(|(i, _)| i.kind() == MechanismKind::Blast)?;
-                Some(c.draining.remove(at).0)
-            })
-            .flatten();
+        let revived = c
+            .draining
+            .iter()
+            .position(|(i, _)| blast && i.kind() == MechanismKind::Blast)
+            .map(|at| c.draining.remove(at).0);
         let inst = match m {
             Mechanism::Blast if revived.is_some() => revived,
             Mechanism::Reliable => None,
@@ -1425,7 +1425,7 @@ impl Session {
                 while let Some(pkt) = inst.poll_transmit(now) {
                     pkts.push((id, k, pkt, dscp));
                 }
-                while let Some((_, f)) = inst.poll_frame() {
+                while let Some(f) = inst.poll_frame() {
                     frames.push((id, k, false, f));
                 }
             }
@@ -1440,7 +1440,7 @@ impl Session {
                 while let Some(pkt) = inst.poll_transmit(now) {
                     pkts.push((id | wire::PEER_OWNED, *k as u8, pkt, dscp));
                 }
-                while let Some((_, f)) = inst.poll_frame() {
+                while let Some(f) = inst.poll_frame() {
                     frames.push((id, *k as u8, true, f));
                 }
             }
@@ -1570,10 +1570,7 @@ impl Session {
     /// The local channel that takes peer channel `id` named `name`,
     /// opened here if this side has none by that name.
     fn bind_incoming(&mut self, now: Instant, cid: u32, id: u16, name: &str) -> Option<u16> {
-        let max = self
-            .cfg
-            .max_channels
-            .min(usize::from(wire::MAX_CHANNEL) + 1);
+        let max = self.cfg.channel_limit();
         let p = self.peers.get_mut(&cid)?;
         if let Some(c) = p.incoming.get(&id) {
             return Some(c.local);
@@ -2645,21 +2642,13 @@ impl Session {
                 }
             },
         };
-        let control = wire::ControlFrame::is_control(&plain);
-        let f = if control {
-            wire::ControlFrame::parse(&plain).map(|c| {
-                let (channel, msg) = c.as_fields();
-                Frame {
-                    dcid: c.dcid,
-                    channel,
-                    msg,
-                    payload: c.payload,
-                }
-            })
+        // A mechanism's control frame, or a message (or the bind).
+        let parsed = if wire::ControlFrame::is_control(&plain) {
+            wire::ControlFrame::parse(&plain).map(Err)
         } else {
-            Frame::parse(&plain)
+            Frame::parse(&plain).map(Ok)
         };
-        let Ok(f) = f else {
+        let Ok(parsed) = parsed else {
             self.stats.bad_frames += 1;
             return None;
         };
@@ -2679,14 +2668,14 @@ impl Session {
         p.last_heard = now;
         // With its length prefix: what the stream carried.
         p.rx_mon.on_stream_bytes(now, frame.len() + FRAME_PREFIX);
-        if f.channel == wire::BIND_CHANNEL {
-            return Some(PeerId(dcid));
-        }
-        if control {
-            let c = wire::ControlFrame::parse(&plain).expect("parsed above");
-            self.on_control(now, dcid, &c);
-            return Some(PeerId(dcid));
-        }
+        let f = match parsed {
+            Err(c) => {
+                self.on_control(now, dcid, &c);
+                return Some(PeerId(dcid));
+            }
+            Ok(f) if f.channel == wire::BIND_CHANNEL => return Some(PeerId(dcid)),
+            Ok(f) => f,
+        };
         if !p.incoming.contains_key(&f.channel) {
             p.hold_early(
                 Early::Frame {

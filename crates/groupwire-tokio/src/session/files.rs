@@ -31,7 +31,7 @@
 //!
 //! [`SessionConfig::stream_window`]: groupwire_proto::session::SessionConfig::stream_window
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -134,7 +134,7 @@ impl Channel {
         let mut offset = 0u64;
         let mut buf = Vec::new();
         while offset < size {
-            let chunk = match self.report().map(|r| r.mechanism) {
+            let chunk = match self.shared.lock().machine.mechanism(self.id) {
                 Some(Mechanism::Blast) => BLAST_CHUNK,
                 _ => RELIABLE_CHUNK,
             };
@@ -261,8 +261,9 @@ pub struct FileReceiver {
     pub max_files: usize,
     files: BTreeMap<(ChannelId, u32), Incoming>,
     /// Files that failed or finished, whose late messages are ignored
-    /// (bounded: the oldest forgotten first).
-    over: BTreeMap<(ChannelId, u32), ()>,
+    /// (bounded: the oldest forgotten first, in `over_order`).
+    over: BTreeSet<(ChannelId, u32)>,
+    over_order: VecDeque<(ChannelId, u32)>,
 }
 
 /// Finished or failed files remembered, so their late messages are
@@ -277,7 +278,8 @@ impl FileReceiver {
             max_size: 1 << 30,
             max_files: 16,
             files: BTreeMap::new(),
-            over: BTreeMap::new(),
+            over: BTreeSet::new(),
+            over_order: VecDeque::new(),
         }
     }
 
@@ -291,7 +293,7 @@ impl FileReceiver {
         let id = u32::from_be_bytes(msg[4..8].try_into().expect("4 bytes"));
         let body = &msg[HEAD..];
         let key = (channel, id);
-        if self.over.contains_key(&key) {
+        if self.over.contains(&key) {
             return None;
         }
         let r = match kind {
@@ -315,10 +317,14 @@ impl FileReceiver {
         if let Some(f) = self.files.remove(&key) {
             let _ = std::fs::remove_file(&f.part);
         }
-        if self.over.len() >= REMEMBERED {
-            self.over.pop_first();
+        if self.over.len() >= REMEMBERED
+            && let Some(oldest) = self.over_order.pop_front()
+        {
+            self.over.remove(&oldest);
         }
-        self.over.insert(key, ());
+        if self.over.insert(key) {
+            self.over_order.push_back(key);
+        }
     }
 
     fn offer(&mut self, key: (ChannelId, u32), body: &[u8]) -> Result<FileEvent, FileError> {
@@ -389,16 +395,7 @@ impl FileReceiver {
             f.file.write_all_at(data, offset)?;
             f.received += end - offset;
         }
-        let (received, size) = (f.received, f.size);
-        match self.complete(key)? {
-            Some(done) => Ok(done),
-            None => Ok(FileEvent::Progress {
-                channel: key.0,
-                id: key.1,
-                received,
-                size,
-            }),
-        }
+        self.complete(key)
     }
 
     fn end(&mut self, key: (ChannelId, u32), body: &[u8]) -> Result<FileEvent, FileError> {
@@ -410,34 +407,24 @@ impl FileReceiver {
             .try_into()
             .map_err(|_| FileError::Protocol("an end without a 32-byte hash".into()))?;
         f.hash = Some(hash);
-        let (received, size) = (f.received, f.size);
-        Ok(self.complete(key)?.unwrap_or(FileEvent::Progress {
-            channel: key.0,
-            id: key.1,
-            received,
-            size,
-        }))
+        self.complete(key)
     }
 
-    /// Once every byte and the hash are in: checks the hash and names the
-    /// file.
-    fn complete(&mut self, key: (ChannelId, u32)) -> Result<Option<FileEvent>, FileError> {
-        let Some(f) = self.files.get(&key) else {
-            return Ok(None);
-        };
+    /// `key`'s file after a chunk or its end: once every byte and the
+    /// hash are in, checked and named ([`FileEvent::Done`]), else how far
+    /// it has come.
+    fn complete(&mut self, key: (ChannelId, u32)) -> Result<FileEvent, FileError> {
+        let f = self.files.get(&key).expect("the caller found it");
         let Some(want) = f.hash.filter(|_| f.received == f.size) else {
-            return Ok(None);
+            return Ok(FileEvent::Progress {
+                channel: key.0,
+                id: key.1,
+                received: f.received,
+                size: f.size,
+            });
         };
         let mut h = blake3::Hasher::new();
-        let mut r = File::open(&f.part)?;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = r.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-        }
+        h.update_reader(File::open(&f.part)?)?;
         if *h.finalize().as_bytes() != want {
             return Err(FileError::HashMismatch);
         }
@@ -446,12 +433,12 @@ impl FileReceiver {
         let (path, size) = (f.path.clone(), f.size);
         self.files.remove(&key);
         self.finish(key);
-        Ok(Some(FileEvent::Done {
+        Ok(FileEvent::Done {
             channel: key.0,
             id: key.1,
             path,
             size,
-        }))
+        })
     }
 }
 

@@ -641,7 +641,8 @@ impl Channel {
             if g.closed {
                 return Err(SendError::Closed);
             }
-            if g.machine.mechanism(self.id) == Some(Mechanism::Reliable) {
+            let mechanism = g.machine.mechanism(self.id);
+            if mechanism == Some(Mechanism::Reliable) {
                 let max = self.shared.max_frame
                     - groupwire_proto::session::wire::FRAME_HEADER_LEN
                     - groupwire_proto::tunnel::seal::OVERHEAD;
@@ -656,7 +657,7 @@ impl Channel {
                 if queued + payload.len() > self.shared.max_queued {
                     return Err(SendError::Full);
                 }
-            } else if g.machine.mechanism(self.id) == Some(Mechanism::Blast)
+            } else if mechanism == Some(Mechanism::Blast)
                 && g.machine.queued(self.id) + payload.len() > self.shared.max_queued
             {
                 // Each message waits for the transfers before it.
