@@ -28,12 +28,15 @@ pub struct PathEstimate {
     /// available bandwidth while we send more than the path carries, and
     /// what we sent otherwise.
     pub delivered: Option<Bitrate>,
-    /// The bandwidth the path gave our datagrams when it was last seen
-    /// full: the delivered rate while a standing queue held and the peer
-    /// got less than we sent ([`SendMonitor`](super::monitor::SendMonitor)
-    /// says how). `None` while the path has not been seen full (or not
-    /// for [`capacity_hold`](super::monitor::MonitorConfig::capacity_hold)):
-    /// then nothing measured bounds what more the path would carry.
+    /// What the path can deliver of what we send: the bottleneck's rate
+    /// as our packets' dispersion measured it, less the path's loss, or,
+    /// the lower, the bandwidth the path gave us when it was last seen
+    /// full (the delivered rate while a standing queue held and the peer
+    /// got less than we sent; [`SendMonitor`](super::monitor::SendMonitor)
+    /// says how, and keeps it for
+    /// [`capacity_hold`](super::monitor::MonitorConfig::capacity_hold)).
+    /// `None` while neither was measured: then nothing bounds what more
+    /// the path would carry.
     pub capacity: Option<Bitrate>,
     /// RFC 3550 §6.4.1's interarrival jitter of our packets at the peer.
     pub jitter: Duration,

@@ -86,6 +86,31 @@
 //!   bandwidth is the delivered rate's windowed maximum for the same
 //!   reason; it probes above it, which a session carrying fixed-rate
 //!   channels has no call to do.
+//! - **Dispersion** (Keshav's packet pair; Dovrolis, Ramanathan and
+//!   Moore, "Packet-dispersion techniques and a capacity-estimation
+//!   methodology", 2004): two packets in sequence that left the sender
+//!   closer together than half their arrival gap were spread on the way;
+//!   when the second waited behind the first in a queue, their arrival gap
+//!   is its serialization time on that link, and its bytes over the gap
+//!   the link's rate. The receiver samples every such pair (consecutive
+//!   numbers, both received, an arrival gap above zero: a receive batch's
+//!   pairs arrive together and say nothing) and reports the upper quartile
+//!   of the interval's samples, from 8 up ([`MonitorReport::dispersion_bps`]);
+//!   the sender takes the median of the last five such reports of the last
+//!   2 s. Pairs that met an empty queue arrive as they were sent and pairs
+//!   with another flow's packets between them arrive further apart, so
+//!   both read below the link's rate: the quantile and the median keep to
+//!   the top. Times the path's loss (loss after the queue takes bytes off
+//!   what it delivers), it is the capacity before the session has filled
+//!   the path, so a channel's redundancy is held to what a link that slows
+//!   down still carries the moment it does (the tele-immersion camera's
+//!   block code had filled the third minute's 4 Mbit/s link for 17 s
+//!   before a bulk transfer overflowed its queue and the full-path test
+//!   saw it); the capacity measured on a full path, while kept, caps it.
+//!   The session's own messages go out in bursts often enough (a block's
+//!   repairs behind its data, a camera frame's packets, the channels'
+//!   messages of one tick) to keep it measured; where they do not, there
+//!   is no estimate and nothing changes.
 //! - **Probing** (Leigh et al.'s "light probing when a path is idle", the
 //!   issue's words for §2's monitor): when nothing was sent to a peer for
 //!   [`probe_idle`](MonitorConfig::probe_idle), [`SendMonitor::poll_probe`]
@@ -98,9 +123,10 @@
 //! Beyond the paper (which names the monitor but not its measures): the
 //! report format, the fit, the filters; each cites its source above.
 //!
-//! Not done here: an available-bandwidth probe (packet pairs or trains);
-//! `delivered` is a lower bound while the sender is application-limited,
-//! and `capacity` is known only once the session has filled the path.
+//! Not done here: an available-bandwidth probe (packet trains sent for
+//! the purpose, as pathload does); dispersion measures the bottleneck
+//! link's rate, which cross traffic shares, so `capacity` reads high on a
+//! path shared with other flows until the session fills it.
 
 use std::time::Duration;
 

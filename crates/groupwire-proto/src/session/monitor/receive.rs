@@ -84,7 +84,20 @@ pub struct ReceiveMonitor {
     since_report: u64,
     interval_bytes: u64,
     interval_start: Option<Instant>,
+    /// The previous arrival in sequence: its extended seq, `ts` and when.
+    prev: Option<(u64, u32, Instant)>,
+    /// This interval's dispersion samples (bytes per second), the latest
+    /// [`DISPERSION_SAMPLES`].
+    dispersion: [u64; DISPERSION_SAMPLES],
+    /// Samples taken this interval (may exceed the array: a ring).
+    dispersion_n: usize,
 }
+
+/// Dispersion samples an interval keeps (the latest; fixed memory).
+pub(super) const DISPERSION_SAMPLES: usize = 64;
+
+/// Fewest samples an interval reports a dispersion rate from.
+pub(super) const MIN_DISPERSION_SAMPLES: usize = 8;
 
 impl ReceiveMonitor {
     /// A monitor that has seen nothing (`cfg.reorder` is clamped to
@@ -109,6 +122,9 @@ impl ReceiveMonitor {
             since_report: 0,
             interval_bytes: 0,
             interval_start: None,
+            prev: None,
+            dispersion: [0; DISPERSION_SAMPLES],
+            dispersion_n: 0,
         }
     }
 
@@ -158,6 +174,7 @@ impl ReceiveMonitor {
             });
             self.mark(u64::from(seq));
             self.transit(now, ts);
+            self.prev = Some((u64::from(seq), ts, now));
             return;
         };
         let ext = unwrap32(s.highest, seq);
@@ -167,8 +184,8 @@ impl ReceiveMonitor {
             match self.held.take() {
                 Some(h) if h.ext + 1 == ext => {
                     self.stats.unconfirmed -= 1;
-                    self.accept(h.now, h.ext, h.ts);
-                    self.accept(now, ext, ts);
+                    self.accept(h.now, h.ext, h.ts, 0);
+                    self.accept(now, ext, ts, bytes);
                 }
                 _ => {
                     self.stats.unconfirmed += 1;
@@ -177,12 +194,43 @@ impl ReceiveMonitor {
             }
             return;
         }
-        self.accept(now, ext, ts);
+        self.accept(now, ext, ts, bytes);
+    }
+
+    /// A packet-pair sample (Keshav's packet pair; Dovrolis et al.'s
+    /// dispersion): `ext` of `bytes` arrived `now`, sent at `ts`. Two
+    /// packets in sequence that left the sender closer together than half
+    /// their arrival gap were spread by a link on the way; if the second
+    /// waited in its queue behind the first, the gap is its serialization
+    /// time there, and `bytes / gap` the link's rate. Packets that met an
+    /// empty queue arrive as they were sent and give less (the sending
+    /// rate), packets of other flows between them give less too, so the
+    /// rate is read as a high quantile ([`ReceiveMonitor::poll_report`]).
+    /// Compressed pairs (arrival gap under twice the send gap, zero for a
+    /// receive batch) give no sample.
+    fn disperse(&mut self, now: Instant, ext: u64, ts: u32, bytes: u64) {
+        let prev = self.prev.replace((ext, ts, now));
+        let Some((pext, pts, pnow)) = prev else {
+            return;
+        };
+        if ext != pext + 1 || bytes == 0 {
+            return;
+        }
+        let arrival_ns = now.saturating_duration_since(pnow).as_nanos();
+        let send_ns = u128::from(ts.wrapping_sub(pts)) * 1000;
+        if arrival_ns == 0 || send_ns.saturating_mul(2) > arrival_ns {
+            return;
+        }
+        let bps = u128::from(bytes) * 1_000_000_000 / arrival_ns;
+        let i = self.dispersion_n % DISPERSION_SAMPLES;
+        self.dispersion[i] = u64::try_from(bps).unwrap_or(u64::MAX);
+        self.dispersion_n = self.dispersion_n.saturating_add(1);
     }
 
     /// Counts an arrival of extended seq `ext` (after the first packet).
-    fn accept(&mut self, now: Instant, ext: u64, ts: u32) {
+    fn accept(&mut self, now: Instant, ext: u64, ts: u32, bytes: u64) {
         self.transit(now, ts);
+        self.disperse(now, ext, ts, bytes);
         let Some(mut s) = self.seqs else { return };
         if ext > s.highest {
             let old_highest = s.highest;
@@ -309,7 +357,9 @@ impl ReceiveMonitor {
             interval_us: micros(interval),
             echo_ts,
             echo_hold_us: micros(now.saturating_duration_since(arrived)),
+            dispersion_bps: self.dispersion_rate(),
         };
+        self.dispersion_n = 0;
         self.report_seq = self.report_seq.wrapping_add(1);
         self.stats.reports += 1;
         // The next interval starts now if this one had packets, else at
@@ -319,6 +369,21 @@ impl ReceiveMonitor {
         self.interval_bytes = 0;
         self.last_report = Some(now);
         Some(report)
+    }
+}
+
+impl ReceiveMonitor {
+    /// The interval's dispersion rate: the upper quartile of its samples,
+    /// once it has [`MIN_DISPERSION_SAMPLES`].
+    fn dispersion_rate(&self) -> Option<u64> {
+        let n = self.dispersion_n.min(DISPERSION_SAMPLES);
+        if n < MIN_DISPERSION_SAMPLES {
+            return None;
+        }
+        let mut v = self.dispersion;
+        let v = &mut v[..n];
+        v.sort_unstable();
+        Some(v[n * 3 / 4])
     }
 }
 

@@ -35,13 +35,20 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |       echo: microseconds since that packet arrived            | 88
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |  fields of a later minor version (length - 92 bytes, skipped) |
+//! |   dispersion rate (bytes per second, 64 bits; flag bit 1)     | 92
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! | fields of a later minor version (length - 100 bytes, skipped) |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
 //! All fields big-endian. `flags` bit 0 ([`FLAG_LEIGH`]): the Leigh jitter
 //! field holds a value (some run of 20 packets finished in the interval);
-//! other bits are reserved: zero on encode, ignored on decode. `length`
+//! bit 1 ([`FLAG_DISPERSION`]): the dispersion rate holds a value; other
+//! bits are reserved: zero on encode, ignored on decode. The dispersion
+//! rate (minor version 1, [`REPORT_LEN_DISPERSION`] bytes; a report of
+//! [`REPORT_LEN`] bytes has none) is the receiver's packet-pair estimate
+//! of the bottleneck's rate ([`ReceiveMonitor`](super::ReceiveMonitor)).
+//! `length`
 //! is the whole report's size: at least [`REPORT_LEN`], at most
 //! [`MAX_REPORT_LEN`], and exactly the datagram's (a report is its own
 //! message inside the session's framing); bytes past the fields of this
@@ -74,6 +81,11 @@ pub const REPORT_LEN: usize = 92;
 pub const MAX_REPORT_LEN: usize = 512;
 /// `flags` bit: the Leigh (Fig. 4) jitter field holds a value.
 pub const FLAG_LEIGH: u8 = 0x01;
+/// `flags` bit: the dispersion rate field holds a value.
+pub const FLAG_DISPERSION: u8 = 0x02;
+/// Bytes of a report with the dispersion rate (what [`MonitorReport::encode`]
+/// writes).
+pub const REPORT_LEN_DISPERSION: usize = 100;
 
 mod field {
     use core::ops::Range;
@@ -92,6 +104,7 @@ mod field {
     pub(super) const INTERVAL: Range<usize> = 80..84;
     pub(super) const ECHO_TS: Range<usize> = 84..88;
     pub(super) const ECHO_HOLD: Range<usize> = 88..92;
+    pub(super) const DISPERSION: Range<usize> = 92..100;
 }
 
 /// Why a report could not be decoded.
@@ -159,21 +172,23 @@ pub struct MonitorReport {
     pub echo_ts: u32,
     /// Microseconds between that packet's arrival and this report.
     pub echo_hold_us: u32,
+    /// The bottleneck's rate as the packets' dispersion measured it, bytes
+    /// per second (of the datagrams' bytes as the receiver counts them);
+    /// `None` if the interval had too few spaced pairs.
+    pub dispersion_bps: Option<u64>,
 }
 
 impl MonitorReport {
-    /// Appends the report's [`REPORT_LEN`] bytes to `buf`.
+    /// Appends the report's [`REPORT_LEN_DISPERSION`] bytes to `buf`.
     pub fn encode(&self, buf: &mut Vec<u8>) {
         let start = buf.len();
-        buf.resize(start + REPORT_LEN, 0);
+        buf.resize(start + REPORT_LEN_DISPERSION, 0);
         let b = &mut buf[start..];
         b[field::VERSION] = VERSION;
-        b[field::FLAGS] = if self.jitter_leigh_us.is_some() {
-            FLAG_LEIGH
-        } else {
-            0
-        };
-        b[field::LENGTH].copy_from_slice(&(REPORT_LEN as u16).to_be_bytes());
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        b[field::FLAGS] = flag(self.jitter_leigh_us.is_some(), FLAG_LEIGH)
+            | flag(self.dispersion_bps.is_some(), FLAG_DISPERSION);
+        b[field::LENGTH].copy_from_slice(&(REPORT_LEN_DISPERSION as u16).to_be_bytes());
         b[field::REPORT_SEQ].copy_from_slice(&self.report_seq.to_be_bytes());
         b[field::HIGHEST].copy_from_slice(&self.highest_seq.to_be_bytes());
         b[field::RECEIVED].copy_from_slice(&self.received.to_be_bytes());
@@ -189,6 +204,7 @@ impl MonitorReport {
         b[field::INTERVAL].copy_from_slice(&self.interval_us.to_be_bytes());
         b[field::ECHO_TS].copy_from_slice(&self.echo_ts.to_be_bytes());
         b[field::ECHO_HOLD].copy_from_slice(&self.echo_hold_us.to_be_bytes());
+        b[field::DISPERSION].copy_from_slice(&self.dispersion_bps.unwrap_or(0).to_be_bytes());
     }
 
     /// The report in `buf` (the whole input). Never panics; see the
@@ -214,6 +230,9 @@ impl MonitorReport {
                 got: buf.len(),
             });
         }
+        let dispersion = (length >= REPORT_LEN_DISPERSION
+            && buf[field::FLAGS] & FLAG_DISPERSION != 0)
+            .then(|| crate::wire::be64(&buf[field::DISPERSION]));
         let b = &buf[..REPORT_LEN];
         let u32_at = |r: core::ops::Range<usize>| crate::wire::be32(&b[r]);
         let u64_at = |r: core::ops::Range<usize>| crate::wire::be64(&b[r]);
@@ -235,6 +254,7 @@ impl MonitorReport {
             interval_us: u32_at(field::INTERVAL),
             echo_ts: u32_at(field::ECHO_TS),
             echo_hold_us: u32_at(field::ECHO_HOLD),
+            dispersion_bps: dispersion,
         };
         r.check()?;
         Ok(r)

@@ -144,7 +144,18 @@ pub struct SendMonitor {
     jitter: Duration,
     jitter_leigh: Option<Duration>,
     last_probe: Option<Instant>,
+    /// The last reports' dispersion rates (bytes per second) and when they
+    /// came, a ring ([`Self::bottleneck`]).
+    dispersion: [(Instant, f64); DISPERSION_REPORTS],
+    dispersion_n: usize,
 }
+
+/// Reports whose dispersion rates [`SendMonitor::bottleneck`] takes the
+/// median of.
+const DISPERSION_REPORTS: usize = 5;
+
+/// Oldest report whose dispersion rate [`SendMonitor::bottleneck`] uses.
+const DISPERSION_AGE: Duration = Duration::from_secs(2);
 
 impl SendMonitor {
     /// A monitor that has sent nothing.
@@ -170,7 +181,30 @@ impl SendMonitor {
             jitter: Duration::ZERO,
             jitter_leigh: None,
             last_probe: None,
+            dispersion: [(Instant::ZERO, 0.0); DISPERSION_REPORTS],
+            dispersion_n: 0,
         }
+    }
+
+    /// The bottleneck's rate, bytes per second: the median of the last
+    /// [`DISPERSION_REPORTS`] reports' dispersion rates that came within
+    /// [`DISPERSION_AGE`] of `now` (`None` with fewer than three; see the
+    /// module docs, "Dispersion").
+    fn bottleneck(&self, now: Instant) -> Option<f64> {
+        let mut v = [0.0f64; DISPERSION_REPORTS];
+        let mut n = 0;
+        for &(t, r) in &self.dispersion[..self.dispersion_n.min(DISPERSION_REPORTS)] {
+            if now.saturating_duration_since(t) <= DISPERSION_AGE {
+                v[n] = r;
+                n += 1;
+            }
+        }
+        if n < 3 {
+            return None;
+        }
+        let v = &mut v[..n];
+        v.sort_by(f64::total_cmp);
+        Some(v[n / 2])
     }
 
     /// What it has seen.
@@ -267,6 +301,10 @@ impl SendMonitor {
             self.jitter_leigh = Some(Duration::from_micros(u64::from(j)));
         }
         self.rtt_sample(now, r);
+        if let Some(d) = r.dispersion_bps {
+            self.dispersion[self.dispersion_n % DISPERSION_REPORTS] = (now, d as f64);
+            self.dispersion_n = self.dispersion_n.saturating_add(1);
+        }
         self.last = Some(Accepted {
             at: now,
             report: *r,
@@ -470,9 +508,18 @@ impl SendMonitor {
                 1.0
             },
             delivered,
-            capacity: self
-                .capacity
-                .map(|(c, _, _)| Bitrate::bps((c * 8.0).round() as u64)),
+            capacity: {
+                let kept = self.capacity.map(|(c, _, _)| c);
+                let pp = self
+                    .last
+                    .and_then(|a| self.bottleneck(a.at))
+                    .map(|c| c * (1.0 - fit.loss_rate().clamp(0.0, 1.0)));
+                match (kept, pp) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+                .map(|c| Bitrate::bps((c * 8.0).round() as u64))
+            },
             jitter: self.jitter,
             jitter_leigh: self.jitter_leigh,
             samples: fit.samples(),

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::report::{MAX_REPORT_LEN, REPORT_LEN};
+use super::report::{MAX_REPORT_LEN, REPORT_LEN, REPORT_LEN_DISPERSION};
 use super::*;
 use crate::control::gilbert::TwoState;
 use crate::session::PathEstimate;
@@ -548,11 +548,12 @@ fn the_report_bytes_are_as_documented() {
         interval_us: 100_000,
         echo_ts: 0xdead_beef,
         echo_hold_us: 5,
+        dispersion_bps: Some(0x0102_0304_0506),
     };
     let mut buf = vec![0xee];
     r.encode(&mut buf);
-    let golden: [u8; REPORT_LEN] = [
-        1, 1, 0, 92, // version, flags (Leigh), length
+    let golden: [u8; REPORT_LEN_DISPERSION] = [
+        1, 3, 0, 100, // version, flags (Leigh, dispersion), length
         1, 2, 3, 4, // report seq
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // highest seq
         0, 0, 0, 0, 0, 0, 1, 0, // received
@@ -566,19 +567,37 @@ fn the_report_bytes_are_as_documented() {
         0, 1, 0x86, 0xa0, // interval µs
         0xde, 0xad, 0xbe, 0xef, // echo ts
         0, 0, 0, 5, // hold
+        0, 0, 1, 2, 3, 4, 5, 6, // dispersion rate
     ];
     assert_eq!(buf[0], 0xee, "appended");
     assert_eq!(&buf[1..], &golden[..]);
     assert_eq!(MonitorReport::decode(&golden), Ok(r));
-    // Without Leigh's jitter the flag is clear and the field zero.
+    // Without Leigh's jitter and the dispersion rate the flags are clear
+    // and the fields zero.
     let plain = MonitorReport {
         jitter_leigh_us: None,
+        dispersion_bps: None,
         ..r
     };
     let mut b = Vec::new();
     plain.encode(&mut b);
-    assert_eq!((b[1], &b[68..72]), (0, &[0u8; 4][..]));
+    assert_eq!(
+        (b[1], &b[68..72], &b[92..]),
+        (0, &[0u8; 4][..], &[0u8; 8][..])
+    );
     assert_eq!(MonitorReport::decode(&b), Ok(plain));
+    // A version-1.0 report (92 bytes, from a build before the dispersion
+    // rate) decodes, with none; so does a flag without the field.
+    let mut old = golden[..REPORT_LEN].to_vec();
+    old[3] = 92;
+    let want = MonitorReport {
+        dispersion_bps: None,
+        ..r
+    };
+    assert_eq!(MonitorReport::decode(&old), Ok(want));
+    let mut unflagged = golden.to_vec();
+    unflagged[1] = 1;
+    assert_eq!(MonitorReport::decode(&unflagged), Ok(want));
 }
 
 #[test]
@@ -599,8 +618,8 @@ fn decoding_rejects_what_it_must_and_skips_later_fields() {
         Err(ReportError::Truncated { needed: 4, .. })
     ));
     assert!(matches!(
-        MonitorReport::decode(&b[..91]),
-        Err(ReportError::Truncated { needed: 92, .. })
+        MonitorReport::decode(&b[..99]),
+        Err(ReportError::Truncated { needed: 100, .. })
     ));
     let mut v2 = b.clone();
     v2[0] = 2;
@@ -616,7 +635,7 @@ fn decoding_rejects_what_it_must_and_skips_later_fields() {
     ));
     // A later minor version's 8 more bytes, with its length: skipped.
     long.extend([0; 7]);
-    long[3] = 100;
+    long[3] = 108;
     assert_eq!(MonitorReport::decode(&long), Ok(r));
     let mut huge = vec![0u8; MAX_REPORT_LEN + 1];
     huge[..4].copy_from_slice(&[1, 0, 2, 1]);
@@ -657,35 +676,45 @@ fn any_report() -> impl Strategy<Value = MonitorReport> {
         any::<(u32, u64, u64, u64)>(),
         any::<[u32; 6]>(),
         any::<(u32, Option<u32>, u64, u32, u32, u32)>(),
+        any::<Option<u64>>(),
     )
-        .prop_map(|((seq, received, lost, runs), histogram, rest)| {
-            // Counters that agree, as a receiver makes them.
-            let received = (received >> 2).max(1);
-            let lost = lost >> 2;
-            let runs = runs.min(lost);
-            let mut histogram = histogram;
-            let mut left = runs;
-            for h in &mut histogram {
-                *h = (*h).min(u32::try_from(left).unwrap_or(u32::MAX));
-                left -= u64::from(*h);
-            }
-            let (jitter_us, jitter_leigh_us, interval_bytes, interval_us, echo_ts, echo_hold_us) =
-                rest;
-            MonitorReport {
-                report_seq: seq,
-                highest_seq: received + lost - 1,
-                received,
-                lost,
-                runs,
-                histogram,
-                jitter_us,
-                jitter_leigh_us,
-                interval_bytes,
-                interval_us,
-                echo_ts,
-                echo_hold_us,
-            }
-        })
+        .prop_map(
+            |((seq, received, lost, runs), histogram, rest, dispersion_bps)| {
+                // Counters that agree, as a receiver makes them.
+                let received = (received >> 2).max(1);
+                let lost = lost >> 2;
+                let runs = runs.min(lost);
+                let mut histogram = histogram;
+                let mut left = runs;
+                for h in &mut histogram {
+                    *h = (*h).min(u32::try_from(left).unwrap_or(u32::MAX));
+                    left -= u64::from(*h);
+                }
+                let (
+                    jitter_us,
+                    jitter_leigh_us,
+                    interval_bytes,
+                    interval_us,
+                    echo_ts,
+                    echo_hold_us,
+                ) = rest;
+                MonitorReport {
+                    report_seq: seq,
+                    highest_seq: received + lost - 1,
+                    received,
+                    lost,
+                    runs,
+                    histogram,
+                    jitter_us,
+                    jitter_leigh_us,
+                    interval_bytes,
+                    interval_us,
+                    echo_ts,
+                    echo_hold_us,
+                    dispersion_bps,
+                }
+            },
+        )
 }
 
 proptest! {
@@ -693,7 +722,7 @@ proptest! {
     fn reports_round_trip(r in any_report()) {
         let mut b = Vec::new();
         r.encode(&mut b);
-        prop_assert_eq!(b.len(), REPORT_LEN);
+        prop_assert_eq!(b.len(), REPORT_LEN_DISPERSION);
         prop_assert_eq!(MonitorReport::decode(&b), Ok(r));
     }
 
@@ -821,7 +850,66 @@ fn a_step_in_delay_alone_is_not_a_full_path() {
         "{e:?}"
     );
     assert_eq!(b.tx.stats().full_reports, 0);
+    // Packets 2.7 ms apart through a link that takes 0.8 ms each arrive
+    // as sent: no dispersion, so no capacity either.
     assert_eq!(e.capacity, None);
+}
+
+/// `secs` seconds of bursts of `burst` 1000-byte packets sent together,
+/// a burst every `every`, from `start`.
+fn bursts(b: &mut Bottleneck, start: Instant, secs: u64, burst: usize, every: Duration) {
+    let n = Duration::from_secs(secs).as_nanos() / every.as_nanos();
+    for i in 0..n as u32 {
+        for _ in 0..burst {
+            b.send(start + every * i, 1000, false);
+        }
+    }
+}
+
+#[test]
+fn bursts_through_a_bottleneck_measure_its_rate_before_any_overload() {
+    // 2 Mbit/s in bursts of 5 packets every 20 ms through 4 Mbit/s: the
+    // queue drains between bursts (no standing queue, nothing full), and
+    // each burst leaves the link 2 ms a packet apart.
+    let mut b = Bottleneck::new(4e6, 100, 20 * MS);
+    bursts(&mut b, at_ms(0), 3, 5, 20 * MS);
+    let e = b.tx.estimate();
+    assert_eq!(b.tx.stats().full_reports, 0);
+    let cap = e.capacity.expect("dispersion measured").as_bps() as f64;
+    assert!((cap - 4e6).abs() < 0.02 * 4e6, "{cap}");
+    // The link slows to 1 Mbit/s: the estimate follows within two
+    // seconds (the median of the last five reports).
+    b.rate = 1e6 / 8.0;
+    bursts(&mut b, at_ms(3_000), 2, 10, 100 * MS);
+    let cap = b.tx.estimate().capacity.expect("measured").as_bps() as f64;
+    assert!((cap - 1e6).abs() < 0.05 * 1e6, "{cap}");
+}
+
+#[test]
+fn pairs_that_arrive_together_or_as_sent_give_no_dispersion() {
+    let mut rx = ReceiveMonitor::new(MonitorConfig::default());
+    // A receive batch: 20 packets sent 1 ms apart, all read at one
+    // instant (a compressed pair's gap is zero).
+    for i in 0..20u32 {
+        rx.on_packet(at_ms(50), i, wire_ts(at_ms(u64::from(i))), 1000);
+    }
+    // 20 more arriving exactly as they were sent.
+    for i in 20..40u32 {
+        let t = at_ms(u64::from(i));
+        rx.on_packet(t + 30 * MS, i, wire_ts(t), 1000);
+    }
+    let r = rx.poll_report(at_ms(200)).expect("due");
+    assert_eq!(r.dispersion_bps, None);
+    // Spread: sent together, 1 ms apart on arrival, with one loss between
+    // two of them (no sample across it): 1 MB/s.
+    for i in 41..60u32 {
+        if i == 50 {
+            continue;
+        }
+        rx.on_packet(at_ms(300 + u64::from(i)), i, wire_ts(at_ms(250)), 1000);
+    }
+    let r = rx.poll_report(at_ms(400)).expect("due");
+    assert_eq!(r.dispersion_bps, Some(1_000_000));
 }
 
 #[test]
