@@ -649,6 +649,102 @@ struct StreamQueue {
     /// time of the last frame sent.
     vtime: [f64; RANKS],
     clock: f64,
+    /// The bulk ranks' pacer ([`BulkPacer`]), once the monitor knows the
+    /// path's capacity.
+    pace: Option<BulkPacer>,
+    /// Set when [`Session::release_frames`] last stopped with bulk frames
+    /// waiting for the pacer alone: when they may go.
+    held_until: Option<Instant>,
+}
+
+/// Paces the frames of the bulk ranks (capacity-seeking and scavenger
+/// channels on the stream) at what the path's capacity leaves after the
+/// datagram channels, so a bulk transfer's TCP never holds more of the
+/// bottleneck's queue than one frame and the window: TCP can only send
+/// what it was handed. Without it, every transfer's slow start filled the
+/// drop-tail queue the real-time channels share (the tele-immersion
+/// scenario's state channel: late or lost for a window or two at every
+/// dataset), and the loss that caused them was ours, not the path's.
+/// A token bucket: a frame leaves while the tokens are not negative and
+/// takes its bytes from them; they refill at
+/// [`rate`](Self::rate) up to one window.
+#[derive(Clone, Copy, Debug)]
+struct BulkPacer {
+    /// Bytes per second.
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+/// Share of the capacity left by the datagram channels that bulk frames
+/// are paced at ([`BulkPacer`]): the rest covers TCP's headers and
+/// retransmissions and the estimate's error.
+const BULK_PACE_SHARE: f64 = 0.85;
+
+/// Least share of the capacity bulk frames are paced at, however much
+/// the datagram channels send: bulk still moves.
+const BULK_PACE_FLOOR: f64 = 0.05;
+
+/// The first rank [`BulkPacer`] paces ([`stream_rank`]).
+const BULK_RANK: usize = 4;
+
+impl BulkPacer {
+    /// Refills to `now` (up to `burst` bytes).
+    fn refill(&mut self, now: Instant, burst: f64) {
+        let secs = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + secs * self.rate).min(burst);
+        self.at = now;
+    }
+
+    /// When the tokens are back at zero.
+    fn ready_at(&self) -> Instant {
+        if self.tokens >= 0.0 || self.rate <= 0.0 {
+            return self.at;
+        }
+        // Whole microseconds, rounded up: a wake-up that refills a
+        // rounding error short of zero would come again at once.
+        let us = (-self.tokens / self.rate * 1e6).ceil().max(1.0);
+        self.at.saturating_add(Duration::from_micros(us as u64))
+    }
+}
+
+impl StreamQueue {
+    /// When the pacer lets bulk frames go, if it alone holds some back
+    /// (the window had room for them).
+    fn paced_until(&self) -> Option<Instant> {
+        self.held_until
+    }
+
+    /// Sets the bulk pacer's rate at a control tick ([`BulkPacer`]): the
+    /// path's capacity (the monitor's estimate) less what the `channels`
+    /// put in datagrams, times [`BULK_PACE_SHARE`], at least
+    /// [`BULK_PACE_FLOOR`] of the capacity. No pacer without a capacity
+    /// or while no channel sends datagrams (then bulk has the path to
+    /// itself, and TCP finds its rate).
+    fn pace_at<'a>(
+        &mut self,
+        now: Instant,
+        estimate: &PathEstimate,
+        channels: impl Iterator<Item = &'a OutChannel>,
+        window: f64,
+    ) {
+        let dgram_rate: f64 = channels.map(|c| c.load.rates().2).sum();
+        let cap = estimate
+            .capacity
+            .map(|c| c.as_bps() as f64 / 8.0)
+            .filter(|_| dgram_rate > 0.0);
+        self.pace = cap.map(|cap| {
+            let rate = ((cap - dgram_rate) * BULK_PACE_SHARE).max(cap * BULK_PACE_FLOOR);
+            let mut pc = self.pace.unwrap_or(BulkPacer {
+                rate,
+                tokens: 0.0,
+                at: now,
+            });
+            pc.refill(now, window);
+            pc.rate = rate;
+            pc
+        });
+    }
 }
 
 /// Ranks of [`stream_rank`].
@@ -1139,15 +1235,26 @@ impl Session {
                 return;
             };
             let q = &mut p.stream;
+            q.held_until = None;
             if q.unsent >= window.max(1) {
                 return;
             }
+            // The bulk ranks wait for their pacer's tokens.
+            let now = self.now;
+            let paced = q.pace.as_mut().and_then(|pc| {
+                pc.refill(now, window as f64);
+                Some(pc.ready_at()).filter(|&t| t > now)
+            });
             let Some(best) = q
                 .waiting
                 .keys()
                 .map(|&(rank, _)| rank)
+                .filter(|&r| !(paced.is_some() && r >= BULK_RANK))
                 .min_by(|&a, &b| q.vtime[a].total_cmp(&q.vtime[b]).then(a.cmp(&b)))
             else {
+                if q.waiting.keys().any(|&(r, _)| r >= BULK_RANK) {
+                    q.held_until = paced;
+                }
                 return;
             };
             // The next channel of that rank after the last one served,
@@ -1172,6 +1279,11 @@ impl Session {
             q.last = Some(id);
             q.clock = q.vtime[best];
             q.vtime[best] += payload.len() as f64 / stream_weight(best);
+            if best >= BULK_RANK
+                && let Some(pc) = q.pace.as_mut()
+            {
+                pc.tokens -= payload.len() as f64;
+            }
             let ch = ChannelId {
                 peer: PeerId(cid),
                 id,
@@ -1926,6 +2038,8 @@ impl Session {
             totals.1 += c.load.base_rate();
             bulk_on_stream += usize::from(c.bulk_on_stream());
         }
+        let window = self.cfg.stream_window.unwrap_or(0) as f64;
+        p.stream.pace_at(now, &estimate, p.out.values(), window);
         let mut moves = Vec::new();
         let mut verdicts = Vec::new();
         for (&id, c) in p.out.iter_mut() {
@@ -2131,7 +2245,9 @@ impl Session {
             if established {
                 at(p.rx_mon.poll_timeout());
                 at(p.tx_mon.poll_timeout());
-                if controlled && self.cfg.policy.is_some() {
+                at(p.stream.paced_until());
+                // The tick also paces bulk frames on the stream.
+                if controlled && self.cfg.policy.is_some() || self.cfg.stream_window.is_some() {
                     at(Some(p.next_control));
                 }
             }
@@ -2451,6 +2567,7 @@ impl Machine for Session {
                     due.push(Pump::In(id));
                 }
             }
+            let paced_due = p.stream.paced_until().is_some_and(|t| t <= now);
             let report = p.rx_mon.poll_report(now);
             let probe = p.tx_mon.poll_probe(now);
             let counts: Vec<ChannelCounts> = if report.is_some() {
@@ -2469,7 +2586,8 @@ impl Machine for Session {
             } else {
                 Vec::new()
             };
-            let control = self.cfg.policy.is_some() && now >= p.next_control;
+            let control = (self.cfg.policy.is_some() || self.cfg.stream_window.is_some())
+                && now >= p.next_control;
             if control {
                 p.next_control = now.saturating_add(self.cfg.control_interval);
             }
@@ -2494,6 +2612,9 @@ impl Machine for Session {
             }
             if probe {
                 self.emit(cid, &Body::Probe);
+            }
+            if paced_due {
+                self.release_frames(cid);
             }
             if control {
                 self.control(now, cid);

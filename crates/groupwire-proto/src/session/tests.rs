@@ -36,6 +36,14 @@ struct Net {
     ev_b: Vec<SessionEvent>,
     /// Everything either side sent, in order.
     log: Vec<(SocketAddr, Transmit)>,
+    /// A's datagrams to B cross a link of this many bytes per second
+    /// (FIFO, no limit) before the delay; `None`: no serialization.
+    rate: Option<f64>,
+    /// When that link is next free.
+    busy: Instant,
+    /// A's stream: a driver that sends every frame at once, and says so
+    /// ([`StreamMachine::handle_stream_sent`]).
+    send_frames: bool,
 }
 
 impl Net {
@@ -50,24 +58,47 @@ impl Net {
             ev_a: Vec::new(),
             ev_b: Vec::new(),
             log: Vec::new(),
+            rate: None,
+            busy: Instant::ZERO,
+            send_frames: false,
         }
     }
 
     fn drain(&mut self) {
-        for (from, s, ev) in [
-            (A, &mut self.a, &mut self.ev_a),
-            (B, &mut self.b, &mut self.ev_b),
-        ] {
-            while let Some(t) = s.poll_transmit(self.now) {
-                self.log.push((from, t.clone()));
-                if t.transport == Transport::Udp && (self.drop)(from, &t) {
-                    continue;
+        loop {
+            let mut frames = 0;
+            for (from, s, ev) in [
+                (A, &mut self.a, &mut self.ev_a),
+                (B, &mut self.b, &mut self.ev_b),
+            ] {
+                while let Some(t) = s.poll_transmit(self.now) {
+                    self.log.push((from, t.clone()));
+                    if t.transport == Transport::Udp && (self.drop)(from, &t) {
+                        continue;
+                    }
+                    let mut at = self.now;
+                    match (from, t.transport, self.rate) {
+                        (A, Transport::Udp, Some(rate)) => {
+                            let busy = self.busy.max(self.now);
+                            let secs = (t.payload.len() + 28) as f64 / rate;
+                            self.busy = busy + Duration::from_secs_f64(secs);
+                            at = self.busy;
+                        }
+                        (A, Transport::TcpFrame, _) if self.send_frames => {
+                            frames += t.payload.len() + crate::FRAME_PREFIX;
+                        }
+                        _ => {}
+                    }
+                    self.flight.push_back((at + self.delay, from, t));
                 }
-                self.flight.push_back((self.now + self.delay, from, t));
+                while let Some(e) = s.poll_event() {
+                    ev.push(e);
+                }
             }
-            while let Some(e) = s.poll_event() {
-                ev.push(e);
+            if frames == 0 {
+                return;
             }
+            self.a.handle_stream_sent(self.now, B, frames);
         }
     }
 
@@ -1482,4 +1513,59 @@ fn a_stream_window_shares_the_stream_by_profile_and_starves_none() {
         (9..=12).contains(&bulk_frames),
         "{bulk_frames} of 50: {order:?}"
     );
+}
+
+/// Bulk frames on the stream are paced at what the path's capacity
+/// leaves after the datagram channels (the monitor measures the link
+/// from the dispersion of the datagrams' bursts), so a transfer's TCP
+/// cannot fill the queue the real-time channels share; without datagram
+/// channels, bulk goes unpaced.
+#[test]
+fn bulk_frames_are_paced_at_what_the_datagram_channels_leave() {
+    // 4 Mbit/s from A to B; a camera-like channel sends 2 Mbit/s in
+    // bursts of 5 messages every 20 ms; a bulk channel has 4 MB queued.
+    let run = |with_datagrams: bool| {
+        let mut cfg = SessionConfig::new(1);
+        cfg.stream_window = Some(DEFAULT_STREAM_WINDOW);
+        let mut net = Net::new(cfg, SessionConfig::new(2));
+        net.rate = Some(4e6 / 8.0);
+        net.send_frames = true;
+        let (bulk, _) = net.pair("bulk", Qos::bulk());
+        let media = net
+            .a
+            .open_channel(net.now, bulk.peer, "media", Qos::stream())
+            .expect("open");
+        net.a
+            .set_mechanism(net.now, media, Mechanism::Plain)
+            .expect("pin");
+        let chunk = vec![7u8; 16 * 1024];
+        let frame = vec![1u8; 1000];
+        let mut bulk_at = Vec::new();
+        for tick in 0..250u32 {
+            // The transfer starts once the path has been measured.
+            if tick == 50 {
+                for _ in 0..256 {
+                    net.a.send(net.now, bulk, &chunk).expect("send");
+                }
+            }
+            if with_datagrams {
+                for _ in 0..5 {
+                    net.a.send(net.now, media, &frame).expect("send");
+                }
+            }
+            net.run_for(Duration::from_millis(20));
+            if tick == 150 || tick == 249 {
+                bulk_at.push(net.a.channel_stats(bulk).expect("open").wire_bytes);
+            }
+        }
+        let rate = (bulk_at[1] - bulk_at[0]) as f64 * 8.0 / 2.0;
+        (rate, net.a.stream_waiting(bulk.peer))
+    };
+    // (4 Mbit/s less the 2 Mbit/s of datagrams) × 0.85, from second 3 to 5.
+    let (paced, waiting) = run(true);
+    assert!((1.4e6..2.0e6).contains(&paced), "{paced}");
+    assert!(waiting > 0);
+    // No datagrams: the harness's driver takes every frame at once.
+    let (free, waiting) = run(false);
+    assert_eq!((free, waiting), (0.0, 0), "all of it went at once");
 }
