@@ -351,7 +351,13 @@ impl AdaptiveController {
         let better = pick.mechanism != current
             && match self.policy {
                 Policy::Heuristic => true,
-                Policy::Model => self.clearly_better(&pick.prediction, pick.meets, &cur, cur_meets),
+                Policy::Model => self.clearly_better(
+                    &pick.prediction,
+                    pick.meets,
+                    &cur,
+                    cur_meets,
+                    traffic.window,
+                ),
             };
         if !better {
             self.better_since = None;
@@ -520,6 +526,7 @@ impl AdaptiveController {
         new_meets: bool,
         cur: &Prediction,
         cur_meets: bool,
+        window: Option<super::Window>,
     ) -> bool {
         let x = self.cfg.margin.clamp(0.0, 1.0);
         // A mechanism the path cannot carry loses more than predicted (the
@@ -542,7 +549,15 @@ impl AdaptiveController {
                 cheaper || faster
             }
             // Neither meets: clearly less lost for the bytes sent.
-            (false, false) => new.loss_cost() <= (1.0 - x) * cur.loss_cost(),
+            (false, false) => {
+                let (a, b) = (
+                    super::window_fail(&self.qos, new, window),
+                    super::window_fail(&self.qos, cur, window),
+                );
+                a <= (1.0 - x) * b
+                    || (a <= b * (1.0 + super::NONE_MEETS_TOLERANCE)
+                        && new.loss_cost() <= (1.0 - x) * cur.loss_cost())
+            }
         }
     }
 }

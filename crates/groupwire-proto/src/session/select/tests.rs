@@ -176,17 +176,26 @@ fn model_picks_reliable_for_reliable_ordered_and_says_when_nothing_meets() {
     let path = PathEstimate::known(ms(20), 0.3, 10.0, Some(Bitrate::mbps(100)));
     let s = select(Policy::Model, &qos, &path, &VIDEO, None);
     assert!(!s.meets, "{s:?}");
-    // The least loss for the bytes sent, of those that fit.
+    // Of those that fit and come within a tenth of the fewest failed
+    // windows (the mean loss here: no window), the least loss for the
+    // bytes sent.
     let all: Vec<Prediction> = candidates(&Provision::DEFAULT, &qos, &path)
         .iter()
         .map(|m| predict(m, &qos, &path, &VIDEO))
         .filter(|p| p.rate_ok)
         .collect();
-    for p in &all {
+    let least = all.iter().map(Prediction::lost).fold(1.0, f64::min);
+    assert!(s.prediction.lost() <= least * (1.0 + NONE_MEETS_TOLERANCE) + 1e-12);
+    for p in all
+        .iter()
+        .filter(|p| p.lost() <= least * (1.0 + NONE_MEETS_TOLERANCE))
+    {
         assert!(p.loss_cost() >= s.prediction.loss_cost(), "{p:?} is better");
     }
-    // Twice the bytes for a quarter less loss is not worth it; for half
-    // the loss it is even.
+}
+
+#[test]
+fn when_nothing_meets_the_fewest_failed_windows_win_and_alike_ones_go_to_the_cheapest() {
     let p = |lost: f64, overhead: f64| Prediction {
         residual: lost,
         late: 0.0,
@@ -196,6 +205,27 @@ fn model_picks_reliable_for_reliable_ordered_and_says_when_nothing_meets() {
         throughput: None,
         cluster: 1.0,
     };
+    // 20 messages a window, none may be lost: a window fails with any
+    // loss, 1 − e^(−20·lost).
+    let qos = Qos::low_latency().max_loss(0.001);
+    let w = Some(Window {
+        msgs: 20.0,
+        risk: 0.05,
+    });
+    let one_copy = window_fail(&qos, &p(0.0095, 1.0), w);
+    let two_copies = window_fail(&qos, &p(0.0071, 2.0), w);
+    assert!(
+        (one_copy - (1.0 - (-0.19f64).exp())).abs() < 1e-9,
+        "{one_copy}"
+    );
+    assert!(two_copies < one_copy * (1.0 - NONE_MEETS_TOLERANCE));
+    // Without a window, the mean loss.
+    assert_eq!(window_fail(&qos, &p(0.0095, 1.0), None), 0.0095);
+    // Every window failing whatever is sent: all alike, and then twice
+    // the bytes for a quarter less loss is not worth it; for half the
+    // loss it is even.
+    let hopeless = |o| window_fail(&qos, &p(0.5, o), w);
+    assert!((hopeless(0.0) - hopeless(3.0)).abs() < 1e-3);
     assert!(p(0.0075, 2.0).loss_cost() > p(0.01, 1.0).loss_cost());
     assert_eq!(p(0.005, 3.0).loss_cost(), p(0.01, 1.0).loss_cost());
 }
