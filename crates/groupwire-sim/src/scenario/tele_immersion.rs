@@ -1519,41 +1519,43 @@ mod tests {
     }
 
     /// What holds of issue 16's goal today, on the default scenario and
-    /// two seeds: the model selector meets the telepointer's and the
+    /// four seeds: the model selector meets the telepointer's and the
     /// camera's QoS at least as often as the best fixed choice for each,
-    /// at no more overhead; no channel flaps on the stationary path; and
+    /// at no more overhead, on the means over the seeds (the pooled
+    /// comparison of `scripts/tele_immersion_seeds.py`); no channel flaps on the stationary path; and
     /// an edit waits behind a bulk transfer's stream window, not behind
     /// the whole transfer (p99 under 3 s; 22 s when the session handed TCP
     /// every frame at once). (The state channel's QoS is what
     /// `the_model_selector_meets_issue_16s_goal` still misses.)
     #[test]
     fn the_model_selector_meets_the_goal_for_the_telepointer_and_the_camera() {
-        for seed in [1, 2] {
+        // Means over seeds 1 to 4: one seed's comparison turns on a window
+        // or two of 230 (each fixed run draws its own losses), the mean
+        // over several on what the selector does.
+        const SEEDS: u64 = 4;
+        // (run, channel) -> (sum of qos_met, sum of overhead, valid runs)
+        let mut sums: BTreeMap<(String, String), (f64, f64, u64)> = BTreeMap::new();
+        for seed in 1..=SEEDS {
             let r = TeleImmersion::default()
                 .run(seed, &mut |_| {})
                 .expect("runs");
-            let t = r.table("goal").expect("the goal table");
-            let (ch, q, o) = (
-                t.column("channel").unwrap(),
-                t.column("qos_goal").unwrap(),
-                t.column("overhead_goal").unwrap(),
-            );
-            let row = |name: &str| {
-                t.rows
-                    .iter()
-                    .find(|row| row[ch] == name)
-                    .unwrap_or_else(|| panic!("a {name} row"))
-                    .clone()
-            };
-            let tp = row("telepointer");
-            assert_eq!(tp[q], true, "seed {seed}: {tp:?}");
-            assert_eq!(tp[o], true, "seed {seed}: {tp:?}");
             let c = r.table("channels").expect("the channels table");
-            let (run, name, p99) = (
-                c.column("run").unwrap(),
-                c.column("channel").unwrap(),
-                c.column("p99_ms").unwrap(),
-            );
+            let col = |n: &str| c.column(n).unwrap();
+            let (run, name, valid) = (col("run"), col("channel"), col("valid"));
+            let (met, overhead, p99) = (col("qos_met"), col("overhead"), col("p99_ms"));
+            for row in &c.rows {
+                if row[valid] != true {
+                    continue;
+                }
+                let key = (
+                    row[run].as_str().unwrap().to_string(),
+                    row[name].as_str().unwrap().to_string(),
+                );
+                let e = sums.entry(key).or_default();
+                e.0 += row[met].as_f64().unwrap();
+                e.1 += row[overhead].as_f64().unwrap();
+                e.2 += 1;
+            }
             let edits = c
                 .rows
                 .iter()
@@ -1561,9 +1563,27 @@ mod tests {
                 .expect("the model run's edits");
             let p99 = edits[p99].as_f64().expect("a p99");
             assert!(p99 < 3000.0, "seed {seed}: {edits:?}");
-            assert_eq!(row("camera")[q], true, "seed {seed}: {:?}", row("camera"));
-            assert_eq!(row("camera")[o], true, "seed {seed}: {:?}", row("camera"));
             assert_eq!(r.summary["stationary_no_flapping"], true, "seed {seed}");
+        }
+        for channel in ["telepointer", "camera"] {
+            let mean = |run: &str| {
+                let (m, o, n) = sums[&(run.to_string(), channel.to_string())];
+                assert_eq!(n, SEEDS, "{run} {channel}");
+                (m / n as f64, o / n as f64)
+            };
+            let model = mean("model");
+            // The best fixed choice by its mean: highest share met, then
+            // least overhead.
+            let best = sums
+                .keys()
+                .filter(|(run, ch)| ch == channel && run.starts_with("fixed:"))
+                .map(|(run, _)| (run.clone(), mean(run)))
+                .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(b.1.1.total_cmp(&a.1.1)))
+                .expect("fixed runs");
+            assert!(
+                model.0 >= best.1.0 - 1e-12 && model.1 <= best.1.1 + 1e-12,
+                "{channel}: model {model:?}, best fixed {best:?}"
+            );
         }
     }
 
