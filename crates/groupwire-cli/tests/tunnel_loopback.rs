@@ -294,9 +294,20 @@ fn garbage_at_the_tunnel_is_counted_and_dropped_and_traffic_goes_on() {
     let (to, count) = (a.addr("app"), 200);
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     // Learn the peer with one datagram, then garbage from a stranger and
-    // at the listen side's link socket too, then traffic.
-    sock.send_to(&datagram(1_000_000, 50), to).expect("send");
-    std::thread::sleep(Duration::from_millis(100));
+    // at the listen side's link socket too, then traffic. B has learned
+    // its peer once it forwards that datagram (a fixed wait was not long
+    // enough on a loaded machine: the second wave counted as before the
+    // peer too); it is sent again until it arrives, and its number is
+    // outside the traffic's.
+    app_rx
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut buf = [0u8; 2048];
+    let learned = (0..50).any(|_| {
+        sock.send_to(&datagram(1_000_000, 50), to).expect("send");
+        app_rx.recv(&mut buf).is_ok()
+    });
+    assert!(learned, "B never forwarded the first datagram");
     for g in &garbage {
         junk.send_to(g, b_link).expect("send");
         junk.send_to(g, a.addr("link")).expect("send");

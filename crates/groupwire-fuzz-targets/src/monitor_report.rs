@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use groupwire_proto::Instant;
-use groupwire_proto::session::monitor::report::REPORT_LEN;
+use groupwire_proto::session::monitor::report::REPORT_LEN_DISPERSION;
 use groupwire_proto::session::monitor::{
     MonitorConfig, MonitorReport, ReceiveMonitor, ReceiveStats, SendMonitor, SendStats, wire_ts,
 };
@@ -12,7 +12,7 @@ use groupwire_proto::session::monitor::{
 pub const OP_LEN: usize = 6;
 
 /// The resource monitor's report and its two halves. Whatever decodes
-/// re-encodes to [`REPORT_LEN`] bytes that decode to the same report.
+/// re-encodes to [`REPORT_LEN_DISPERSION`] bytes that decode to the same report.
 /// Then the input is a walk of [`OP_LEN`]-byte operations over one path:
 /// byte 0 advances the clock (× 100 µs); the sender sends its next
 /// packet; bytes 1–2 (a signed 16-bit step) move the packet number the
@@ -26,7 +26,7 @@ pub fn monitor_report(data: &[u8]) {
     if let Ok(r) = MonitorReport::decode(data) {
         let mut b = Vec::new();
         r.encode(&mut b);
-        assert_eq!(b.len(), REPORT_LEN);
+        assert_eq!(b.len(), REPORT_LEN_DISPERSION);
         assert_eq!(MonitorReport::decode(&b), Ok(r));
     }
     walk(data);
