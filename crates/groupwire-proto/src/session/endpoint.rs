@@ -709,12 +709,6 @@ impl BulkPacer {
 }
 
 impl StreamQueue {
-    /// When the pacer lets bulk frames go, if it alone holds some back
-    /// (the window had room for them).
-    fn paced_until(&self) -> Option<Instant> {
-        self.held_until
-    }
-
     /// Sets the bulk pacer's rate at a control tick ([`BulkPacer`]): the
     /// path's capacity (the monitor's estimate) less what the `channels`
     /// put in datagrams, times [`BULK_PACE_SHARE`], at least
@@ -2245,7 +2239,7 @@ impl Session {
             if established {
                 at(p.rx_mon.poll_timeout());
                 at(p.tx_mon.poll_timeout());
-                at(p.stream.paced_until());
+                at(p.stream.held_until);
                 // The tick also paces bulk frames on the stream.
                 if controlled && self.cfg.policy.is_some() || self.cfg.stream_window.is_some() {
                     at(Some(p.next_control));
@@ -2567,7 +2561,7 @@ impl Machine for Session {
                     due.push(Pump::In(id));
                 }
             }
-            let paced_due = p.stream.paced_until().is_some_and(|t| t <= now);
+            let paced_due = p.stream.held_until.is_some_and(|t| t <= now);
             let report = p.rx_mon.poll_report(now);
             let probe = p.tx_mon.poll_probe(now);
             let counts: Vec<ChannelCounts> = if report.is_some() {

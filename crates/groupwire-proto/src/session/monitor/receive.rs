@@ -370,9 +370,7 @@ impl ReceiveMonitor {
         self.last_report = Some(now);
         Some(report)
     }
-}
 
-impl ReceiveMonitor {
     /// The interval's dispersion rate: the upper quartile of its samples,
     /// once it has [`MIN_DISPERSION_SAMPLES`].
     fn dispersion_rate(&self) -> Option<u64> {

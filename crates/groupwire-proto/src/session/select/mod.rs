@@ -305,39 +305,36 @@ pub fn meets(qos: &Qos, m: &Mechanism, p: &Prediction) -> bool {
 /// but an unrebuilt row loses two messages at once, and 7% of windows
 /// were over.
 pub fn window_meets(qos: &Qos, m: &Mechanism, p: &Prediction, window: Option<Window>) -> bool {
-    let Some(w) = window else {
-        return meets(qos, m, p);
-    };
-    let max_loss = qos.reliability.max_loss();
-    let sane = |x: f64| x.is_finite() && x > 0.0;
-    if matches!(qos.reliability, Reliability::Full) || !sane(w.msgs) || !sane(w.risk) {
-        return meets(qos, m, p);
+    let sane_risk = window.filter(|w| w.risk.is_finite() && w.risk > 0.0);
+    match sane_risk.and_then(|w| judged(qos, w).map(|allowed| (w, allowed))) {
+        Some((w, allowed)) => {
+            p.rate_ok
+                && window_excess(p.lost(), p.cluster, w.msgs, allowed) <= w.risk * (1.0 + 1e-9)
+        }
+        None => meets(qos, m, p),
     }
-    let allowed = (max_loss * w.msgs * (1.0 + 1e-9)).floor();
-    if allowed > MAX_WINDOW_ALLOWED as f64 {
-        return meets(qos, m, p);
-    }
-    p.rate_ok
-        && window_excess(p.lost(), p.cluster, w.msgs, allowed as usize) <= w.risk * (1.0 + 1e-9)
 }
 
 /// The share of windows `p` is predicted to fail `qos` in ([`window_meets`]'s
-/// compound Poisson tail), or, without a window (or past
-/// [`MAX_WINDOW_ALLOWED`]), the mean loss [`Prediction::lost`]: what a
-/// selector minimises when nothing meets.
+/// compound Poisson tail), or, where the mean decides there (no window,
+/// [`Reliability::Full`], past [`MAX_WINDOW_ALLOWED`]), the mean loss
+/// [`Prediction::lost`]: what a selector minimises when nothing meets.
 pub fn window_fail(qos: &Qos, p: &Prediction, window: Option<Window>) -> f64 {
-    let sane = |x: f64| x.is_finite() && x > 0.0;
-    let Some(w) = window.filter(|w| sane(w.msgs)) else {
-        return p.lost();
-    };
-    if matches!(qos.reliability, Reliability::Full) {
-        return p.lost();
+    match window.and_then(|w| judged(qos, w).map(|allowed| (w, allowed))) {
+        Some((w, allowed)) => window_excess(p.lost(), p.cluster, w.msgs, allowed),
+        None => p.lost(),
+    }
+}
+
+/// Losses a window of `w.msgs` may have under `qos`, where the window
+/// judges ([`window_meets`]): `None` for [`Reliability::Full`], a window
+/// of no (or no finite) messages, or past [`MAX_WINDOW_ALLOWED`].
+fn judged(qos: &Qos, w: Window) -> Option<usize> {
+    if matches!(qos.reliability, Reliability::Full) || !(w.msgs.is_finite() && w.msgs > 0.0) {
+        return None;
     }
     let allowed = (qos.reliability.max_loss() * w.msgs * (1.0 + 1e-9)).floor();
-    if allowed > MAX_WINDOW_ALLOWED as f64 {
-        return p.lost();
-    }
-    window_excess(p.lost(), p.cluster, w.msgs, allowed as usize)
+    (allowed <= MAX_WINDOW_ALLOWED as f64).then_some(allowed as usize)
 }
 
 /// Above this many losses allowed a window, [`window_meets`] judges the
