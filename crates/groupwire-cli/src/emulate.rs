@@ -28,6 +28,13 @@ use crate::net::{runtime, shutdown_signal};
 /// --reverse-loss is given. Corrupted datagrams (ber: models) are dropped,
 /// as a UDP checksum would, unless --corrupt forward.
 ///
+/// With --tcp it also relays TCP: connections to ADDR's port go to the
+/// target's port, their segments through the same links (so a bulk TCP
+/// transfer and the datagrams share one queue); a lost segment is sent
+/// again a round trip later and the bytes behind it wait, as with TCP's
+/// own retransmission. The relay models flow control (a window of
+/// --tcp-window bytes per direction), not congestion control.
+///
 /// Prints both directions' counters on stderr once a second and a summary
 /// on stdout when stopped by Ctrl-C or --duration.
 ///
@@ -60,6 +67,14 @@ pub(crate) struct EmulateArgs {
     /// What happens to corrupted datagrams.
     #[arg(long, value_enum, default_value_t = Corrupt::Drop)]
     corrupt: Corrupt,
+    /// Also relay TCP connections to ADDR's port through the same links.
+    #[arg(long)]
+    tcp: bool,
+    /// Bytes per direction a relayed TCP connection may hold in the link
+    /// (default: twice the forward link's bandwidth-delay product, 64 KiB
+    /// to 16 MiB).
+    #[arg(long, value_name = "BYTES", requires = "tcp")]
+    tcp_window: Option<usize>,
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<Duration>,
@@ -67,7 +82,8 @@ pub(crate) struct EmulateArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Once bound, print one JSON line on stdout for scripts:
-    /// `{"ready":"emulate","listen":ADDR,"forward":ADDR}`.
+    /// `{"ready":"emulate","listen":ADDR,"forward":ADDR}` (and
+    /// `"tcp":ADDR` with --tcp).
     #[arg(long)]
     ready_json: bool,
     /// Write the final counters as JSON to FILE (per direction: received,
@@ -180,6 +196,9 @@ struct ShellArgs {
 struct Ready {
     listen: SocketAddr,
     forward: SocketAddr,
+    /// The TCP relay's address, with --tcp.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp: Option<SocketAddr>,
 }
 
 /// `--corrupt`.
@@ -205,7 +224,12 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
         .corrupt(match args.corrupt {
             Corrupt::Drop => CorruptPolicy::Drop,
             Corrupt::Forward => CorruptPolicy::Forward,
-        });
+        })
+        .tcp(args.tcp);
+    let cfg = match args.tcp_window {
+        Some(w) => cfg.tcp_window(w),
+        None => cfg,
+    };
     runtime()?.block_on(async move {
         let emu = Emulator::bind(cfg)
             .await
@@ -228,11 +252,18 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
                 &Ready {
                     listen: addr,
                     forward,
+                    tcp: emu.tcp_addr(),
                 },
             )?;
         }
         if !args.quiet {
             eprintln!("emulating {addr} → {} (Ctrl-C to stop)", forward);
+            if emu.tcp_addr().is_some() {
+                eprintln!(
+                    "relaying TCP {addr} → {forward} too, {} bytes of window per direction",
+                    emu.tcp_window()
+                );
+            }
         }
         let mut stats = emu.stats();
         let clock = Clock::start();
@@ -283,6 +314,14 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
             "  clients: {} forgotten to stay within the limit",
             final_stats.clients_evicted
         )?;
+        let t = &final_stats.tcp;
+        if t.accepted + t.refused > 0 {
+            writeln!(
+                out,
+                "  TCP: {} connections relayed, {} refused, {} failed; segments sent again: {} forward, {} reverse",
+                t.accepted, t.refused, t.failed, t.forward_resent, t.reverse_resent
+            )?;
+        }
         Ok(())
     })
 }

@@ -56,6 +56,62 @@ fn emulate_announces_its_port_and_writes_its_counters() {
 }
 
 #[test]
+fn emulate_tcp_relays_a_connection_through_the_lossy_link() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let forward = target.local_addr().unwrap();
+    let p = emulate_to(
+        forward,
+        &[
+            "--tcp",
+            "--loss",
+            "bernoulli:20%",
+            "--delay",
+            "2ms",
+            "--duration",
+            "4s",
+            "--quiet",
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ],
+    );
+    let at = p.addr("tcp");
+    assert_eq!(at.port(), p.addr("listen").port(), "{}", p.ready);
+    let data: Vec<u8> = (0..60_000u32).map(|i| (i % 251) as u8).collect();
+    let got = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut c = std::net::TcpStream::connect(at).unwrap();
+            c.write_all(&data).unwrap();
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            c.read_to_end(&mut rest).unwrap();
+        });
+        let (mut s, _) = target.accept().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        // Dropping `s` closes the target's side: the client's read ends.
+        got
+    });
+    assert!(
+        got == data,
+        "{} of {} bytes, or out of order",
+        got.len(),
+        data.len()
+    );
+    let (out, _) = p.finish();
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let tcp = &s["tcp"];
+    assert_eq!(tcp["accepted"], 1, "{s}");
+    // 20% of the 42 or more segments: each loss went again.
+    let resent = tcp["forward_resent"].as_u64().unwrap();
+    assert!(resent >= 1, "{s}");
+    assert_eq!(resent, s["forward"]["lost"].as_u64().unwrap(), "{s}");
+    assert!(out.contains("1 connections relayed"), "{out}");
+}
+
+#[test]
 fn relay_announces_its_listeners() {
     let p = spawn(&[
         "relay",

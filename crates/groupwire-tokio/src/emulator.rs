@@ -32,6 +32,15 @@
 //! column in `/proc/net/udp` (Linux; 0 elsewhere) into
 //! [`DirectionStats::socket_drops`], apart from the modelled
 //! [`DirectionStats::lost`].
+//!
+//! **TCP.** With [`EmulatorConfig::tcp`] the emulator also listens for TCP
+//! on its port and relays each connection to the target's port, cutting
+//! the bytes into segments that cross the same two links as the datagrams
+//! (so a bulk transfer and a telepointer share one queue, as on a real
+//! path): a lost segment costs a round trip and holds the bytes behind it,
+//! as TCP's retransmission would (the [`tcp`](mod@tcp) module says how
+//! exactly). Segments count in [`DirectionStats`] like datagrams, and in
+//! [`EmulatorStats::tcp`].
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
@@ -44,7 +53,7 @@ use bytes::Bytes;
 use groupwire_link::{Fate, Link, LinkConfig, LossError};
 use groupwire_proto::units::{IP_UDP_OVERHEAD, MAX_UDP_PAYLOAD};
 use groupwire_proto::{Instant, Transmit, Transport};
-use tokio::net::UdpSocket;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, trace};
@@ -52,6 +61,7 @@ use tracing::{debug, trace};
 use crate::clock::Clock;
 use crate::send::send_transmits;
 use crate::socket::is_transient;
+use tcp::{Conn, MSS, Segment, TCP_OVERHEAD, TcpIn, TcpStats};
 
 /// What the emulator does with a datagram the link corrupted (bit-error
 /// loss models only).
@@ -87,6 +97,15 @@ pub struct EmulatorConfig {
     pub max_held: usize,
     /// Kernel buffer bytes asked for each socket (see the module docs).
     pub socket_buffer: usize,
+    /// Also relay TCP: listen for TCP on the listen address's port and
+    /// relay each connection to the target address's port, its segments
+    /// through the same links (see [`tcp`](mod@tcp)). Off by default.
+    pub tcp: bool,
+    /// Bytes per direction of a relayed TCP connection between the relay's
+    /// read and its write (its receive window); `None`: twice the forward
+    /// link's bandwidth-delay product when the emulator starts (64 KiB to
+    /// 16 MiB; 16 MiB on an unlimited link).
+    pub tcp_window: Option<usize>,
 }
 
 impl EmulatorConfig {
@@ -102,6 +121,8 @@ impl EmulatorConfig {
             max_clients: DEFAULT_MAX_CLIENTS,
             max_held: DEFAULT_MAX_HELD,
             socket_buffer: DEFAULT_SOCKET_BUFFER,
+            tcp: false,
+            tcp_window: None,
         }
     }
     /// Sets the client → target link.
@@ -132,6 +153,16 @@ impl EmulatorConfig {
     /// Sets the kernel buffer bytes asked for each socket.
     pub fn socket_buffer(mut self, bytes: usize) -> Self {
         self.socket_buffer = bytes;
+        self
+    }
+    /// Relays TCP too (see [`tcp`](Self::tcp)).
+    pub fn tcp(mut self, on: bool) -> Self {
+        self.tcp = on;
+        self
+    }
+    /// Sets the relayed TCP connections' window (at least one segment).
+    pub fn tcp_window(mut self, bytes: usize) -> Self {
+        self.tcp_window = Some(bytes.max(MSS));
         self
     }
 }
@@ -186,6 +217,8 @@ pub struct EmulatorStats {
     pub clients_evicted: u64,
     /// Kernel buffer sizes the listen socket got.
     pub buffers: BufferSizes,
+    /// The TCP relay's counters ([`EmulatorConfig::tcp`]).
+    pub tcp: TcpStats,
 }
 
 /// Socket buffer sizes asked for and granted (as the kernel reports them:
@@ -262,6 +295,8 @@ pub enum EmulatorError {
     Classful,
     /// The listen socket could not be bound.
     Io(io::Error),
+    /// The TCP relay's listener could not be bound on the listen port.
+    Tcp(io::Error),
 }
 
 impl std::fmt::Display for EmulatorError {
@@ -272,6 +307,10 @@ impl std::fmt::Display for EmulatorError {
                 "link model: the emulator serves each direction as one FIFO; priority, DRR and WFQ queues run in the simulator",
             ),
             Self::Io(e) => write!(f, "listen socket: {e}"),
+            Self::Tcp(e) => write!(
+                f,
+                "TCP relay: cannot listen for TCP on the emulator's port (another program has it?): {e}"
+            ),
         }
     }
 }
@@ -281,7 +320,7 @@ impl std::error::Error for EmulatorError {
         match self {
             Self::Link(e) => Some(e),
             Self::Classful => None,
-            Self::Io(e) => Some(e),
+            Self::Io(e) | Self::Tcp(e) => Some(e),
         }
     }
 }
@@ -296,6 +335,8 @@ pub struct Emulator {
     clock: Clock,
     stats_tx: watch::Sender<EmulatorStats>,
     buffers: BufferSizes,
+    tcp: Option<Arc<TcpListener>>,
+    tcp_window: usize,
 }
 
 impl Emulator {
@@ -308,8 +349,24 @@ impl Emulator {
         }
         let (listen, buffers) =
             sized_socket(cfg.listen, cfg.socket_buffer).map_err(EmulatorError::Io)?;
+        let tcp = match cfg.tcp {
+            true => {
+                let at = listen.local_addr().map_err(EmulatorError::Io)?;
+                Some(Arc::new(
+                    TcpListener::bind(at).await.map_err(EmulatorError::Tcp)?,
+                ))
+            }
+            false => None,
+        };
+        let epoch = Instant::ZERO;
+        let rtt = forward.delay_at(epoch) + reverse.delay_at(epoch);
+        let tcp_window = cfg
+            .tcp_window
+            .unwrap_or_else(|| tcp::auto_window(forward.rate_at(epoch).map(|r| r.as_bps()), rtt));
         let (stats_tx, _) = watch::channel(EmulatorStats::default());
         Ok(Self {
+            tcp,
+            tcp_window,
             buffers,
             cfg,
             listen: Arc::new(listen),
@@ -329,6 +386,18 @@ impl Emulator {
         self.listen.local_addr()
     }
 
+    /// Where clients connect for the TCP relay (the same port as
+    /// [`local_addr`](Self::local_addr)); `None` without
+    /// [`EmulatorConfig::tcp`].
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Bytes per direction each relayed TCP connection may hold.
+    pub fn tcp_window(&self) -> usize {
+        self.tcp_window
+    }
+
     /// Live counters, updated after every datagram.
     pub fn stats(&self) -> watch::Receiver<EmulatorStats> {
         self.stats_tx.subscribe()
@@ -339,7 +408,14 @@ impl Emulator {
     /// the listen socket fails for a reason other than a lost datagram.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<EmulatorStats> {
         let (up_tx, up_rx) = mpsc::channel(UPSTREAM_CHANNEL);
+        let (tcp_tx, tcp_rx) = mpsc::channel(UPSTREAM_CHANNEL);
         let mut state = State {
+            tcp: self.tcp,
+            tcp_window: self.tcp_window,
+            tcp_tx,
+            conns: BTreeMap::new(),
+            next_conn: 0,
+            accept_after: None,
             cfg: self.cfg,
             listen: self.listen,
             links: self.links,
@@ -356,11 +432,15 @@ impl Emulator {
             },
             up_tx,
         };
-        let result = state.run(up_rx, shutdown).await;
+        let result = state.run(up_rx, tcp_rx, shutdown).await;
         state.count_socket_drops();
         for (_, c) in std::mem::take(&mut state.clients) {
             c.reader.abort();
         }
+        for (_, c) in std::mem::take(&mut state.conns) {
+            c.abort();
+        }
+        state.stats.tcp.open = 0;
         state.stats.forward.held = 0;
         state.stats.reverse.held = 0;
         state.stats.clients = 0;
@@ -371,7 +451,7 @@ impl Emulator {
 
 /// Index of a direction in `State::links` and the stats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dir {
+pub(crate) enum Dir {
     Forward = 0,
     Reverse = 1,
 }
@@ -383,14 +463,32 @@ struct Client {
     seen: u64,
 }
 
-/// A datagram waiting for its delivery time.
+/// A packet waiting for its time.
 struct Held {
     at: Instant,
     seq: u64,
     dir: Dir,
-    socket: Arc<UdpSocket>,
-    dst: SocketAddr,
-    data: Vec<u8>,
+    to: To,
+}
+
+/// What a held packet is and where it goes.
+enum To {
+    /// A datagram, due out of `socket` to `dst`.
+    Udp {
+        socket: Arc<UdpSocket>,
+        dst: SocketAddr,
+        data: Vec<u8>,
+    },
+    /// A TCP segment of connection `conn`, due to its writer.
+    Tcp { conn: u64, segment: Segment },
+    /// A TCP segment the link lost at `lost`, due to be offered to it
+    /// again if the sender would know by now ([`tcp::resend_at`]).
+    Resend {
+        conn: u64,
+        segment: Segment,
+        lost: Instant,
+        probed: bool,
+    },
 }
 
 impl PartialEq for Held {
@@ -424,6 +522,13 @@ struct State {
     last_seen: u64,
     stats: EmulatorStats,
     up_tx: mpsc::Sender<(SocketAddr, Vec<u8>)>,
+    tcp: Option<Arc<TcpListener>>,
+    tcp_window: usize,
+    tcp_tx: mpsc::Sender<TcpIn>,
+    conns: BTreeMap<u64, Conn>,
+    next_conn: u64,
+    /// After a failed accept (out of descriptors), when to try again.
+    accept_after: Option<tokio::time::Instant>,
 }
 
 impl State {
@@ -445,6 +550,7 @@ impl State {
     async fn run(
         &mut self,
         mut up_rx: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
+        mut tcp_rx: mpsc::Receiver<TcpIn>,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
         let mut buf = vec![0u8; MAX_UDP_PAYLOAD];
@@ -455,6 +561,8 @@ impl State {
             self.stats_tx.send_replace(self.stats.clone());
             let next = self.held.peek().map(|Reverse(h)| self.clock.to_tokio(h.at));
             let listen = Arc::clone(&self.listen);
+            let tcp = self.tcp.clone();
+            let after = self.accept_after;
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 r = listen.recv_from(&mut buf) => match r {
@@ -463,6 +571,8 @@ impl State {
                     Err(e) => return Err(e),
                 },
                 Some((client, data)) = up_rx.recv() => self.handle_target_datagram(client, data),
+                r = accept(tcp, after) => self.on_accept(r),
+                Some(m) = tcp_rx.recv() => self.on_tcp(m),
                 _ = drops_tick.tick() => self.count_socket_drops(),
                 () = crate::sleep_until(next) => {}
             }
@@ -512,16 +622,123 @@ impl State {
         ) else {
             return;
         };
+        self.hold(at, dir, To::Udp { socket, dst, data });
+    }
+
+    fn hold(&mut self, at: Instant, dir: Dir, to: To) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.held.push(Reverse(Held {
-            at,
-            seq,
-            dir,
-            socket,
-            dst,
-            data,
-        }));
+        self.held.push(Reverse(Held { at, seq, dir, to }));
+    }
+
+    fn dir_stats(&mut self, dir: Dir) -> &mut DirectionStats {
+        match dir {
+            Dir::Forward => &mut self.stats.forward,
+            Dir::Reverse => &mut self.stats.reverse,
+        }
+    }
+
+    /// A TCP connection came (or accepting failed: out of descriptors, so
+    /// wait a little rather than spin).
+    fn on_accept(&mut self, r: io::Result<(TcpStream, SocketAddr)>) {
+        let (stream, from) = match r {
+            Ok(a) => a,
+            Err(e) => {
+                debug!(error = %e, "TCP relay: accept failed; trying again in 50 ms");
+                let again = self.clock.now() + std::time::Duration::from_millis(50);
+                self.accept_after = Some(self.clock.to_tokio(again));
+                return;
+            }
+        };
+        self.accept_after = None;
+        if self.conns.len() >= self.cfg.max_clients {
+            debug!(%from, "TCP relay: max_clients connections open; refused");
+            self.stats.tcp.refused += 1;
+            return;
+        }
+        self.next_conn += 1;
+        let id = self.next_conn;
+        let conn = Conn::start(
+            id,
+            stream,
+            self.cfg.forward,
+            self.tcp_window,
+            self.tcp_tx.clone(),
+        );
+        self.conns.insert(id, conn);
+        self.stats.tcp.accepted += 1;
+        self.stats.tcp.open = self.conns.len() as u64;
+    }
+
+    /// What a relayed connection's tasks said.
+    fn on_tcp(&mut self, m: TcpIn) {
+        match m {
+            TcpIn::Opened { id, writers, tasks } => match self.conns.get_mut(&id) {
+                Some(c) => c.opened(writers, tasks),
+                None => tasks.iter().for_each(JoinHandle::abort),
+            },
+            TcpIn::Read { id, dir, segment } => {
+                if self.conns.contains_key(&id) {
+                    self.offer_segment(dir, id, segment);
+                }
+            }
+            TcpIn::Closed { id, dir } => {
+                if self.conns.get_mut(&id).is_some_and(|c| c.close_half(dir))
+                    && let Some(c) = self.conns.remove(&id)
+                {
+                    c.abort();
+                }
+            }
+            TcpIn::Failed { id } => {
+                if let Some(c) = self.conns.remove(&id) {
+                    c.abort();
+                    self.stats.tcp.failed += 1;
+                }
+            }
+        }
+        self.stats.tcp.open = self.conns.len() as u64;
+    }
+
+    /// Offers one TCP segment to `dir`'s link: held until its delivery
+    /// time, or, lost, offered again a round trip later (see [`tcp`](mod@tcp)).
+    fn offer_segment(&mut self, dir: Dir, conn: u64, segment: Segment) {
+        let now = self.clock.now();
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.offered(dir, segment.seq);
+        }
+        let fate = self.links[dir as usize].offer(now, segment.data.len() + TCP_OVERHEAD);
+        let rtt = self.rtt(now);
+        let stats = self.dir_stats(dir);
+        stats.received += 1;
+        stats.received_bytes += segment.data.len() as u64;
+        match fate {
+            Fate::Deliver { at } => {
+                stats.held += 1;
+                stats.max_held = stats.max_held.max(stats.held);
+                self.hold(at, dir, To::Tcp { conn, segment });
+                return;
+            }
+            Fate::Corrupt { .. } => stats.corrupted += 1,
+            Fate::Lost => stats.lost += 1,
+            Fate::QueueDrop => stats.queue_drops += 1,
+        }
+        match dir {
+            Dir::Forward => self.stats.tcp.forward_resent += 1,
+            Dir::Reverse => self.stats.tcp.reverse_resent += 1,
+        }
+        let again = tcp::resend_at(now, rtt, true);
+        let to = To::Resend {
+            conn,
+            segment,
+            lost: now,
+            probed: false,
+        };
+        self.hold(again, dir, to);
+    }
+
+    /// The path's round trip at `now`: both links' one-way delays.
+    fn rtt(&self, now: Instant) -> std::time::Duration {
+        self.links[0].delay_at(now) + self.links[1].delay_at(now)
     }
 
     /// Sends every held datagram whose time has come, in delivery order:
@@ -534,29 +751,68 @@ impl State {
         while self.held.peek().is_some_and(|Reverse(h)| h.at <= now) {
             due.push(self.held.pop().expect("peeked just above").0);
         }
-        let mut rest = due.as_mut_slice();
-        while let Some(first) = rest.first() {
-            let (socket, dir) = (Arc::clone(&first.socket), first.dir);
-            let n = rest
-                .iter()
-                .take_while(|h| Arc::ptr_eq(&h.socket, &socket))
-                .count();
-            let (run, tail) = rest.split_at_mut(n);
-            rest = tail;
-            let ts: Vec<Transmit> = run
-                .iter_mut()
-                .map(|h| Transmit {
-                    dst: h.dst,
-                    transport: Transport::Udp,
-                    payload: Bytes::from(std::mem::take(&mut h.data)),
-                })
-                .collect();
-            let tally = send_transmits(&*socket, &ts, &mut self.scratch).await;
-            let stats = match dir {
-                Dir::Forward => &mut self.stats.forward,
-                Dir::Reverse => &mut self.stats.reverse,
+        let mut due = due.into_iter().peekable();
+        while let Some(h) = due.next() {
+            let dir = h.dir;
+            let (socket, dst, data) = match h.to {
+                To::Udp { socket, dst, data } => (socket, dst, data),
+                To::Tcp { conn, segment } => {
+                    let stats = self.dir_stats(dir);
+                    stats.held -= 1;
+                    stats.delivered += 1;
+                    stats.delivered_bytes += segment.data.len() as u64;
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.deliver(dir, segment);
+                    }
+                    continue;
+                }
+                To::Resend {
+                    conn,
+                    segment,
+                    lost,
+                    probed,
+                } => {
+                    let Some(c) = self.conns.get(&conn) else {
+                        continue;
+                    };
+                    // Nothing was sent after it: no acknowledgement told
+                    // the sender, so it waits for its probe timer.
+                    if !probed && !c.read_past(dir, segment.seq) {
+                        let rtt = self.rtt(now);
+                        let at = tcp::resend_at(lost, rtt, false);
+                        let to = To::Resend {
+                            conn,
+                            segment,
+                            lost,
+                            probed: true,
+                        };
+                        self.hold(at, dir, to);
+                        continue;
+                    }
+                    self.offer_segment(dir, conn, segment);
+                    continue;
+                }
             };
-            stats.held -= n as u64;
+            // The datagrams due next out of the same socket go in one call.
+            let mut ts = vec![udp(dst, data)];
+            while let Some(Held {
+                to: To::Udp { socket: s, .. },
+                ..
+            }) = due.peek()
+                && Arc::ptr_eq(s, &socket)
+            {
+                let Some(Held {
+                    to: To::Udp { dst, data, .. },
+                    ..
+                }) = due.next()
+                else {
+                    unreachable!("peeked just above")
+                };
+                ts.push(udp(dst, data));
+            }
+            let tally = send_transmits(&*socket, &ts, &mut self.scratch).await;
+            let stats = self.dir_stats(dir);
+            stats.held -= ts.len() as u64;
             stats.delivered += tally.datagrams;
             stats.delivered_bytes += tally.bytes;
             stats.send_errors += tally.errors;
@@ -607,6 +863,28 @@ impl State {
         self.stats.clients = self.clients.len() as u64;
         Ok(socket)
     }
+}
+
+fn udp(dst: SocketAddr, data: Vec<u8>) -> Transmit {
+    Transmit {
+        dst,
+        transport: Transport::Udp,
+        payload: Bytes::from(data),
+    }
+}
+
+/// The next TCP connection, from `after` on; never without a listener.
+async fn accept(
+    listener: Option<Arc<TcpListener>>,
+    after: Option<tokio::time::Instant>,
+) -> io::Result<(TcpStream, SocketAddr)> {
+    let Some(l) = listener else {
+        return std::future::pending().await;
+    };
+    if let Some(t) = after {
+        tokio::time::sleep_until(t).await;
+    }
+    l.accept().await
 }
 
 /// Offers one datagram (`overhead` bytes of headers below it on the wire)
@@ -694,5 +972,6 @@ const DEFAULT_MAX_HELD: usize = 8192;
 /// Replies from upstream sockets waiting for the main loop.
 const UPSTREAM_CHANNEL: usize = 1024;
 
+pub mod tcp;
 #[cfg(test)]
 mod tests;

@@ -311,3 +311,189 @@ async fn schedules_change_the_link_as_the_emulators_clock_runs() {
     assert!(recv(&target).await.is_none());
     emu.stop().await;
 }
+
+// The TCP relay. These run on real time: the assertions are about bytes,
+// order and counts, which a loaded machine does not change, and a lower
+// bound on time (a rate the relay must enforce).
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// `n` bytes no shift of which matches itself.
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// A TCP relay toward `target`.
+async fn start_tcp(target: &TcpListener, forward: LinkConfig, reverse: LinkConfig) -> Running {
+    let to = target.local_addr().expect("bound");
+    let cfg = EmulatorConfig::new("127.0.0.1:0".parse().expect("address"), to)
+        .tcp(true)
+        .forward_link(forward)
+        .reverse_link(reverse);
+    start(cfg).await
+}
+
+/// Reads everything until the peer closes, within a generous limit.
+async fn read_all(s: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut got))
+        .await
+        .expect("the bytes and the close arrive in time")
+        .expect("read");
+    got
+}
+
+#[tokio::test]
+async fn tcp_crosses_a_lossy_link_whole_in_order_and_each_loss_is_sent_again() {
+    let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let lossy = |seed| {
+        LinkConfig::new()
+            .latency(Duration::from_millis(2))
+            .loss("bernoulli:5%".parse().expect("model"))
+            .seed(seed)
+    };
+    let mut emu = start_tcp(&target, lossy(3), lossy(4)).await;
+    let to = emu.addr;
+    let data = pattern(600_000);
+    let reply = pattern(100_000);
+    let (sent, answer) = (data.clone(), reply.clone());
+    let client = tokio::spawn(async move {
+        let mut c = TcpStream::connect(to).await.expect("the relay accepts");
+        c.write_all(&sent).await.expect("write");
+        c.shutdown().await.expect("close the write side");
+        read_all(&mut c).await
+    });
+    let (mut s, _) = target.accept().await.expect("the relay connects");
+    assert_eq!(read_all(&mut s).await, data, "every byte, in order");
+    s.write_all(&answer).await.expect("write back");
+    drop(s);
+    assert_eq!(client.await.expect("client"), reply, "the reply, whole");
+    let st = emu.wait_for(|s| s.tcp.open == 0).await;
+    assert_eq!((st.tcp.accepted, st.tcp.failed), (1, 0));
+    for (d, resent) in [
+        (&st.forward, st.tcp.forward_resent),
+        (&st.reverse, st.tcp.reverse_resent),
+    ] {
+        assert!(d.lost > 0, "5% of hundreds of segments: {d:?}");
+        assert_eq!(d.lost + d.queue_drops + d.corrupted, resent, "{d:?}");
+        // Every segment offered, first or again, was lost or delivered.
+        assert_eq!(d.received, d.delivered + resent, "{d:?}");
+        assert_eq!(d.held, 0);
+    }
+    assert_eq!(st.forward.delivered_bytes, data.len() as u64);
+    assert_eq!(st.reverse.delivered_bytes, reply.len() as u64);
+    emu.stop().await;
+}
+
+#[tokio::test]
+async fn tcp_shares_the_links_rate_and_the_window_holds_the_sender_back() {
+    let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let slow = LinkConfig::new()
+        .rate(Bitrate::bps(2_000_000))
+        .latency(Duration::from_millis(1));
+    let cfg = EmulatorConfig::new(
+        "127.0.0.1:0".parse().expect("address"),
+        target.local_addr().expect("bound"),
+    )
+    .tcp(true)
+    .tcp_window(32 << 10)
+    .forward_link(slow);
+    let emu = Emulator::bind(cfg).await.expect("binds");
+    assert_eq!(emu.tcp_window(), 32 << 10);
+    let to = emu.tcp_addr().expect("a TCP relay");
+    assert_eq!(
+        to.port(),
+        emu.local_addr().expect("bound").port(),
+        "one port for both"
+    );
+    let mut stats = emu.stats();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(emu.run(async move {
+        let _ = stopped.await;
+    }));
+    let data = pattern(250_000);
+    let sent = data.clone();
+    let started = Clock::start();
+    let client = tokio::spawn(async move {
+        let mut c = TcpStream::connect(to).await.expect("the relay accepts");
+        c.write_all(&sent).await.expect("write");
+        c.shutdown().await.expect("close");
+        // Hold the connection until the target closes.
+        read_all(&mut c).await
+    });
+    let (mut s, _) = target.accept().await.expect("the relay connects");
+    // Part way through, the relay holds at most its window in the link.
+    let mut first = vec![0u8; 100_000];
+    s.read_exact(&mut first).await.expect("read");
+    let held = stats.borrow_and_update().forward.held as usize;
+    assert!(held * MSS <= 2 * (32 << 10), "{held} segments held");
+    let mut got = first;
+    got.extend(read_all(&mut s).await);
+    let took = started.now().since_epoch();
+    assert_eq!(got, data);
+    drop(s);
+    client.await.expect("client");
+    // 250 kB and their headers at 2 Mbit/s: at least a second, however
+    // fast or slow the machine.
+    let wire = data.len().div_ceil(MSS) * (MSS + TCP_OVERHEAD);
+    let least = Duration::from_secs_f64(wire as f64 * 8.0 / 2e6);
+    assert!(took >= least.mul_f64(0.95), "{took:?} < {least:?}");
+    let _ = stop.send(());
+    task.await.expect("task").expect("clean stop");
+}
+
+#[tokio::test]
+async fn tcp_past_max_clients_is_refused_and_a_refusing_target_closes_the_client() {
+    // A target that takes connections: the second client is one too many.
+    let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let cfg = EmulatorConfig::new(
+        "127.0.0.1:0".parse().expect("address"),
+        target.local_addr().expect("bound"),
+    )
+    .tcp(true)
+    .max_clients(1);
+    let mut emu = start(cfg).await;
+    let _first = TcpStream::connect(emu.addr).await.expect("accepted");
+    let (_upstream, _) = target.accept().await.expect("relayed");
+    let mut second = TcpStream::connect(emu.addr)
+        .await
+        .expect("the kernel accepts");
+    assert!(read_all(&mut second).await.is_empty(), "closed at once");
+    let st = emu.wait_for(|s| s.tcp.refused == 1).await;
+    assert_eq!((st.tcp.accepted, st.tcp.open), (1, 1));
+    emu.stop().await;
+
+    // A target nobody listens on: the client is closed, counted as failed.
+    let gone = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let to = gone.local_addr().expect("bound");
+    drop(gone);
+    let cfg = EmulatorConfig::new("127.0.0.1:0".parse().expect("address"), to).tcp(true);
+    let mut emu = start(cfg).await;
+    let mut c = TcpStream::connect(emu.addr)
+        .await
+        .expect("the kernel accepts");
+    assert!(read_all(&mut c).await.is_empty(), "closed");
+    let st = emu.wait_for(|s| s.tcp.failed == 1).await;
+    assert_eq!(st.tcp.open, 0);
+    emu.stop().await;
+}
+
+#[test]
+fn the_automatic_window_is_twice_the_paths_bandwidth_delay_product_within_bounds() {
+    let ms = Duration::from_millis;
+    assert_eq!(tcp::auto_window(Some(20_000_000), ms(40)), 200_000);
+    assert_eq!(tcp::auto_window(Some(1_000_000), ms(10)), 64 << 10);
+    assert_eq!(tcp::auto_window(Some(10_000_000_000), ms(200)), 16 << 20);
+    assert_eq!(tcp::auto_window(None, ms(40)), 16 << 20);
+}
+
+#[test]
+fn a_lost_segment_goes_again_when_racks_acks_or_the_tail_probe_would_tell() {
+    let ms = Duration::from_millis;
+    let lost = Instant::ZERO + ms(100);
+    assert_eq!(tcp::resend_at(lost, ms(40), true), lost + ms(50));
+    assert_eq!(tcp::resend_at(lost, ms(40), false), lost + ms(80));
+    // Loopback's round trip of nothing still waits a millisecond.
+    assert_eq!(tcp::resend_at(lost, ms(0), false), lost + ms(2));
+}

@@ -1,0 +1,337 @@
+//! The emulator's TCP relay ([`EmulatorConfig::tcp`]): TCP connections
+//! through the same two links as the datagrams.
+//!
+//! A userspace relay cannot drop a TCP segment the way a router does (it
+//! terminates both connections), so it models what the application on
+//! top of TCP sees:
+//!
+//! - **Segments share the link.** Bytes read from one side are cut into
+//!   segments of at most [`MSS`] bytes, each offered to that direction's
+//!   [`Link`](groupwire_link::Link) with [`TCP_OVERHEAD`] bytes of headers,
+//!   so they take their turn in the same queue, at the same rate and delay,
+//!   as the datagrams crossing the emulator.
+//! - **A lost segment is sent again when its sender would know** (the
+//!   round trip is both links' one-way delays at the time, at least 1 ms),
+//!   as Linux's RACK-TLP loss detection (RFC 8985) does: if the relay read
+//!   more of that side's bytes after it, the acknowledgements of those tell
+//!   the sender, and the segment goes again 1.25 round trips after it was
+//!   lost (one round trip plus RACK's reordering window of a quarter,
+//!   §6.2); if nothing followed it (a thin stream, the last segment of a
+//!   burst), only the tail loss probe finds it, two round trips after
+//!   (§7.2's PTO of 2·SRTT). The segment is then offered to the link
+//!   again, where it may be lost again.
+//!   A segment the loss model corrupted counts as lost (the TCP checksum
+//!   drops it) whatever the datagram policy is.
+//! - **Order is kept:** the bytes behind a lost segment wait for it (head-
+//!   of-line blocking), and each side's bytes come out in the order they
+//!   went in.
+//! - **Flow control, not congestion control:** at most
+//!   [`EmulatorConfig::tcp_window`] bytes per direction of a connection are
+//!   between the relay's read and its write; past that it stops reading,
+//!   the sender's socket buffer fills and its TCP stops sending, as with a
+//!   receive window. The window does not shrink on loss as a congestion
+//!   window would: its default, twice the path's bandwidth-delay product,
+//!   fills the link with a short standing queue.
+//! - A close (FIN) crosses the link as an empty segment behind the data; a
+//!   failed read or write, or a target that refuses the connection, closes
+//!   both sides at once.
+//!
+//! Memory is bounded: at most [`EmulatorConfig::max_clients`] connections
+//! at once (more are refused and counted), each holding at most twice its
+//! window.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use groupwire_proto::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tracing::debug;
+
+use super::Dir;
+
+/// Payload bytes per segment: an Ethernet MTU's 1500 bytes less
+/// [`TCP_OVERHEAD`].
+pub const MSS: usize = 1448;
+/// Bytes of headers under each segment on the modelled wire: IPv4 (20),
+/// TCP (20) and the timestamps option every Linux segment carries (12,
+/// RFC 7323 §3).
+pub const TCP_OVERHEAD: usize = 52;
+/// Smallest and largest automatic window.
+const WINDOW_RANGE: (usize, usize) = (64 << 10, 16 << 20);
+
+/// Counters of the TCP relay.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct TcpStats {
+    /// Connections accepted and relayed.
+    pub accepted: u64,
+    /// Connections refused: [`EmulatorConfig::max_clients`] were open.
+    ///
+    /// [`EmulatorConfig::max_clients`]: super::EmulatorConfig::max_clients
+    pub refused: u64,
+    /// Connections the target refused, or that failed on a read or write.
+    pub failed: u64,
+    /// Connections open now.
+    pub open: u64,
+    /// Segments sent again after the forward link lost them.
+    pub forward_resent: u64,
+    /// Segments sent again after the reverse link lost them.
+    pub reverse_resent: u64,
+}
+
+/// When a segment lost at `lost` goes again on a path of round trip `rtt`:
+/// `followed` (more of its side's bytes were sent after it) at RACK's
+/// 1.25 round trips, else at the tail loss probe's two (RFC 8985 §6.2 and
+/// §7.2; the module docs).
+pub(super) fn resend_at(lost: Instant, rtt: Duration, followed: bool) -> Instant {
+    let rtt = rtt.max(MIN_RTT);
+    lost + if followed { rtt + rtt / 4 } else { 2 * rtt }
+}
+
+/// The round trip the resend times assume at least.
+const MIN_RTT: Duration = Duration::from_millis(1);
+
+/// The default window: twice the bandwidth-delay product of a path with
+/// `rate` bits per second (none: unlimited) and round trip `rtt`, within
+/// 64 KiB to 16 MiB.
+pub(super) fn auto_window(rate: Option<u64>, rtt: Duration) -> usize {
+    let Some(bps) = rate else {
+        return WINDOW_RANGE.1;
+    };
+    let bdp = (bps as f64 / 8.0 * rtt.as_secs_f64() * 2.0) as usize;
+    bdp.clamp(WINDOW_RANGE.0, WINDOW_RANGE.1)
+}
+
+/// What a connection's tasks tell the emulator's loop.
+pub(super) enum TcpIn {
+    /// Both connections are up; the readers start.
+    Opened {
+        id: u64,
+        writers: [mpsc::UnboundedSender<Segment>; 2],
+        tasks: [JoinHandle<()>; 2],
+    },
+    /// Bytes read (empty with `fin`: the reader saw the end).
+    Read { id: u64, dir: Dir, segment: Segment },
+    /// A writer passed on its side's close.
+    Closed { id: u64, dir: Dir },
+    /// Connecting, a read or a write failed: close both sides.
+    Failed { id: u64 },
+}
+
+/// One segment of one direction of a connection.
+#[derive(Debug)]
+pub(super) struct Segment {
+    /// Its place in its direction, from 0.
+    pub seq: u64,
+    pub data: Vec<u8>,
+    /// The reader saw the end of its side's bytes.
+    pub fin: bool,
+}
+
+/// A connection the loop knows.
+pub(super) struct Conn {
+    /// Connects, then reads both sides.
+    reader: JoinHandle<()>,
+    /// Per direction, to the task writing it, once open.
+    writers: Option<[mpsc::UnboundedSender<Segment>; 2]>,
+    writer_tasks: Vec<JoinHandle<()>>,
+    closed: [bool; 2],
+    /// Per direction, the highest segment offered to the link.
+    highest: [Option<u64>; 2],
+}
+
+impl Conn {
+    /// Starts relaying `client` to `target` with `window` bytes a
+    /// direction; its tasks report to `out` under `id`.
+    pub(super) fn start(
+        id: u64,
+        client: TcpStream,
+        target: SocketAddr,
+        window: usize,
+        out: mpsc::Sender<TcpIn>,
+    ) -> Self {
+        Self {
+            reader: tokio::spawn(relay(id, client, target, window, out)),
+            writers: None,
+            writer_tasks: Vec::new(),
+            closed: [false; 2],
+            highest: [None; 2],
+        }
+    }
+
+    pub(super) fn opened(
+        &mut self,
+        writers: [mpsc::UnboundedSender<Segment>; 2],
+        tasks: [JoinHandle<()>; 2],
+    ) {
+        self.writers = Some(writers);
+        self.writer_tasks = tasks.into();
+    }
+
+    /// Segment `seq` of `dir` went into the link.
+    pub(super) fn offered(&mut self, dir: Dir, seq: u64) {
+        let h = &mut self.highest[dir as usize];
+        *h = Some(h.map_or(seq, |h| h.max(seq)));
+    }
+
+    /// Whether a segment of `dir` after `seq` went into the link.
+    pub(super) fn read_past(&self, dir: Dir, seq: u64) -> bool {
+        self.highest[dir as usize].is_some_and(|h| h > seq)
+    }
+
+    /// Hands a segment whose time has come to its writer.
+    pub(super) fn deliver(&self, dir: Dir, segment: Segment) {
+        if let Some(w) = &self.writers {
+            // A writer gone has failed and said so: the connection closes.
+            let _ = w[dir as usize].send(segment);
+        }
+    }
+
+    /// `dir`'s close was passed on; true once both were.
+    pub(super) fn close_half(&mut self, dir: Dir) -> bool {
+        self.closed[dir as usize] = true;
+        self.closed == [true; 2]
+    }
+
+    /// Stops its tasks; the sockets close as they drop.
+    pub(super) fn abort(self) {
+        self.reader.abort();
+        for t in self.writer_tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Connects to `target`, starts the writers, then reads both sides until
+/// both ended.
+async fn relay(
+    id: u64,
+    client: TcpStream,
+    target: SocketAddr,
+    window: usize,
+    out: mpsc::Sender<TcpIn>,
+) {
+    let upstream = match TcpStream::connect(target).await {
+        Ok(s) => s,
+        Err(e) => {
+            debug!(%target, error = %e, "TCP relay: the target refused; closing the client");
+            let _ = out.send(TcpIn::Failed { id }).await;
+            return;
+        }
+    };
+    // Segments leave the link as they are due; Nagle would hold them again.
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let (client_rd, client_wr) = client.into_split();
+    let (up_rd, up_wr) = upstream.into_split();
+    let windows = [
+        Arc::new(Semaphore::new(window)),
+        Arc::new(Semaphore::new(window)),
+    ];
+    let (to_up, up_rx) = mpsc::unbounded_channel();
+    let (to_client, client_rx) = mpsc::unbounded_channel();
+    let tasks = [
+        tokio::spawn(write_half(
+            id,
+            Dir::Forward,
+            up_wr,
+            up_rx,
+            Arc::clone(&windows[0]),
+            out.clone(),
+        )),
+        tokio::spawn(write_half(
+            id,
+            Dir::Reverse,
+            client_wr,
+            client_rx,
+            Arc::clone(&windows[1]),
+            out.clone(),
+        )),
+    ];
+    let opened = TcpIn::Opened {
+        id,
+        writers: [to_up, to_client],
+        tasks,
+    };
+    if out.send(opened).await.is_err() {
+        return;
+    }
+    let [fw, rw] = windows;
+    tokio::join!(
+        read_half(id, Dir::Forward, client_rd, fw, out.clone()),
+        read_half(id, Dir::Reverse, up_rd, rw, out),
+    );
+}
+
+/// Reads one side into segments while its window has room.
+async fn read_half(
+    id: u64,
+    dir: Dir,
+    mut rd: OwnedReadHalf,
+    window: Arc<Semaphore>,
+    out: mpsc::Sender<TcpIn>,
+) {
+    let mut buf = vec![0u8; MSS];
+    for seq in 0.. {
+        let Ok(room) = Arc::clone(&window).acquire_many_owned(MSS as u32).await else {
+            return;
+        };
+        let n = match rd.read(&mut buf).await {
+            Ok(n) => n,
+            Err(e) => {
+                debug!(error = %e, "TCP relay: a read failed; closing both sides");
+                let _ = out.send(TcpIn::Failed { id }).await;
+                return;
+            }
+        };
+        // The segment's bytes stay taken until its writer has written them.
+        room.forget();
+        window.add_permits(MSS - n);
+        let segment = Segment {
+            seq,
+            data: buf[..n].to_vec(),
+            fin: n == 0,
+        };
+        if out.send(TcpIn::Read { id, dir, segment }).await.is_err() || n == 0 {
+            return;
+        }
+    }
+}
+
+/// Writes one side's segments in order, giving their bytes back to the
+/// window; passes on the close.
+async fn write_half(
+    id: u64,
+    dir: Dir,
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Segment>,
+    window: Arc<Semaphore>,
+    out: mpsc::Sender<TcpIn>,
+) {
+    let mut next = 0u64;
+    let mut early: BTreeMap<u64, Segment> = BTreeMap::new();
+    while let Some(s) = rx.recv().await {
+        early.insert(s.seq, s);
+        while let Some(s) = early.remove(&next) {
+            next += 1;
+            if s.fin {
+                let _ = wr.shutdown().await;
+                let _ = out.send(TcpIn::Closed { id, dir }).await;
+                return;
+            }
+            if let Err(e) = wr.write_all(&s.data).await {
+                debug!(error = %e, "TCP relay: a write failed; closing both sides");
+                let _ = out.send(TcpIn::Failed { id }).await;
+                return;
+            }
+            window.add_permits(s.data.len());
+        }
+    }
+}
