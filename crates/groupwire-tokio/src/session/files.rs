@@ -32,13 +32,14 @@
 //! [`SessionConfig::stream_window`]: groupwire_proto::session::SessionConfig::stream_window
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fs::File;
-use std::io::{self, Read};
+use std::fs::{File, OpenOptions};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use groupwire_proto::session::{ChannelId, Mechanism, Reliability};
+use tokio::io::AsyncReadExt;
 
 use super::{Channel, SendError};
 
@@ -105,7 +106,9 @@ impl Channel {
     /// [`FileReceiver`]. Waits while the channel's queue is full
     /// ([`SendError::Full`]), so a file of any size streams through in
     /// bounded memory; returns once the last message is queued (the peer
-    /// has it when its receiver says [`FileEvent::Done`]).
+    /// has it when its receiver says [`FileEvent::Done`]). The file is read
+    /// off the runtime's threads (`tokio::fs`), so a slow disk does not
+    /// stall the session's other channels.
     pub async fn send_file(&self, path: impl AsRef<Path>) -> Result<FileSent, FileError> {
         let path = path.as_ref();
         let name = path
@@ -120,8 +123,8 @@ impl Channel {
         if reliable != Some(Reliability::Full) {
             return Err(FileError::Unreliable);
         }
-        let mut file = File::open(path)?;
-        let size = file.metadata()?.len();
+        let mut file = tokio::fs::File::open(path).await?;
+        let size = file.metadata().await?.len();
         let mut id_bytes = [0u8; 4];
         getrandom::fill(&mut id_bytes).map_err(|e| io::Error::other(e.to_string()))?;
         let id = u32::from_be_bytes(id_bytes);
@@ -144,7 +147,7 @@ impl Channel {
             buf.extend_from_slice(&offset.to_be_bytes());
             let at = buf.len();
             buf.resize(at + n, 0);
-            file.read_exact(&mut buf[at..])?;
+            file.read_exact(&mut buf[at..]).await?;
             hasher.update(&buf[at..]);
             self.send_waiting(&buf).await?;
             offset += n as u64;
@@ -245,13 +248,47 @@ struct Incoming {
     /// Byte ranges stored, start → end, merged.
     have: BTreeMap<u64, u64>,
     received: u64,
+    /// The sender's hash, once its end came.
     hash: Option<[u8; 32]>,
+    /// The hash of bytes `0..hashed`, every one of them stored.
+    hasher: blake3::Hasher,
+    hashed: u64,
+}
+
+impl Incoming {
+    /// After `data` was stored at `offset`: extends the hash over the
+    /// stored bytes from 0, `data` from memory and what was stored after
+    /// it from the file.
+    fn hash_on(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if offset != self.hashed {
+            return Ok(());
+        }
+        self.hasher.update(data);
+        self.hashed += data.len() as u64;
+        let stored = self.have.get(&0).copied().unwrap_or(0);
+        let mut buf = vec![0u8; RELIABLE_CHUNK];
+        while self.hashed < stored {
+            let n = (stored - self.hashed).min(buf.len() as u64) as usize;
+            self.file.read_exact_at(&mut buf[..n], self.hashed)?;
+            self.hasher.update(&buf[..n]);
+            self.hashed += n as u64;
+        }
+        Ok(())
+    }
 }
 
 /// Stores the files peers send with [`Channel::send_file`] in one
 /// directory. Hand it every message of the channels files come on
 /// ([`take`](Self::take)); messages that are not file messages are given
 /// back untouched, so a channel may carry both.
+///
+/// `take` does its file work on the calling thread, bounded per message:
+/// it writes the chunk, hashes it (the hash is kept up to date as the
+/// file's bytes arrive in order, so the end reads nothing back; a chunk
+/// that fills a gap hashes the bytes stored after it once), and, with the
+/// last message, syncs and renames the file. An application whose event
+/// loop must never wait on a disk calls it in
+/// [`tokio::task::spawn_blocking`] or a thread of its own.
 #[derive(Debug)]
 pub struct FileReceiver {
     dir: PathBuf,
@@ -353,7 +390,12 @@ impl FileReceiver {
         }
         let path = self.dir.join(name);
         let part = self.dir.join(format!("{name}.{:08x}.part", key.1));
-        let file = File::create(&part)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&part)?;
         file.set_len(size)?;
         self.files.insert(
             key,
@@ -365,6 +407,8 @@ impl FileReceiver {
                 have: BTreeMap::new(),
                 received: 0,
                 hash: None,
+                hasher: blake3::Hasher::new(),
+                hashed: 0,
             },
         );
         Ok(FileEvent::Offered {
@@ -394,6 +438,7 @@ impl FileReceiver {
         if add_range(&mut f.have, offset, end) {
             f.file.write_all_at(data, offset)?;
             f.received += end - offset;
+            f.hash_on(offset, data)?;
         }
         self.complete(key)
     }
@@ -415,7 +460,7 @@ impl FileReceiver {
     /// it has come.
     fn complete(&mut self, key: (ChannelId, u32)) -> Result<FileEvent, FileError> {
         let f = self.files.get(&key).expect("the caller found it");
-        let Some(want) = f.hash.filter(|_| f.received == f.size) else {
+        let Some(want) = f.hash.filter(|_| f.hashed == f.size) else {
             return Ok(FileEvent::Progress {
                 channel: key.0,
                 id: key.1,
@@ -423,9 +468,7 @@ impl FileReceiver {
                 size: f.size,
             });
         };
-        let mut h = blake3::Hasher::new();
-        h.update_reader(File::open(&f.part)?)?;
-        if *h.finalize().as_bytes() != want {
+        if *f.hasher.finalize().as_bytes() != want {
             return Err(FileError::HashMismatch);
         }
         f.file.sync_all()?;
