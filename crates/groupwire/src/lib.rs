@@ -31,11 +31,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Two applications that know a relay and a group name, not each other's
+//! address, meet through it: [`rendezvous::meet`] instead of `connect`.
+//!
 //! Runnable examples are in the repository's `examples/` (`cargo run -p
 //! groupwire --example telepointer`). What runs underneath, and what is
 //! not done yet, is in [`groupwire_tokio::session`]; the machine itself
 //! (sans-IO, for a simulator or another runtime) is
 //! [`groupwire_proto::session`].
+
+pub mod rendezvous;
 
 pub use groupwire_proto::Instant;
 /// XOR parity layouts, for [`Channel::set_mechanism`].

@@ -1,4 +1,4 @@
-//! The emulator's TCP relay ([`EmulatorConfig::tcp`]): TCP connections
+//! The emulator's TCP relay ([`EmulatorConfig::tcp`](super::EmulatorConfig::tcp)): TCP connections
 //! through the same two links as the datagrams.
 //!
 //! A userspace relay cannot drop a TCP segment the way a router does (it
@@ -26,7 +26,7 @@
 //!   of-line blocking), and each side's bytes come out in the order they
 //!   went in.
 //! - **Flow control, not congestion control:** at most
-//!   [`EmulatorConfig::tcp_window`] bytes per direction of a connection are
+//!   [`EmulatorConfig::tcp_window`](super::EmulatorConfig::tcp_window) bytes per direction of a connection are
 //!   between the relay's read and its write; past that it stops reading,
 //!   the sender's socket buffer fills and its TCP stops sending, as with a
 //!   receive window. The window does not shrink on loss as a congestion
@@ -36,7 +36,7 @@
 //!   failed read or write, or a target that refuses the connection, closes
 //!   both sides at once.
 //!
-//! Memory is bounded: at most [`EmulatorConfig::max_clients`] connections
+//! Memory is bounded: at most [`EmulatorConfig::max_clients`](super::EmulatorConfig::max_clients) connections
 //! at once (more are refused and counted), each holding at most twice its
 //! window.
 

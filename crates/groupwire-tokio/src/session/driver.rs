@@ -409,6 +409,8 @@ pub(super) async fn run(
                 let _ = w.send(Err(ConnectError::Closed));
             }
         }
+        // Dropped, they say Closed.
+        g.accepting.clear();
     }
     out.send(&shared, &udp, mark).await;
     for e in evs.drain(..) {
@@ -506,6 +508,9 @@ fn on_event(g: &mut Inner, streams: &mut Streams, e: &Event) {
             streams.peers.insert(*peer, *addr);
             for w in g.waiters.remove(peer).unwrap_or_default() {
                 let _ = w.send(Ok(()));
+            }
+            for w in g.accepting.remove(addr).unwrap_or_default() {
+                let _ = w.send(*peer);
             }
             // The dialing side opens the stream at once, so the peer can
             // send reliable frames before we do.

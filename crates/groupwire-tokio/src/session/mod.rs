@@ -296,6 +296,9 @@ struct Inner {
     machine: Machine,
     /// [`Session::connect`] calls waiting for their handshakes.
     waiters: BTreeMap<PeerId, Vec<oneshot::Sender<Result<(), ConnectError>>>>,
+    /// [`Session::accept_from`] calls waiting for a peer at an address to
+    /// connect to us.
+    accepting: BTreeMap<SocketAddr, Vec<oneshot::Sender<PeerId>>>,
     /// Peers this side connected to, by datagram address: where their
     /// stream listens.
     dial: BTreeMap<SocketAddr, SocketAddr>,
@@ -369,6 +372,7 @@ impl Session {
                     ..opts.config.clone()
                 }),
                 waiters: BTreeMap::new(),
+                accepting: BTreeMap::new(),
                 dial: BTreeMap::new(),
                 closed: false,
             }),
@@ -432,6 +436,37 @@ impl Session {
         };
         self.shared.wake.notify_one();
         rx.await.map_err(|_| ConnectError::Closed)??;
+        Ok(self.peer_handle(peer, addr))
+    }
+
+    /// Waits for the peer at `addr` to connect to this session (it calls
+    /// [`connect`](Self::connect) toward us), and gives its handle; at once
+    /// if it is connected already. For when the two sides agreed which one
+    /// dials (as `groupwire::rendezvous` does): two sessions that dial each
+    /// other at once both refuse the other's Hello as foreign. Wait no
+    /// longer than you mean to (`tokio::time::timeout`): it waits for as
+    /// long as nobody comes. The peer's [`Event::PeerConnected`] still
+    /// reaches [`next_event`](Self::next_event).
+    pub async fn accept_from(&self, addr: SocketAddr) -> Result<Peer, ConnectError> {
+        let rx = {
+            let mut g = self.shared.lock();
+            if g.closed {
+                return Err(ConnectError::Closed);
+            }
+            if let Some(p) = g.machine.peer_at(addr)
+                && g.machine.is_connected(p)
+            {
+                return Ok(self.peer_handle(p, addr));
+            }
+            let (tx, rx) = oneshot::channel();
+            let ws = g.accepting.entry(addr).or_default();
+            // Callers that gave up are forgotten here, so the list stays
+            // as long as the callers waiting now.
+            ws.retain(|w| !w.is_closed());
+            ws.push(tx);
+            rx
+        };
+        let peer = rx.await.map_err(|_| ConnectError::Closed)?;
         Ok(self.peer_handle(peer, addr))
     }
 
