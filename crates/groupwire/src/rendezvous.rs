@@ -23,8 +23,10 @@
 //! have left are ignored, so a group can be met in again and again) makes
 //! the pair: the side with the smaller number dials
 //! ([`Session::connect`]), the other waits for it
-//! ([`Session::accept_from`]). Two sessions that dialed each other at
-//! once would both refuse the other's Hello.
+//! ([`Session::accept_from`]), so there is one handshake and one stream
+//! connection, whatever the relay's delivery times (two sessions that dial
+//! each other at once also make one, by comparing connection ids, but a
+//! side that dialed late would send Hellos for nothing).
 //!
 //! An offer is one update of [`RENDEZVOUS_TYPE`] (big-endian):
 //!
@@ -227,7 +229,7 @@ async fn pair(
             .filter(|c| caught_up && members.contains(c))
             .find_map(|c| offers.get(c).copied());
         if let Some((theirs, at)) = first {
-            // Equal numbers (one in 2^64): both would wait; the timeout ends it.
+            // Equal numbers (one in 2^64): both wait; the timeout ends it.
             return Ok(if nonce < theirs {
                 session.connect(at).await?
             } else {

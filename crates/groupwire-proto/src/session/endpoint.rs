@@ -7,7 +7,11 @@
 //! A Hello from an unknown address is answered (when
 //! [`SessionConfig::accept`]) with a shorter HelloAck and nothing more until
 //! the address proves it received it (see [`wire`]: QUIC's
-//! address validation). Half-open handshakes are bounded
+//! address validation). Two sessions that connect to each other at once
+//! make one handshake: the side with the smaller connection id answers the
+//! other's Hello as if it had not dialed ([`Session::dialed`] says which
+//! side's Hello won; TCP's simultaneous open makes one connection of two
+//! SYNs likewise, RFC 9293 §3.5). Half-open handshakes are bounded
 //! ([`SessionConfig::max_pending`]) and expire, and peers are bounded
 //! ([`SessionConfig::max_peers`]). With a key, every datagram and frame is
 //! sealed ([`tunnel::seal`](crate::tunnel::seal)) and anything that fails
@@ -328,6 +332,10 @@ pub struct SessionStats {
     /// Dropped: from an address or with a connection id we do not know,
     /// or not valid in the peer's state.
     pub foreign: u64,
+    /// Hellos from a peer we were connecting to at the same time, which
+    /// this side answered (the other side's count of them is in
+    /// `foreign`).
+    pub simultaneous_opens: u64,
     /// Dropped: a Hello refused (not accepting, or limits reached).
     pub refused: u64,
     /// Dropped: data for a channel the peer never opened, or over the
@@ -588,6 +596,9 @@ struct Peer {
     local_cid: u32,
     remote_cid: u32,
     state: State,
+    /// Our Hello made the handshake (we connected, and did not answer the
+    /// peer's own Hello instead: [`Session::on_hello`]).
+    dialed: bool,
     next_seq: u32,
     last_heard: Instant,
     opener: Option<Opener>,
@@ -866,6 +877,14 @@ impl Session {
         p.out.get(&ch.id).map(|c| c.name.as_str())
     }
 
+    /// Whether this side's Hello made the handshake with `peer`: it
+    /// [`connect`](Self::connect)ed, and (when both sides connected at
+    /// once) was not the one to answer. A driver opens the stream
+    /// connection from this side then, and waits for the peer's otherwise.
+    pub fn dialed(&self, peer: PeerId) -> bool {
+        self.peers.get(&peer.0).is_some_and(|p| p.dialed)
+    }
+
     /// Whether the handshake with `peer` is complete.
     pub fn is_connected(&self, peer: PeerId) -> bool {
         self.peers
@@ -908,7 +927,8 @@ impl Session {
             backoff: Duration::from_millis(500),
             deadline: now.saturating_add(self.cfg.handshake_timeout),
         };
-        let peer = self.new_peer(now, addr, cid, 0, state, self.new_opener());
+        let mut peer = self.new_peer(now, addr, cid, 0, state, self.new_opener());
+        peer.dialed = true;
         self.peers.insert(cid, peer);
         self.by_addr.insert(addr, cid);
         self.handle_timeout(now);
@@ -929,6 +949,7 @@ impl Session {
             local_cid,
             remote_cid,
             state,
+            dialed: false,
             next_seq: 0,
             last_heard: now,
             opener,
@@ -1776,13 +1797,30 @@ impl Session {
 
     fn on_hello(&mut self, now: Instant, src: SocketAddr, raw: &[u8], scid: u32, min: u8, max: u8) {
         if let Some(&cid) = self.by_addr.get(&src) {
-            // A repeated Hello (our HelloAck was lost): answer again, one
-            // reply per Hello, never larger.
-            let p = &self.peers[&cid];
-            if p.remote_cid == scid && matches!(p.state, State::Validating { .. }) {
-                self.send_hello_ack(cid, scid);
-            } else {
-                self.stats.foreign += 1;
+            let p = self.peers.get_mut(&cid).expect("by_addr names a peer");
+            match p.state {
+                // A repeated Hello (our HelloAck was lost): answer again,
+                // one reply per Hello, never larger.
+                State::Validating { .. } if p.remote_cid == scid => self.send_hello_ack(cid, scid),
+                // Both sides connected at once, each Hello at the other's
+                // Connecting peer. The side with the smaller connection id
+                // answers, as if it had not dialed, keeping its id (so its
+                // `connect` goes on waiting for the same peer); the other
+                // drops this Hello and takes the answer to its own. Both
+                // decide alike from the two ids, so exactly one answers
+                // (equal ids, one in 2^32, time out as before).
+                State::Connecting { .. }
+                    if scid != 0 && cid < scid && (min..=max).contains(&wire::VERSION) =>
+                {
+                    p.remote_cid = scid;
+                    p.dialed = false;
+                    p.state = State::Validating {
+                        deadline: now.saturating_add(self.cfg.handshake_timeout),
+                    };
+                    self.stats.simultaneous_opens += 1;
+                    self.send_hello_ack(cid, scid);
+                }
+                _ => self.stats.foreign += 1,
             }
             return;
         }

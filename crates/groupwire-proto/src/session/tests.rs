@@ -1569,3 +1569,59 @@ fn bulk_frames_are_paced_at_what_the_datagram_channels_leave() {
     let (free, waiting) = run(false);
     assert_eq!((free, waiting), (0.0, 0), "all of it went at once");
 }
+
+#[test]
+fn two_sessions_that_connect_to_each_other_at_once_make_one_handshake() {
+    for (ca, cb) in [
+        (SessionConfig::new(1), SessionConfig::new(2)),
+        (keyed(1, b"0123456789abcdef"), keyed(2, b"0123456789abcdef")),
+        (SessionConfig::new(5), SessionConfig::new(4)),
+    ] {
+        let mut net = Net::new(ca, cb);
+        let pb = net.a.connect(net.now, B).unwrap();
+        let pa = net.b.connect(net.now, A).unwrap();
+        net.run_for(Duration::from_secs(1));
+        assert!(
+            net.a.is_connected(pb) && net.b.is_connected(pa),
+            "{:?}",
+            net.ev_a
+        );
+        // Exactly one side answered and gave up its dial.
+        let answered = (
+            net.a.stats().simultaneous_opens,
+            net.b.stats().simultaneous_opens,
+        );
+        assert!(matches!(answered, (1, 0) | (0, 1)), "{answered:?}");
+        assert_ne!(net.a.dialed(pb), net.b.dialed(pa));
+        assert_eq!(net.a.dialed(pb), answered.1 == 1);
+        // Each `connect`'s peer is the one that connected, once.
+        for ev in [&net.ev_a, &net.ev_b] {
+            let n = ev
+                .iter()
+                .filter(|e| matches!(e, SessionEvent::PeerConnected { .. }))
+                .count();
+            assert_eq!(n, 1, "{ev:?}");
+        }
+        // And it carries messages both ways.
+        let c = net
+            .a
+            .open_channel(net.now, pb, "ch", Qos::stream())
+            .unwrap();
+        let back = net
+            .b
+            .open_channel(net.now, pa, "back", Qos::stream())
+            .unwrap();
+        net.run_for(Duration::from_millis(100));
+        for i in 0..10 {
+            net.a.send(net.now, c, &msg(i)).unwrap();
+            net.b.send(net.now, back, &msg(i)).unwrap();
+        }
+        net.run_for(Duration::from_secs(1));
+        let got = |ev: &[SessionEvent]| {
+            ev.iter()
+                .filter(|e| matches!(e, SessionEvent::Message { .. }))
+                .count()
+        };
+        assert_eq!((got(&net.ev_a), got(&net.ev_b)), (10, 10));
+    }
+}

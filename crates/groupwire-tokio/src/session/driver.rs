@@ -513,9 +513,16 @@ fn on_event(g: &mut Inner, streams: &mut Streams, e: &Event) {
                 let _ = w.send(*peer);
             }
             // The dialing side opens the stream at once, so the peer can
-            // send reliable frames before we do.
+            // send reliable frames before we do. Where both sides
+            // connected at once, the one whose Hello made the handshake
+            // dials, and the other waits for its connection, as if it had
+            // not connected: one connection, so one order of frames.
             if g.dial.contains_key(addr) {
-                streams.dial(g, *addr);
+                if g.machine.dialed(*peer) {
+                    streams.dial(g, *addr);
+                } else {
+                    g.dial.remove(addr);
+                }
             }
         }
         Event::PeerFailed { peer, addr } => {

@@ -442,8 +442,10 @@ impl Session {
     /// Waits for the peer at `addr` to connect to this session (it calls
     /// [`connect`](Self::connect) toward us), and gives its handle; at once
     /// if it is connected already. For when the two sides agreed which one
-    /// dials (as `groupwire::rendezvous` does): two sessions that dial each
-    /// other at once both refuse the other's Hello as foreign. Wait no
+    /// dials (as `groupwire::rendezvous` does). (Two sessions that both
+    /// [`connect`](Self::connect) at once make one handshake too: the
+    /// machine's [`dialed`](groupwire_proto::session::Session::dialed)
+    /// says whose Hello made it, and that side opens the stream.) Wait no
     /// longer than you mean to (`tokio::time::timeout`): it waits for as
     /// long as nobody comes. The peer's [`Event::PeerConnected`] still
     /// reaches [`next_event`](Self::next_event).

@@ -226,6 +226,27 @@ async fn the_accepting_side_sends_reliable_messages_back_on_the_dialers_connecti
 }
 
 #[tokio::test]
+async fn two_sessions_that_connect_to_each_other_at_once_share_one_handshake_and_one_stream() {
+    let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
+    let (pb, pa) = tokio::join!(a.connect(b.local_addr()), b.connect(a.local_addr()));
+    let (pb, pa) = (pb.unwrap(), pa.unwrap());
+    let to_b = pb.channel("edits", Qos::reliable_ordered()).unwrap();
+    let to_a = pa.channel("replies", Qos::reliable_ordered()).unwrap();
+    let n = 200;
+    send_all(&[&to_b], n, 1000).await;
+    send_all(&[&to_a], n, 1000).await;
+    let (mut got_a, mut got_b) = (Got::default(), Got::default());
+    read_until(&b, &mut got_b, |g| g.count("edits") == n as usize).await;
+    read_until(&a, &mut got_a, |g| g.count("replies") == n as usize).await;
+    assert!(in_order_once(&got_b.msgs["edits"], n));
+    assert!(in_order_once(&got_a.msgs["replies"], n));
+    // One side's Hello made the handshake, and only that side dialed.
+    let opened = (a.stream_stats().opened, b.stream_stats().opened);
+    assert!(matches!(opened, (1, 0) | (0, 1)), "{opened:?}");
+}
+
+#[tokio::test]
 async fn a_channel_the_peer_opened_can_be_taken_over_with_a_qos() {
     let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
     let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
