@@ -338,11 +338,13 @@ async fn strangers_on_the_stream_port_are_closed_and_bounded() {
 }
 
 /// Sessions A and B, with A's datagrams to B through an emulator that
-/// loses a share `loss` of them (seeded) and its stream straight to B;
+/// loses a share `loss` of them (seeded), and its stream straight to B or,
+/// with `tcp`, through the emulator's TCP relay and the same lossy link;
 /// the emulator runs until the sender fires, and its task returns its stats.
 async fn through_lossy_emulator(
     loss: f64,
     seed: u64,
+    tcp: bool,
 ) -> (
     Session,
     Session,
@@ -356,7 +358,8 @@ async fn through_lossy_emulator(
     };
     let emu = Emulator::bind(
         EmulatorConfig::new(LOOPBACK.parse().unwrap(), b.local_addr())
-            .forward_link(LinkConfig::new().loss(loss).seed(seed)),
+            .forward_link(LinkConfig::new().loss(loss).seed(seed))
+            .tcp(tcp),
     )
     .await
     .unwrap();
@@ -366,16 +369,14 @@ async fn through_lossy_emulator(
         let _ = stop_rx.await;
     }));
     let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
-    let peer = a
-        .connect_with_stream(emu_addr, b.local_addr())
-        .await
-        .unwrap();
+    let stream = if tcp { emu_addr } else { b.local_addr() };
+    let peer = a.connect_with_stream(emu_addr, stream).await.unwrap();
     (a, b, peer, stop_tx, emu_task)
 }
 
 #[tokio::test]
 async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
-    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 7).await;
+    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 7, false).await;
     let plain = peer.channel("plain", Qos::low_latency()).unwrap();
     let xor = peer.channel("xor", Qos::low_latency()).unwrap();
     let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
@@ -408,8 +409,30 @@ async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
 }
 
 #[tokio::test]
+async fn through_a_lossy_emulated_path_the_stream_crosses_it_too_and_loses_nothing() {
+    let (_a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 11, true).await;
+    let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
+    let pointer = peer.channel("pointer", Qos::low_latency()).unwrap();
+    let n = 500;
+    send_all(&[&edits, &pointer], n, 1000).await;
+    let mut got = Got::default();
+    read_until(&b, &mut got, |g| g.count("edits") == n as usize).await;
+    assert!(
+        in_order_once(&got.msgs["edits"], n),
+        "{}",
+        got.count("edits")
+    );
+    let _ = stop_tx.send(());
+    let stats = emu_task.await.unwrap().unwrap();
+    assert_eq!(stats.tcp.accepted, 1, "{:?}", stats.tcp);
+    // 500 KB of edits at 10% loss: the stream's segments were lost too,
+    // and went again.
+    assert!(stats.tcp.forward_resent > 0, "{:?}", stats.tcp);
+}
+
+#[tokio::test]
 async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
-    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 5).await;
+    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 5, false).await;
     let qos = Qos::bulk().rate(groupwire_proto::Bitrate::mbps(40));
     let data = peer.channel("dataset", qos).unwrap();
     data.set_mechanism(Mechanism::Blast).unwrap();
@@ -531,7 +554,7 @@ async fn through_a_lossy_emulated_path_a_file_on_blast_arrives_whole() {
     let path = some_file(dir.path(), "scan.raw", 2 * BLAST_CHUNK + 777);
     let inbox = dir.path().join("in");
     std::fs::create_dir_all(&inbox).unwrap();
-    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 9).await;
+    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 9, false).await;
     let data = peer
         .channel(
             "dataset",
