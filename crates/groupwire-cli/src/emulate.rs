@@ -32,8 +32,8 @@ use crate::net::{runtime, shutdown_signal};
 /// target's port, their segments through the same links (so a bulk TCP
 /// transfer and the datagrams share one queue); a lost segment is sent
 /// again a round trip later and the bytes behind it wait, as with TCP's
-/// own retransmission. The relay models flow control (a window of
-/// --tcp-window bytes per direction), not congestion control.
+/// own retransmission, and each direction's window halves on loss and
+/// grows as TCP Reno's does, up to --tcp-window bytes.
 ///
 /// Prints both directions' counters on stderr once a second and a summary
 /// on stdout when stopped by Ctrl-C or --duration.
@@ -70,9 +70,9 @@ pub(crate) struct EmulateArgs {
     /// Also relay TCP connections to ADDR's port through the same links.
     #[arg(long)]
     tcp: bool,
-    /// Bytes per direction a relayed TCP connection may hold in the link
-    /// (default: twice the forward link's bandwidth-delay product, 64 KiB
-    /// to 16 MiB).
+    /// Most bytes per direction a relayed TCP connection may hold in the
+    /// link, its receive window (default: twice the forward link's
+    /// bandwidth-delay product, 64 KiB to 16 MiB).
     #[arg(long, value_name = "BYTES", requires = "tcp")]
     tcp_window: Option<usize>,
     /// Stop after this long (default: run until Ctrl-C).

@@ -38,7 +38,8 @@
 //! the bytes into segments that cross the same two links as the datagrams
 //! (so a bulk transfer and a telepointer share one queue, as on a real
 //! path): a lost segment costs a round trip and holds the bytes behind it,
-//! as TCP's retransmission would (the [`tcp`](mod@tcp) module says how
+//! as TCP's retransmission would, and halves the connection's window, as
+//! Reno's congestion control would (the [`tcp`](mod@tcp) module says how
 //! exactly). Segments count in [`DirectionStats`] like datagrams, and in
 //! [`EmulatorStats::tcp`].
 
@@ -101,8 +102,9 @@ pub struct EmulatorConfig {
     /// relay each connection to the target address's port, its segments
     /// through the same links (see [`tcp`](mod@tcp)). Off by default.
     pub tcp: bool,
-    /// Bytes per direction of a relayed TCP connection between the relay's
-    /// read and its write (its receive window); `None`: twice the forward
+    /// Most bytes per direction of a relayed TCP connection between the
+    /// relay's read and its write (its receive window: the congestion
+    /// window grows no further); `None`: twice the forward
     /// link's bandwidth-delay product when the emulator starts (64 KiB to
     /// 16 MiB; 16 MiB on an unlimited link).
     pub tcp_window: Option<usize>,
@@ -722,9 +724,17 @@ impl State {
             Fate::Lost => stats.lost += 1,
             Fate::QueueDrop => stats.queue_drops += 1,
         }
+        let cut = self.conns.get(&conn).is_some_and(|c| c.lost(dir, now, rtt));
+        let t = &mut self.stats.tcp;
         match dir {
-            Dir::Forward => self.stats.tcp.forward_resent += 1,
-            Dir::Reverse => self.stats.tcp.reverse_resent += 1,
+            Dir::Forward => {
+                t.forward_resent += 1;
+                t.forward_window_cuts += u64::from(cut);
+            }
+            Dir::Reverse => {
+                t.reverse_resent += 1;
+                t.reverse_window_cuts += u64::from(cut);
+            }
         }
         let again = tcp::resend_at(now, rtt, true);
         let to = To::Resend {

@@ -25,13 +25,20 @@
 //! - **Order is kept:** the bytes behind a lost segment wait for it (head-
 //!   of-line blocking), and each side's bytes come out in the order they
 //!   went in.
-//! - **Flow control, not congestion control:** at most
-//!   [`EmulatorConfig::tcp_window`](super::EmulatorConfig::tcp_window) bytes per direction of a connection are
-//!   between the relay's read and its write; past that it stops reading,
-//!   the sender's socket buffer fills and its TCP stops sending, as with a
-//!   receive window. The window does not shrink on loss as a congestion
-//!   window would: its default, twice the path's bandwidth-delay product,
-//!   fills the link with a short standing queue.
+//! - **A congestion window, as Reno's** (RFC 5681): each direction of a
+//!   connection may have at most its window of bytes between the relay's
+//!   read and its write; past that it stops reading, the sender's socket
+//!   buffer fills and its TCP stops sending. The window starts at ten
+//!   segments (RFC 6928), grows by the bytes delivered in slow start and
+//!   by about a segment per window's worth delivered after, and halves
+//!   (at least two segments) when the link loses a segment, once per
+//!   round trip, so throughput falls with loss as a TCP sender's does.
+//!   It never grows past
+//!   [`EmulatorConfig::tcp_window`](super::EmulatorConfig::tcp_window)
+//!   (the receive window; its default, twice the path's bandwidth-delay
+//!   product, fills the link with a short standing queue). Only the
+//!   bytes' delivery counts as their acknowledgement: no ACKs cross the
+//!   reverse link.
 //! - A close (FIN) crosses the link as an empty segment behind the data; a
 //!   failed read or write, or a target that refuses the connection, closes
 //!   both sides at once.
@@ -47,9 +54,11 @@ use std::time::Duration;
 
 use groupwire_proto::Instant;
 
+use std::sync::{Mutex, PoisonError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tracing::debug;
@@ -84,6 +93,96 @@ pub struct TcpStats {
     pub forward_resent: u64,
     /// Segments sent again after the reverse link lost them.
     pub reverse_resent: u64,
+    /// Times a forward congestion window was halved.
+    pub forward_window_cuts: u64,
+    /// Times a reverse congestion window was halved.
+    pub reverse_window_cuts: u64,
+}
+
+/// One direction's congestion window: the bytes its reader may have in
+/// flight, as permits, and Reno's state (see the module docs).
+#[derive(Debug)]
+pub(super) struct Window {
+    room: Semaphore,
+    reno: Mutex<Reno>,
+}
+
+#[derive(Debug)]
+struct Reno {
+    cwnd: usize,
+    ssthresh: usize,
+    /// The receive window: the most `cwnd` may be.
+    cap: usize,
+    /// Permits to withhold from bytes given back (a cut larger than the
+    /// free permits).
+    debt: usize,
+    /// No second cut before this (one per round trip).
+    calm_until: Instant,
+}
+
+/// RFC 6928's initial window, in segments.
+const INITIAL_SEGMENTS: usize = 10;
+
+impl Window {
+    /// A window of at most `cap` bytes, starting at ten segments.
+    pub(super) fn new(cap: usize) -> Self {
+        let cwnd = (INITIAL_SEGMENTS * MSS).min(cap);
+        Self {
+            room: Semaphore::new(cwnd),
+            reno: Mutex::new(Reno {
+                cwnd,
+                ssthresh: cap,
+                cap,
+                debt: 0,
+                calm_until: Instant::ZERO,
+            }),
+        }
+    }
+
+    fn reno(&self) -> std::sync::MutexGuard<'_, Reno> {
+        self.reno.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The window now, bytes.
+    #[cfg(test)]
+    pub(super) fn cwnd(&self) -> usize {
+        self.reno().cwnd
+    }
+
+    /// `n` bytes were delivered: their permits come back (less any debt)
+    /// and the window grows.
+    pub(super) fn delivered(&self, n: usize) {
+        let mut r = self.reno();
+        let back = n.saturating_sub(r.debt);
+        r.debt -= n - back;
+        let grow = if r.cwnd < r.ssthresh {
+            n
+        } else {
+            (MSS * n).div_ceil(r.cwnd.max(1))
+        };
+        let grow = grow.min(r.cap.saturating_sub(r.cwnd));
+        r.cwnd += grow;
+        drop(r);
+        self.room.add_permits(back + grow);
+    }
+
+    /// The link lost a segment at `now` on a path of round trip `rtt`:
+    /// halves the window unless it was cut less than a round trip ago.
+    /// True if it cut.
+    pub(super) fn lost(&self, now: Instant, rtt: Duration) -> bool {
+        let mut r = self.reno();
+        if now < r.calm_until {
+            return false;
+        }
+        let to = (r.cwnd / 2).max(2 * MSS).min(r.cwnd);
+        let cut = r.cwnd - to;
+        r.cwnd = to;
+        r.ssthresh = to;
+        r.calm_until = now + rtt.max(MIN_RTT);
+        let taken = self.room.forget_permits(cut);
+        r.debt += cut - taken;
+        true
+    }
 }
 
 /// When a segment lost at `lost` goes again on a path of round trip `rtt`:
@@ -145,6 +244,8 @@ pub(super) struct Conn {
     closed: [bool; 2],
     /// Per direction, the highest segment offered to the link.
     highest: [Option<u64>; 2],
+    /// Per direction, its congestion window.
+    windows: [Arc<Window>; 2],
 }
 
 impl Conn {
@@ -157,13 +258,20 @@ impl Conn {
         window: usize,
         out: mpsc::Sender<TcpIn>,
     ) -> Self {
+        let windows = [Arc::new(Window::new(window)), Arc::new(Window::new(window))];
         Self {
-            reader: tokio::spawn(relay(id, client, target, window, out)),
+            reader: tokio::spawn(relay(id, client, target, windows.clone(), out)),
             writers: None,
             writer_tasks: Vec::new(),
             closed: [false; 2],
             highest: [None; 2],
+            windows,
         }
+    }
+
+    /// The link lost a segment of `dir` (see [`Window::lost`]).
+    pub(super) fn lost(&self, dir: Dir, now: Instant, rtt: Duration) -> bool {
+        self.windows[dir as usize].lost(now, rtt)
     }
 
     pub(super) fn opened(
@@ -215,7 +323,7 @@ async fn relay(
     id: u64,
     client: TcpStream,
     target: SocketAddr,
-    window: usize,
+    windows: [Arc<Window>; 2],
     out: mpsc::Sender<TcpIn>,
 ) {
     let upstream = match TcpStream::connect(target).await {
@@ -231,10 +339,6 @@ async fn relay(
     let _ = upstream.set_nodelay(true);
     let (client_rd, client_wr) = client.into_split();
     let (up_rd, up_wr) = upstream.into_split();
-    let windows = [
-        Arc::new(Semaphore::new(window)),
-        Arc::new(Semaphore::new(window)),
-    ];
     let (to_up, up_rx) = mpsc::unbounded_channel();
     let (to_client, client_rx) = mpsc::unbounded_channel();
     let tasks = [
@@ -275,12 +379,12 @@ async fn read_half(
     id: u64,
     dir: Dir,
     mut rd: OwnedReadHalf,
-    window: Arc<Semaphore>,
+    window: Arc<Window>,
     out: mpsc::Sender<TcpIn>,
 ) {
     let mut buf = vec![0u8; MSS];
     for seq in 0.. {
-        let Ok(room) = Arc::clone(&window).acquire_many_owned(MSS as u32).await else {
+        let Ok(room) = window.room.acquire_many(MSS as u32).await else {
             return;
         };
         let n = match rd.read(&mut buf).await {
@@ -293,7 +397,7 @@ async fn read_half(
         };
         // The segment's bytes stay taken until its writer has written them.
         room.forget();
-        window.add_permits(MSS - n);
+        window.room.add_permits(MSS - n);
         let segment = Segment {
             seq,
             data: buf[..n].to_vec(),
@@ -312,7 +416,7 @@ async fn write_half(
     dir: Dir,
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Segment>,
-    window: Arc<Semaphore>,
+    window: Arc<Window>,
     out: mpsc::Sender<TcpIn>,
 ) {
     let mut next = 0u64;
@@ -331,7 +435,7 @@ async fn write_half(
                 let _ = out.send(TcpIn::Failed { id }).await;
                 return;
             }
-            window.add_permits(s.data.len());
+            window.delivered(s.data.len());
         }
     }
 }

@@ -383,6 +383,16 @@ async fn tcp_crosses_a_lossy_link_whole_in_order_and_each_loss_is_sent_again() {
     }
     assert_eq!(st.forward.delivered_bytes, data.len() as u64);
     assert_eq!(st.reverse.delivered_bytes, reply.len() as u64);
+    // The losses cut the congestion windows, at most once per loss.
+    let t = &st.tcp;
+    assert!(
+        (1..=t.forward_resent).contains(&t.forward_window_cuts),
+        "{t:?}"
+    );
+    assert!(
+        (1..=t.reverse_resent).contains(&t.reverse_window_cuts),
+        "{t:?}"
+    );
     emu.stop().await;
 }
 
@@ -496,4 +506,34 @@ fn a_lost_segment_goes_again_when_racks_acks_or_the_tail_probe_would_tell() {
     assert_eq!(tcp::resend_at(lost, ms(40), false), lost + ms(80));
     // Loopback's round trip of nothing still waits a millisecond.
     assert_eq!(tcp::resend_at(lost, ms(0), false), lost + ms(2));
+}
+
+#[test]
+fn the_congestion_window_starts_at_ten_segments_grows_as_renos_and_halves_once_a_round_trip() {
+    use tcp::Window;
+    let ms = Duration::from_millis;
+    let w = Window::new(100 * MSS);
+    assert_eq!(w.cwnd(), 10 * MSS);
+    // Slow start: every byte delivered adds one.
+    w.delivered(10 * MSS);
+    assert_eq!(w.cwnd(), 20 * MSS);
+    // A loss halves it, and a second one within the round trip does not.
+    let t = Instant::ZERO + ms(100);
+    assert!(w.lost(t, ms(40)));
+    assert_eq!(w.cwnd(), 10 * MSS);
+    assert!(!w.lost(t + ms(39), ms(40)));
+    assert_eq!(w.cwnd(), 10 * MSS);
+    // Past ssthresh, about one segment per window delivered.
+    w.delivered(10 * MSS);
+    assert_eq!(w.cwnd(), 11 * MSS);
+    // Cut after cut, never under two segments.
+    for i in 1..10u64 {
+        w.lost(t + ms(100 * i), ms(40));
+    }
+    assert_eq!(w.cwnd(), 2 * MSS);
+    // Never past the receive window.
+    let small = Window::new(4 * MSS);
+    assert_eq!(small.cwnd(), 4 * MSS);
+    small.delivered(100 * MSS);
+    assert_eq!(small.cwnd(), 4 * MSS);
 }
