@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use groupwire_link::{LinkConfig, LossModel, QueueLimit, Varying};
 use groupwire_proto::Bitrate;
+use groupwire_tokio::emulator::tcp::TcpCongestion;
 use groupwire_tokio::{
     Clock, CorruptPolicy, DirectionStats, Emulator, EmulatorConfig, EmulatorStats,
 };
@@ -33,7 +34,8 @@ use crate::net::{runtime, shutdown_signal};
 /// transfer and the datagrams share one queue); a lost segment is sent
 /// again a round trip later and the bytes behind it wait, as with TCP's
 /// own retransmission, and each direction's window halves on loss and
-/// grows as TCP Reno's does, up to --tcp-window bytes.
+/// grows as TCP Reno's does, up to --tcp-window bytes (--tcp-congestion
+/// fixed: never cut).
 ///
 /// Prints both directions' counters on stderr once a second and a summary
 /// on stdout when stopped by Ctrl-C or --duration.
@@ -75,6 +77,11 @@ pub(crate) struct EmulateArgs {
     /// bandwidth-delay product, 64 KiB to 16 MiB).
     #[arg(long, value_name = "BYTES", requires = "tcp")]
     tcp_window: Option<usize>,
+    /// How a relayed connection's window reacts to loss: reno (halves,
+    /// as loss-based TCP senders do) or fixed (never cut, as a sender
+    /// that ignores random loss, BBR roughly).
+    #[arg(long, value_enum, default_value_t = Congestion::Reno, requires = "tcp")]
+    tcp_congestion: Congestion,
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     duration: Option<Duration>,
@@ -201,6 +208,15 @@ struct Ready {
     tcp: Option<SocketAddr>,
 }
 
+/// `--tcp-congestion`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Congestion {
+    /// TCP Reno's window (RFC 5681).
+    Reno,
+    /// The receive window, never cut.
+    Fixed,
+}
+
 /// `--corrupt`.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Corrupt {
@@ -225,7 +241,11 @@ pub(crate) fn run(args: EmulateArgs) -> anyhow::Result<()> {
             Corrupt::Drop => CorruptPolicy::Drop,
             Corrupt::Forward => CorruptPolicy::Forward,
         })
-        .tcp(args.tcp);
+        .tcp(args.tcp)
+        .tcp_congestion(match args.tcp_congestion {
+            Congestion::Reno => TcpCongestion::Reno,
+            Congestion::Fixed => TcpCongestion::Fixed,
+        });
     let cfg = match args.tcp_window {
         Some(w) => cfg.tcp_window(w),
         None => cfg,

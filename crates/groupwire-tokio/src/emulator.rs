@@ -62,7 +62,7 @@ use tracing::{debug, trace};
 use crate::clock::Clock;
 use crate::send::send_transmits;
 use crate::socket::is_transient;
-use tcp::{Conn, MSS, Segment, TCP_OVERHEAD, TcpIn, TcpStats};
+use tcp::{Conn, MSS, Segment, TCP_OVERHEAD, TcpCongestion, TcpIn, TcpStats};
 
 /// What the emulator does with a datagram the link corrupted (bit-error
 /// loss models only).
@@ -108,6 +108,8 @@ pub struct EmulatorConfig {
     /// link's bandwidth-delay product when the emulator starts (64 KiB to
     /// 16 MiB; 16 MiB on an unlimited link).
     pub tcp_window: Option<usize>,
+    /// How a relayed connection's window reacts to loss (default Reno's).
+    pub tcp_congestion: TcpCongestion,
 }
 
 impl EmulatorConfig {
@@ -125,6 +127,7 @@ impl EmulatorConfig {
             socket_buffer: DEFAULT_SOCKET_BUFFER,
             tcp: false,
             tcp_window: None,
+            tcp_congestion: TcpCongestion::Reno,
         }
     }
     /// Sets the client → target link.
@@ -160,6 +163,11 @@ impl EmulatorConfig {
     /// Relays TCP too (see [`tcp`](Self::tcp)).
     pub fn tcp(mut self, on: bool) -> Self {
         self.tcp = on;
+        self
+    }
+    /// Sets how the relayed connections' windows react to loss.
+    pub fn tcp_congestion(mut self, cc: TcpCongestion) -> Self {
+        self.tcp_congestion = cc;
         self
     }
     /// Sets the relayed TCP connections' window (at least one segment).
@@ -665,6 +673,7 @@ impl State {
             stream,
             self.cfg.forward,
             self.tcp_window,
+            self.cfg.tcp_congestion,
             self.tcp_tx.clone(),
         );
         self.conns.insert(id, conn);

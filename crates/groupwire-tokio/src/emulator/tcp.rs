@@ -38,7 +38,11 @@
 //!   (the receive window; its default, twice the path's bandwidth-delay
 //!   product, fills the link with a short standing queue). Only the
 //!   bytes' delivery counts as their acknowledgement: no ACKs cross the
-//!   reverse link.
+//!   reverse link. [`TcpCongestion::Fixed`] keeps the receive window and
+//!   never cuts it, for endpoints whose TCP does not slow down for random
+//!   loss (BBR): the relay terminates the sender's TCP, so the sender's
+//!   own congestion control never sees the emulated loss, and the relay
+//!   stands in for it.
 //! - A close (FIN) crosses the link as an empty segment behind the data; a
 //!   failed read or write, or a target that refuses the connection, closes
 //!   both sides at once.
@@ -99,6 +103,20 @@ pub struct TcpStats {
     pub reverse_window_cuts: u64,
 }
 
+/// How a relayed connection's window reacts to loss
+/// ([`EmulatorConfig::tcp_congestion`](super::EmulatorConfig::tcp_congestion)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TcpCongestion {
+    /// Reno's window (RFC 5681; the module docs): throughput falls with
+    /// loss as a loss-based sender's does (Reno, CUBIC).
+    #[default]
+    Reno,
+    /// The receive window alone, never cut: a sender that does not slow
+    /// down for random loss (BBR roughly; the relay's rate is the link's).
+    Fixed,
+}
+
 /// One direction's congestion window: the bytes its reader may have in
 /// flight, as permits, and Reno's state (see the module docs).
 #[derive(Debug)]
@@ -118,15 +136,23 @@ struct Reno {
     debt: usize,
     /// No second cut before this (one per round trip).
     calm_until: Instant,
+    /// Not cut nor grown: the receive window from the start.
+    fixed: bool,
 }
 
 /// RFC 6928's initial window, in segments.
 const INITIAL_SEGMENTS: usize = 10;
 
 impl Window {
-    /// A window of at most `cap` bytes, starting at ten segments.
-    pub(super) fn new(cap: usize) -> Self {
-        let cwnd = (INITIAL_SEGMENTS * MSS).min(cap);
+    /// A window of at most `cap` bytes, starting at ten segments (Reno)
+    /// or at `cap` (fixed).
+    pub(super) fn new(cap: usize, cc: TcpCongestion) -> Self {
+        let fixed = cc == TcpCongestion::Fixed;
+        let cwnd = if fixed {
+            cap
+        } else {
+            (INITIAL_SEGMENTS * MSS).min(cap)
+        };
         Self {
             room: Semaphore::new(cwnd),
             reno: Mutex::new(Reno {
@@ -135,6 +161,7 @@ impl Window {
                 cap,
                 debt: 0,
                 calm_until: Instant::ZERO,
+                fixed,
             }),
         }
     }
@@ -171,7 +198,7 @@ impl Window {
     /// True if it cut.
     pub(super) fn lost(&self, now: Instant, rtt: Duration) -> bool {
         let mut r = self.reno();
-        if now < r.calm_until {
+        if r.fixed || now < r.calm_until {
             return false;
         }
         let to = (r.cwnd / 2).max(2 * MSS).min(r.cwnd);
@@ -256,9 +283,13 @@ impl Conn {
         client: TcpStream,
         target: SocketAddr,
         window: usize,
+        cc: TcpCongestion,
         out: mpsc::Sender<TcpIn>,
     ) -> Self {
-        let windows = [Arc::new(Window::new(window)), Arc::new(Window::new(window))];
+        let windows = [
+            Arc::new(Window::new(window, cc)),
+            Arc::new(Window::new(window, cc)),
+        ];
         Self {
             reader: tokio::spawn(relay(id, client, target, windows.clone(), out)),
             writers: None,

@@ -512,7 +512,7 @@ fn a_lost_segment_goes_again_when_racks_acks_or_the_tail_probe_would_tell() {
 fn the_congestion_window_starts_at_ten_segments_grows_as_renos_and_halves_once_a_round_trip() {
     use tcp::Window;
     let ms = Duration::from_millis;
-    let w = Window::new(100 * MSS);
+    let w = Window::new(100 * MSS, TcpCongestion::Reno);
     assert_eq!(w.cwnd(), 10 * MSS);
     // Slow start: every byte delivered adds one.
     w.delivered(10 * MSS);
@@ -532,8 +532,13 @@ fn the_congestion_window_starts_at_ten_segments_grows_as_renos_and_halves_once_a
     }
     assert_eq!(w.cwnd(), 2 * MSS);
     // Never past the receive window.
-    let small = Window::new(4 * MSS);
+    let small = Window::new(4 * MSS, TcpCongestion::Reno);
     assert_eq!(small.cwnd(), 4 * MSS);
     small.delivered(100 * MSS);
     assert_eq!(small.cwnd(), 4 * MSS);
+    // Fixed: the receive window from the start, never cut.
+    let fixed = Window::new(64 * MSS, TcpCongestion::Fixed);
+    assert_eq!(fixed.cwnd(), 64 * MSS);
+    assert!(!fixed.lost(t, ms(40)));
+    assert_eq!(fixed.cwnd(), 64 * MSS);
 }
