@@ -359,14 +359,12 @@ impl Emulator {
         }
         let (listen, buffers) =
             sized_socket(cfg.listen, cfg.socket_buffer).map_err(EmulatorError::Io)?;
-        let tcp = match cfg.tcp {
-            true => {
-                let at = listen.local_addr().map_err(EmulatorError::Io)?;
-                Some(Arc::new(
-                    TcpListener::bind(at).await.map_err(EmulatorError::Tcp)?,
-                ))
-            }
-            false => None,
+        let tcp = if cfg.tcp {
+            let at = listen.local_addr().map_err(EmulatorError::Io)?;
+            let l = TcpListener::bind(at).await.map_err(EmulatorError::Tcp)?;
+            Some(Arc::new(l))
+        } else {
+            None
         };
         let epoch = Instant::ZERO;
         let rtt = forward.delay_at(epoch) + reverse.delay_at(epoch);
@@ -763,79 +761,80 @@ impl State {
     /// Sends every held datagram whose time has come, in delivery order:
     /// each run on one socket through the drivers' one send routine
     /// ([`send_transmits`]: one GSO call per same-size run where the socket
-    /// offers it). A send the OS refuses is a lost datagram.
+    /// offers it). A send the OS refuses is a lost datagram. TCP segments
+    /// due go to their writers, and lost ones due are offered again.
     async fn deliver_due(&mut self) {
         let now = self.clock.now();
-        let mut due: Vec<Held> = Vec::new();
+        let mut due: Vec<(Dir, Arc<UdpSocket>, Transmit)> = Vec::new();
         while self.held.peek().is_some_and(|Reverse(h)| h.at <= now) {
-            due.push(self.held.pop().expect("peeked just above").0);
-        }
-        let mut due = due.into_iter().peekable();
-        while let Some(h) = due.next() {
-            let dir = h.dir;
-            let (socket, dst, data) = match h.to {
-                To::Udp { socket, dst, data } => (socket, dst, data),
-                To::Tcp { conn, segment } => {
-                    let stats = self.dir_stats(dir);
-                    stats.held -= 1;
-                    stats.delivered += 1;
-                    stats.delivered_bytes += segment.data.len() as u64;
-                    if let Some(c) = self.conns.get(&conn) {
-                        c.deliver(dir, segment);
-                    }
-                    continue;
-                }
+            let h = self.held.pop().expect("peeked just above").0;
+            match h.to {
+                To::Udp { socket, dst, data } => due.push((h.dir, socket, udp(dst, data))),
+                To::Tcp { conn, segment } => self.deliver_segment(h.dir, conn, segment),
                 To::Resend {
                     conn,
                     segment,
                     lost,
                     probed,
-                } => {
-                    let Some(c) = self.conns.get(&conn) else {
-                        continue;
-                    };
-                    // Nothing was sent after it: no acknowledgement told
-                    // the sender, so it waits for its probe timer.
-                    if !probed && !c.read_past(dir, segment.seq) {
-                        let rtt = self.rtt(now);
-                        let at = tcp::resend_at(lost, rtt, false);
-                        let to = To::Resend {
-                            conn,
-                            segment,
-                            lost,
-                            probed: true,
-                        };
-                        self.hold(at, dir, to);
-                        continue;
-                    }
-                    self.offer_segment(dir, conn, segment);
-                    continue;
-                }
-            };
-            // The datagrams due next out of the same socket go in one call.
-            let mut ts = vec![udp(dst, data)];
-            while let Some(Held {
-                to: To::Udp { socket: s, .. },
-                ..
-            }) = due.peek()
-                && Arc::ptr_eq(s, &socket)
-            {
-                let Some(Held {
-                    to: To::Udp { dst, data, .. },
-                    ..
-                }) = due.next()
-                else {
-                    unreachable!("peeked just above")
-                };
-                ts.push(udp(dst, data));
+                } => self.resend(now, h.dir, conn, segment, lost, probed),
             }
-            let tally = send_transmits(&*socket, &ts, &mut self.scratch).await;
-            let stats = self.dir_stats(dir);
-            stats.held -= ts.len() as u64;
+        }
+        let mut rest = due.as_slice();
+        while let Some((dir, socket, _)) = rest.first() {
+            let n = rest
+                .iter()
+                .take_while(|(_, s, _)| Arc::ptr_eq(s, socket))
+                .count();
+            let (run, tail) = rest.split_at(n);
+            rest = tail;
+            let ts: Vec<Transmit> = run.iter().map(|(_, _, t)| t.clone()).collect();
+            let tally = send_transmits(&**socket, &ts, &mut self.scratch).await;
+            let stats = self.dir_stats(*dir);
+            stats.held -= n as u64;
             stats.delivered += tally.datagrams;
             stats.delivered_bytes += tally.bytes;
             stats.send_errors += tally.errors;
         }
+    }
+
+    /// A segment's delivery time came: to its connection's writer.
+    fn deliver_segment(&mut self, dir: Dir, conn: u64, segment: Segment) {
+        let stats = self.dir_stats(dir);
+        stats.held -= 1;
+        stats.delivered += 1;
+        stats.delivered_bytes += segment.data.len() as u64;
+        if let Some(c) = self.conns.get(&conn) {
+            c.deliver(dir, segment);
+        }
+    }
+
+    /// A lost segment's first resend time came: offered again if later
+    /// segments' acknowledgements told the sender; else (nothing was sent
+    /// after it) it waits for the probe timer, and goes then.
+    fn resend(
+        &mut self,
+        now: Instant,
+        dir: Dir,
+        conn: u64,
+        segment: Segment,
+        lost: Instant,
+        probed: bool,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if !probed && !c.read_past(dir, segment.seq) {
+            let at = tcp::resend_at(lost, self.rtt(now), false);
+            let to = To::Resend {
+                conn,
+                segment,
+                lost,
+                probed: true,
+            };
+            self.hold(at, dir, to);
+            return;
+        }
+        self.offer_segment(dir, conn, segment);
     }
 
     /// The upstream socket of `client`, opened (and its reader started) on
