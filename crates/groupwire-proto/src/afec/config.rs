@@ -228,7 +228,9 @@ pub struct AfecConfig {
     /// New messages of a type needed since the last adjustment before the
     /// next one (the paper's activity gating). The paper gives no number;
     /// 200 is about the spacing of the changes in its Fig. 9 (four changes
-    /// in 1000 packets).
+    /// in 1000 packets). [`Step::Robust`] uses neither this nor
+    /// `min_window`: it predicts from the loss runs, not from the MER, and
+    /// asks again after 10 messages (see `afec/robust.rs`).
     pub gate_messages: u32,
     /// Period of the MER check (the paper's "timed FEC control thread").
     pub check_interval: Duration,

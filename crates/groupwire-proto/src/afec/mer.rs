@@ -72,8 +72,12 @@ impl MerWindow {
         if n == 0 {
             return 0.0;
         }
-        let lost = self.outcomes.iter().rev().take(n).filter(|&&l| l).count();
-        lost as f64 / n as f64
+        self.recent_lost(n) as f64 / n as f64
+    }
+
+    /// Losses among the newest `n` outcomes.
+    pub(super) fn recent_lost(&self, n: usize) -> usize {
+        self.outcomes.iter().rev().take(n).filter(|&&l| l).count()
     }
 
     /// Next index after the newest seen.

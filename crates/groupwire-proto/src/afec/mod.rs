@@ -728,38 +728,40 @@ impl AfecEndpoint {
                     .get(&t)
                     .copied()
                     .unwrap_or(self.cfg.default_qos);
-                let gate = self.cfg.gate_messages.max(1);
+                let gate = if robust {
+                    robust::GATE
+                } else {
+                    self.cfg.gate_messages.max(1)
+                };
                 let recent = (st.since_change as usize).min(st.window.len());
                 // The robust controller answers a change of channel at once
                 // (and its first request too: it starts from what the first
                 // packets show, not from a whole gate of size 1).
                 let fresh =
                     robust && (st.seen_changes != r.loss.changes || st.controlled.is_none());
-                if !fresh
-                    && (recent < self.cfg.min_window.min(self.cfg.mer_window)
-                        || st.since_change < gate)
-                {
+                let min_recent = if robust {
+                    gate as usize
+                } else {
+                    self.cfg.min_window.min(self.cfg.mer_window)
+                };
+                if !fresh && (recent < min_recent || st.since_change < gate) {
                     continue;
                 }
                 let mer = st.window.recent_mer(recent);
                 let cap = st.cap.unwrap_or(self.cfg.max_size).min(self.cfg.max_size);
                 let (target, nak) = if robust {
-                    // Aim at the band's middle, corrected by the MER of the
-                    // messages since the controller first acted, within
-                    // [half the floor, the top plus the band's width]: the
-                    // size never exceeds what the measured loss process
-                    // needs for half the band's floor (robust.rs).
+                    // Steer the MER window to a point AIM of the way up the
+                    // band (robust::window_goal), within [half the floor,
+                    // the top plus the band's width]: the size never
+                    // exceeds what the measured loss process needs for half
+                    // the band's floor (robust.rs).
                     let mid = (q.mer_min + q.mer_max) / 2.0;
                     let width = q.mer_max - q.mer_min;
-                    // The correction weighs the measured span by its share
-                    // of the window: a burst in the first hundred messages
-                    // is a small part of what the window will hold.
+                    let aim = q.mer_min + robust::AIM * width;
                     let controlled = st.controlled.map_or(0, |c| c as usize);
                     let span = controlled.min(st.window.len());
-                    let share = span as f64 / self.cfg.mer_window as f64;
-                    let measured = st.window.recent_mer(span);
                     let floor = (q.mer_min / 2.0).max(mid / 4.0);
-                    let goal = (mid - robust::FEEDBACK * share * (measured - mid))
+                    let goal = robust::window_goal(&st.window, span, self.cfg.mer_window, aim)
                         .clamp(floor, q.mer_max + width);
                     let tau = self.cfg.mer_window as f64;
                     let Some(target) = robust_size(
