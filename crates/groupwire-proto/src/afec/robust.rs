@@ -385,6 +385,42 @@ mod tests {
         w
     }
 
+    /// A window of `n` messages, lost where `lost(i)`.
+    fn messages(n: u32, lost: impl Fn(u32) -> bool) -> MerWindow {
+        let mut w = MerWindow::new(1000);
+        for i in 0..n {
+            if !lost(i) {
+                let _ = w.observe(i);
+            }
+        }
+        let _ = w.observe(n);
+        w
+    }
+
+    #[test]
+    fn window_goal_pays_back_the_window_and_counts_the_losses_about_to_leave() {
+        let aim = 0.05;
+        // A full window at the aim (one loss in 20): keep the aim.
+        let w = messages(1000, |i| i % 20 == 7);
+        let g = window_goal(&w, 1000, 1000, aim);
+        assert!((g - aim).abs() < 1e-3, "goal {g}");
+        // Twenty losses too many, spread evenly: the next 200 messages pay
+        // them back (a tenth of the excess leaves with them).
+        let w = messages(1000, |i| i % 20 == 7 || i % 50 == 3);
+        let g = window_goal(&w, 1000, 1000, aim);
+        let expect = (50.0 - 70.0 + 14.0) / 200.0;
+        assert!((g - expect).abs() < 1e-3, "goal {g}, expected {expect}");
+        // The same excess in the oldest 200 messages leaves on its own.
+        let w = messages(1000, |i| i % 20 == 7 || (i < 200 && i % 10 == 3));
+        let g = window_goal(&w, 1000, 1000, aim);
+        assert!((g - aim).abs() < 1e-3, "goal {g}");
+        // Losses before the controller acted are not paid back: 100
+        // controlled messages at the aim, the rest taken as at the aim.
+        let w = messages(1000, |i| i < 900 || i % 20 == 7);
+        let g = window_goal(&w, 100, 1000, aim);
+        assert!((g - aim).abs() < 1e-3, "goal {g}");
+    }
+
     #[test]
     fn tracker_fits_the_run_start_and_continuation_probabilities() {
         // Every 20 packets a run of 4: starts 1 in 17 received, continues 3 in 4.
