@@ -194,10 +194,14 @@ worse than the oracle within 1%) is then missed by what holding the band
 costs, not by the control; (2) where plain UDP's loss sits at the band's
 floor (\`bernoulli:0.05\` in 5-6%, \`bernoulli:0.1\` in 10-12%) about half
 the windows fall below the floor at size 1 and no redundancy can raise
-them; (3) on long bursts (mean 5 and 10) and the time-varying presets one
-burst at a size below its length loses many messages at once, the window's
-spread stays wider than the band, and the sizes that would absorb the
-bursts exceed \`size_bound\`." \
+them; (3) on long bursts (mean 5 and 10), Gilbert-Elliott's bad spells and the
+time-varying presets one burst at a size below its length loses many
+messages at once, the window's spread stays wider than the band, and the
+sizes that would absorb the bursts exceed \`size_bound\`. Its change
+detector (CUSUM on the fitted Gilbert chain) needs strong evidence
+(\`THRESHOLD\` in robust.rs says what a weaker one did on the
+Gilbert-Elliott cells): the window tracking and the estimate's
+exponential forgetting follow a change without cutting the memory." \
     robustness-afec --seed 1
 fi
 
