@@ -179,10 +179,13 @@ oracle's share.
 **Window tracking** (\`afec-robust\`, \`window_goal\` in
 crates/groupwire-proto/src/afec/robust.rs). The robust controller does
 more than choose a size: every 10 messages it asks for the size whose
-predicted MER brings the receiver's 1000-message window back to a point
-60% of the way up the band within 200 messages, counting the losses the
-window holds and those about to leave it (deadbeat control of the window,
-clamped so the size never exceeds what half the band's floor needs). So
+predicted MER brings the receiver's 1000-message window back to its aim
+within 200 messages, counting the losses the window holds and those about
+to leave it (deadbeat control of the window, clamped so the size never
+exceeds what half the band's floor needs). The aim is as high in the band
+as the window's measured spread allows: two standard deviations under the
+top, between the middle and four fifths of the way up (60% until a full
+window's spread is known: \`Spread\` in robust.rs). So
 on the random and short-burst channels it holds the band in more windows
 than the oracle, often in nearly all of them, where before (one integral
 correction every 200 messages) it held about as many as the oracle. What

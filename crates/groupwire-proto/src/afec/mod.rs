@@ -757,9 +757,11 @@ impl AfecEndpoint {
                     // the band's floor (robust.rs).
                     let mid = (q.mer_min + q.mer_max) / 2.0;
                     let width = q.mer_max - q.mer_min;
-                    let aim = q.mer_min + robust::AIM * width;
                     let controlled = st.controlled.map_or(0, |c| c as usize);
                     let span = controlled.min(st.window.len());
+                    let aim =
+                        st.spread
+                            .aim(&st.window, span, self.cfg.mer_window, q.mer_min, q.mer_max);
                     let floor = (q.mer_min / 2.0).max(mid / 4.0);
                     let goal = robust::window_goal(&st.window, span, self.cfg.mer_window, aim)
                         .clamp(floor, q.mer_max + width);

@@ -31,6 +31,9 @@ pub(super) struct TypeRx {
     /// loss-regime changes it has answered.
     pub(super) controlled: Option<u32>,
     pub(super) seen_changes: u32,
+    /// [`Step::Robust`](super::Step::Robust): the window's spread around
+    /// its aim.
+    pub(super) spread: super::robust::Spread,
 }
 
 impl TypeRx {
@@ -44,6 +47,7 @@ impl TypeRx {
             last_inc_from: None,
             controlled: None,
             seen_changes: 0,
+            spread: super::robust::Spread::default(),
         }
     }
 }
