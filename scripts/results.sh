@@ -168,7 +168,11 @@ no worse than the oracle's (within 1% for rounding); \`bytes\` within 1.1x
 the oracle's; \`no_overshoot\` max_size at most size_bound; \`recovery\`
 every change back in band within 3 windows (always met on steady
 channels). The goals table counts the cells meeting each; the misses
-table lists every missed cell with its numbers. Read \`in_band\` beside
+table lists every missed cell with its numbers, and its \`why\` column
+reads them: per missed goal, the reason where the numbers show one (plain
+UDP, the oracle, within two standard deviations of a window of the band's
+floor; a mean MER under the oracle's, which recovers more messages, each
+after a later packet), else the measure beside the goal. Read \`in_band\` beside
 the oracle's: on bursty channels the MER of 1000 messages varies by more
 than a narrow band is wide even at a fixed size, so the oracle itself holds
 the band in only some windows, and the goal of 85% cannot be met there by

@@ -573,6 +573,22 @@ impl RobustnessAfec {
                                     .as_ref()
                                     .and_then(|(t, _)| t.iter().max().map(|&m| m as f64))),
                                 opt(rec.as_ref().map(|(_, n)| *n as f64)),
+                                json!(why(&Miss {
+                                    goals,
+                                    band,
+                                    share,
+                                    oracle: oracle.map(|(s, p)| (*s, p.mer(), p.share_in(band))),
+                                    mer,
+                                    latency: (
+                                        ratio(l.mean_ms, o_lat.map(|o| o.mean_ms)),
+                                        ratio(l.p95_ms, o_lat.map(|o| o.p95_ms)),
+                                    ),
+                                    bytes: ratio(bytes, o_bytes),
+                                    size: (c.max_size, b.bound),
+                                    recovery: rec.as_ref().map(|(t, n)| {
+                                        (t.iter().max().copied().unwrap_or(0), *n)
+                                    }),
+                                })),
                             ]);
                         }
                     }
@@ -713,6 +729,7 @@ impl RobustnessAfec {
                         "size_bound",
                         "recovery_max_windows",
                         "never_recovered",
+                        "why",
                     ]),
                     rows: miss_rows,
                 },
@@ -720,6 +737,99 @@ impl RobustnessAfec {
             plots: Vec::new(),
         }
     }
+}
+
+/// What a missed cell's numbers say, for its `why` column.
+struct Miss {
+    /// in band, latency, bytes, no overshoot, recovery: met or not.
+    goals: [bool; 5],
+    band: [f64; 2],
+    share: f64,
+    /// The oracle's size, MER and share of windows in band.
+    oracle: Option<(f64, f64, f64)>,
+    mer: f64,
+    /// Mean and p95 latency against the oracle's.
+    latency: (Option<f64>, Option<f64>),
+    bytes: Option<f64>,
+    /// The largest size in force and the bound.
+    size: (f64, Option<f64>),
+    /// Most windows to recover and changes never recovered from.
+    recovery: Option<(usize, usize)>,
+}
+
+/// One phrase per missed goal, from the cell's numbers: the reason where
+/// the numbers show one (plain UDP at the band's floor; a mean MER under
+/// the oracle's, which recovers more messages, each a packet late), else
+/// the measure beside the goal.
+fn why(m: &Miss) -> String {
+    let pct = |x: f64| format!("{:.2}%", x * 100.0);
+    let x = |r: Option<f64>| r.map_or_else(|| "-".to_string(), |r| format!("{r:.3}x"));
+    let [in_band, latency, bytes, no_overshoot, recovery] = m.goals;
+    let mut out = Vec::new();
+    if !in_band {
+        out.push(match m.oracle {
+            // Plain UDP is the oracle and its MER is within two binomial
+            // standard deviations of a 1000-message window above the
+            // floor: a window in five or more falls under the floor at
+            // size 1, and copies only lower it.
+            Some((size, mer, _))
+                if size <= 1.0 && mer - m.band[0] < 2.0 * (mer * (1.0 - mer) / 1000.0).sqrt() =>
+            {
+                format!(
+                    "in band {:.2}: plain UDP (the oracle) loses {}, within two standard deviations of a window of the floor {}; windows under the floor cannot be raised by copies",
+                    m.share,
+                    pct(mer),
+                    pct(m.band[0])
+                )
+            }
+            Some((_, _, o)) if m.share > o => format!(
+                "in band {:.2}, above the oracle's {o:.2}: no fixed size holds this channel's windows in the band as often",
+                m.share
+            ),
+            Some((_, _, o)) => format!("in band {:.2}, under the oracle's {o:.2}", m.share),
+            None => format!("in band {:.2}", m.share),
+        });
+    }
+    if !latency {
+        let (mean, p95) = m.latency;
+        out.push(match m.oracle {
+            Some((_, o, _)) if m.mer < 0.95 * o => format!(
+                "latency {} mean, {} p95 at a MER of {}, under the oracle's {}: more messages recovered rather than lost, each after a later packet",
+                x(mean),
+                x(p95),
+                pct(m.mer),
+                pct(o)
+            ),
+            Some((_, o, _)) => format!(
+                "latency {} mean, {} p95 at a MER of {}, about the oracle's {}",
+                x(mean),
+                x(p95),
+                pct(m.mer),
+                pct(o)
+            ),
+            None => format!("latency {} mean, {} p95", x(mean), x(p95)),
+        });
+    }
+    if !bytes {
+        out.push(format!("bytes {} the oracle's", x(m.bytes)));
+    }
+    if !no_overshoot {
+        let bound = m
+            .size
+            .1
+            .map_or_else(|| "-".to_string(), |b| format!("{b:.2}"));
+        out.push(format!(
+            "largest size {:.2} over the bound {bound}",
+            m.size.0
+        ));
+    }
+    if !recovery {
+        let (most, never) = m.recovery.unwrap_or((0, 0));
+        out.push(format!(
+            "back in band after up to {most} windows of a change, {never} changes never"
+        ));
+    }
+    out.join("; ")
 }
 
 fn opt(x: Option<f64>) -> Value {
@@ -773,6 +883,57 @@ mod tests {
         assert_eq!(rows.len(), 4);
         assert!(rows[0][21].is_null());
         assert!(rows[3][21].is_number());
+    }
+
+    #[test]
+    fn why_reads_the_reason_from_the_numbers() {
+        let miss = |goals, oracle, share, mer| Miss {
+            goals,
+            band: [0.05, 0.06],
+            share,
+            oracle: Some(oracle),
+            mer,
+            latency: (Some(1.02), Some(1.0)),
+            bytes: Some(1.2),
+            size: (3.5, Some(3.0)),
+            recovery: Some((5, 1)),
+        };
+        // Plain UDP, the oracle, at 5.1% for a floor of 5%: the floor.
+        let w = why(&miss(
+            [false, true, true, true, true],
+            (1.0, 0.051, 0.5),
+            0.45,
+            0.051,
+        ));
+        assert!(w.contains("cannot be raised"), "{w}");
+        // Plain at 9% in a band of 2-10%: far enough above the floor (two
+        // standard deviations of a window are 1.8 points) to be no reason.
+        let mut wide = miss([false, true, true, true, true], (1.0, 0.09, 0.6), 0.7, 0.09);
+        wide.band = [0.02, 0.10];
+        let w = why(&wide);
+        assert!(
+            !w.contains("cannot be raised") && w.contains("above the oracle's"),
+            "{w}"
+        );
+        // A lower MER than the oracle's explains the latency; the same MER
+        // does not.
+        let w = why(&miss(
+            [true, false, true, true, true],
+            (1.5, 0.058, 0.6),
+            0.9,
+            0.053,
+        ));
+        assert!(w.contains("recovered rather than lost"), "{w}");
+        let w = why(&miss(
+            [true, false, true, true, true],
+            (1.5, 0.058, 0.6),
+            0.9,
+            0.057,
+        ));
+        assert!(w.contains("about the oracle's"), "{w}");
+        // One phrase per missed goal.
+        let w = why(&miss([false; 5], (1.5, 0.058, 0.6), 0.5, 0.057));
+        assert_eq!(w.matches("; ").count(), 4, "{w}");
     }
 
     /// The robust controller steers each 1000-message window into the
