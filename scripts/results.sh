@@ -199,9 +199,9 @@ oracle's, which sits just under the band's top, so more messages are
 recovered rather than lost, each one a packet late; the latency goal (no
 worse than the oracle within 1%) is then missed by what holding the band
 costs, not by the control; (2) where plain UDP's loss sits at the band's
-floor (\`bernoulli:0.05\` in 5-6%, \`bernoulli:0.1\` in 10-12%) about half
-the windows fall below the floor at size 1 and no redundancy can raise
-them; (3) on long bursts (mean 5 and 10), Gilbert-Elliott's bad spells and the
+floor (\`bernoulli:0.05\` in 5-6%; \`bernoulli:0.1\` and the Gilbert
+channels in 10-12%: the \`why\` column names them) a large share of the
+windows fall below the floor at size 1 and no redundancy can raise them; (3) on long bursts (mean 5 and 10), Gilbert-Elliott's bad spells and the
 time-varying presets one burst at a size below its length loses many
 messages at once, the window's spread stays wider than the band, and the
 sizes that would absorb the bursts exceed \`size_bound\`. Its change
