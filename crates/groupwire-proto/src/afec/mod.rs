@@ -750,11 +750,12 @@ impl AfecEndpoint {
                 let mer = st.window.recent_mer(recent);
                 let cap = st.cap.unwrap_or(self.cfg.max_size).min(self.cfg.max_size);
                 let (target, nak) = if robust {
-                    // Steer the MER window to a point AIM of the way up the
-                    // band (robust::window_goal), within [half the floor,
-                    // the top plus the band's width]: the size never
-                    // exceeds what the measured loss process needs for half
-                    // the band's floor (robust.rs).
+                    // Steer the MER window to its aim (robust::Spread: as
+                    // high in the band as the window's spread allows) with
+                    // robust::window_goal, within [half the floor, the top
+                    // plus the band's width]: the size never exceeds what
+                    // the measured loss process needs for half the band's
+                    // floor (robust.rs).
                     let mid = (q.mer_min + q.mer_max) / 2.0;
                     let width = q.mer_max - q.mer_min;
                     let controlled = st.controlled.map_or(0, |c| c as usize);
