@@ -31,13 +31,13 @@
 //!    window's MER spreads wider than a band 1% wide at any fixed size, so
 //!    the goal is what brings the window itself back to a point up the
 //!    band (as high as the window's measured spread allows: [`Spread`])
-//!    within [`HORIZON`] messages, from
-//!    the losses it holds and those about to leave it ([`window_goal`]),
-//!    asked again every [`GATE`] messages; never below half the band's floor
-//!    (nor above its top plus its width): the size is never more than the
-//!    measured loss process needs for half the band's floor, and errors
-//!    from before the first request (start-up, when nothing controlled the
-//!    size) are not paid back.
+//!    within [`HORIZON`] messages, from the losses it holds and those
+//!    about to leave it ([`window_goal`]), asked again every [`GATE`]
+//!    messages; never below half the band's floor (nor above its top plus
+//!    its width): the size is never more than the measured loss process
+//!    needs for half the band's floor, and errors from before the first
+//!    request (start-up, when nothing controlled the size) are not paid
+//!    back.
 
 use super::mer::MerWindow;
 use super::predictor::{solve_size, to_wire};
@@ -91,8 +91,9 @@ const MIN_PACKETS: usize = 150;
 const CAP_Z: f64 = 1.0;
 
 /// Where in the band the window's MER is steered until its spread is
-/// known ([`Spread`]), as a share of the band's width above its floor. The middle (0.5) would leave the most room either
-/// way; a little above it buys back latency and bytes (every message
+/// known ([`Spread`]), as a share of the band's width above its floor. The
+/// middle (0.5) would leave the most room either way; a little above it
+/// buys back latency and bytes (every message
 /// recovered instead of lost waits for the packet that carries its copy),
 /// and the window tracking below keeps the spread narrow enough that the
 /// top is rarely crossed. Chosen on `groupwire sim run robustness-afec`

@@ -118,6 +118,8 @@ impl Default for RobustnessAfec {
 const GOAL_IN_BAND: f64 = 0.85;
 const GOAL_BYTES: f64 = 1.1;
 const GOAL_RECOVERY_WINDOWS: usize = 3;
+/// Messages per scored window (the paper's MER window).
+const WINDOW: usize = 1000;
 /// "No worse than the oracle" for latency, with 1% for rounding.
 const GOAL_LATENCY: f64 = 1.01;
 /// The share of the path the adaptive schemes' rate cap allows (dyck).
@@ -449,7 +451,7 @@ impl RobustnessAfec {
                 let Some(i) = msgs.iter().position(|m| m.at >= at) else {
                     continue;
                 };
-                let Some(j) = i.checked_sub(self.warmup_messages).map(|x| x / 1000) else {
+                let Some(j) = i.checked_sub(self.warmup_messages).map(|x| x / WINDOW) else {
                     continue;
                 };
                 if j >= windows.len() {
@@ -530,6 +532,10 @@ impl RobustnessAfec {
                     let rec = (!changes.is_empty()).then(|| self.recovery(c, &changes, band, seed));
                     let mer = c.mer();
                     let bytes = c.bytes_per_message();
+                    let mean_vs = ratio(l.mean_ms, o_lat.map(|o| o.mean_ms));
+                    let p95_vs = ratio(l.p95_ms, o_lat.map(|o| o.p95_ms));
+                    let bytes_vs = ratio(bytes, o_bytes);
+                    let recovery_max = rec.as_ref().and_then(|(t, _)| t.iter().max().copied());
                     let in_band = share >= GOAL_IN_BAND;
                     let latency = o_lat.is_some_and(|o| {
                         l.mean_ms <= o.mean_ms * GOAL_LATENCY && l.p95_ms <= o.p95_ms * GOAL_LATENCY
@@ -564,14 +570,12 @@ impl RobustnessAfec {
                                 json!(share),
                                 opt(oracle.map(|(_, p)| p.share_in(band))),
                                 json!(mer),
-                                opt(ratio(l.mean_ms, o_lat.map(|o| o.mean_ms))),
-                                opt(ratio(l.p95_ms, o_lat.map(|o| o.p95_ms))),
-                                opt(ratio(bytes, o_bytes)),
+                                opt(mean_vs),
+                                opt(p95_vs),
+                                opt(bytes_vs),
                                 json!(c.max_size),
                                 opt(b.bound),
-                                opt(rec
-                                    .as_ref()
-                                    .and_then(|(t, _)| t.iter().max().map(|&m| m as f64))),
+                                opt(recovery_max.map(|m| m as f64)),
                                 opt(rec.as_ref().map(|(_, n)| *n as f64)),
                                 json!(why(&Miss {
                                     goals,
@@ -579,15 +583,12 @@ impl RobustnessAfec {
                                     share,
                                     oracle: oracle.map(|(s, p)| (*s, p.mer(), p.share_in(band))),
                                     mer,
-                                    latency: (
-                                        ratio(l.mean_ms, o_lat.map(|o| o.mean_ms)),
-                                        ratio(l.p95_ms, o_lat.map(|o| o.p95_ms)),
-                                    ),
-                                    bytes: ratio(bytes, o_bytes),
+                                    latency: (mean_vs, p95_vs),
+                                    bytes: bytes_vs,
                                     size: (c.max_size, b.bound),
-                                    recovery: rec.as_ref().map(|(t, n)| {
-                                        (t.iter().max().copied().unwrap_or(0), *n)
-                                    }),
+                                    recovery: rec
+                                        .as_ref()
+                                        .map(|(_, n)| (recovery_max.unwrap_or(0), *n)),
                                 })),
                             ]);
                         }
@@ -604,17 +605,15 @@ impl RobustnessAfec {
                         json!(mer),
                         opt(ratio(mer, oracle.map(|(_, p)| p.mer()))),
                         json!(l.mean_ms),
-                        opt(ratio(l.mean_ms, o_lat.map(|o| o.mean_ms))),
-                        opt(ratio(l.p95_ms, o_lat.map(|o| o.p95_ms))),
+                        opt(mean_vs),
+                        opt(p95_vs),
                         opt(ratio(l.p99_ms, o_lat.map(|o| o.p99_ms))),
                         json!(bytes),
-                        opt(ratio(bytes, o_bytes)),
+                        opt(bytes_vs),
                         json!(c.max_size),
                         opt(oracle.map(|(s, _)| *s)),
                         opt(b.bound),
-                        opt(rec
-                            .as_ref()
-                            .and_then(|(t, _)| t.iter().max().map(|&m| m as f64))),
+                        opt(recovery_max.map(|m| m as f64)),
                         opt(rec.as_ref().and_then(|(t, _)| {
                             (!t.is_empty()).then(|| t.iter().sum::<usize>() as f64 / t.len() as f64)
                         })),
@@ -773,7 +772,7 @@ fn why(m: &Miss) -> String {
             // floor: a window in five or more falls under the floor at
             // size 1, and copies only lower it.
             Some((size, mer, _))
-                if size <= 1.0 && mer - m.band[0] < 2.0 * (mer * (1.0 - mer) / 1000.0).sqrt() =>
+                if size <= 1.0 && mer - m.band[0] < 2.0 * (mer * (1.0 - mer) / WINDOW as f64).sqrt() =>
             {
                 format!(
                     "in band {:.2}: plain UDP (the oracle) loses {}, within two standard deviations of a window of the floor {}; windows under the floor cannot be raised by copies",
