@@ -38,6 +38,8 @@ struct Ctx {
     need: f64,
     /// The path's delivered rate, bytes per second.
     delivered: Option<f64>,
+    /// The path's capacity estimate, bytes per second.
+    capacity: Option<f64>,
     jitter: Duration,
     /// Seconds an XOR sender waits idle before closing a partial group
     /// (the session's rule, [`xor_close_wait`]).
@@ -73,6 +75,7 @@ impl Ctx {
                 rate * traffic.msg_size as f64
             },
             delivered: path.delivered.map(|b| b.as_bps() as f64 / 8.0),
+            capacity: path.capacity.map(|b| b.as_bps() as f64 / 8.0),
             jitter: path.jitter,
             xor_wait: xor_close_wait(qos).as_secs_f64(),
             path_model: model,
@@ -579,11 +582,19 @@ fn block(c: &Ctx, prov: &Provision, target: f64, max_delay: Duration) -> Predict
 ///
 /// - **Throughput**: RFC 5348 §3.1's equation ([`throughput`], `s` the
 ///   MSS, `t_RTO = 4R`, `b = 1`) at the loss event rate `run_starts` (one
-///   window halving per loss run), per connection; `n` connections get `n`
-///   times that (each sees the same path loss: the striping gain of Leigh
-///   et al. Fig. 7 on a path whose losses are not caused by the transfer
-///   itself). Capped by `n` windows per round trip
+///   window halving per loss run), capped by one window per round trip
 ///   ([`Provision::max_window`]) and by the delivered rate when known.
+///   `n` connections gain over one what `n` times one connection's rate
+///   reaches of the room on the path (the delivered rate where known, as
+///   the session gives each channel its share there, at most the
+///   capacity estimate) over what one reaches of it
+///   (each sees the same path loss: the striping gain of Leigh et al.
+///   Fig. 7 on a path whose losses are not caused by the transfer
+///   itself). Without a capacity estimate nothing says the path carries
+///   more than one connection sends, so striping is predicted to gain
+///   nothing, and one connection (listed first) is chosen: more
+///   connections take more than a fair share of a shared bottleneck, a
+///   price worth paying only where one connection cannot fill the path.
 /// - **Recovery delay** of a lost segment: the retransmission leaves at
 ///   `min(RTO, RTT + 3 gaps)` after the original (the third duplicate ACK
 ///   comes back an RTT after the third later segment; a sparse stream
@@ -607,10 +618,19 @@ fn stream(c: &Ctx, prov: &Provision, traffic: &Traffic, n: u8) -> Prediction {
     let eq = throughput(mss, c.rtt, p_ev, c.rtt.saturating_mul(4), 1.0);
     let rtt_s = c.rtt.as_secs_f64().max(1e-6);
     let window = prov.max_window as f64 / rtt_s;
-    let mut tput = n_f * eq.min(window);
+    let one = eq.min(window);
+    // The room striping can fill: the channel's share of the path where
+    // the session gives one (its `delivered`), else the whole capacity.
+    let room = c.capacity.map(|cap| c.delivered.unwrap_or(cap).min(cap));
+    let gain = match room {
+        Some(room) if room > 0.0 && one > 0.0 => (n_f * one).min(room) / one.min(room),
+        _ => 1.0,
+    };
+    let mut tput = one;
     if let Some(d) = c.delivered {
         tput = tput.min(d);
     }
+    tput *= gain;
     let rto = RTO_MIN
         .max(c.rtt + c.jitter.saturating_mul(4))
         .as_secs_f64();
