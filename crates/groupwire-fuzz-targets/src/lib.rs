@@ -171,7 +171,7 @@ pub fn rbudp_control(data: &[u8]) {
     let pattern = Pattern::new(3, SIZE);
     let frame = |msg| ControlRepr { session: 1, msg }.to_vec();
     let check = |t: groupwire_proto::Transmit| {
-        if t.transport == Transport::TcpFrame {
+        if t.transport == Transport::FRAME {
             assert!(t.payload.len() <= MAX_CONTROL_LEN);
             ControlRepr::parse(&t.payload).expect("our own frames parse");
         } else {
@@ -187,7 +187,7 @@ pub fn rbudp_control(data: &[u8]) {
         version: Some(1),
     };
     let mut now = Instant::ZERO;
-    rx.handle_frame(now, tx_addr, &frame(Control::Start(start)));
+    rx.handle_frame(now, tx_addr, 0, &frame(Control::Start(start)));
     let mut cfg = SenderConfig::new(rx_addr, Bitrate::gbps(1));
     // Resumable, and (on odd inputs) accepted as a resume, so the hostile
     // frames also meet a sender waiting for its resume list.
@@ -199,13 +199,13 @@ pub fn rbudp_control(data: &[u8]) {
         size: SIZE,
         resumed: data.first().is_some_and(|b| b & 1 == 1),
     };
-    tx.handle_frame(now, rx_addr, &frame(Control::Accept(accept)));
+    tx.handle_frame(now, rx_addr, 0, &frame(Control::Accept(accept)));
     for chunk in data.split(|&b| b == 0xFF) {
         now += Duration::from_millis(3);
         match chunk.split_first() {
             Some((0, rest)) => {
-                rx.handle_frame(now, tx_addr, rest);
-                tx.handle_frame(now, rx_addr, rest);
+                rx.handle_frame(now, tx_addr, 0, rest);
+                tx.handle_frame(now, rx_addr, 0, rest);
             }
             Some((1, rest)) => rx.handle_datagram(now, tx_addr, rest),
             Some((&index, rest)) => {
@@ -228,7 +228,7 @@ pub fn rbudp_control(data: &[u8]) {
                         sent: 100,
                         hash: Some(pattern.hash()),
                     };
-                    rx.handle_frame(now, tx_addr, &frame(Control::EndOfBlast(eob)));
+                    rx.handle_frame(now, tx_addr, 0, &frame(Control::EndOfBlast(eob)));
                 }
             }
             None => {}

@@ -80,7 +80,10 @@ impl Pair {
                 if t.dst == B {
                     match t.transport {
                         Transport::Udp => self.b.handle_datagram(self.now, A, &t.payload),
-                        _ => self.b.handle_frame(self.now, A, &t.payload),
+                        Transport::TcpFrame { stream } => {
+                            self.b.handle_frame(self.now, A, stream, &t.payload);
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -88,7 +91,10 @@ impl Pair {
                 moved = true;
                 match t.transport {
                     Transport::Udp => self.a.handle_datagram(self.now, B, &t.payload),
-                    _ => self.a.handle_frame(self.now, B, &t.payload),
+                    Transport::TcpFrame { stream } => {
+                        self.a.handle_frame(self.now, B, stream, &t.payload);
+                    }
+                    _ => {}
                 }
             }
             while self.a.poll_event().is_some() {}
@@ -211,7 +217,11 @@ pub fn run(data: &[u8]) -> usize {
                     buf.clear();
                     f.write(&mut buf);
                 }
-                p.a.handle_frame(p.now, B, &buf);
+                // Any stream, some past the bound.
+                let stream = body
+                    .last()
+                    .map_or(0, |b| b % (groupwire_proto::MAX_STREAMS + 2));
+                p.a.handle_frame(p.now, B, stream, &buf);
             }
             OP_SEND => {
                 if let Some(&ch) = channels.get(usize::from(body.first().copied().unwrap_or(0) % 3))

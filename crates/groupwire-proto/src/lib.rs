@@ -46,4 +46,4 @@ pub use groupwire_units::{Bitrate, DataSize, Instant, Probability, UnitError};
 /// instant and the unit newtypes so the link models need not depend on
 /// this crate.
 pub use groupwire_units::{time, units};
-pub use machine::{FRAME_PREFIX, Machine, StreamMachine, Transmit, Transport};
+pub use machine::{FRAME_PREFIX, MAX_STREAMS, Machine, StreamMachine, Transmit, Transport};

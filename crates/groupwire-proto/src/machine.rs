@@ -12,9 +12,26 @@ use crate::time::Instant;
 pub enum Transport {
     /// One UDP datagram.
     Udp,
-    /// One length-prefixed frame on the TCP (or WebSocket) connection to `dst`.
-    TcpFrame,
+    /// One length-prefixed frame on stream connection number `stream` to
+    /// `dst` (TCP, or WebSocket). Most machines use stream 0 alone; a
+    /// [`Session`](crate::session::Session)'s striped channels spread
+    /// over streams 0 to `n - 1` (Leigh et al. §4.3), below
+    /// [`MAX_STREAMS`]. Each stream is reliable and ordered on its own;
+    /// frames on two streams have no order between them.
+    TcpFrame {
+        /// The connection's number among the peer's streams.
+        stream: u8,
+    },
 }
+
+impl Transport {
+    /// A frame on stream 0, the one most machines use.
+    pub const FRAME: Self = Self::TcpFrame { stream: 0 };
+}
+
+/// Most stream connections a [`StreamMachine`] uses to one peer: stream
+/// numbers are below this.
+pub const MAX_STREAMS: u8 = 8;
 
 /// A datagram the caller must send. `payload` is `Bytes` so a relay fans out
 /// without copies.
@@ -81,18 +98,20 @@ pub const FRAME_PREFIX: usize = 4;
 /// [`handle_frame`](StreamMachine::handle_frame). The drain contract is
 /// [`Machine`]'s.
 pub trait StreamMachine: Machine {
-    /// Feed one whole frame from the stream with `src`. Malformed or
+    /// Feed one whole frame from stream number `stream` (below
+    /// [`MAX_STREAMS`]; 0 for a driver with one) with `src`. Malformed or
     /// unexpected frames are counted in the machine's stats and dropped; it
     /// never panics.
-    fn handle_frame(&mut self, now: Instant, src: SocketAddr, frame: &[u8]);
-    /// The driver has sent `bytes` of the frames it took for `dst` (length
+    fn handle_frame(&mut self, now: Instant, src: SocketAddr, stream: u8, frame: &[u8]);
+    /// The driver has sent `bytes` of the frames it took for `dst`'s
+    /// stream number `stream` (length
     /// prefixes included: the stream's own bytes): they left its queue for
     /// the network, or were dropped with a connection that failed. A
     /// machine that bounds what a driver holds unsent (a session's
     /// [`stream_window`](crate::session::SessionConfig::stream_window))
     /// hands over more; the default ignores it, and a driver that never
     /// calls it must leave such bounds off.
-    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, bytes: usize) {
-        let _ = (now, dst, bytes);
+    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, stream: u8, bytes: usize) {
+        let _ = (now, dst, stream, bytes);
     }
 }

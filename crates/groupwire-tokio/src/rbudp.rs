@@ -731,7 +731,7 @@ async fn drive<M: StreamMachine, U: DatagramSocket>(
         // Send in order: datagrams in runs, each frame after them.
         let mut from = 0;
         for i in 0..pending.len() {
-            if pending[i].transport == Transport::TcpFrame {
+            if pending[i].transport == Transport::FRAME {
                 send_transmits(udp, &pending[from..i], &mut scratch).await;
                 conn.push(&pending[i].payload);
                 conn.flush().await?;
@@ -765,7 +765,7 @@ async fn drive<M: StreamMachine, U: DatagramSocket>(
                 }
                 while let Some(f) = conn.next_frame()? {
                     let now = clock.now();
-                    m.handle_frame(now, frame_src, &f);
+                    m.handle_frame(now, frame_src, 0, &f);
                     drain(m, now, &mut pending, &mut events);
                 }
             }

@@ -304,7 +304,7 @@ impl<K: BlastSink> RbudpReceiver<K> {
         );
         self.out.push_back(Transmit {
             dst: self.cfg.peer,
-            transport: Transport::TcpFrame,
+            transport: Transport::FRAME,
             payload: bytes.clone(),
         });
         bytes
@@ -447,7 +447,7 @@ impl<K: BlastSink> RbudpReceiver<K> {
             if let Some(done) = self.done.clone() {
                 self.out.push_back(Transmit {
                     dst: self.cfg.peer,
-                    transport: Transport::TcpFrame,
+                    transport: Transport::FRAME,
                     payload: done,
                 });
             }
@@ -770,7 +770,7 @@ impl<K: BlastSink> StreamMachine for RbudpReceiver<K> {
     /// Start is answered with the Accept again, a repeated end-of-blast with
     /// the list (or the Done) again; an end-of-blast older than the last
     /// answered is dropped. Safe in any state.
-    fn handle_frame(&mut self, now: Instant, src: SocketAddr, frame: &[u8]) {
+    fn handle_frame(&mut self, now: Instant, src: SocketAddr, _stream: u8, frame: &[u8]) {
         if src != self.cfg.peer {
             self.stats.foreign += 1;
             return;

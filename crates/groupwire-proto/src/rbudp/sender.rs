@@ -359,7 +359,7 @@ impl<S: BlastSource> RbudpSender<S> {
         self.stats.control_sent += 1;
         self.out.push_back(Transmit {
             dst: self.cfg.peer,
-            transport: Transport::TcpFrame,
+            transport: Transport::FRAME,
             payload: bytes.clone(),
         });
         bytes
@@ -672,7 +672,7 @@ impl<S: BlastSource> Machine for RbudpSender<S> {
         }
         self.out.push_back(Transmit {
             dst: self.cfg.peer,
-            transport: Transport::TcpFrame,
+            transport: Transport::FRAME,
             payload: req,
         });
     }
@@ -725,7 +725,7 @@ impl<S: BlastSource> StreamMachine for RbudpSender<S> {
     /// answers to earlier rounds as stale; a list naming packets past the
     /// end fails the transfer ([`BlastError::Protocol`]). Safe to call in
     /// any state.
-    fn handle_frame(&mut self, now: Instant, src: SocketAddr, frame: &[u8]) {
+    fn handle_frame(&mut self, now: Instant, src: SocketAddr, _stream: u8, frame: &[u8]) {
         let r = match ControlRepr::parse(frame) {
             Ok(r) => r,
             Err(_) => {

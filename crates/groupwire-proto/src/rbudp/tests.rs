@@ -128,7 +128,7 @@ impl<K: BlastSink> Pair<K> {
         while let Some(t) = self.rx.poll_transmit(now) {
             assert_eq!(
                 t.transport,
-                Transport::TcpFrame,
+                Transport::FRAME,
                 "the receiver sends control only"
             );
             self.push(now + self.delay, To::Sender, false, t.payload.to_vec());
@@ -165,8 +165,10 @@ impl<K: BlastSink> Pair<K> {
                 let Reverse((_, _, to, udp, bytes)) = self.queue.pop().expect("peeked");
                 match (to, udp) {
                     (To::Receiver, true) => self.rx.handle_datagram(self.now, addr(SENDER), &bytes),
-                    (To::Receiver, false) => self.rx.handle_frame(self.now, addr(SENDER), &bytes),
-                    (To::Sender, _) => self.tx.handle_frame(self.now, addr(RECEIVER), &bytes),
+                    (To::Receiver, false) => {
+                        self.rx.handle_frame(self.now, addr(SENDER), 0, &bytes)
+                    }
+                    (To::Sender, _) => self.tx.handle_frame(self.now, addr(RECEIVER), 0, &bytes),
                 }
                 self.drain();
             }
@@ -458,7 +460,7 @@ fn waiting_sender() -> RbudpSender<Pattern> {
         resumed: false,
     }));
     let now = Instant::from_millis(150);
-    tx.handle_frame(now, addr(RECEIVER), &accept);
+    tx.handle_frame(now, addr(RECEIVER), 0, &accept);
     let mut sent = 0;
     let mut t = now;
     while !tx.is_over() && tx.round() == 0 && sent < 10 {
@@ -484,6 +486,7 @@ fn a_list_naming_packets_past_the_end_is_a_protocol_error() {
     tx.handle_frame(
         now,
         addr(RECEIVER),
+        0,
         &missing(0, 0, true, MissingList::Ranges { bytes: &body }),
     );
     assert!(matches!(
@@ -509,18 +512,18 @@ fn repeated_and_out_of_place_control_is_counted_and_dropped() {
         bytes: &bits,
     };
     // A chunk out of order, one for another round, another session, garbage.
-    tx.handle_frame(now, addr(RECEIVER), &missing(0, 1, true, list));
-    tx.handle_frame(now, addr(RECEIVER), &missing(7, 0, true, list));
+    tx.handle_frame(now, addr(RECEIVER), 0, &missing(0, 1, true, list));
+    tx.handle_frame(now, addr(RECEIVER), 0, &missing(7, 0, true, list));
     let mut other = missing(0, 0, true, list);
     other[7] = 2;
-    tx.handle_frame(now, addr(RECEIVER), &other);
-    tx.handle_frame(now, addr(RECEIVER), &[1, 6, 0]);
+    tx.handle_frame(now, addr(RECEIVER), 0, &other);
+    tx.handle_frame(now, addr(RECEIVER), 0, &[1, 6, 0]);
     let s = tx.stats();
     assert_eq!((s.stale, s.foreign, s.malformed), (2, 1, 1));
     assert_eq!(tx.round(), 0, "still waiting");
     // The real answer, then the same chunk again.
-    tx.handle_frame(now, addr(RECEIVER), &missing(0, 0, true, list));
-    tx.handle_frame(now, addr(RECEIVER), &missing(0, 0, true, list));
+    tx.handle_frame(now, addr(RECEIVER), 0, &missing(0, 0, true, list));
+    tx.handle_frame(now, addr(RECEIVER), 0, &missing(0, 0, true, list));
     assert_eq!(tx.round(), 1);
     assert_eq!(tx.stats().stale, 3);
     let sent: Vec<u64> = std::iter::from_fn(|| tx.poll_transmit(now))
@@ -541,8 +544,8 @@ fn the_receiver_answers_repeats_and_drops_stale_messages() {
         version: None,
     }));
     let t = Instant::ZERO;
-    rx.handle_frame(t, addr(SENDER), &start);
-    rx.handle_frame(t, addr(SENDER), &start);
+    rx.handle_frame(t, addr(SENDER), 0, &start);
+    rx.handle_frame(t, addr(SENDER), 0, &start);
     let accepts = std::iter::from_fn(|| rx.poll_transmit(t)).count();
     assert_eq!(accepts, 2, "a repeated Start gets the Accept again");
     // Data before and past the end, of the wrong length, from elsewhere.
@@ -564,7 +567,7 @@ fn the_receiver_answers_repeats_and_drops_stale_messages() {
             hash: Some([1; 32]),
         }))
     };
-    rx.handle_frame(t, addr(SENDER), &eob(0));
+    rx.handle_frame(t, addr(SENDER), 0, &eob(0));
     let at = rx.poll_timeout().expect("the answer waits to settle");
     assert_eq!(at, t + Duration::from_millis(5));
     rx.handle_timeout(at);
@@ -578,8 +581,8 @@ fn the_receiver_answers_repeats_and_drops_stale_messages() {
     assert_eq!(m.list.runs().collect::<Vec<_>>(), vec![1..3]);
     assert_eq!((m.arrived, m.total, m.last), (2, 2, true));
     // An older round's end is dropped; the same round's is answered again.
-    rx.handle_frame(at, addr(SENDER), &eob(1));
-    rx.handle_frame(at, addr(SENDER), &eob(0));
+    rx.handle_frame(at, addr(SENDER), 0, &eob(1));
+    rx.handle_frame(at, addr(SENDER), 0, &eob(0));
     assert!(rx.stats().stale >= 2);
 }
 
@@ -596,7 +599,7 @@ fn answer_to(n: u64, lost: impl Fn(u64) -> bool) -> (Vec<Vec<u8>>, PatternSink) 
         version: None,
     }));
     let t = Instant::ZERO;
-    rx.handle_frame(t, addr(SENDER), &start);
+    rx.handle_frame(t, addr(SENDER), 0, &start);
     let mut payload = [0u8; 1];
     for index in (0..n).filter(|&i| !lost(i)) {
         pattern(n).fill(index, &mut payload);
@@ -607,7 +610,7 @@ fn answer_to(n: u64, lost: impl Fn(u64) -> bool) -> (Vec<Vec<u8>>, PatternSink) 
         sent: n,
         hash: None,
     };
-    rx.handle_frame(t, addr(SENDER), &frame(Control::EndOfBlast(eob)));
+    rx.handle_frame(t, addr(SENDER), 0, &frame(Control::EndOfBlast(eob)));
     rx.handle_timeout(t + Duration::from_secs(1));
     let chunks = std::iter::from_fn(|| rx.poll_transmit(t))
         .skip(1) // the Accept
@@ -680,6 +683,7 @@ fn offsets_past_four_gibibytes_are_stored_where_they_belong() {
     rx.handle_frame(
         Instant::ZERO,
         addr(SENDER),
+        0,
         &frame(Control::Start(Start {
             packet_size: ps,
             size,
@@ -710,7 +714,7 @@ fn refuses_what_it_cannot_take() {
             version: None,
         }))
     };
-    rx.handle_frame(Instant::ZERO, addr(SENDER), &start(1001, 100));
+    rx.handle_frame(Instant::ZERO, addr(SENDER), 0, &start(1001, 100));
     assert!(matches!(
         rx.poll_event(),
         Some(ReceiverEvent::Failed(BlastError::Refused(_)))
@@ -721,7 +725,7 @@ fn refuses_what_it_cannot_take() {
         Ok(Control::Abort(a)) if a.reason == AbortReason::Refused
     ));
     let mut rx = RbudpReceiver::new(ReceiverConfig::new(addr(SENDER)), Vec::new());
-    rx.handle_frame(Instant::ZERO, addr(SENDER), &start(10, 0));
+    rx.handle_frame(Instant::ZERO, addr(SENDER), 0, &start(10, 0));
     assert!(matches!(
         rx.poll_event(),
         Some(ReceiverEvent::Failed(BlastError::Refused(_)))
@@ -1006,8 +1010,8 @@ fn a_resume_list_cut_short_is_asked_for_again() {
         MissingList::Ranges { bytes: &ranges },
     );
     let t = Instant::from_millis(150);
-    tx.handle_frame(t, addr(RECEIVER), &accept);
-    tx.handle_frame(t, addr(RECEIVER), &first);
+    tx.handle_frame(t, addr(RECEIVER), 0, &accept);
+    tx.handle_frame(t, addr(RECEIVER), 0, &first);
     // The rest of the list never comes: nothing is blasted, and the Start
     // goes again.
     assert!(tx.poll_transmit(t).is_none());
@@ -1028,8 +1032,8 @@ fn a_resume_list_cut_short_is_asked_for_again() {
         true,
         MissingList::Ranges { bytes: &ranges },
     );
-    tx.handle_frame(later, addr(RECEIVER), &accept);
-    tx.handle_frame(later, addr(RECEIVER), &last);
+    tx.handle_frame(later, addr(RECEIVER), 0, &accept);
+    tx.handle_frame(later, addr(RECEIVER), 0, &last);
     let mut sent = Vec::new();
     let mut now = later;
     while let Some(t) = tx.poll_transmit(now) {

@@ -193,7 +193,7 @@ impl BlastEndpoint {
                 }
                 // Its last words (an Abort) still go.
                 while let Some(t) = s.tx.poll_transmit(now) {
-                    if t.transport == Transport::TcpFrame {
+                    if t.transport == Transport::FRAME {
                         self.frames.push_back(t.payload);
                     }
                 }
@@ -244,7 +244,7 @@ impl BlastEndpoint {
     ) {
         if to_sender {
             if let Some(s) = &mut self.sending {
-                s.tx.handle_frame(now, self.peer, msg);
+                s.tx.handle_frame(now, self.peer, 0, msg);
             }
             self.advance(now);
             return;
@@ -265,7 +265,7 @@ impl BlastEndpoint {
             }
         }
         if let Some(r) = &mut self.receiving {
-            r.handle_frame(now, self.peer, msg);
+            r.handle_frame(now, self.peer, 0, msg);
         }
         self.take_received();
     }
@@ -278,7 +278,7 @@ impl BlastEndpoint {
             return;
         };
         while let Some(t) = r.poll_transmit(Instant::ZERO) {
-            if t.transport == Transport::TcpFrame {
+            if t.transport == Transport::FRAME {
                 self.frames.push_back(t.payload);
             }
         }
@@ -310,7 +310,7 @@ impl BlastEndpoint {
         loop {
             let t = self.sending.as_mut()?.tx.poll_transmit(now)?;
             match t.transport {
-                Transport::TcpFrame => self.frames.push_back(t.payload),
+                Transport::TcpFrame { .. } => self.frames.push_back(t.payload),
                 _ => return Some(t.payload),
             }
         }

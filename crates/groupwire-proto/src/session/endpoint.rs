@@ -30,9 +30,15 @@
 //! message number, so a switch neither loses what the old mechanism would
 //! have delivered nor duplicates anything; an ordered channel is delivered
 //! in order across it. Reliable channels travel as stream frames
-//! ([`Transport::TcpFrame`]) on the connection the driver keeps to the
-//! peer. A Blast channel ([`Mechanism::Blast`], Reliable Blast UDP) sends
-//! each message as one transfer: data as datagrams, its control as
+//! ([`Transport::TcpFrame`]) on stream 0, the connection the driver keeps
+//! to the peer. A striped channel ([`Mechanism::Striped`], Leigh et al.
+//! §4.3) spreads its frames over streams 0 to `n - 1`, each its own
+//! connection, to whichever holds least unsent (`Session::stripe_mask`
+//! says which it may use); each stream has its own replay window under a
+//! key, and the receiver puts an ordered channel's messages back in order
+//! by message number. A Blast channel ([`Mechanism::Blast`], Reliable
+//! Blast UDP) sends each message as one transfer: data as datagrams, its
+//! control as
 //! [control frames](wire::ControlFrame) on that stream (see
 //! [`super::blast`]); a replaced Blast drains until its transfers are done,
 //! and comes back if the channel returns to Blast before then.
@@ -57,11 +63,11 @@
 //! ([`Session::poll_transmit_marked`]); control datagrams and stream frames
 //! go unmarked.
 //!
-//! **Not yet** (issue 16, later steps): the striped bulk mechanism (the
-//! drivers keep one stream connection per peer, so
-//! [`Session::set_mechanism`] refuses [`Mechanism::Striped`]), and a peer
-//! that moves to another address (its packets are dropped as foreign;
-//! QUIC would migrate).
+//! **Not yet** (issue 16, later steps): a peer that moves to another
+//! address (its packets are dropped as foreign; QUIC would migrate).
+//! A striped channel's frames on stream 0 are reported as delivered by
+//! [`MechanismKind::Reliable`]: the receiver cannot tell them from a
+//! reliable channel's there.
 
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
@@ -81,7 +87,9 @@ use super::{CapacityProfile, Dscp, Mechanism, MechanismKind, PathEstimate, Qos, 
 use crate::control::gilbert::decay_weight;
 use crate::tunnel::TunnelKey;
 use crate::tunnel::seal::{self, Opener, Sealer};
-use crate::{Bitrate, FRAME_PREFIX, Instant, Machine, StreamMachine, Transmit, Transport};
+use crate::{
+    Bitrate, FRAME_PREFIX, Instant, MAX_STREAMS, Machine, StreamMachine, Transmit, Transport,
+};
 
 /// How a [`Session`] behaves. [`SessionConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -121,7 +129,7 @@ pub struct SessionConfig {
     pub policy: Option<Policy>,
     /// The adaptive controller's hysteresis and provisioning (its
     /// [`Provision::max_streams`](super::Provision::max_streams) is held at
-    /// 1: the drivers keep one stream connection per peer).
+    /// [`MAX_STREAMS`] at most).
     pub controller: ControllerConfig,
     /// How often the controller looks at each channel (Leigh et al.'s
     /// adaptive controller; the selector runs at most once a second per
@@ -602,7 +610,25 @@ struct Peer {
     next_seq: u32,
     last_heard: Instant,
     opener: Option<Opener>,
-    frame_opener: Option<Opener>,
+    /// Under a key, the opener of each stream's frames (by stream
+    /// number), made when the stream's first frame comes: frames are
+    /// sealed in the order they go onto their stream, so each stream's
+    /// window sees its counters in order, however the streams interleave.
+    frame_openers: BTreeMap<u8, Opener>,
+    /// Under a key, the opener of bind frames (the first frame on a
+    /// connection the driver has not bound yet), kept apart from the
+    /// streams' so a replayed bind is refused whatever stream it names.
+    bind_opener: Option<Opener>,
+    /// Streams the peer has sent a frame on, a bit per stream number: on
+    /// the side that did not dial, the only streams a striped channel
+    /// may use (its driver holds frames for any other until the peer's
+    /// connection binds).
+    streams_heard: u8,
+    /// A bit per stream number: on the side that did not dial, the
+    /// streams it asked the peer to open ([`Session::stripe_mask`]); on
+    /// the side that dialed, those it answered (once each, so a peer's
+    /// repeated asks cost it a frame each and us nothing).
+    streams_asked: u8,
     out: BTreeMap<u16, OutChannel>,
     by_name: BTreeMap<String, u16>,
     incoming: BTreeMap<u16, InChannel>,
@@ -651,8 +677,16 @@ struct StreamQueue {
     waiting: BTreeMap<(usize, u16), VecDeque<(u32, Bytes)>>,
     /// Their payload bytes.
     waiting_bytes: usize,
-    /// Bytes handed to the driver and not yet reported sent.
-    unsent: usize,
+    /// Bytes handed to the driver and not yet reported sent, per stream
+    /// number.
+    unsent: [usize; MAX_STREAMS as usize],
+    /// A striped channel's next stream, without a stream window (frames
+    /// go in turn).
+    turn: u8,
+    /// Datagram channels send and no capacity is known to pace bulk
+    /// frames by ([`StreamQueue::pace_at`]): striped channels keep to
+    /// stream 0 ([`Session::stripe_mask`]).
+    unpaced: bool,
     /// The channel that sent last, for turns within a profile.
     last: Option<u16>,
     /// Start-time fair queueing over the ranks ([`stream_rank`]): each
@@ -738,6 +772,7 @@ impl StreamQueue {
             .capacity
             .map(|c| c.as_bps() as f64 / 8.0)
             .filter(|_| dgram_rate > 0.0);
+        self.unpaced = cap.is_none() && dgram_rate > 0.0;
         self.pace = cap.map(|cap| {
             let rate = ((cap - dgram_rate) * BULK_PACE_SHARE).max(cap * BULK_PACE_FLOOR);
             let mut pc = self.pace.unwrap_or(BulkPacer {
@@ -761,6 +796,15 @@ const RANKS: usize = 6;
 /// put on the stream starve every edit behind it).
 fn stream_weight(rank: usize) -> f64 {
     f64::from(1u32 << (RANKS - 1 - rank.min(RANKS - 1)))
+}
+
+/// The streams a channel on `m` spreads its frames over: a striped
+/// channel's count (at most [`MAX_STREAMS`]), else 1 (stream 0).
+fn stripes(m: &Mechanism) -> u8 {
+    match *m {
+        Mechanism::Striped { streams } => streams.clamp(1, MAX_STREAMS),
+        _ => 1,
+    }
 }
 
 /// The order in which channels' frames take the stream: lower first.
@@ -819,9 +863,9 @@ pub struct Session {
 impl Session {
     /// A session with `cfg`.
     pub fn new(mut cfg: SessionConfig) -> Self {
-        // What a driver offers: one stream connection per peer, so no
-        // striped TCP ([`Provision::max_streams`]).
-        cfg.controller.provision.max_streams = cfg.controller.provision.max_streams.min(1);
+        // Stream numbers stop at the machine contract's bound.
+        cfg.controller.provision.max_streams =
+            cfg.controller.provision.max_streams.min(MAX_STREAMS);
         let sealer = cfg
             .key
             .as_ref()
@@ -953,7 +997,10 @@ impl Session {
             next_seq: 0,
             last_heard: now,
             opener,
-            frame_opener: self.new_opener(),
+            frame_openers: BTreeMap::new(),
+            bind_opener: self.new_opener(),
+            streams_heard: 0,
+            streams_asked: 0,
             rx_mon: ReceiveMonitor::new(self.cfg.monitor),
             tx_mon: SendMonitor::new(self.cfg.monitor),
             late_prior: false,
@@ -1118,7 +1165,8 @@ impl Session {
         let inst = match m {
             Mechanism::Blast if revived.is_some() => revived,
             Mechanism::Reliable => None,
-            // The drivers keep one stream connection per peer.
+            // Frames spread over the streams ([`Session::stripe_mask`]).
+            Mechanism::Striped { streams } if (1..=MAX_STREAMS).contains(&streams) => None,
             Mechanism::Striped { .. } => {
                 return Err(SessionError::Unsupported(m.to_string()));
             }
@@ -1208,7 +1256,20 @@ impl Session {
     /// frames, when the window has room and its turn comes.
     fn queue_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) {
         if self.cfg.stream_window.is_none() {
-            self.send_frame(ch, msg, payload);
+            // Striped: the usable streams in turn.
+            let mask = self.stripe_mask(ch);
+            let Some(p) = self.peers.get_mut(&ch.peer.0) else {
+                return;
+            };
+            let q = &mut p.stream;
+            let stream = (0..MAX_STREAMS)
+                .map(|i| (q.turn + i) % MAX_STREAMS)
+                .find(|k| mask & (1 << k) != 0)
+                .unwrap_or(0);
+            if mask != 1 {
+                q.turn = (stream + 1) % MAX_STREAMS;
+            }
+            self.send_frame(ch, msg, payload, stream);
             return;
         }
         let Some(p) = self.peers.get_mut(&ch.peer.0) else {
@@ -1245,13 +1306,36 @@ impl Session {
         let Some(window) = self.cfg.stream_window else {
             return;
         };
+        let window = window.max(1);
+        // The streams each waiting channel may use (1: stream 0 alone).
+        let ids: Vec<u16> = self.peers.get(&cid).map_or_else(Vec::new, |p| {
+            p.stream.waiting.keys().map(|&(_, id)| id).collect()
+        });
+        let mut masks = BTreeMap::new();
+        for id in ids {
+            let m = self.stripe_mask(ChannelId {
+                peer: PeerId(cid),
+                id,
+            });
+            masks.insert(id, m);
+        }
         loop {
             let Some(p) = self.peers.get_mut(&cid) else {
                 return;
             };
             let q = &mut p.stream;
             q.held_until = None;
-            if q.unsent >= window.max(1) {
+            // The stream a channel's next frame would take: of those it
+            // may use with room, the one holding least (ties: in turn).
+            let (unsent, turn) = (q.unsent, q.turn);
+            let pick = |id: &u16| {
+                let mask = masks.get(id).copied().unwrap_or(1);
+                (0..MAX_STREAMS)
+                    .map(|i| (turn + i) % MAX_STREAMS)
+                    .filter(|&k| mask & (1 << k) != 0 && unsent[usize::from(k)] < window)
+                    .min_by_key(|&k| unsent[usize::from(k)])
+            };
+            if !q.waiting.keys().any(|(_, id)| pick(id).is_some()) {
                 return;
             }
             // The bulk ranks wait for their pacer's tokens.
@@ -1263,6 +1347,7 @@ impl Session {
             let Some(best) = q
                 .waiting
                 .keys()
+                .filter(|(_, id)| pick(id).is_some())
                 .map(|&(rank, _)| rank)
                 .filter(|&r| !(paced.is_some() && r >= BULK_RANK))
                 .min_by(|&a, &b| q.vtime[a].total_cmp(&q.vtime[b]).then(a.cmp(&b)))
@@ -1275,11 +1360,22 @@ impl Session {
             // The next channel of that rank after the last one served,
             // else the first.
             let after = q.last.map_or(0, |l| l.saturating_add(1));
-            let next = q.waiting.range((best, after)..=(best, u16::MAX)).next();
-            let first = || q.waiting.range((best, 0)..=(best, u16::MAX)).next();
-            let Some((&key, _)) = next.or_else(first) else {
+            let mut next = q
+                .waiting
+                .range((best, after)..=(best, u16::MAX))
+                .filter(|((_, id), _)| pick(id).is_some());
+            let first = || {
+                q.waiting
+                    .range((best, 0)..=(best, u16::MAX))
+                    .find(|((_, id), _)| pick(id).is_some())
+            };
+            let Some((&key, _)) = next.next().or_else(first) else {
                 return;
             };
+            let stream = pick(&key.1).unwrap_or(0);
+            if masks.get(&key.1).is_some_and(|&m| m != 1) {
+                q.turn = (stream + 1) % MAX_STREAMS;
+            }
             let Some(fifo) = q.waiting.get_mut(&key) else {
                 return;
             };
@@ -1303,9 +1399,9 @@ impl Session {
                 peer: PeerId(cid),
                 id,
             };
-            if let Some(len) = self.send_frame(ch, msg, &payload) {
+            if let Some(len) = self.send_frame(ch, msg, &payload, stream) {
                 if let Some(p) = self.peers.get_mut(&cid) {
-                    p.stream.unsent += len;
+                    p.stream.unsent[usize::from(stream)] += len;
                 }
             }
         }
@@ -1352,9 +1448,64 @@ impl Session {
     /// Seals one frame for the driver; the bytes it takes on the stream,
     /// length prefix included (`None`: the peer is not established, and
     /// the frame is dropped).
-    fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8]) -> Option<usize> {
+    fn send_frame(&mut self, ch: ChannelId, msg: u32, payload: &[u8], stream: u8) -> Option<usize> {
         let (dst, bytes) = self.seal_frame(ch.peer, ch.id, msg, payload)?;
-        Some(self.push_frame(ch.peer.0, dst, bytes, Some(ch.id)))
+        Some(self.push_frame(ch.peer.0, dst, bytes, Some(ch.id), stream))
+    }
+
+    /// The streams `ch`'s next frame may take, a bit per stream number:
+    /// stream 0 alone unless the channel is striped over `n` streams
+    /// ([`Mechanism::Striped`]). Then, on the side that dialed, all `n`
+    /// (its driver opens a stream's connection with its first frame); on
+    /// the other, stream 0 and those the peer has sent on, and the peer is
+    /// asked once, with a bind frame naming the stream on stream 0, to
+    /// open each missing one (it answers with an empty frame on it).
+    ///
+    /// Stream 0 alone, too, while datagram channels send and the monitor
+    /// knows no capacity to pace bulk frames by ([`BulkPacer`]): unpaced,
+    /// `n` connections take `n` shares of the bottleneck's queue from the
+    /// real-time channels (in the tele-immersion scenario the fourth
+    /// minute's new link, whose capacity is not measured yet, cost the
+    /// state channel a window in ten while the dataset was striped).
+    fn stripe_mask(&mut self, ch: ChannelId) -> u8 {
+        let Some(p) = self.peers.get_mut(&ch.peer.0) else {
+            return 1;
+        };
+        let n = p.out.get(&ch.id).map_or(1, |c| stripes(&c.mech));
+        if p.stream.unpaced {
+            return 1;
+        }
+        let all = (((1u16 << n) - 1) & 0xFF) as u8;
+        if n <= 1 {
+            return 1;
+        }
+        if p.dialed {
+            return all;
+        }
+        let missing = all & !p.streams_heard & !p.streams_asked & !1;
+        p.streams_asked |= missing;
+        for k in (1..MAX_STREAMS).filter(|k| missing & (1 << k) != 0) {
+            self.send_bind(ch.peer.0, 0, &[k]);
+        }
+        let p = self.peers.get(&ch.peer.0).expect("looked up above");
+        all & (p.streams_heard | 1)
+    }
+
+    /// A bind-channel frame carrying `payload` onto peer `cid`'s stream
+    /// `stream` at once, counted against its window: on a bound stream,
+    /// `[k]` asks the dialing peer to open stream `k`, and an empty one
+    /// is its answer on stream `k`.
+    fn send_bind(&mut self, cid: u32, stream: u8, payload: &[u8]) {
+        let Some((dst, bytes)) = self.seal_frame(PeerId(cid), wire::BIND_CHANNEL, 0, payload)
+        else {
+            return;
+        };
+        let len = self.push_frame(cid, dst, bytes, None, stream);
+        if self.cfg.stream_window.is_some()
+            && let Some(p) = self.peers.get_mut(&cid)
+        {
+            p.stream.unsent[usize::from(stream)] += len;
+        }
     }
 
     /// A mechanism's control frame onto peer `cid`'s stream, at once (it
@@ -1366,23 +1517,25 @@ impl Session {
             return;
         };
         let ours = (!f.peer_owned).then_some(f.channel);
-        let len = self.push_frame(cid, dst, bytes, ours);
+        let len = self.push_frame(cid, dst, bytes, ours, 0);
         if self.cfg.stream_window.is_some()
             && let Some(p) = self.peers.get_mut(&cid)
         {
-            p.stream.unsent += len;
+            p.stream.unsent[0] += len;
         }
     }
 
-    /// Queues a sealed frame to peer `cid` for the driver, counted by the
-    /// monitor and in the wire bytes of our `channel`, if it is one; the
-    /// bytes it takes on the stream, length prefix included.
+    /// Queues a sealed frame to peer `cid`'s stream `stream` for the
+    /// driver, counted by the monitor and in the wire bytes of our
+    /// `channel`, if it is one; the bytes it takes on the stream, length
+    /// prefix included.
     fn push_frame(
         &mut self,
         cid: u32,
         dst: SocketAddr,
         bytes: Bytes,
         channel: Option<u16>,
+        stream: u8,
     ) -> usize {
         let len = bytes.len() + FRAME_PREFIX;
         if let Some(p) = self.peers.get_mut(&cid) {
@@ -1394,7 +1547,7 @@ impl Session {
         self.transmits.push_back((
             Transmit {
                 dst,
-                transport: Transport::TcpFrame,
+                transport: Transport::TcpFrame { stream },
                 payload: bytes,
             },
             None,
@@ -1436,15 +1589,19 @@ impl Session {
         Some((dst, Bytes::from(bytes)))
     }
 
-    /// The first frame a driver writes on a stream connection it opened to
-    /// `peer` (established): it carries no message, and tells the peer
-    /// (through [`accept_frame`](Self::accept_frame)) which peer slot the
-    /// connection serves, so the peer can send its own frames back on it.
-    /// Sealed under the key like every frame, so only a key holder can
-    /// bind a stream, and a replayed bind is refused by the anti-replay
-    /// window. `None` before the handshake completes.
-    pub fn bind_frame(&mut self, peer: PeerId) -> Option<Bytes> {
-        self.seal_frame(peer, wire::BIND_CHANNEL, 0, &[])
+    /// The first frame a driver writes on the connection it opened to
+    /// `peer` (established) for stream number `stream` (below
+    /// [`MAX_STREAMS`]): it carries no message, and tells the peer
+    /// (through [`accept_frame`](Self::accept_frame)) which peer slot and
+    /// which stream the connection serves, so the peer can send its own
+    /// frames back on it. Sealed under the key like every frame, so only a
+    /// key holder can bind a stream, and a replayed bind is refused by the
+    /// anti-replay window. `None` before the handshake completes.
+    pub fn bind_frame(&mut self, peer: PeerId, stream: u8) -> Option<Bytes> {
+        if stream >= MAX_STREAMS {
+            return None;
+        }
+        self.seal_frame(peer, wire::BIND_CHANNEL, 0, &[stream])
             .map(|(_, b)| b)
     }
 
@@ -2744,17 +2901,19 @@ impl Session {
 }
 
 impl StreamMachine for Session {
-    fn handle_frame(&mut self, now: Instant, _src: SocketAddr, frame: &[u8]) {
-        self.accept_frame(now, frame);
+    fn handle_frame(&mut self, now: Instant, _src: SocketAddr, stream: u8, frame: &[u8]) {
+        self.accept_frame(now, Some(stream), frame);
     }
 
-    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, bytes: usize) {
+    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, stream: u8, bytes: usize) {
         self.now = self.now.max(now);
         let Some(&cid) = self.by_addr.get(&dst) else {
             return;
         };
-        if let Some(p) = self.peers.get_mut(&cid) {
-            p.stream.unsent = p.stream.unsent.saturating_sub(bytes);
+        if let Some(p) = self.peers.get_mut(&cid)
+            && let Some(u) = p.stream.unsent.get_mut(usize::from(stream))
+        {
+            *u = u.saturating_sub(bytes);
         }
         self.release_frames(cid);
     }
@@ -2762,12 +2921,20 @@ impl StreamMachine for Session {
 
 impl Session {
     /// [`handle_frame`](StreamMachine::handle_frame) that also says which
-    /// peer the frame came from: `Some` when it was accepted (opened under
-    /// the key, well formed, for an established peer), `None` when it was
-    /// counted in [`SessionStats::bad_frames`] and dropped. A driver binds a
-    /// stream connection to the peer of the first frame accepted on it and
-    /// closes a connection whose frame was refused.
-    pub fn accept_frame(&mut self, now: Instant, frame: &[u8]) -> Option<PeerId> {
+    /// peer and stream the frame came from: `Some` when it was accepted
+    /// (opened under the key, well formed, for an established peer),
+    /// `None` when it was counted in [`SessionStats::bad_frames`] and
+    /// dropped. `stream` is the number of the stream the connection is
+    /// bound to, `None` for a connection not bound yet: then only a bind
+    /// frame ([`bind_frame`](Self::bind_frame)) is accepted, and the
+    /// answer names the stream it binds. A driver binds a connection so,
+    /// and closes a connection whose frame was refused.
+    pub fn accept_frame(
+        &mut self,
+        now: Instant,
+        stream: Option<u8>,
+        frame: &[u8],
+    ) -> Option<(PeerId, u8)> {
         self.now = self.now.max(now);
         self.stats.frames += 1;
         let Some(dcid) = frame
@@ -2777,11 +2944,23 @@ impl Session {
             self.stats.bad_frames += 1;
             return None;
         };
+        if stream.is_some_and(|k| k >= MAX_STREAMS) {
+            self.stats.bad_frames += 1;
+            return None;
+        }
+        let fresh = self.new_opener();
         let Some(p) = self.peers.get_mut(&dcid) else {
             self.stats.bad_frames += 1;
             return None;
         };
-        let plain = match p.frame_opener.as_mut() {
+        let opener = match stream {
+            None => p.bind_opener.as_mut(),
+            Some(k) => match fresh {
+                Some(o) => Some(p.frame_openers.entry(k).or_insert(o)),
+                None => None,
+            },
+        };
+        let plain = match opener {
             None => frame.to_vec(),
             Some(o) => match o.open(&frame[4..], true) {
                 Ok(body) => {
@@ -2805,6 +2984,25 @@ impl Session {
             self.stats.bad_frames += 1;
             return None;
         };
+        // An unbound connection's first frame binds it, and names its
+        // stream (none named: stream 0).
+        let was_bound = stream.is_some();
+        let stream = match (stream, &parsed) {
+            (Some(k), _) => k,
+            (None, Ok(f)) if f.channel == wire::BIND_CHANNEL => {
+                match f.payload.first().copied().unwrap_or(0) {
+                    k if k < MAX_STREAMS && f.payload.len() <= 1 => k,
+                    _ => {
+                        self.stats.bad_frames += 1;
+                        return None;
+                    }
+                }
+            }
+            (None, _) => {
+                self.stats.bad_frames += 1;
+                return None;
+            }
+        };
         match p.state {
             State::Established => {}
             // The frame names the connection id we chose at random and sent
@@ -2819,14 +3017,30 @@ impl Session {
         }
         let p = self.peers.get_mut(&dcid).expect("looked up above");
         p.last_heard = now;
+        p.streams_heard |= 1 << stream;
         // With its length prefix: what the stream carried.
         p.rx_mon.on_stream_bytes(now, frame.len() + FRAME_PREFIX);
+        let bound = Some((PeerId(dcid), stream));
         let f = match parsed {
             Err(c) => {
                 self.on_control(now, dcid, &c);
-                return Some(PeerId(dcid));
+                return bound;
             }
-            Ok(f) if f.channel == wire::BIND_CHANNEL => return Some(PeerId(dcid)),
+            Ok(f) if f.channel == wire::BIND_CHANNEL => {
+                // On a bound stream, `[k]` asks the side that dialed to
+                // open stream `k` ([`Session::stripe_mask`]): an empty
+                // frame on it makes the driver dial it.
+                if let [k] = *f.payload
+                    && was_bound
+                    && p.dialed
+                    && (1..MAX_STREAMS).contains(&k)
+                    && p.streams_asked & (1 << k) == 0
+                {
+                    p.streams_asked |= 1 << k;
+                    self.send_bind(dcid, k, &[]);
+                }
+                return bound;
+            }
             Ok(f) => f,
         };
         if !p.incoming.contains_key(&f.channel) {
@@ -2838,17 +3052,17 @@ impl Session {
                 },
                 &mut self.stats,
             );
-            return Some(PeerId(dcid));
+            return bound;
         }
         let payload = Bytes::copy_from_slice(f.payload);
-        self.deliver(
-            dcid,
-            f.channel,
-            f.msg,
-            payload,
-            MechanismKind::Reliable,
-            false,
-        );
-        Some(PeerId(dcid))
+        // Only a striped channel puts frames past stream 0; on stream 0
+        // its frames cannot be told from a reliable channel's.
+        let via = if stream == 0 {
+            MechanismKind::Reliable
+        } else {
+            MechanismKind::Striped
+        };
+        self.deliver(dcid, f.channel, f.msg, payload, via, false);
+        bound
     }
 }

@@ -36,9 +36,21 @@ pub enum Mechanism {
     /// A reliable, ordered byte stream (TCP): every message, in order,
     /// at the price of a retransmission round trip per loss.
     Reliable,
-    /// Parallel TCP streams (Leigh et al. §4.3), for bulk on a long fat path.
+    /// Parallel TCP streams (Leigh et al. §4.3), for bulk on a long fat or
+    /// lossy path: each message goes whole on one of `streams` connections
+    /// (the one holding least unsent), so each connection's loss-driven
+    /// window halves alone and the channel gets about `streams` times one
+    /// connection's rate. Every message arrives once; an ordered channel's
+    /// receiver puts them back in order, holding at most
+    /// [`SessionConfig::reorder_limit`](super::SessionConfig::reorder_limit)
+    /// messages behind a gap: a connection that stalls while the others
+    /// deliver more than that many gives its gap up (the messages behind
+    /// it go on, the stalled ones are dropped when they come, counted in
+    /// [`SessionStats::skipped`](super::SessionStats::skipped)), so an
+    /// ordered channel of small messages on a fast path wants a larger
+    /// limit. The selector stripes only bulk, which is unordered.
     Striped {
-        /// Number of connections.
+        /// Number of connections, 1 to [`MAX_STREAMS`](crate::MAX_STREAMS).
         streams: u8,
     },
     /// Reliable Blast UDP (Leigh et al. §4.2), for bulk where bandwidth is

@@ -44,6 +44,11 @@ struct Net {
     /// A's stream: a driver that sends every frame at once, and says so
     /// ([`StreamMachine::handle_stream_sent`]).
     send_frames: bool,
+    /// B's stream, the same.
+    send_frames_b: bool,
+    /// Extra delay of frames on stream `k`: `k` times this (so a striped
+    /// channel's frames arrive out of order across its streams).
+    stream_skew: Duration,
 }
 
 impl Net {
@@ -61,12 +66,15 @@ impl Net {
             rate: None,
             busy: Instant::ZERO,
             send_frames: false,
+            send_frames_b: false,
+            stream_skew: Duration::ZERO,
         }
     }
 
     fn drain(&mut self) {
         loop {
-            let mut frames = 0;
+            let mut frames = [0; crate::MAX_STREAMS as usize];
+            let mut frames_b = [0; crate::MAX_STREAMS as usize];
             for (from, s, ev) in [
                 (A, &mut self.a, &mut self.ev_a),
                 (B, &mut self.b, &mut self.ev_b),
@@ -84,10 +92,16 @@ impl Net {
                             self.busy = busy + Duration::from_secs_f64(secs);
                             at = self.busy;
                         }
-                        (A, Transport::TcpFrame, _) if self.send_frames => {
-                            frames += t.payload.len() + crate::FRAME_PREFIX;
+                        (A, Transport::TcpFrame { stream }, _) if self.send_frames => {
+                            frames[usize::from(stream)] += t.payload.len() + crate::FRAME_PREFIX;
+                        }
+                        (B, Transport::TcpFrame { stream }, _) if self.send_frames_b => {
+                            frames_b[usize::from(stream)] += t.payload.len() + crate::FRAME_PREFIX;
                         }
                         _ => {}
+                    }
+                    if let Transport::TcpFrame { stream } = t.transport {
+                        at += self.stream_skew * u32::from(stream);
                     }
                     self.flight.push_back((at + self.delay, from, t));
                 }
@@ -95,10 +109,17 @@ impl Net {
                     ev.push(e);
                 }
             }
-            if frames == 0 {
+            if frames.iter().chain(&frames_b).all(|&n| n == 0) {
                 return;
             }
-            self.a.handle_stream_sent(self.now, B, frames);
+            for (k, (n, nb)) in (0u8..).zip(frames.into_iter().zip(frames_b)) {
+                if n > 0 {
+                    self.a.handle_stream_sent(self.now, B, k, n);
+                }
+                if nb > 0 {
+                    self.b.handle_stream_sent(self.now, A, k, nb);
+                }
+            }
         }
     }
 
@@ -126,7 +147,9 @@ impl Net {
                 let to = if t.dst == A { &mut self.a } else { &mut self.b };
                 match t.transport {
                     Transport::Udp => to.handle_datagram(self.now, from, &t.payload),
-                    Transport::TcpFrame => to.handle_frame(self.now, from, &t.payload),
+                    Transport::TcpFrame { stream } => {
+                        to.handle_frame(self.now, from, stream, &t.payload);
+                    }
                 }
             } else {
                 self.a.handle_timeout(self.now);
@@ -716,7 +739,13 @@ fn limits_and_bad_commands_are_refused_with_a_reason() {
         Err(SessionError::TooManyChannels)
     );
     assert!(matches!(
-        s.set_mechanism(now, c, Mechanism::Striped { streams: 2 }),
+        s.set_mechanism(
+            now,
+            c,
+            Mechanism::Striped {
+                streams: crate::MAX_STREAMS + 1
+            }
+        ),
         Err(SessionError::Unsupported(_))
     ));
     assert!(matches!(
@@ -796,7 +825,7 @@ fn blast_carries_whole_messages_over_a_lossy_path_in_order() {
     let frames = |from| {
         net.log
             .iter()
-            .filter(|(f, t)| *f == from && t.transport == Transport::TcpFrame)
+            .filter(|(f, t)| *f == from && t.transport == Transport::FRAME)
             .count()
     };
     assert!(frames(A) >= 2 * sent.len() && frames(B) >= 2 * sent.len());
@@ -962,7 +991,7 @@ proptest! {
                 payload,
             }
             .write(&mut f);
-            net.b.handle_frame(net.now, A, &f);
+            net.b.handle_frame(net.now, A, 0, &f);
             net.run_for(Duration::from_millis(5));
         }
         net.run_for(Duration::from_secs(2));
@@ -987,7 +1016,7 @@ proptest! {
                 data[..4].copy_from_slice(&[0x67, 0x57, 1, kind]);
             }
             if frame {
-                net.b.handle_frame(net.now, A, &data);
+                net.b.handle_frame(net.now, A, 0, &data);
             } else {
                 net.b.handle_datagram(net.now, A, &data);
             }
@@ -1211,21 +1240,32 @@ fn a_bind_frame_names_its_sender_only_under_the_key_and_only_once() {
             _ => None,
         })
         .expect("B saw A");
-    let bind = net.a.bind_frame(pb).expect("established");
+    let bind = net.a.bind_frame(pb, 0).expect("established");
     let now = net.now;
-    assert_eq!(net.b.accept_frame(now, &bind), Some(pa));
+    assert_eq!(net.b.accept_frame(now, None, &bind), Some((pa, 0)));
+    // A striped channel's second stream binds under its own number.
+    let bind3 = net.a.bind_frame(pb, 3).expect("established");
+    assert_eq!(net.b.accept_frame(now, None, &bind3), Some((pa, 3)));
+    assert!(net.a.bind_frame(pb, crate::MAX_STREAMS).is_none());
     let bad_before = net.b.stats().bad_frames;
     // A replay is refused by the anti-replay window ...
-    assert_eq!(net.b.accept_frame(now, &bind), None);
+    assert_eq!(net.b.accept_frame(now, None, &bind), None);
+    assert_eq!(net.b.accept_frame(now, None, &bind3), None);
     // ... and so is a flipped bit, a truncation, and a stranger's cid.
     let mut flipped = bind.to_vec();
     *flipped.last_mut().unwrap() ^= 1;
-    assert_eq!(net.b.accept_frame(now, &flipped), None);
-    assert_eq!(net.b.accept_frame(now, &bind[..3]), None);
+    assert_eq!(net.b.accept_frame(now, None, &flipped), None);
+    assert_eq!(net.b.accept_frame(now, None, &bind[..3]), None);
     let mut stranger = bind.to_vec();
     stranger[0] ^= 0xff;
-    assert_eq!(net.b.accept_frame(now, &stranger), None);
-    assert_eq!(net.b.stats().bad_frames, bad_before + 4);
+    assert_eq!(net.b.accept_frame(now, None, &stranger), None);
+    // A stream past the bound is refused whatever the frame.
+    let fresh = net.a.bind_frame(pb, 1).expect("established");
+    assert_eq!(
+        net.b.accept_frame(now, Some(crate::MAX_STREAMS), &fresh),
+        None
+    );
+    assert_eq!(net.b.stats().bad_frames, bad_before + 6);
     assert!(
         net.ev_b
             .iter()
@@ -1234,7 +1274,7 @@ fn a_bind_frame_names_its_sender_only_under_the_key_and_only_once() {
     // Before the handshake there is nothing to bind.
     let mut lone = Session::new(SessionConfig::new(9));
     let p = lone.connect(Instant::ZERO, A).unwrap();
-    assert!(lone.bind_frame(p).is_none());
+    assert!(lone.bind_frame(p, 0).is_none());
 }
 
 #[test]
@@ -1251,10 +1291,10 @@ fn a_bind_frame_that_outruns_the_first_datagram_proves_the_address() {
             .any(|e| matches!(e, SessionEvent::PeerConnected { .. })),
         "B has not seen A's proof yet"
     );
-    let bind = net.a.bind_frame(pb).unwrap();
-    let pa = net
+    let bind = net.a.bind_frame(pb, 0).unwrap();
+    let (pa, _) = net
         .b
-        .accept_frame(net.now, &bind)
+        .accept_frame(net.now, None, &bind)
         .expect("the bind proves A");
     net.drain();
     assert!(net.b.is_connected(pa));
@@ -1428,7 +1468,7 @@ fn a_stream_window_lets_an_edit_pass_a_bulk_transfer_and_loses_nothing() {
     let mut take = |net: &mut Net| {
         let mut got = Vec::new();
         while let Some(t) = net.a.poll_transmit(net.now) {
-            if t.transport == Transport::TcpFrame {
+            if t.transport == Transport::FRAME {
                 let f = wire::Frame::parse(&t.payload).expect("a frame");
                 got.push((f.channel, t.payload.len() + 4));
                 frames.push(t.payload);
@@ -1438,7 +1478,11 @@ fn a_stream_window_lets_an_edit_pass_a_bulk_transfer_and_loses_nothing() {
     };
     let first = take(&mut net);
     let bytes: usize = first.iter().map(|f| f.1).sum();
-    assert!(first.iter().all(|f| f.0 == bulk_a.id), "{first:?}");
+    assert!(
+        first.iter().all(|f| f.0 == bulk_a.id),
+        "{first:?} {:?}",
+        net.a.mechanism(bulk_a)
+    );
     assert!(
         bytes >= WINDOW && bytes - first[first.len() - 1].1 < WINDOW,
         "{first:?}"
@@ -1448,14 +1492,14 @@ fn a_stream_window_lets_an_edit_pass_a_bulk_transfer_and_loses_nothing() {
         (20 - first.len()) * 2000 + 4
     );
     // The driver sends the first frame: the edit goes next.
-    net.a.handle_stream_sent(net.now, B, first[0].1);
+    net.a.handle_stream_sent(net.now, B, 0, first[0].1);
     let second = take(&mut net);
     assert_eq!(second.first().map(|f| f.0), Some(ea.id), "{second:?}");
     // Then the rest, as the driver sends.
     let mut unsent = bytes - first[0].1 + second.iter().map(|f| f.1).sum::<usize>();
     let mut rounds = 0;
     while net.a.stream_waiting(bulk_a.peer) > 0 {
-        net.a.handle_stream_sent(net.now, B, unsent);
+        net.a.handle_stream_sent(net.now, B, 0, unsent);
         unsent = take(&mut net).iter().map(|f| f.1).sum();
         assert!(unsent > 0, "the window opened and nothing came");
         rounds += 1;
@@ -1463,7 +1507,7 @@ fn a_stream_window_lets_an_edit_pass_a_bulk_transfer_and_loses_nothing() {
     }
     assert_eq!(frames.len(), 21);
     for f in &frames {
-        net.b.handle_frame(net.now, A, f);
+        net.b.handle_frame(net.now, A, 0, f);
     }
     net.drain();
     assert_eq!(net.got(bulk_b).len(), 20);
@@ -1499,12 +1543,12 @@ fn a_stream_window_shares_the_stream_by_profile_and_starves_none() {
     for _ in 0..50 {
         let mut len = 0;
         while let Some(t) = net.a.poll_transmit(net.now) {
-            if t.transport == Transport::TcpFrame {
+            if t.transport == Transport::FRAME {
                 order.push(wire::Frame::parse(&t.payload).expect("a frame").channel);
                 len += t.payload.len() + 4;
             }
         }
-        net.a.handle_stream_sent(net.now, B, len);
+        net.a.handle_stream_sent(net.now, B, 0, len);
     }
     let bulk_frames = order.iter().filter(|&&c| c == bulk.id).count();
     // Media was sent first; from then on, 4 media frames to each bulk one.
@@ -1568,6 +1612,130 @@ fn bulk_frames_are_paced_at_what_the_datagram_channels_leave() {
     // No datagrams: the harness's driver takes every frame at once.
     let (free, waiting) = run(false);
     assert_eq!((free, waiting), (0.0, 0), "all of it went at once");
+}
+
+/// Payloads of `ev`'s messages on `ch`, as numbers, with the mechanism
+/// that delivered each.
+fn got_via(ev: &[SessionEvent], ch: ChannelId) -> Vec<(u32, MechanismKind)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            SessionEvent::Message {
+                channel,
+                payload,
+                via,
+                ..
+            } if *channel == ch => {
+                Some((u32::from_be_bytes(payload[..4].try_into().unwrap()), *via))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Frames `from` sent, counted per stream number.
+fn frames_per_stream(net: &Net, from: SocketAddr) -> Vec<usize> {
+    let mut n = vec![0; usize::from(crate::MAX_STREAMS)];
+    for (f, t) in &net.log {
+        if let (true, Transport::TcpFrame { stream }) = (*f == from, t.transport) {
+            n[usize::from(stream)] += 1;
+        }
+    }
+    n
+}
+
+/// A striped channel spreads its frames over its streams (Leigh et al.
+/// §4.3), each of which the harness delays by its own amount so they
+/// arrive out of order; the ordered channel still delivers every message
+/// once, in order. From the side that dialed every stream is used at
+/// once; from the other, stream 0 until the dialer has opened the others
+/// at its asking. With and without a key (each stream has its own replay
+/// window), with and without a stream window.
+#[test]
+fn a_striped_channel_spreads_over_its_streams_and_delivers_once_in_order() {
+    let psk = b"0123456789abcdef";
+    for (keyed_pair, window) in [
+        (false, None),
+        (true, None),
+        (true, Some(DEFAULT_STREAM_WINDOW)),
+    ] {
+        let cfg = |seed| {
+            let mut c = if keyed_pair {
+                keyed(seed, psk)
+            } else {
+                SessionConfig::new(seed)
+            };
+            c.stream_window = window;
+            c
+        };
+        let mut net = Net::new(cfg(1), cfg(2));
+        net.send_frames = window.is_some();
+        net.send_frames_b = window.is_some();
+        net.stream_skew = Duration::from_millis(3);
+        let (ca, cb) = net.pair("edits", Qos::reliable_ordered());
+        let striped = Mechanism::Striped { streams: 4 };
+        net.a.set_mechanism(net.now, ca, striped).expect("striped");
+        net.b
+            .set_mechanism(net.now, cb, Mechanism::Striped { streams: 3 })
+            .expect("striped");
+        for i in 0..400 {
+            net.a.send(net.now, ca, &msg(i)).expect("send");
+            net.b.send(net.now, cb, &msg(i)).expect("send");
+            net.run_for(Duration::from_millis(1));
+        }
+        net.run_for(Duration::from_secs(1));
+        let case = format!("key {keyed_pair}, window {window:?}");
+        // A dialed: its four streams carried frames.
+        let a_streams = frames_per_stream(&net, A);
+        assert!(
+            a_streams[..4].iter().all(|&n| n >= 50),
+            "{case}: {a_streams:?}"
+        );
+        assert!(
+            a_streams[4..].iter().all(|&n| n == 0),
+            "{case}: {a_streams:?}"
+        );
+        let at_b = got_via(&net.ev_b, cb);
+        assert_eq!(
+            at_b.iter().map(|m| m.0).collect::<Vec<_>>(),
+            (0..400).collect::<Vec<_>>(),
+            "{case}"
+        );
+        assert!(at_b.iter().any(|m| m.1 == MechanismKind::Striped), "{case}");
+        // B did not dial: it asked A for streams 1 and 2, and used them
+        // once A's answers came.
+        let b_streams = frames_per_stream(&net, B);
+        assert!(
+            b_streams[1] >= 50 && b_streams[2] >= 50,
+            "{case}: {b_streams:?}"
+        );
+        assert!(
+            b_streams[3..].iter().all(|&n| n == 0),
+            "{case}: {b_streams:?}"
+        );
+        let at_a = got_via(&net.ev_a, ca);
+        assert_eq!(
+            at_a.iter().map(|m| m.0).collect::<Vec<_>>(),
+            (0..400).collect::<Vec<_>>(),
+            "{case}"
+        );
+        for s in [net.a.stats(), net.b.stats()] {
+            assert_eq!(
+                (s.duplicates, s.bad_frames, s.skipped),
+                (0, 0, 0),
+                "{case}: {s:?}"
+            );
+        }
+    }
+    // More streams than the contract allows are refused.
+    let mut net = Net::new(SessionConfig::new(1), SessionConfig::new(2));
+    let (ca, _) = net.pair("bulk", Qos::bulk());
+    let too_many = Mechanism::Striped {
+        streams: crate::MAX_STREAMS + 1,
+    };
+    assert!(matches!(
+        net.a.set_mechanism(net.now, ca, too_many),
+        Err(SessionError::Unsupported(_))
+    ));
 }
 
 #[test]

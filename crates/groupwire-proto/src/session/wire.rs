@@ -53,8 +53,11 @@
 //! keeps to the peer; each frame length-prefixed by the driver, sealed
 //! like a datagram under a key): destination cid (4), channel (2), message
 //! number (4), the message. A frame whose channel is [`BIND_CHANNEL`]
-//! carries no message: it names the stream's sender (the first frame on a
-//! stream the driver opened). A frame whose channel field has the top bit
+//! carries no message: as the first frame on a connection the driver
+//! opened, it names the stream's sender and, in its one-byte payload, the
+//! stream's number (none: stream 0); on a bound stream, a payload `[k]`
+//! asks the side that dialed to open stream `k`, and an empty one (its
+//! answer, on stream `k`) carries nothing. A frame whose channel field has the top bit
 //! [`CONTROL_FRAME`] set (and is not [`BIND_CHANNEL`]) carries a
 //! mechanism's control message instead of an application's, in the same
 //! ten bytes ([`ControlFrame`]): destination cid (4), `CONTROL_FRAME |

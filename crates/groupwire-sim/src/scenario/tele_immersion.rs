@@ -28,15 +28,15 @@
 //! B measures latency on arrival.
 //!
 //! **Deviations, and why.**
-//! - Bulk runs on the session's one reliable stream (TCP), shared with
-//!   edits and with any channel pinned to Reliable, or, in the
-//!   `fixed:blast` run, on Reliable Blast UDP, each 16 kB chunk one
+//! - Bulk runs on the session's reliable stream (TCP), shared with edits
+//!   and with any channel pinned to Reliable, or striped over several
+//!   streams (each its own modelled TCP, [`stream_pair`]) where the
+//!   model predicts one stream cannot fill its share of a lossy path, or,
+//!   in the `fixed:blast` run, on Reliable Blast UDP, each 16 kB chunk one
 //!   transfer at 90% of the monitor's capacity estimate. The path has no
 //!   reservation, so neither selector may pick Blast (the model offers it
 //!   only with [`Provision::reserved`]); the fixed run shows what it would
-//!   do to the other channels on a shared FIFO. The session cannot yet
-//!   run striped TCP (`Session::set_mechanism` refuses it: the drivers
-//!   keep one stream connection per peer).
+//!   do to the other channels on a shared FIFO.
 //! - The session marks each channel's packets with its DSCP, but the
 //!   bottleneck is one FIFO drop-tail queue, which ignores the marks: bulk
 //!   and everything on the stream compete with the real-time channels.
@@ -1302,13 +1302,13 @@ impl Machine for App {
 }
 
 impl StreamMachine for App {
-    fn handle_frame(&mut self, now: Instant, src: SocketAddr, frame: &[u8]) {
-        self.session.handle_frame(now, src, frame);
+    fn handle_frame(&mut self, now: Instant, src: SocketAddr, stream: u8, frame: &[u8]) {
+        self.session.handle_frame(now, src, stream, frame);
         self.take_events(now);
     }
 
-    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, bytes: usize) {
-        self.session.handle_stream_sent(now, dst, bytes);
+    fn handle_stream_sent(&mut self, now: Instant, dst: SocketAddr, stream: u8, bytes: usize) {
+        self.session.handle_stream_sent(now, dst, stream, bytes);
     }
 }
 

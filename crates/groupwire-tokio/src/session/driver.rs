@@ -29,24 +29,29 @@ const REDIAL: Duration = Duration::from_secs(1);
 /// Most receive buffers per `recvmmsg`.
 const RECV_BATCH: usize = 32;
 
+/// A peer's stream: its datagram address and the stream's number (a
+/// striped channel spreads over several, [`Transport::TcpFrame`]).
+type StreamKey = (SocketAddr, u8);
+
 /// The connections and what waits for them.
 struct Streams {
     shared: Arc<Shared>,
     events: mpsc::Sender<StreamIn>,
     conns: BTreeMap<ConnId, Conn>,
-    /// The connection that carries frames to each peer (by its datagram
-    /// address).
-    by_addr: BTreeMap<SocketAddr, ConnId>,
+    /// The connection that carries each peer's stream.
+    by_addr: BTreeMap<StreamKey, ConnId>,
+    /// The stream each bound connection carries.
+    bound: BTreeMap<ConnId, u8>,
     /// Accepted connections not yet bound, oldest first, with when they came.
     unbound: VecDeque<(ConnId, tokio::time::Instant)>,
-    /// Frames for peers whose connection has not bound yet.
-    pending: BTreeMap<SocketAddr, Vec<Bytes>>,
-    /// Stream bytes gone for a peer outside a live connection's count (its
-    /// frames dropped, or its connection closed: everything it held), to
-    /// tell the machine ([`Streams::report_sent`]).
-    gone: BTreeMap<SocketAddr, usize>,
-    /// Peers (by datagram address) to dial again, and when.
-    redial: BTreeMap<SocketAddr, tokio::time::Instant>,
+    /// Frames for streams whose connection has not bound yet.
+    pending: BTreeMap<StreamKey, Vec<Bytes>>,
+    /// Stream bytes gone for a stream outside a live connection's count
+    /// (its frames dropped, or its connection closed: everything it held),
+    /// to tell the machine ([`Streams::report_sent`]).
+    gone: BTreeMap<StreamKey, usize>,
+    /// Streams to dial again, and when.
+    redial: BTreeMap<StreamKey, tokio::time::Instant>,
     /// Connected peers' addresses (an event names the peer only).
     peers: BTreeMap<groupwire_proto::session::PeerId, SocketAddr>,
     next: ConnId,
@@ -67,11 +72,15 @@ impl Streams {
 
     /// Routes one frame the machine queued.
     fn route(&mut self, g: &mut Inner, t: Transmit) {
-        if let Some(c) = self.by_addr.get(&t.dst).and_then(|id| self.conns.get(id)) {
+        let Transport::TcpFrame { stream } = t.transport else {
+            return;
+        };
+        let key = (t.dst, stream);
+        if let Some(c) = self.by_addr.get(&key).and_then(|id| self.conns.get(id)) {
             c.send(&self.shared.streams, t.payload);
             return;
         }
-        if g.dial.contains_key(&t.dst) && self.dial(g, t.dst) {
+        if g.dial.contains_key(&t.dst) && self.dial(g, key) {
             self.route(g, t);
             return;
         }
@@ -79,22 +88,24 @@ impl Streams {
         self.counters()
             .queued
             .fetch_add(t.payload.len(), Ordering::Relaxed);
-        self.pending.entry(t.dst).or_default().push(t.payload);
+        self.pending.entry(key).or_default().push(t.payload);
     }
 
-    /// Opens the connection to the peer at `addr` (which we connected to);
-    /// false if the machine has no bind frame for it (not established).
-    fn dial(&mut self, g: &mut Inner, addr: SocketAddr) -> bool {
-        if self.by_addr.contains_key(&addr) {
+    /// Opens the connection for stream `key` to the peer at its address
+    /// (which we connected to); false if the machine has no bind frame for
+    /// it (not established).
+    fn dial(&mut self, g: &mut Inner, key: StreamKey) -> bool {
+        if self.by_addr.contains_key(&key) {
             return true;
         }
-        let Some(stream) = g.dial.get(&addr).copied() else {
+        let (addr, stream) = key;
+        let Some(tcp) = g.dial.get(&addr).copied() else {
             return false;
         };
         let Some(bind) = g
             .machine
             .peer_at(addr)
-            .and_then(|p| g.machine.bind_frame(p))
+            .and_then(|p| g.machine.bind_frame(p, stream))
         else {
             return false;
         };
@@ -102,15 +113,16 @@ impl Streams {
         let conn = Conn::dial(
             &self.shared,
             id,
-            stream,
+            tcp,
             bind,
             self.bind_timeout,
             self.events.clone(),
         );
         self.conns.insert(id, conn);
-        self.by_addr.insert(addr, id);
-        self.redial.remove(&addr);
-        self.flush_pending(addr);
+        self.bound.insert(id, stream);
+        self.by_addr.insert(key, id);
+        self.redial.remove(&key);
+        self.flush_pending(key);
         true
     }
 
@@ -119,12 +131,12 @@ impl Streams {
         self.next
     }
 
-    /// Hands what waited for `addr`'s connection to it.
-    fn flush_pending(&mut self, addr: SocketAddr) {
-        let Some(frames) = self.pending.remove(&addr) else {
+    /// Hands what waited for stream `key`'s connection to it.
+    fn flush_pending(&mut self, key: StreamKey) {
+        let Some(frames) = self.pending.remove(&key) else {
             return;
         };
-        let c = self.by_addr.get(&addr).and_then(|id| self.conns.get(id));
+        let c = self.by_addr.get(&key).and_then(|id| self.conns.get(id));
         for f in frames {
             self.shared
                 .streams
@@ -134,7 +146,7 @@ impl Streams {
                 Some(c) => c.send(&self.shared.streams, f),
                 None => {
                     Counters::add(&self.shared.streams.frames_dropped, 1);
-                    let gone = self.gone.entry(addr).or_default();
+                    let gone = self.gone.entry(key).or_default();
                     *gone = gone.saturating_add(f.len() + FRAME_PREFIX);
                 }
             }
@@ -175,7 +187,8 @@ impl Streams {
             return;
         }
         Counters::add(&self.counters().frames_received, 1);
-        let Some(peer) = g.machine.accept_frame(now, data) else {
+        let stream = self.bound.get(&conn).copied();
+        let Some((peer, stream)) = g.machine.accept_frame(now, stream, data) else {
             debug!(
                 conn,
                 "session stream: frame refused; closing the connection"
@@ -185,21 +198,23 @@ impl Streams {
         };
         if let Some(i) = self.unbound.iter().position(|(c, _)| *c == conn) {
             self.unbound.remove(i);
+            self.bound.insert(conn, stream);
             Counters::add(&self.counters().bound, 1);
             if let Some(addr) = g.machine.peer_addr(peer) {
+                let key = (addr, stream);
                 // The newest binding wins: a peer that dials again does so
                 // because its last connection broke, even if its close has
                 // not reached us yet.
                 if self
                     .by_addr
-                    .insert(addr, conn)
+                    .insert(key, conn)
                     .is_some_and(|old| old != conn)
                 {
                     // The old connection's count is no longer read: start
                     // the machine's window afresh on this one.
-                    self.gone.insert(addr, usize::MAX);
+                    self.gone.insert(key, usize::MAX);
                 }
-                self.flush_pending(addr);
+                self.flush_pending(key);
             }
         }
     }
@@ -213,31 +228,43 @@ impl Streams {
             }
         }
         self.unbound.retain(|(c, _)| *c != conn);
-        let gone: Vec<SocketAddr> = self
+        self.bound.remove(&conn);
+        let gone: Vec<StreamKey> = self
             .by_addr
             .iter()
             .filter(|&(_, &c)| c == conn)
-            .map(|(&a, _)| a)
+            .map(|(&k, _)| k)
             .collect();
-        for addr in gone {
-            self.by_addr.remove(&addr);
+        for key in gone {
+            self.by_addr.remove(&key);
             // What it held is lost with it (counted dropped): the machine
             // may hand its stream window to the next connection.
-            self.gone.insert(addr, usize::MAX);
-            if self.peers.values().any(|&a| a == addr) {
+            self.gone.insert(key, usize::MAX);
+            if self.peers.values().any(|&a| a == key.0) {
                 let at = self.now() + REDIAL;
-                self.redial.insert(addr, at);
+                self.redial.insert(key, at);
             }
         }
     }
 
-    /// The peer at `addr` is gone: its connection and what waited for it.
+    /// The peer at `addr` is gone: its connections and what waited for
+    /// them.
     fn forget(&mut self, addr: SocketAddr) {
-        if let Some(id) = self.by_addr.remove(&addr) {
-            self.close(id, false);
+        let keys: Vec<StreamKey> = self
+            .by_addr
+            .keys()
+            .chain(self.pending.keys())
+            .chain(self.redial.keys())
+            .filter(|k| k.0 == addr)
+            .copied()
+            .collect();
+        for key in keys {
+            if let Some(id) = self.by_addr.remove(&key) {
+                self.close(id, false);
+            }
+            self.redial.remove(&key);
+            self.flush_pending(key);
         }
-        self.redial.remove(&addr);
-        self.flush_pending(addr);
     }
 
     /// Closes unbound connections past the bind timeout and redials what
@@ -250,16 +277,16 @@ impl Streams {
             }
             self.close(id, true);
         }
-        let due: Vec<SocketAddr> = self
+        let due: Vec<StreamKey> = self
             .redial
             .iter()
             .filter(|&(_, &t)| t <= now)
-            .map(|(&a, _)| a)
+            .map(|(&k, _)| k)
             .collect();
-        for addr in due {
-            self.redial.remove(&addr);
-            if g.dial.contains_key(&addr) {
-                self.dial(g, addr);
+        for key in due {
+            self.redial.remove(&key);
+            if g.dial.contains_key(&key.0) {
+                self.dial(g, key);
             }
         }
     }
@@ -268,17 +295,17 @@ impl Streams {
     /// (written by a connection, or gone), so it hands over more frames
     /// ([`SessionConfig::stream_window`](groupwire_proto::session::SessionConfig::stream_window)).
     fn report_sent(&mut self, g: &mut Inner, now: Instant) {
-        for (&addr, id) in &self.by_addr {
+        for (&(addr, stream), id) in &self.by_addr {
             if let Some(c) = self.conns.get_mut(id) {
                 let n = c.take_sent();
                 if n > 0 {
                     let n = usize::try_from(n).unwrap_or(usize::MAX);
-                    g.machine.handle_stream_sent(now, addr, n);
+                    g.machine.handle_stream_sent(now, addr, stream, n);
                 }
             }
         }
-        for (addr, n) in std::mem::take(&mut self.gone) {
-            g.machine.handle_stream_sent(now, addr, n);
+        for ((addr, stream), n) in std::mem::take(&mut self.gone) {
+            g.machine.handle_stream_sent(now, addr, stream, n);
         }
     }
 
@@ -314,6 +341,7 @@ pub(super) async fn run(
         events: st_tx,
         conns: BTreeMap::new(),
         by_addr: BTreeMap::new(),
+        bound: BTreeMap::new(),
         unbound: VecDeque::new(),
         pending: BTreeMap::new(),
         gone: BTreeMap::new(),
@@ -519,7 +547,7 @@ fn on_event(g: &mut Inner, streams: &mut Streams, e: &Event) {
             // not connected: one connection, so one order of frames.
             if g.dial.contains_key(addr) {
                 if g.machine.dialed(*peer) {
-                    streams.dial(g, *addr);
+                    streams.dial(g, (*addr, 0));
                 } else {
                     g.dial.remove(addr);
                 }

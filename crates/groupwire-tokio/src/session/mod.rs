@@ -33,16 +33,21 @@
 //!
 //! - **One UDP socket** carries every datagram channel of every peer
 //!   (`recvmmsg` and GSO where the OS has them, as [`crate::Driver`]).
-//! - **One TCP connection per peer** carries the reliable channels'
-//!   frames, each prefixed by its length (4 bytes, big endian; at most
-//!   [`SessionOptions::max_frame`]). The TCP listener shares the UDP
-//!   socket's port. The side that called [`Session::connect`] opens the
-//!   connection (to the peer's address, or to
+//! - **One TCP connection per peer and stream** carries the reliable
+//!   channels' frames, each prefixed by its length (4 bytes, big endian; at
+//!   most [`SessionOptions::max_frame`]): stream 0 for reliable channels,
+//!   and streams 0 to `n - 1` for a channel striped over `n`
+//!   ([`Mechanism::Striped`], Leigh et al. §4.3). The TCP listener shares
+//!   the UDP socket's port. The side that called [`Session::connect`]
+//!   opens each connection when the stream's first frame comes (stream 0
+//!   at once; to the peer's address, or to
 //!   [`Session::connect_with_stream`]'s when the datagrams go through a
 //!   relay or emulator) and first writes a *bind frame* the machine seals
-//!   ([`groupwire_proto::session::Session::bind_frame`]); the accepting side
-//!   sends its own frames back on that connection once the bind frame
-//!   opened. An accepted connection whose first frame does not open is
+//!   naming the stream ([`groupwire_proto::session::Session::bind_frame`]);
+//!   the accepting side sends its own frames back on those connections
+//!   once the bind frame opened, and asks the dialer (through the machine)
+//!   for a stream it needs that is not open yet. A broken connection is
+//!   dialed again after a second. An accepted connection whose first frame does not open is
 //!   closed, as is one silent past the handshake timeout; at most
 //!   [`SessionOptions::max_unbound_streams`] wait at once, the oldest shed
 //!   first. Frames waiting for a connection are bounded by

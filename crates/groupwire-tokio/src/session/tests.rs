@@ -225,6 +225,53 @@ async fn the_accepting_side_sends_reliable_messages_back_on_the_dialers_connecti
     assert_eq!(b.stream_stats().opened, 0, "B never dials");
 }
 
+/// A bulk channel striped over 4 streams (Leigh et al. §4.3) from the
+/// side that dialed, and over 3 from the side that did not, under a key:
+/// the dialer opens a connection per stream, the other side asks it for
+/// the ones it needs, and every message arrives exactly once.
+#[tokio::test]
+async fn a_striped_channel_opens_its_streams_from_either_side_and_loses_nothing() {
+    let keyed = || opts().key(b"0123456789abcdef0123456789abcdef").unwrap();
+    let a = Session::bind_with(LOOPBACK, keyed()).await.unwrap();
+    let b = Session::bind_with(LOOPBACK, keyed()).await.unwrap();
+    let peer = a.connect(b.local_addr()).await.unwrap();
+    let mut got_b = Got::default();
+    read_until(&b, &mut got_b, |g| !g.peers.is_empty()).await;
+    let to_a = b.peer(got_b.peers[0]).expect("connected");
+    let out = peer.channel("dataset", Qos::bulk()).unwrap();
+    out.set_mechanism(Mechanism::Striped { streams: 4 })
+        .unwrap();
+    let back = to_a.channel("results", Qos::bulk()).unwrap();
+    back.set_mechanism(Mechanism::Striped { streams: 3 })
+        .unwrap();
+    let n = 400u32;
+    send_all(&[&out, &back], n, 8 * 1024).await;
+    let (mut got_a, mut got_b2) = (Got::default(), Got::default());
+    let (ra, rb) = tokio::join!(
+        read_until(&a, &mut got_a, |g| g.count("results") == n as usize),
+        read_until(&b, &mut got_b2, |g| g.count("dataset") == n as usize),
+    );
+    let _ = (ra, rb);
+    for (name, got) in [("dataset", &got_b2), ("results", &got_a)] {
+        let v = got.msgs.get(name).cloned().unwrap_or_default();
+        assert!(
+            each_at_most_once(&v, n) && v.len() == n as usize,
+            "{name}: {} of {n}",
+            v.len()
+        );
+    }
+    // A dialed the four streams (B's three are among them); B dialed none.
+    assert_eq!(a.stream_stats().opened, 4, "{:?}", a.stream_stats());
+    assert_eq!(b.stream_stats().opened, 0, "{:?}", b.stream_stats());
+    assert_eq!(b.stream_stats().bound, 4, "{:?}", b.stream_stats());
+    for s in [a.stream_stats(), b.stream_stats()] {
+        assert_eq!(s.frames_dropped, 0, "{s:?}");
+    }
+    assert_eq!(a.stats().bad_frames + b.stats().bad_frames, 0);
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn two_sessions_that_connect_to_each_other_at_once_share_one_handshake_and_one_stream() {
     let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();

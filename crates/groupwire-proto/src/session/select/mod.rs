@@ -234,8 +234,10 @@ pub struct Provision {
     pub stream_on_path: bool,
     /// Most stream connections the driver may open to one peer: striped
     /// TCP is a candidate over 2 to this many (default 8, Leigh et al.'s
-    /// parallel sockets; below 2, never). A [`Session`](super::Session)
-    /// holds it at 1: its drivers keep one stream connection per peer.
+    /// parallel sockets; below 2, never; at most
+    /// [`MAX_STREAMS`](crate::MAX_STREAMS)). Both of this repository's
+    /// drivers of a [`Session`](super::Session) open a connection per
+    /// stream.
     pub max_streams: u8,
 }
 
