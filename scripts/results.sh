@@ -350,7 +350,7 @@ headers and retransmissions are not counted); latency from send to
 delivery at B. The goal table sets the model run beside the best fixed
 choice per channel (highest \`qos_met\`, then least overhead); the
 mechanism plots show the mechanism each policy run had in force (0 plain,
-1 afec, 2 xor, 3 block, 4 reliable).
+1 afec, 2 xor, 3 block, 4 reliable, 5 striped).
 
 **What this run shows (the reasons are read from the code and the
 tables below).** One seed's comparison turns on a window or two of 230
@@ -446,6 +446,18 @@ channels (\`BulkPacer\`), so a dataset's TCP no longer fills the queue
 the real-time channels share: every run's first minute used to lose a
 window or two of every channel at each dataset. It is the session's, so
 the fixed runs have it too (their minute-1 column is the difference).
+(16) **Striping.** Where the model predicts one TCP connection's
+loss-driven window (RFC 5348's equation at the loss-run rate) falls
+short of the bulk channel's share of the measured capacity, it stripes
+bulk over the fewest connections within a tenth of the best predicted
+throughput (\`Mechanism::Striped\`, Leigh et al. §4.3; each connection
+is its own modelled TCP), as the switches table shows in the second
+minute and on the stationary path. A dataset then takes less time, and
+the edits, which share stream 0 with it, wait behind less of it: the
+last table on this page. Without a capacity estimate to pace bulk by
+(the fourth minute's new link until it is measured), a striped channel
+keeps to stream 0, since unpaced connections would take their shares of
+the queue from the real-time channels.
 
 What is still missing: the state channel (20 messages a second, each
 XOR copy sent alone 25 ms after its message; at 20 messages a window
@@ -471,17 +483,17 @@ while the monitor saw a standing queue made the state channel worse
 (what TCP already had in flight stayed in the queue; pacing from the
 capacity, above, keeps TCP from holding more than the window); and
 requiring the mean loss target besides the window one sent the camera
-to heavier codes that overloaded the third minute's link. Bulk is Reliable
-under both selectors: the path has no reservation, and Reliable Blast
-UDP is offered only with one (\`Provision::reserved\`, Leigh et al. §5).
+to heavier codes that overloaded the third minute's link. Neither
+selector puts bulk on Blast: the path has no reservation, and Reliable
+Blast UDP is offered only with one (\`Provision::reserved\`, Leigh et al. §5).
 The \`fixed:blast\` run pins bulk to Blast anyway (each 16 KiB chunk one
 transfer, at 90% of the monitor's capacity estimate): its bulk row in
 the channels table shows every chunk delivered, at a longer mean latency
 than the model's Reliable (each chunk waits for its own Start, Accept
 and Done). The other channels of that run sit on their initial
 mechanisms (AFEC, Block), as in \`fixed:block\`, whose rows theirs
-resemble. The session does not run striped TCP
-(one stream connection per peer), and the edits' comparison is trivial.
+resemble. The edits' QoS comparison is trivial (every run delivers every
+edit); their latency is not.
 Packets carry DSCP marks, but the bottleneck is one FIFO. At 30
 messages a window the telepointer's MER moves in steps of 1/30, so no
 window can sit inside the 5-6% band: \`in_band\` is 0 by arithmetic, and

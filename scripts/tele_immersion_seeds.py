@@ -13,7 +13,10 @@ Prints, as markdown:
 - for the model run, the windows that missed the QoS per minute of the
   path's schedule, summed over the seeds, beside the same for that
   channel's best fixed choice (from each run's qos_CHANNEL.csv, whose
-  10 s points are shares of 1 s windows).
+  10 s points are shares of 1 s windows);
+- for the reliable channels (edits, bulk), each run's mean and p99
+  delivery latency, averaged over the seeds: what striping the bulk
+  channel (the model's choice on a lossy path) buys them both.
 
 Only the standard library: the numbers are the runs' own CSV files.
 """
@@ -23,6 +26,7 @@ import sys
 from collections import defaultdict
 
 CHANNELS = ("telepointer", "state", "camera")
+RELIABLE = ("edits", "bulk")
 
 
 def read_channels(d):
@@ -30,6 +34,15 @@ def read_channels(d):
     with open(f"{d}/channels.csv", newline="") as f:
         for r in csv.DictReader(f):
             rows[r["channel"]][r["run"]] = (float(r["qos_met"]), float(r["overhead"]))
+    return rows
+
+
+def read_latency(d):
+    """{channel: {run: (mean_ms, p99_ms)}} from channels.csv."""
+    rows = defaultdict(dict)
+    with open(f"{d}/channels.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            rows[r["channel"]][r["run"]] = (float(r["mean_ms"]), float(r["p99_ms"]))
     return rows
 
 
@@ -82,6 +95,22 @@ def main(dirs):
                     totals[label][m] += round((1.0 - share) * 10)
         for label, t in totals.items():
             print(f"| {ch} | {label} | " + " | ".join(f"{x:.0f}" for x in t) + " |")
+    print()
+    print("The reliable channels' delivery latency (ms), means over the seeds of each "
+          "run's mean and p99; `stationary` is the model on the stationary path "
+          "(2% random loss):")
+    print()
+    print("| channel | run | mean ms | p99 ms |")
+    print("|---|---|---|---|")
+    lat = [read_latency(d) for d in dirs]
+    for ch in RELIABLE:
+        for run in ("model", "heuristic", "fixed:reliable", "stationary"):
+            vals = [r[ch][run] for r in lat if run in r.get(ch, {})]
+            if len(vals) != n:
+                continue
+            mean = sum(v[0] for v in vals) / n
+            p99 = sum(v[1] for v in vals) / n
+            print(f"| {ch} | {run} | {mean:.0f} | {p99:.0f} |")
 
 
 if __name__ == "__main__":
