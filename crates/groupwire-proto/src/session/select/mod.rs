@@ -459,7 +459,8 @@ pub fn select(
 /// loss target (a band's middle) and budget (30 ms, the tunnel's, without
 /// one); Reliable; for [`Reliability::Full`] only the reliable ones, and
 /// for the bulk profile Striped over 2 to [`Provision::max_streams`]
-/// connections and, where
+/// connections (where the stream crosses the measured path,
+/// [`Provision::stream_on_path`]) and, where
 /// bandwidth is reserved, Blast. Of those that meet the QoS ([`meets`]),
 /// the least overhead (ties: the lower added delay, then the order above).
 /// For the bulk profile, throughput first: of those within 10% of the
@@ -618,7 +619,12 @@ pub fn candidates(prov: &Provision, qos: &Qos, path: &PathEstimate) -> Vec<Mecha
         out.push(Mechanism::Reliable);
     }
     if is_bulk(qos) {
-        out.extend((2..=prov.max_streams).map(|n| Mechanism::Striped { streams: n }));
+        // Striping's gain is read from the measured path's loss: where the
+        // stream does not cross it, nothing says more connections help.
+        if prov.stream_on_path {
+            let most = prov.max_streams.min(crate::MAX_STREAMS);
+            out.extend((2..=most).map(|n| Mechanism::Striped { streams: n }));
+        }
         if prov.reserved {
             out.push(Mechanism::Blast);
         }

@@ -241,6 +241,43 @@ fn model_stripes_bulk_on_a_long_fat_path_and_blasts_where_reserved() {
     assert_eq!(short.mechanism, Mechanism::Reliable, "{short:?}");
 }
 
+/// Leigh et al. §4.3 on a lossy path: one connection's loss-driven
+/// window fills little of a measured 100 Mbit/s, so the model stripes a
+/// bulk channel, over the fewest connections within a tenth of the best;
+/// without a capacity estimate, or where the stream does not cross the
+/// measured path, nothing says more connections help, and it keeps one.
+#[test]
+fn model_stripes_bulk_where_one_connection_cannot_fill_the_measured_room() {
+    let s = select(Policy::Model, &Qos::bulk(), &lossy(), &STATE, None);
+    let Mechanism::Striped { streams } = s.mechanism else {
+        panic!("{s:?}")
+    };
+    assert!((2..=crate::MAX_STREAMS).contains(&streams), "{s:?}");
+    let unmeasured = PathEstimate {
+        capacity: None,
+        ..lossy()
+    };
+    let s = select(Policy::Model, &Qos::bulk(), &unmeasured, &STATE, None);
+    assert_eq!(s.mechanism, Mechanism::Reliable, "{s:?}");
+    let off_path = Provision {
+        stream_on_path: false,
+        ..Provision::DEFAULT
+    };
+    let s = select_with(
+        Policy::Model,
+        &off_path,
+        &Qos::bulk(),
+        &lossy(),
+        &STATE,
+        None,
+    );
+    assert_eq!(s.mechanism, Mechanism::Reliable, "{s:?}");
+    // A small room: one connection's rate already fills it.
+    let thin = PathEstimate::known(ms(60), 0.03, 2.0, Some(Bitrate::kbps(200)));
+    let s = select(Policy::Model, &Qos::bulk(), &thin, &STATE, None);
+    assert_eq!(s.mechanism, Mechanism::Reliable, "{s:?}");
+}
+
 #[test]
 fn with_one_stream_connection_neither_policy_stripes() {
     let one = Provision {
