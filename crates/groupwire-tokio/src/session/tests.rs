@@ -477,6 +477,31 @@ async fn through_a_lossy_emulated_path_the_stream_crosses_it_too_and_loses_nothi
     assert!(stats.tcp.forward_resent > 0, "{:?}", stats.tcp);
 }
 
+/// A striped channel through the emulator's TCP relay: each of its
+/// streams is its own relayed connection across the lossy path, and
+/// every message arrives once.
+#[tokio::test]
+async fn through_a_lossy_emulated_path_a_striped_channel_crosses_it_on_its_own_connections() {
+    let (_a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.05, 13, true).await;
+    let data = peer.channel("dataset", Qos::bulk()).unwrap();
+    data.set_mechanism(Mechanism::Striped { streams: 3 })
+        .unwrap();
+    let n = 200;
+    send_all(&[&data], n, 2000).await;
+    let mut got = Got::default();
+    read_until(&b, &mut got, |g| g.count("dataset") == n as usize).await;
+    let v = got.msgs.get("dataset").cloned().unwrap_or_default();
+    assert!(
+        each_at_most_once(&v, n) && v.len() == n as usize,
+        "{} of {n}",
+        v.len()
+    );
+    let _ = stop_tx.send(());
+    let stats = emu_task.await.unwrap().unwrap();
+    assert_eq!(stats.tcp.accepted, 3, "{:?}", stats.tcp);
+    assert_eq!(stats.tcp.failed, 0, "{:?}", stats.tcp);
+}
+
 #[tokio::test]
 async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
     let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 5, false).await;
