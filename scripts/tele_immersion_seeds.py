@@ -29,20 +29,12 @@ CHANNELS = ("telepointer", "state", "camera")
 RELIABLE = ("edits", "bulk")
 
 
-def read_channels(d):
+def read_channels(d, fields=("qos_met", "overhead")):
+    """{channel: {run: (fields...)}} from channels.csv."""
     rows = defaultdict(dict)
     with open(f"{d}/channels.csv", newline="") as f:
         for r in csv.DictReader(f):
-            rows[r["channel"]][r["run"]] = (float(r["qos_met"]), float(r["overhead"]))
-    return rows
-
-
-def read_latency(d):
-    """{channel: {run: (mean_ms, p99_ms)}} from channels.csv."""
-    rows = defaultdict(dict)
-    with open(f"{d}/channels.csv", newline="") as f:
-        for r in csv.DictReader(f):
-            rows[r["channel"]][r["run"]] = (float(r["mean_ms"]), float(r["p99_ms"]))
+            rows[r["channel"]][r["run"]] = tuple(float(r[k]) for k in fields)
     return rows
 
 
@@ -102,7 +94,7 @@ def main(dirs):
     print()
     print("| channel | run | mean ms | p99 ms |")
     print("|---|---|---|---|")
-    lat = [read_latency(d) for d in dirs]
+    lat = [read_channels(d, ("mean_ms", "p99_ms")) for d in dirs]
     for ch in RELIABLE:
         for run in ("model", "heuristic", "fixed:reliable", "stationary"):
             vals = [r[ch][run] for r in lat if run in r.get(ch, {})]
