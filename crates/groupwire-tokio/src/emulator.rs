@@ -61,7 +61,7 @@ use tracing::{debug, trace};
 
 use crate::clock::Clock;
 use crate::send::send_transmits;
-use crate::socket::is_transient;
+use crate::socket::{bind_with_tcp, is_transient};
 use tcp::{Conn, MSS, Segment, TCP_OVERHEAD, TcpCongestion, TcpIn, TcpStats};
 
 /// What the emulator does with a datagram the link corrupted (bit-error
@@ -357,14 +357,19 @@ impl Emulator {
         if forward.is_classful() || reverse.is_classful() {
             return Err(EmulatorError::Classful);
         }
-        let (listen, buffers) =
-            sized_socket(cfg.listen, cfg.socket_buffer).map_err(EmulatorError::Io)?;
-        let tcp = if cfg.tcp {
-            let at = listen.local_addr().map_err(EmulatorError::Io)?;
-            let l = TcpListener::bind(at).await.map_err(EmulatorError::Tcp)?;
-            Some(Arc::new(l))
+        let sized = |at| {
+            let (s, sizes) = sized_socket(at, cfg.socket_buffer)?;
+            let local = s.local_addr()?;
+            Ok(((s, sizes), local))
+        };
+        let ((listen, buffers), tcp) = if cfg.tcp {
+            let (u, l) = bind_with_tcp(cfg.listen, sized)
+                .await
+                .map_err(EmulatorError::Tcp)?;
+            (u, Some(Arc::new(l)))
         } else {
-            None
+            let (u, _) = sized(cfg.listen).map_err(EmulatorError::Io)?;
+            (u, None)
         };
         let epoch = Instant::ZERO;
         let rtt = forward.delay_at(epoch) + reverse.delay_at(epoch);

@@ -58,7 +58,7 @@ use crate::clock::Clock;
 use crate::driver::GRO_BUFFER;
 use crate::hex;
 use crate::send::{send_transmits, sleep_until};
-use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, is_transient};
+use crate::socket::{BatchedUdpSocket, DatagramSocket, RecvBatch, bind_with_tcp, is_transient};
 
 /// Socket buffer asked for on each side's UDP socket (`SO_RCVBUF` on the
 /// receiver, `SO_SNDBUF` on the sender): a blast arrives faster than a
@@ -482,28 +482,17 @@ pub(crate) async fn accept_until(
 }
 
 /// Binds a TCP listener and a UDP socket on one port (port 0 picks one
-/// free for both); the UDP socket with [`DEFAULT_SOCKET_BUFFER`] asked
-/// for, and the `SO_RCVBUF` granted.
+/// free for both, [`bind_with_tcp`]); the UDP socket with
+/// [`DEFAULT_SOCKET_BUFFER`] asked for, and the `SO_RCVBUF` granted.
 pub(crate) async fn bind_pair(
     addr: SocketAddr,
 ) -> io::Result<(TcpListener, BatchedUdpSocket, usize)> {
-    let mut last = None;
-    for _ in 0..8 {
-        let tcp = TcpListener::bind(addr).await?;
-        match BatchedUdpSocket::bind(tcp.local_addr()?).await {
-            Ok(udp) => {
-                let _ = udp.set_recv_buffer_size(DEFAULT_SOCKET_BUFFER);
-                let socket_buffer = socket2::SockRef::from(udp.get_ref())
-                    .recv_buffer_size()
-                    .unwrap_or(0);
-                return Ok((tcp, udp, socket_buffer));
-            }
-            // A fixed port taken for UDP: say so; a picked one: retry.
-            Err(e) if addr.port() != 0 => return Err(e),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::other("no port free for both TCP and UDP")))
+    let (udp, tcp) = bind_with_tcp(addr, BatchedUdpSocket::bind_now).await?;
+    let _ = udp.set_recv_buffer_size(DEFAULT_SOCKET_BUFFER);
+    let socket_buffer = socket2::SockRef::from(udp.get_ref())
+        .recv_buffer_size()
+        .unwrap_or(0);
+    Ok((tcp, udp, socket_buffer))
 }
 
 /// What one accepted control connection came to.

@@ -282,6 +282,16 @@ impl BatchedUdpSocket {
         Self::new(tokio::net::UdpSocket::bind(addr).await?)
     }
 
+    /// [`bind`](Self::bind) without awaiting (binding a UDP socket does
+    /// not block), returning the address it got too: for
+    /// [`bind_with_tcp`]. Needs a tokio runtime.
+    pub(crate) fn bind_now(addr: SocketAddr) -> io::Result<(Self, SocketAddr)> {
+        let s = std::net::UdpSocket::bind(addr)?;
+        s.set_nonblocking(true)?;
+        let local = s.local_addr()?;
+        Ok((Self::new(tokio::net::UdpSocket::from_std(s)?)?, local))
+    }
+
     /// Wraps a bound tokio socket, turning on what the OS offers (GRO, the
     /// "don't fragment" flag, reception of ECN marks).
     pub fn new(io: tokio::net::UdpSocket) -> io::Result<Self> {
@@ -520,12 +530,63 @@ pub fn is_transient(e: &io::Error) -> bool {
     )
 }
 
+/// Binds a UDP socket (with `udp`, which returns it and the address it
+/// got) and a TCP listener on the same port, for endpoints that take both
+/// at one address (the session, Reliable Blast UDP, the emulator's TCP
+/// relay). With port 0 the OS picks the UDP port, and another process's
+/// TCP socket may already hold that port: the pair is then tried again
+/// (up to 16 times). A fixed port is tried once.
+pub(crate) async fn bind_with_tcp<U>(
+    addr: SocketAddr,
+    mut udp: impl FnMut(SocketAddr) -> io::Result<(U, SocketAddr)>,
+) -> io::Result<(U, tokio::net::TcpListener)> {
+    let tries = if addr.port() == 0 { 16 } else { 1 };
+    let mut last = None;
+    for _ in 0..tries {
+        let (u, local) = udp(addr)?;
+        match tokio::net::TcpListener::bind(local).await {
+            Ok(l) => return Ok((u, l)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no port free for both TCP and UDP")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// Another process's TCP socket on the port UDP was given: a picked
+    /// port is tried again, a fixed one fails at once.
+    #[tokio::test]
+    async fn a_udp_port_whose_tcp_twin_is_taken_is_picked_again() {
+        let held = std::net::TcpListener::bind(addr(0)).unwrap();
+        let taken = held.local_addr().unwrap();
+        let mut calls = 0;
+        let (udp, tcp) = bind_with_tcp(addr(0), |at| {
+            calls += 1;
+            BatchedUdpSocket::bind_now(if calls == 1 { taken } else { at })
+        })
+        .await
+        .unwrap();
+        assert_eq!(calls, 2);
+        let port = udp.local_addr().unwrap().port();
+        assert_ne!(port, taken.port());
+        assert_eq!(tcp.local_addr().unwrap().port(), port);
+
+        let mut calls = 0;
+        let err = bind_with_tcp(taken, |at| {
+            calls += 1;
+            BatchedUdpSocket::bind_now(at)
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert_eq!(calls, 1);
     }
 
     #[test]

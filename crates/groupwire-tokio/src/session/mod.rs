@@ -91,12 +91,12 @@ pub use groupwire_proto::session::{
 };
 pub use groupwire_proto::tunnel::{Cipher, TunnelKey};
 pub use groupwire_proto::units::Bitrate;
-use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::net::ToSocketAddrs;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
-use crate::socket::BatchedUdpSocket;
+use crate::socket::{BatchedUdpSocket, bind_with_tcp};
 
 /// How a [`Session`]'s driver behaves beyond the machine's
 /// [`SessionConfig`].
@@ -359,7 +359,7 @@ impl Session {
             .await?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
-        let (udp, listener) = bind_pair(addr).await?;
+        let (udp, listener) = bind_with_tcp(addr, BatchedUdpSocket::bind_now).await?;
         // The OS may grant less; the session works either way.
         let _ = udp.set_recv_buffer_size(opts.socket_buffer);
         let _ = udp.set_send_buffer_size(opts.socket_buffer);
@@ -561,22 +561,6 @@ impl Session {
             None => Ok(()),
         }
     }
-}
-
-/// Binds UDP on `addr` and TCP on the port UDP got. With port 0 the OS
-/// picks; if TCP cannot have that port, another is tried.
-async fn bind_pair(addr: SocketAddr) -> io::Result<(BatchedUdpSocket, TcpListener)> {
-    let tries = if addr.port() == 0 { 16 } else { 1 };
-    let mut last = None;
-    for _ in 0..tries {
-        let udp = BatchedUdpSocket::bind(addr).await?;
-        let local = udp.get_ref().local_addr()?;
-        match TcpListener::bind(local).await {
-            Ok(l) => return Ok((udp, l)),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.expect("at least one try"))
 }
 
 /// A connected peer: open channels to it.
