@@ -13,6 +13,7 @@
 #   scripts/results.sh robustness-afec  # issue 15's channel family for AFEC, about 2 minutes on 2 cores
 #   scripts/results.sh bulk       # Leigh et al.'s Figure 6 and the LFN table (RBUDP, striped TCP, TCP), about a minute
 #   scripts/results.sh bulk-real  # groupwire bulk beside iperf3 on real sockets, about 10 minutes (root)
+#   scripts/results.sh session-striping  # a session's bulk channel on 1, 2, 4, 8 TCP connections, real sockets, under a minute
 #   scripts/results.sh tunnel     # real processes on loopback, about 6 minutes
 #   scripts/results.sh robustness-tunnel  # the tunnel on the channel family, a few minutes
 #   scripts/results.sh relay      # the relay's figures and throughput, about 20 minutes
@@ -527,6 +528,41 @@ if selected bulk-real; then
   # Not a simulation: groupwire bulk and iperf3 as processes, through
   # groupwire emulate shell's namespace (root) and on plain loopback.
   python3 scripts/bulk_bench.py docs/results/bulk-real.md
+fi
+
+if selected session-striping; then
+  # Not a simulation: two sessions on loopback through the emulator's TCP
+  # relay, one stream count after another in one run.
+  cargo build --release -q -p groupwire-cli --example session_striping
+  striping=${CARGO_TARGET_DIR:-target}/release/examples/session_striping
+  {
+    echo "# A session's bulk channel striped over TCP connections, on real sockets"
+    echo
+    echo "Produced by \`scripts/results.sh session-striping\` on $(date -u '+%Y-%m-%d %H:%M UTC') (commit $(git rev-parse --short HEAD)), which runs"
+    echo "\`crates/groupwire-cli/examples/session_striping.rs\` twice. Machine: $(uname -sr), $(nproc) cores."
+    echo
+    echo "Two \`groupwire_tokio::session::Session\`s on loopback, the connecting one's"
+    echo "datagrams and TCP connections through \`groupwire_tokio::emulator\` with its TCP"
+    echo "relay (\`groupwire emulate --tcp\`: each relayed connection is its own Reno TCP"
+    echo "across the emulated links, so a lost segment costs that connection a window"
+    echo "halving and a retransmission). One bulk channel (\`Qos::bulk()\`) pinned to"
+    echo "\`Mechanism::Reliable\` (one connection) or \`Mechanism::Striped { streams: n }\`"
+    echo "(Leigh et al. §4.3: each message whole on one of n connections) moves the"
+    echo "payload in 16 KiB messages; every message is checked to arrive exactly once."
+    echo "Seconds from the first send to the last delivery; the ratio is to the one"
+    echo "connection of the same run. Each connection halves its own window at its own"
+    echo "losses, so n of them keep about n times one's loss-limited rate until the path's"
+    echo "rate bounds them; that is why the model selector stripes a bulk channel where"
+    echo "it measures loss on a path one connection cannot fill (\`docs/results/tele-immersion.md\`)."
+    echo
+    echo "## 1% random loss"
+    echo
+    "$striping" --loss bernoulli:0.01
+    echo
+    echo "## 0.1% random loss"
+    echo
+    "$striping" --loss bernoulli:0.001
+  } >docs/results/session-striping.md
 fi
 
 if selected geneva; then
