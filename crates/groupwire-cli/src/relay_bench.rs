@@ -20,8 +20,10 @@ use crate::args::one_of;
 /// Start the relay yourself (ideally pinned to its own core), then point
 /// the bench at it. Every client is a TCP connection in this one process;
 /// publishers send on a fixed schedule (open loop) and every receiver
-/// records the latency from the scheduled send time to receipt in an
-/// HdrHistogram. Results print as a table; --json writes every number.
+/// records the latency from send to receipt in an HdrHistogram (from the
+/// scheduled send time where the server held the publisher up, so a slow
+/// server cannot hide its delay; sends the bench itself made late are
+/// counted apart). Results print as a table; --json writes every number.
 ///
 /// Scenarios (the paper is Litiu & Prakash, §5):
 ///
