@@ -362,7 +362,7 @@ pub async fn start(cfg: ServerConfig) -> std::io::Result<RelayHandle> {
     let driver = Driver {
         core,
         clock,
-        writers: std::collections::BTreeMap::new(),
+        writers: crate::sched::ConnIdMap::default(),
         storage,
         fanout_budget: cfg.fanout_budget.max(1),
         rings: InputRings::new(),
@@ -530,7 +530,7 @@ enum StorageLink {
 struct Driver {
     core: RelayCore,
     clock: Clock,
-    writers: std::collections::BTreeMap<ConnId, Writer>,
+    writers: crate::sched::ConnIdMap<Writer>,
     storage: StorageLink,
     fanout_budget: usize,
     /// Connections with input waiting, by lane.
@@ -698,6 +698,10 @@ impl Driver {
                 message: "the relay is shutting down".into(),
             },
         );
+        #[expect(
+            clippy::iter_over_hash_type,
+            reason = "every writer gets the same close; the order does not show"
+        )]
         for (_, w) in std::mem::take(&mut self.writers) {
             w.close_with(shutting.clone());
         }

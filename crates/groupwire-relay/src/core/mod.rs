@@ -275,7 +275,7 @@ pub struct RelayCore {
     names: GroupIdMap<String>,
     /// The id [`insert_group`](Self::insert_group) tries next.
     next_group: u32,
-    conns: BTreeMap<ConnId, Conn>,
+    conns: crate::sched::ConnIdMap<Conn>,
     sched: Scheduler,
     storage_ops: VecDeque<StorageOp>,
     slow: Vec<SlowAction>,
@@ -297,7 +297,7 @@ impl RelayCore {
             groups: GroupMap::default(),
             names: GroupIdMap::default(),
             next_group: 0,
-            conns: BTreeMap::new(),
+            conns: crate::sched::ConnIdMap::default(),
             storage_ops: VecDeque::new(),
             slow: Vec::new(),
             stats: RelayStats::default(),
