@@ -15,7 +15,6 @@
 //! arrive exactly once. Used by `scripts/results.sh bulk-real`.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -60,25 +59,16 @@ struct Run {
 async fn run(args: &Args, streams: u8) -> anyhow::Result<Run> {
     let loopback = "127.0.0.1:0";
     let b = Session::bind_with(loopback, SessionOptions::new()?).await?;
-    let link = |seed: u64| {
-        LinkConfig::new()
-            .latency(args.delay)
-            .rate(args.rate)
-            .seed(seed)
-    };
+    let link = LinkConfig::new().latency(args.delay).rate(args.rate);
     let emu = Emulator::bind(
         EmulatorConfig::new(loopback.parse()?, b.local_addr())
-            .forward_link(link(args.seed).loss(args.loss.clone()))
-            .reverse_link(link(args.seed.wrapping_add(1)))
+            .lossy_forward(link, args.seed, args.loss.clone())
             .tcp(true),
     )
     .await
-    .context("cannot start the link emulator")?;
-    let emu_addr: SocketAddr = emu.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let emu_task = tokio::spawn(emu.run(async {
-        let _ = stopped.await;
-    }));
+    .context("cannot start the link emulator")?
+    .spawn()?;
+    let emu_addr = emu.local_addr();
     let a = Session::bind_with(loopback, SessionOptions::new()?).await?;
     let peer = a.connect(emu_addr).await?;
     let ch = peer.channel("dataset", Qos::bulk())?;
@@ -116,8 +106,7 @@ async fn run(args: &Args, streams: u8) -> anyhow::Result<Run> {
     let secs = clock.now().saturating_duration_since(start).as_secs_f64();
     a.close().await?;
     b.close().await?;
-    let _ = stop.send(());
-    let stats = emu_task.await??;
+    let stats = emu.stop().await?;
     Ok(Run {
         secs,
         resent: stats.tcp.forward_resent,

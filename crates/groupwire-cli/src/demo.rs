@@ -240,25 +240,18 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let b = Session::bind_with(loopback, SessionOptions::new()?)
         .await
         .context("cannot bind the receiving session")?;
-    let link = |seed: u64| {
-        LinkConfig::new()
-            .varying_delay(args.delay.clone())
-            .varying_rate(args.rate.clone())
-            .seed(seed)
-    };
+    let link = LinkConfig::new()
+        .varying_delay(args.delay.clone())
+        .varying_rate(args.rate.clone());
     let emu = Emulator::bind(
         EmulatorConfig::new(loopback.parse()?, b.local_addr())
-            .forward_link(link(args.seed).loss(args.loss.clone()))
-            .reverse_link(link(args.seed.wrapping_add(1)))
+            .lossy_forward(link, args.seed, args.loss.clone())
             .tcp(true),
     )
     .await
-    .context("cannot start the link emulator")?;
-    let emu_addr = emu.local_addr()?;
-    let (stop_emu, emu_stopped) = tokio::sync::oneshot::channel::<()>();
-    let emu_task = tokio::spawn(emu.run(async {
-        let _ = emu_stopped.await;
-    }));
+    .context("cannot start the link emulator")?
+    .spawn()?;
+    let emu_addr = emu.local_addr();
     // The reliable stream crosses the emulator too (its TCP relay on the
     // same port), so the monitor's path is the stream's.
     let a = Session::bind_with(loopback, SessionOptions::new()?).await?;
@@ -402,8 +395,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     }
     drain(&specs, &tracks).await;
     a.close().await?;
-    let _ = stop_emu.send(());
-    let emu_stats = emu_task.await??;
+    let emu_stats = emu.stop().await?;
     receiver.abort();
     let now = clock.now();
     let snaps: Vec<_> = lock(&meters)

@@ -12,7 +12,6 @@ use groupwire_proto::{Bitrate, Instant};
 use groupwire_sim::traffic::{Telepointer, TelepointerParams, schedule};
 use groupwire_tokio::{Clock, Driver, Emulator, EmulatorConfig, EmulatorStats};
 use tokio::net::UdpSocket;
-use tokio::sync::oneshot;
 
 const TP: MsgType = MsgType::new(*b"TP");
 /// Streaming time per flow; both flows run at once.
@@ -81,18 +80,13 @@ async fn flow(mode: Mode, step: Step, link_seed: u64, framing: Framing) -> Outco
     let link = LinkConfig::new()
         .rate(Bitrate::kbps(256))
         .latency(Duration::from_millis(10));
-    let emu = Emulator::bind(
-        EmulatorConfig::new(loopback, rx_addr)
-            .forward_link(link.clone().loss(loss).seed(link_seed))
-            .reverse_link(link.seed(link_seed + 1)),
-    )
-    .await
-    .expect("emulator binds");
-    let emu_addr = emu.local_addr().expect("bound");
-    let (stop_emu, emu_stopped) = oneshot::channel::<()>();
-    let emu_task = tokio::spawn(emu.run(async move {
-        let _ = emu_stopped.await;
-    }));
+    let emu =
+        Emulator::bind(EmulatorConfig::new(loopback, rx_addr).lossy_forward(link, link_seed, loss))
+            .await
+            .expect("emulator binds")
+            .spawn()
+            .expect("bound");
+    let emu_addr = emu.local_addr();
 
     // Sender: a clustered telepointer at up to 100 updates/s.
     let mut tx_ep = AfecEndpoint::new(
@@ -143,8 +137,7 @@ async fn flow(mode: Mode, step: Step, link_seed: u64, framing: Framing) -> Outco
     tx_task.await.expect("task").expect("sender driver");
     rx_task.await.expect("task").expect("receiver driver");
     let (delivered, naks) = events_task.await.expect("events");
-    let _ = stop_emu.send(());
-    let emulator = emu_task.await.expect("task").expect("emulator");
+    let emulator = emu.stop().await.expect("emulator");
     Outcome {
         windowed_mer,
         code_set,

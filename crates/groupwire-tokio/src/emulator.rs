@@ -51,7 +51,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use groupwire_link::{Fate, Link, LinkConfig, LossError};
+use groupwire_link::{Fate, Link, LinkConfig, LossError, LossModel};
 use groupwire_proto::units::{IP_UDP_OVERHEAD, MAX_UDP_PAYLOAD};
 use groupwire_proto::{Instant, Transmit, Transport};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -139,6 +139,14 @@ impl EmulatorConfig {
     pub fn reverse_link(mut self, link: LinkConfig) -> Self {
         self.reverse_link = link;
         self
+    }
+    /// Both links as `link` (rate, delay, queue), `loss` on the client →
+    /// target one only: the usual path for a one-way transfer, where the
+    /// feedback should arrive. The forward link is seeded with `seed`, the
+    /// reverse one with `seed + 1`, so the two draw independently.
+    pub fn lossy_forward(self, link: LinkConfig, seed: u64, loss: LossModel) -> Self {
+        self.forward_link(link.clone().seed(seed).loss(loss))
+            .reverse_link(link.seed(seed.wrapping_add(1)))
     }
     /// Sets the corrupted-datagram policy.
     pub fn corrupt(mut self, policy: CorruptPolicy) -> Self {
@@ -335,6 +343,34 @@ impl std::error::Error for EmulatorError {
     }
 }
 
+/// An emulator forwarding on its own task ([`Emulator::spawn`]).
+#[derive(Debug)]
+pub struct RunningEmulator {
+    addr: SocketAddr,
+    stats: watch::Receiver<EmulatorStats>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: JoinHandle<io::Result<EmulatorStats>>,
+}
+
+impl RunningEmulator {
+    /// The address clients send to (the TCP relay, if on, shares it).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Live counters, updated after every datagram.
+    pub fn stats(&self) -> watch::Receiver<EmulatorStats> {
+        self.stats.clone()
+    }
+
+    /// Stops forwarding and returns the final counters; an error if the
+    /// listen socket failed (see [`Emulator::run`]) or the task panicked.
+    pub async fn stop(self) -> io::Result<EmulatorStats> {
+        let _ = self.stop.send(());
+        self.task.await.map_err(io::Error::other)?
+    }
+}
+
 /// A running-to-be link emulator: [`bind`](Emulator::bind), then
 /// [`run`](Emulator::run) until a shutdown future completes.
 #[derive(Debug)]
@@ -414,6 +450,26 @@ impl Emulator {
     /// Live counters, updated after every datagram.
     pub fn stats(&self) -> watch::Receiver<EmulatorStats> {
         self.stats_tx.subscribe()
+    }
+
+    /// Runs the emulator on a task of its own until
+    /// [`RunningEmulator::stop`], which returns the final counters: the
+    /// usual way to put an emulated path between two endpoints in a
+    /// program or a test (`run` with a shutdown future of your own is the
+    /// general form).
+    pub fn spawn(self) -> io::Result<RunningEmulator> {
+        let addr = self.local_addr()?;
+        let stats = self.stats();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(self.run(async move {
+            let _ = stopped.await;
+        }));
+        Ok(RunningEmulator {
+            addr,
+            stats,
+            stop,
+            task,
+        })
     }
 
     /// Forwards datagrams until `shutdown` completes; returns the final

@@ -81,7 +81,7 @@ pub use clock::{Clock, wall_micros};
 pub use driver::{Command, Driver, DriverClosed, DriverConfig, DriverHandle, DriverStats};
 pub use emulator::{
     BufferSizes, CorruptPolicy, DEFAULT_SOCKET_BUFFER, DirectionStats, Emulator, EmulatorConfig,
-    EmulatorError, EmulatorStats,
+    EmulatorError, EmulatorStats, RunningEmulator,
 };
 pub use metrics_http::{MetricsEndpoint, MetricsPublisher};
 pub use send::{Deadline, sleep_until};

@@ -3,8 +3,6 @@ use std::time::Duration;
 use groupwire_link::{LinkConfig, LossModel, QueueLimit};
 use groupwire_proto::Bitrate;
 use tokio::net::UdpSocket;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use super::*;
 
@@ -16,23 +14,19 @@ async fn loopback() -> UdpSocket {
 struct Running {
     addr: SocketAddr,
     stats: watch::Receiver<EmulatorStats>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<io::Result<EmulatorStats>>,
+    emu: RunningEmulator,
 }
 
 async fn start(cfg: EmulatorConfig) -> Running {
-    let emu = Emulator::bind(cfg).await.expect("emulator binds");
-    let addr = emu.local_addr().expect("bound");
-    let stats = emu.stats();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(emu.run(async move {
-        let _ = stopped.await;
-    }));
+    let emu = Emulator::bind(cfg)
+        .await
+        .expect("emulator binds")
+        .spawn()
+        .expect("bound");
     Running {
-        addr,
-        stats,
-        stop,
-        task,
+        addr: emu.local_addr(),
+        stats: emu.stats(),
+        emu,
     }
 }
 
@@ -45,8 +39,7 @@ impl Running {
             .clone()
     }
     async fn stop(self) -> EmulatorStats {
-        let _ = self.stop.send(());
-        self.task.await.expect("task").expect("clean stop")
+        self.emu.stop().await.expect("clean stop")
     }
 }
 
@@ -251,11 +244,8 @@ async fn kernel_buffer_overflow_is_counted_as_socket_drops_not_link_loss() {
     for i in 0..sent {
         client.send_to(&[i as u8; 1000], addr).expect("send");
     }
-    let (stop, stopped) = oneshot::channel::<()>();
+    let emu = emu.spawn().expect("bound");
     let mut stats = emu.stats();
-    let task = tokio::spawn(emu.run(async move {
-        let _ = stopped.await;
-    }));
     // Wait until every datagram is accounted for (read or dropped): drops
     // are read from the kernel every DROPS_EVERY.
     tokio::time::timeout(
@@ -268,8 +258,7 @@ async fn kernel_buffer_overflow_is_counted_as_socket_drops_not_link_loss() {
     .await
     .expect("all datagrams accounted for in time")
     .expect("running");
-    let _ = stop.send(());
-    let s = task.await.expect("task").expect("clean stop");
+    let s = emu.stop().await.expect("clean stop");
     assert!(s.forward.socket_drops > 0, "{s:?}");
     assert_eq!(s.forward.lost, 0, "socket drops are not link loss: {s:?}");
     assert_eq!(s.forward.received + s.forward.socket_drops, sent, "{s:?}");
@@ -417,11 +406,8 @@ async fn tcp_shares_the_links_rate_and_the_window_holds_the_sender_back() {
         emu.local_addr().expect("bound").port(),
         "one port for both"
     );
+    let emu = emu.spawn().expect("bound");
     let mut stats = emu.stats();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(emu.run(async move {
-        let _ = stopped.await;
-    }));
     let data = pattern(250_000);
     let sent = data.clone();
     let started = Clock::start();
@@ -449,8 +435,7 @@ async fn tcp_shares_the_links_rate_and_the_window_holds_the_sender_back() {
     let wire = data.len().div_ceil(MSS) * (MSS + TCP_OVERHEAD);
     let least = Duration::from_secs_f64(wire as f64 * 8.0 / 2e6);
     assert!(took >= least.mul_f64(0.95), "{took:?} < {least:?}");
-    let _ = stop.send(());
-    task.await.expect("task").expect("clean stop");
+    emu.stop().await.expect("clean stop");
 }
 
 #[tokio::test]

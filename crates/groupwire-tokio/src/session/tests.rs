@@ -3,7 +3,6 @@
 //! takes to show; what is asserted is counted, not timed.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -387,18 +386,12 @@ async fn strangers_on_the_stream_port_are_closed_and_bounded() {
 /// Sessions A and B, with A's datagrams to B through an emulator that
 /// loses a share `loss` of them (seeded), and its stream straight to B or,
 /// with `tcp`, through the emulator's TCP relay and the same lossy link;
-/// the emulator runs until the sender fires, and its task returns its stats.
+/// the emulator runs until stopped, which returns its stats.
 async fn through_lossy_emulator(
     loss: f64,
     seed: u64,
     tcp: bool,
-) -> (
-    Session,
-    Session,
-    Peer,
-    tokio::sync::oneshot::Sender<()>,
-    JoinHandle<io::Result<crate::emulator::EmulatorStats>>,
-) {
+) -> (Session, Session, Peer, crate::emulator::RunningEmulator) {
     let b = Session::bind_with(LOOPBACK, opts()).await.unwrap();
     let loss = LossModel::Bernoulli {
         p: groupwire_proto::Probability::new(loss).unwrap(),
@@ -410,20 +403,17 @@ async fn through_lossy_emulator(
     )
     .await
     .unwrap();
-    let emu_addr: SocketAddr = emu.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let emu_task = tokio::spawn(emu.run(async {
-        let _ = stop_rx.await;
-    }));
+    let emu = emu.spawn().unwrap();
+    let emu_addr = emu.local_addr();
     let a = Session::bind_with(LOOPBACK, opts()).await.unwrap();
     let stream = if tcp { emu_addr } else { b.local_addr() };
     let peer = a.connect_with_stream(emu_addr, stream).await.unwrap();
-    (a, b, peer, stop_tx, emu_task)
+    (a, b, peer, emu)
 }
 
 #[tokio::test]
 async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
-    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 7, false).await;
+    let (a, b, peer, emu) = through_lossy_emulator(0.1, 7, false).await;
     let plain = peer.channel("plain", Qos::low_latency()).unwrap();
     let xor = peer.channel("xor", Qos::low_latency()).unwrap();
     let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
@@ -450,14 +440,13 @@ async fn through_a_lossy_emulated_path_fec_channels_rebuild_what_plain_loses() {
     assert!(p < n as usize, "10% loss took nothing from plain ({p})");
     assert!(got.recovered["xor"] > 0, "xor rebuilt nothing");
     assert!(x > p, "xor delivered {x}, plain {p}");
-    let _ = stop_tx.send(());
-    let stats = emu_task.await.unwrap().unwrap();
+    let stats = emu.stop().await.unwrap();
     assert!(stats.forward.lost > 0);
 }
 
 #[tokio::test]
 async fn through_a_lossy_emulated_path_the_stream_crosses_it_too_and_loses_nothing() {
-    let (_a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 11, true).await;
+    let (_a, b, peer, emu) = through_lossy_emulator(0.1, 11, true).await;
     let edits = peer.channel("edits", Qos::reliable_ordered()).unwrap();
     let pointer = peer.channel("pointer", Qos::low_latency()).unwrap();
     let n = 500;
@@ -469,8 +458,7 @@ async fn through_a_lossy_emulated_path_the_stream_crosses_it_too_and_loses_nothi
         "{}",
         got.count("edits")
     );
-    let _ = stop_tx.send(());
-    let stats = emu_task.await.unwrap().unwrap();
+    let stats = emu.stop().await.unwrap();
     assert_eq!(stats.tcp.accepted, 1, "{:?}", stats.tcp);
     // 500 KB of edits at 10% loss: the stream's segments were lost too,
     // and went again.
@@ -482,7 +470,7 @@ async fn through_a_lossy_emulated_path_the_stream_crosses_it_too_and_loses_nothi
 /// every message arrives once.
 #[tokio::test]
 async fn through_a_lossy_emulated_path_a_striped_channel_crosses_it_on_its_own_connections() {
-    let (_a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.05, 13, true).await;
+    let (_a, b, peer, emu) = through_lossy_emulator(0.05, 13, true).await;
     let data = peer.channel("dataset", Qos::bulk()).unwrap();
     data.set_mechanism(Mechanism::Striped { streams: 3 })
         .unwrap();
@@ -496,15 +484,14 @@ async fn through_a_lossy_emulated_path_a_striped_channel_crosses_it_on_its_own_c
         "{} of {n}",
         v.len()
     );
-    let _ = stop_tx.send(());
-    let stats = emu_task.await.unwrap().unwrap();
+    let stats = emu.stop().await.unwrap();
     assert_eq!(stats.tcp.accepted, 3, "{:?}", stats.tcp);
     assert_eq!(stats.tcp.failed, 0, "{:?}", stats.tcp);
 }
 
 #[tokio::test]
 async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
-    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 5, false).await;
+    let (a, b, peer, emu) = through_lossy_emulator(0.1, 5, false).await;
     let qos = Qos::bulk().rate(groupwire_proto::Bitrate::mbps(40));
     let data = peer.channel("dataset", qos).unwrap();
     data.set_mechanism(Mechanism::Blast).unwrap();
@@ -540,8 +527,7 @@ async fn through_a_lossy_emulated_path_blast_delivers_each_dataset_whole() {
         assert!(g[..] == d[..], "a dataset arrived changed or out of order");
     }
     assert_eq!(data.report().unwrap().stats.failed, 0);
-    let _ = stop_tx.send(());
-    let stats = emu_task.await.unwrap().unwrap();
+    let stats = emu.stop().await.unwrap();
     assert!(
         stats.forward.lost > 0,
         "the path lost nothing: nothing resent"
@@ -626,7 +612,7 @@ async fn through_a_lossy_emulated_path_a_file_on_blast_arrives_whole() {
     let path = some_file(dir.path(), "scan.raw", 2 * BLAST_CHUNK + 777);
     let inbox = dir.path().join("in");
     std::fs::create_dir_all(&inbox).unwrap();
-    let (a, b, peer, stop_tx, emu_task) = through_lossy_emulator(0.1, 9, false).await;
+    let (a, b, peer, emu) = through_lossy_emulator(0.1, 9, false).await;
     let data = peer
         .channel(
             "dataset",
@@ -642,8 +628,7 @@ async fn through_a_lossy_emulated_path_a_file_on_blast_arrives_whole() {
         panic!("{end:?} / {:?}", a.stats());
     };
     assert_eq!(std::fs::read(got).unwrap(), std::fs::read(&path).unwrap());
-    let _ = stop_tx.send(());
-    assert!(emu_task.await.unwrap().unwrap().forward.lost > 0);
+    assert!(emu.stop().await.unwrap().forward.lost > 0);
 }
 
 #[test]
