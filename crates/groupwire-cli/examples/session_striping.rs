@@ -12,7 +12,7 @@
 //! message to the last delivered, the goodput, its ratio to one stream's,
 //! and the segments the emulator's relay sent again. `--delay` is each
 //! direction's, so the round trip is twice it. Every message is checked to
-//! arrive exactly once. Used by `scripts/results.sh bulk-real`.
+//! arrive exactly once. Used by `scripts/results.sh session-striping`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -16,7 +16,7 @@
 //! other update carries its real send time, since a publisher woken late
 //! by tokio's 1 ms timer or the bench's own CPU is the bench's delay, not
 //! the server's, and the report counts those late sends apart
-//! (`ON_TIME`).
+//! (`stamp`, `ON_TIME`).
 //!
 //! Scenarios follow Litiu & Prakash §5 (see [`Scenario`]).
 
@@ -1317,26 +1317,18 @@ async fn relay_client(
     }
 }
 
-/// Lateness (µs) past which a send counts as late in the report: one and a
-/// half ticks of the publishers' 1 ms timer.
-///
-/// How a message is stamped (coordinated omission, Tene's term): a
-/// publisher that the server held up (a write that had to wait for the
-/// server to read, `held_until`) after a message was due stamps it with
-/// its *scheduled* time, so the wait the server caused counts in its
-/// latency. Otherwise the message is stamped when it goes out: what made it
-/// late was the bench's own timer (tokio's 1 ms wheel, plus the rounding of
-/// the park timeout, wakes a sleeper up to about 2 ms late) or its own CPU,
-/// neither of which is the server's latency, and the report counts those
-/// late sends (`sends_late`) so a bench that cannot keep up shows. Before,
-/// any send over 1.5 ms late was stamped with its schedule, and the timer's
-/// lateness alone put a floor of about 2.4 ms under every p99 (1 group of 2
-/// at 50 msg/s on an idle relay: p99 2.4 ms with it, 0.6 ms without).
+/// Lateness (µs) past which a send counts as late in the report
+/// (`sends_late`): one and a half ticks of the publishers' 1 ms timer.
+/// Such sends are the bench's own (see [`stamp`]); the report counts them
+/// so a bench that cannot keep up shows.
 const ON_TIME: u64 = 1500;
 
 /// The send time a message due at `due` and sent at `now` carries (all
 /// wall µs): its schedule if the server held its publisher up after it was
-/// due (`held_until`, the end of the last write that waited), else `now`.
+/// due (`held_until`, the end of the last write that waited), so the wait
+/// the server caused counts in its latency (no coordinated omission); else
+/// `now`, since what made it late was the bench's own timer (tokio's 1 ms
+/// wheel wakes a sleeper up to about 2 ms late) or its CPU.
 fn stamp(due: u64, now: u64, held_until: u64) -> u64 {
     if held_until > due { due } else { now }
 }

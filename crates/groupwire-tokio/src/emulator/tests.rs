@@ -12,7 +12,6 @@ async fn loopback() -> UdpSocket {
 
 /// A started emulator toward `target`: its address, live stats, and a stop switch.
 struct Running {
-    addr: SocketAddr,
     stats: watch::Receiver<EmulatorStats>,
     emu: RunningEmulator,
 }
@@ -24,13 +23,15 @@ async fn start(cfg: EmulatorConfig) -> Running {
         .spawn()
         .expect("bound");
     Running {
-        addr: emu.local_addr(),
         stats: emu.stats(),
         emu,
     }
 }
 
 impl Running {
+    fn addr(&self) -> SocketAddr {
+        self.emu.local_addr()
+    }
     async fn wait_for(&mut self, f: impl FnMut(&EmulatorStats) -> bool) -> EmulatorStats {
         tokio::time::timeout(Duration::from_secs(60), self.stats.wait_for(f))
             .await
@@ -70,14 +71,14 @@ async fn delays_each_direction_by_its_latency() {
     )
     .await;
     let t0 = Clock::start();
-    client.send_to(b"hello", emu.addr).await.expect("send");
+    client.send_to(b"hello", emu.addr()).await.expect("send");
     let (data, upstream) = recv(&target).await.expect("forwarded");
     assert_eq!(data, b"hello");
     assert_eq!(t0.now().since_epoch(), Duration::from_millis(200));
     assert_ne!(upstream, client.local_addr().expect("bound"));
     target.send_to(b"back", upstream).await.expect("reply");
     let (data, src) = recv(&client).await.expect("returned");
-    assert_eq!((data.as_slice(), src), (&b"back"[..], emu.addr));
+    assert_eq!((data.as_slice(), src), (&b"back"[..], emu.addr()));
     assert_eq!(t0.now().since_epoch(), Duration::from_millis(250));
     let s = emu.stop().await;
     assert_eq!((s.forward.delivered, s.reverse.delivered), (1, 1));
@@ -99,7 +100,7 @@ async fn drops_what_the_seeded_loss_model_loses() {
     )
     .await;
     for i in 0..200u8 {
-        client.send_to(&[i], emu.addr).await.expect("send");
+        client.send_to(&[i], emu.addr()).await.expect("send");
     }
     let s = emu
         .wait_for(|s| s.forward.received == 200 && s.forward.held == 0)
@@ -127,7 +128,7 @@ async fn drops_at_the_tail_of_a_full_queue() {
     )
     .await;
     for _ in 0..20 {
-        client.send_to(&[0u8; 72], emu.addr).await.expect("send");
+        client.send_to(&[0u8; 72], emu.addr()).await.expect("send");
     }
     let s = emu.wait_for(|s| s.forward.received == 20).await;
     assert_eq!(s.forward.queue_drops, 16, "{s:?}");
@@ -154,7 +155,7 @@ async fn holds_at_most_max_held_datagrams() {
     )
     .await;
     for _ in 0..30 {
-        client.send_to(b"x", emu.addr).await.expect("send");
+        client.send_to(b"x", emu.addr()).await.expect("send");
     }
     let s = emu.wait_for(|s| s.forward.received == 30).await;
     assert_eq!((s.forward.overflow, s.forward.held), (20, 10), "{s:?}");
@@ -175,7 +176,10 @@ async fn corrupted_datagrams_are_dropped_or_forwarded_flipped() {
                 .corrupt(policy),
         )
         .await;
-        client.send_to(&[0x0f, 0x00], emu.addr).await.expect("send");
+        client
+            .send_to(&[0x0f, 0x00], emu.addr())
+            .await
+            .expect("send");
         let s = emu.wait_for(|s| s.forward.received == 1).await;
         assert_eq!(s.forward.corrupted, 1);
         let got = recv(&target).await.map(|(d, _)| d);
@@ -193,7 +197,7 @@ async fn forgets_the_least_recently_seen_client() {
     let mut emu = start(cfg(&target).max_clients(2)).await;
     let clients = [loopback().await, loopback().await, loopback().await];
     for c in &clients {
-        c.send_to(b"hi", emu.addr).await.expect("send");
+        c.send_to(b"hi", emu.addr()).await.expect("send");
         let _ = recv(&target).await.expect("forwarded");
     }
     let s = emu.wait_for(|s| s.forward.delivered == 3).await;
@@ -281,16 +285,16 @@ async fn schedules_change_the_link_as_the_emulators_clock_runs() {
     )
     .await;
     let t0 = Clock::start();
-    client.send_to(b"early", emu.addr).await.expect("send");
+    client.send_to(b"early", emu.addr()).await.expect("send");
     recv(&target).await.expect("the first second delivers");
     assert_eq!(t0.now().since_epoch(), Duration::from_millis(10));
     tokio::time::sleep(Duration::from_millis(1490)).await;
-    client.send_to(b"later", emu.addr).await.expect("send");
+    client.send_to(b"later", emu.addr()).await.expect("send");
     recv(&target).await.expect("the second second delivers");
     assert_eq!(t0.now().since_epoch(), Duration::from_millis(1800));
     tokio::time::sleep(Duration::from_secs(1)).await;
     for i in 0..20u8 {
-        client.send_to(&[i], emu.addr).await.expect("send");
+        client.send_to(&[i], emu.addr()).await.expect("send");
     }
     let s = emu.wait_for(|s| s.forward.received == 22).await;
     assert_eq!(
@@ -343,7 +347,7 @@ async fn tcp_crosses_a_lossy_link_whole_in_order_and_each_loss_is_sent_again() {
             .seed(seed)
     };
     let mut emu = start_tcp(&target, lossy(3), lossy(4)).await;
-    let to = emu.addr;
+    let to = emu.addr();
     let data = pattern(600_000);
     let reply = pattern(100_000);
     let (sent, answer) = (data.clone(), reply.clone());
@@ -449,9 +453,9 @@ async fn tcp_past_max_clients_is_refused_and_a_refusing_target_closes_the_client
     .tcp(true)
     .max_clients(1);
     let mut emu = start(cfg).await;
-    let _first = TcpStream::connect(emu.addr).await.expect("accepted");
+    let _first = TcpStream::connect(emu.addr()).await.expect("accepted");
     let (_upstream, _) = target.accept().await.expect("relayed");
-    let mut second = TcpStream::connect(emu.addr)
+    let mut second = TcpStream::connect(emu.addr())
         .await
         .expect("the kernel accepts");
     assert!(read_all(&mut second).await.is_empty(), "closed at once");
@@ -465,7 +469,7 @@ async fn tcp_past_max_clients_is_refused_and_a_refusing_target_closes_the_client
     drop(gone);
     let cfg = EmulatorConfig::new("127.0.0.1:0".parse().expect("address"), to).tcp(true);
     let mut emu = start(cfg).await;
-    let mut c = TcpStream::connect(emu.addr)
+    let mut c = TcpStream::connect(emu.addr())
         .await
         .expect("the kernel accepts");
     assert!(read_all(&mut c).await.is_empty(), "closed");
