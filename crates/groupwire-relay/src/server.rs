@@ -1179,6 +1179,10 @@ async fn serve_tcp<R, W>(
                             }
                         }
                     }
+                    // One wake-up of the core task for all this read gave.
+                    if inputs.flush().is_err() {
+                        break 'read End::Gone;
+                    }
                     if any {
                         timers.frame_received(&ticket);
                     }
@@ -1316,7 +1320,7 @@ async fn serve_ws<S>(
                 match frame::frame_len(&bytes, max_frame) {
                     Ok(Some(len)) if len == bytes.len() => {
                         timers.frame_received(&ticket);
-                        if inputs.send_frame(bytes).await.is_err() {
+                        if inputs.send_frame(bytes).await.is_err() || inputs.flush().is_err() {
                             break 'read End::Gone;
                         }
                     }

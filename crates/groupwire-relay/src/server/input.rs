@@ -68,10 +68,24 @@ pub(super) type Ready = (ConnId, Arc<ConnShared>);
 
 /// A reader's end: its connection's queue and the core task's token
 /// channel.
+///
+/// Frames ([`send_frame`](Self::send_frame)) are queued at once but their
+/// ready token waits for [`flush`](Self::flush), which the reader calls
+/// once it has queued everything one read gave it (and `send_frame` itself
+/// before it waits for room): the core task is woken once per read, not
+/// once per frame. Per frame, a reader on the background thread woke the
+/// core on the interactive thread, which preempted it at once, took that
+/// one frame and slept again: 100 `Ping` flooders made 49 000 such
+/// context switches a second on each thread, most of the relay's CPU
+/// (`/proc/PID/task/*/status` during `examples/relay_hostile.rs --isolate
+/// --kinds flood`).
 pub(super) struct InputTx {
     conn: ConnId,
     ready: mpsc::UnboundedSender<Ready>,
     pub(super) shared: Arc<ConnShared>,
+    /// The queue went from empty to not empty and the core task has not
+    /// been told yet.
+    token_due: bool,
 }
 
 impl InputTx {
@@ -84,11 +98,28 @@ impl InputTx {
             conn,
             ready,
             shared,
+            token_due: false,
         }
     }
 
-    /// Queues `input`; `Err` once the relay stops.
+    /// Queues `input` and tells the core task; `Err` once the relay stops.
     pub(super) fn send(&mut self, input: Input) -> Result<(), ()> {
+        self.queue(input)?;
+        self.flush()
+    }
+
+    /// Hands the core task the ready token that queued frames still wait
+    /// for, if any; `Err` once the relay stops.
+    pub(super) fn flush(&mut self) -> Result<(), ()> {
+        if std::mem::take(&mut self.token_due) {
+            self.ready
+                .send((self.conn, self.shared.clone()))
+                .map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
+    fn queue(&mut self, input: Input) -> Result<(), ()> {
         if self.ready.is_closed() {
             return Err(());
         }
@@ -101,33 +132,34 @@ impl InputTx {
             q.push_back(input);
             q.len() == 1
         };
-        if was_empty {
-            self.ready
-                .send((self.conn, self.shared.clone()))
-                .map_err(|_| ())?;
-        }
+        self.token_due |= was_empty;
         Ok(())
     }
 
     /// Queues one frame, first waiting for room in the connection's
-    /// in-flight budget: [`MAX_QUEUED_FRAMES`] frames and its bytes.
+    /// in-flight budget: [`MAX_QUEUED_FRAMES`] frames and its bytes. The
+    /// core task hears of it at the next [`flush`](Self::flush), or here
+    /// before waiting (it must take what is queued to make room).
     pub(super) async fn send_frame(&mut self, frame: Bytes) -> Result<(), ()> {
-        let slot = self
-            .shared
-            .inflight_frames
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| ())?;
+        let frames = self.shared.inflight_frames.clone();
+        let slot = match frames.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                self.flush()?;
+                frames.acquire_owned().await.map_err(|_| ())?
+            }
+        };
         let cost = (frame.len() + FRAME_OVERHEAD).min(self.shared.inflight_budget);
-        let bytes = self
-            .shared
-            .inflight_bytes
-            .clone()
-            .acquire_many_owned(u32::try_from(cost).unwrap_or(u32::MAX))
-            .await
-            .map_err(|_| ())?;
-        self.send(Input::Frame(self.conn, frame, [slot, bytes]))
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+        let budget = self.shared.inflight_bytes.clone();
+        let bytes = match budget.clone().try_acquire_many_owned(cost) {
+            Ok(p) => p,
+            Err(_) => {
+                self.flush()?;
+                budget.acquire_many_owned(cost).await.map_err(|_| ())?
+            }
+        };
+        self.queue(Input::Frame(self.conn, frame, [slot, bytes]))
     }
 }
 
@@ -270,6 +302,51 @@ mod tests {
         assert!(rings.is_empty());
         // Empty again: the next input hands in a new token.
         c.send(Input::Violation(ConnId(1), "d")).expect("open");
+        assert_eq!(rx.len(), 1);
+    }
+
+    /// The frames of one read cost the core task one wake-up: their token
+    /// waits for `flush`, and a second flush hands in nothing.
+    #[tokio::test]
+    async fn frames_wait_for_flush_and_a_full_budget_flushes_before_waiting() {
+        let (ready, mut rx) = mpsc::unbounded_channel();
+        let mut c = tx(ConnId(1), &ready);
+        for _ in 0..3 {
+            c.send_frame(Bytes::from_static(b"ping"))
+                .await
+                .expect("room");
+        }
+        assert_eq!(rx.len(), 0, "no token before the flush");
+        c.flush().expect("open");
+        c.flush().expect("open");
+        assert_eq!(rx.len(), 1, "one token for the three frames");
+        let mut rings = InputRings::new();
+        collect(&mut rx, &mut rings, |_| 0);
+        while rings.next(|_| 0).is_some() {}
+        // Out of frame slots: the reader must hand in its token before it
+        // waits, or the core task never makes room.
+        let reader = tokio::spawn(async move {
+            for _ in 0..MAX_QUEUED_FRAMES + 1 {
+                c.send_frame(Bytes::from_static(b"p")).await.expect("room");
+            }
+            c
+        });
+        let token = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+            .await
+            .expect("handed in before waiting")
+            .expect("open");
+        rings.push(0, token);
+        let mut taken = 0;
+        while rings.next(|_| 0).is_some() {
+            taken += 1;
+        }
+        assert_eq!(taken, MAX_QUEUED_FRAMES);
+        let mut c = tokio::time::timeout(std::time::Duration::from_secs(10), reader)
+            .await
+            .expect("room was made")
+            .expect("no panic");
+        assert_eq!(rx.len(), 0, "the last frame waits for its flush");
+        c.flush().expect("open");
         assert_eq!(rx.len(), 1);
     }
 
