@@ -364,8 +364,8 @@ async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
 
 /// The most a hostile client writes in one system call.
 ///
-/// On a kernel without preemption (`preempt=none`, as on this project's
-/// CI VMs), a `SCHED_IDLE` client still holds its CPU for the whole of a
+/// On a kernel without preemption (`preempt=none`, as on the machine the
+/// fifth round of `docs/results/reliability.md` ran on), a `SCHED_IDLE` client still holds its CPU for the whole of a
 /// system call: one `write` of a 2 MiB body over loopback runs the TCP
 /// transmit and receive of every segment the window takes, and held the
 /// member on the same CPU for up to a millisecond (`perf sched` showed

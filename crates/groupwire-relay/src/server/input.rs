@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError};
 
 use bytes::Bytes;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::{ConnShared, FRAME_OVERHEAD, LANES};
 
@@ -141,25 +141,21 @@ impl InputTx {
     /// core task hears of it at the next [`flush`](Self::flush), or here
     /// before waiting (it must take what is queued to make room).
     pub(super) async fn send_frame(&mut self, frame: Bytes) -> Result<(), ()> {
-        let frames = self.shared.inflight_frames.clone();
-        let slot = match frames.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                self.flush()?;
-                frames.acquire_owned().await.map_err(|_| ())?
-            }
-        };
+        let slot = self.room(self.shared.inflight_frames.clone(), 1).await?;
         let cost = (frame.len() + FRAME_OVERHEAD).min(self.shared.inflight_budget);
         let cost = u32::try_from(cost).unwrap_or(u32::MAX);
-        let budget = self.shared.inflight_bytes.clone();
-        let bytes = match budget.clone().try_acquire_many_owned(cost) {
-            Ok(p) => p,
-            Err(_) => {
-                self.flush()?;
-                budget.acquire_many_owned(cost).await.map_err(|_| ())?
-            }
-        };
+        let bytes = self.room(self.shared.inflight_bytes.clone(), cost).await?;
         self.queue(Input::Frame(self.conn, frame, [slot, bytes]))
+    }
+
+    /// `n` permits of `budget`; if there is no room now, first hands the
+    /// core task what is queued (it makes the room by taking it).
+    async fn room(&mut self, budget: Arc<Semaphore>, n: u32) -> Result<OwnedSemaphorePermit, ()> {
+        if let Ok(p) = budget.clone().try_acquire_many_owned(n) {
+            return Ok(p);
+        }
+        self.flush()?;
+        budget.acquire_many_owned(n).await.map_err(|_| ())
     }
 }
 
